@@ -1,0 +1,26 @@
+# Every dependency comes from a Debian package (see scripts/setup.sh).
+find_package(Threads REQUIRED)
+find_package(CapnProto REQUIRED)
+find_package(RocksDB REQUIRED)
+find_package(OpenSSL REQUIRED)
+find_package(GTest REQUIRED)
+find_package(nlohmann_json 3.10 REQUIRED)
+find_package(Boost 1.74 REQUIRED)
+
+# CAF 0.17 ships no CMake config: locate its headers and libraries by hand.
+find_path(CAF_INCLUDE_DIR caf/all.hpp REQUIRED)
+find_library(CAF_CORE_LIBRARY caf_core REQUIRED)
+find_library(CAF_IO_LIBRARY caf_io REQUIRED)
+add_library(caf::core UNKNOWN IMPORTED)
+set_target_properties(caf::core PROPERTIES IMPORTED_LOCATION "${CAF_CORE_LIBRARY}"
+  INTERFACE_INCLUDE_DIRECTORIES "${CAF_INCLUDE_DIR}"
+  INTERFACE_LINK_LIBRARIES Threads::Threads)
+add_library(caf::io UNKNOWN IMPORTED)
+set_target_properties(caf::io PROPERTIES IMPORTED_LOCATION "${CAF_IO_LIBRARY}"
+  INTERFACE_LINK_LIBRARIES caf::core)
+
+if(TARGET RocksDB::rocksdb)
+  set(AIRLOCK_ROCKSDB RocksDB::rocksdb)
+else()
+  set(AIRLOCK_ROCKSDB RocksDB::rocksdb-shared)
+endif()

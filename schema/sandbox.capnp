@@ -1,0 +1,57 @@
+@0xc8262bd6073c57b5;
+# A sandbox: its spec as the API accepted it and its lifecycle state.
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("airlock::capnp_schema");
+using Common = import "common.capnp";
+
+enum SandboxState {
+  creating @0;
+  running @1;
+  pausing @2;
+  paused @3;
+  resuming @4;
+  suspending @5;
+  suspended @6;
+  restoring @7;
+  destroying @8;
+  destroyed @9;
+  error @10;
+}
+
+enum EgressProfile {
+  none @0;
+  allowlist @1;
+  open @2;
+}
+
+struct EgressPolicy {
+  profile @0 :EgressProfile;
+  allow @1 :List(Text);       # exact names or "*." wildcards, optional ":port"
+}
+
+struct SandboxSpec {
+  template @0 :Text;
+  cpuMillis @1 :UInt32;
+  memoryMb @2 :UInt32;
+  diskMb @3 :UInt32;
+  env @4 :List(Common.KeyValue);
+  metadata @5 :List(Common.KeyValue);
+  idleTimeoutS @6 :UInt32;
+  egress @7 :EgressPolicy;
+  fromCheckpoint @8 :Text;
+}
+
+struct SandboxRecord {
+  schemaVersion @0 :UInt16;
+  id @1 :Text;                # sb_...
+  tenantId @2 :Text;
+  state @3 :SandboxState;
+  spec @4 :SandboxSpec;
+  workerId @5 :Text;
+  dataUrl @6 :Text;
+  errorReason @7 :Common.ErrorInfo;
+  createdAtMs @8 :Int64;
+  updatedAtMs @9 :Int64;
+  lastActiveAtMs @10 :Int64;
+  lastOperationId @11 :Text;
+}

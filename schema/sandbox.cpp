@@ -1,0 +1,149 @@
+#include "schema/sandbox.hpp"
+
+#include <array>
+
+#include "schema/capnp_codec.hpp"
+#include "schema/sandbox.capnp.h"
+
+namespace airlock::schema {
+
+namespace {
+
+namespace cs = airlock::capnp_schema;
+
+constexpr std::array<std::string_view, 11> sandbox_state_names{
+  "creating",   "running",   "pausing",   "paused",     "resuming", "suspending",
+  "suspended",  "restoring", "destroying", "destroyed", "error"};
+
+constexpr std::array<std::string_view, 3> egress_profile_names{"none", "allowlist", "open"};
+
+template <class Array>
+auto parse_name(const Array& names, std::string_view text) -> std::optional<size_t> {
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == text)
+      return i;
+  return std::nullopt;
+}
+
+void set_map(capnp::List<cs::KeyValue>::Builder list,
+             const std::map<std::string, std::string>& values) {
+  unsigned i = 0;
+  for (const auto& [key, value] : values) {
+    list[i].setKey(key);
+    list[i].setValue(value);
+    ++i;
+  }
+}
+
+std::map<std::string, std::string> get_map(capnp::List<cs::KeyValue>::Reader list) {
+  std::map<std::string, std::string> out;
+  for (auto kv : list)
+    out[detail::text(kv.getKey())] = detail::text(kv.getValue());
+  return out;
+}
+
+void fill_spec(cs::SandboxSpec::Builder b, const sandbox_spec& s) {
+  b.setTemplate(s.template_name);
+  b.setCpuMillis(s.cpu_millis);
+  b.setMemoryMb(s.memory_mb);
+  b.setDiskMb(s.disk_mb);
+  set_map(b.initEnv(static_cast<unsigned>(s.env.size())), s.env);
+  set_map(b.initMetadata(static_cast<unsigned>(s.metadata.size())), s.metadata);
+  b.setIdleTimeoutS(s.idle_timeout_s);
+  auto egress = b.initEgress();
+  egress.setProfile(static_cast<cs::EgressProfile>(s.egress.profile));
+  auto allow = egress.initAllow(static_cast<unsigned>(s.egress.allow.size()));
+  for (unsigned i = 0; i < s.egress.allow.size(); ++i)
+    allow.set(i, s.egress.allow[i]);
+  b.setFromCheckpoint(s.from_checkpoint);
+}
+
+result<sandbox_spec> read_spec(cs::SandboxSpec::Reader b) {
+  sandbox_spec s;
+  if (!detail::enum_in_range(b.getEgress().getProfile(), cs::EgressProfile::OPEN))
+    return detail::enum_too_new("sandbox");
+  s.template_name = detail::text(b.getTemplate());
+  s.cpu_millis = b.getCpuMillis();
+  s.memory_mb = b.getMemoryMb();
+  s.disk_mb = b.getDiskMb();
+  s.env = get_map(b.getEnv());
+  s.metadata = get_map(b.getMetadata());
+  s.idle_timeout_s = b.getIdleTimeoutS();
+  s.egress.profile = static_cast<egress_profile>(b.getEgress().getProfile());
+  for (auto name : b.getEgress().getAllow())
+    s.egress.allow.push_back(detail::text(name));
+  s.from_checkpoint = detail::text(b.getFromCheckpoint());
+  return s;
+}
+
+} // namespace
+
+std::string_view to_string(sandbox_state state) noexcept {
+  return sandbox_state_names.at(static_cast<size_t>(state));
+}
+
+std::optional<sandbox_state> parse_sandbox_state(std::string_view text) noexcept {
+  if (auto i = parse_name(sandbox_state_names, text))
+    return static_cast<sandbox_state>(*i);
+  return std::nullopt;
+}
+
+std::string_view to_string(egress_profile profile) noexcept {
+  return egress_profile_names.at(static_cast<size_t>(profile));
+}
+
+std::optional<egress_profile> parse_egress_profile(std::string_view text) noexcept {
+  if (auto i = parse_name(egress_profile_names, text))
+    return static_cast<egress_profile>(*i);
+  return std::nullopt;
+}
+
+std::string encode(const sandbox_record& r) {
+  return detail::to_bytes<cs::SandboxRecord>([&r](cs::SandboxRecord::Builder b) {
+    b.setSchemaVersion(sandbox_schema_version);
+    b.setId(r.id);
+    b.setTenantId(r.tenant_id);
+    b.setState(static_cast<cs::SandboxState>(r.state));
+    fill_spec(b.initSpec(), r.spec);
+    b.setWorkerId(r.worker_id);
+    b.setDataUrl(r.data_url);
+    if (r.error_reason) {
+      auto e = b.initErrorReason();
+      e.setCode(r.error_reason->code);
+      e.setMessage(r.error_reason->message);
+    }
+    b.setCreatedAtMs(r.created_at_ms);
+    b.setUpdatedAtMs(r.updated_at_ms);
+    b.setLastActiveAtMs(r.last_active_at_ms);
+    b.setLastOperationId(r.last_operation_id);
+  });
+}
+
+result<sandbox_record> decode_sandbox(std::string_view bytes) {
+  return detail::from_bytes<cs::SandboxRecord, sandbox_record>(
+    bytes, sandbox_schema_version, "sandbox",
+    [](cs::SandboxRecord::Reader b) -> result<sandbox_record> {
+      if (!detail::enum_in_range(b.getState(), cs::SandboxState::ERROR))
+        return detail::enum_too_new("sandbox");
+      auto spec = read_spec(b.getSpec());
+      if (!spec)
+        return spec.error();
+      sandbox_record r;
+      r.id = detail::text(b.getId());
+      r.tenant_id = detail::text(b.getTenantId());
+      r.state = static_cast<sandbox_state>(b.getState());
+      r.spec = std::move(*spec);
+      r.worker_id = detail::text(b.getWorkerId());
+      r.data_url = detail::text(b.getDataUrl());
+      if (b.hasErrorReason())
+        r.error_reason = error_info{detail::text(b.getErrorReason().getCode()),
+                                    detail::text(b.getErrorReason().getMessage())};
+      r.created_at_ms = b.getCreatedAtMs();
+      r.updated_at_ms = b.getUpdatedAtMs();
+      r.last_active_at_ms = b.getLastActiveAtMs();
+      r.last_operation_id = detail::text(b.getLastOperationId());
+      return r;
+    });
+}
+
+} // namespace airlock::schema

@@ -1,0 +1,68 @@
+#pragma once
+// C++ value types for sandbox records (schema/sandbox.capnp), as in API.md.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "schema/errc.hpp"
+#include "schema/operation.hpp"
+
+namespace airlock::schema {
+
+inline constexpr uint16_t sandbox_schema_version = 1;
+
+enum class sandbox_state : uint8_t {
+  creating, running, pausing, paused, resuming, suspending, suspended, restoring,
+  destroying, destroyed, error,
+};
+
+std::string_view to_string(sandbox_state state) noexcept;
+std::optional<sandbox_state> parse_sandbox_state(std::string_view text) noexcept;
+
+enum class egress_profile : uint8_t { none, allowlist, open };
+
+std::string_view to_string(egress_profile profile) noexcept;
+std::optional<egress_profile> parse_egress_profile(std::string_view text) noexcept;
+
+struct egress_policy {
+  egress_profile profile = egress_profile::none;
+  std::vector<std::string> allow;
+  bool operator==(const egress_policy&) const = default;
+};
+
+struct sandbox_spec {
+  std::string template_name;
+  uint32_t cpu_millis = 1000;
+  uint32_t memory_mb = 512;
+  uint32_t disk_mb = 2048;
+  std::map<std::string, std::string> env;
+  std::map<std::string, std::string> metadata;
+  uint32_t idle_timeout_s = 21600;
+  egress_policy egress;
+  std::string from_checkpoint;
+  bool operator==(const sandbox_spec&) const = default;
+};
+
+struct sandbox_record {
+  std::string id;
+  std::string tenant_id;
+  sandbox_state state = sandbox_state::creating;
+  sandbox_spec spec;
+  std::string worker_id;
+  std::string data_url;
+  std::optional<error_info> error_reason;
+  int64_t created_at_ms = 0;
+  int64_t updated_at_ms = 0;
+  int64_t last_active_at_ms = 0;
+  std::string last_operation_id;
+  bool operator==(const sandbox_record&) const = default;
+};
+
+std::string encode(const sandbox_record& record);
+result<sandbox_record> decode_sandbox(std::string_view bytes);
+
+} // namespace airlock::schema

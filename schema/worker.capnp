@@ -1,0 +1,27 @@
+@0x99cfbe7e27f6cf1f;
+# What a worker tells the control plane: who it is, then a heartbeat at an interval.
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("airlock::capnp_schema");
+using Common = import "common.capnp";
+
+struct WorkerRegistration {
+  schemaVersion @0 :UInt16;
+  id @1 :Text;                # wk_...
+  name @2 :Text;
+  clusterAddress @3 :Text;    # host:port of its CAF endpoint
+  dataUrl @4 :Text;           # where clients reach its data plane
+  capacity @5 :Common.Resources;
+  runtimes @6 :List(Text);    # namespace, microvm
+  version @7 :Text;
+  startedAtMs @8 :Int64;
+}
+
+struct WorkerHeartbeat {
+  schemaVersion @0 :UInt16;
+  workerId @1 :Text;
+  sequence @2 :UInt64;        # grows by one per heartbeat; gaps mean lost beats
+  sentAtMs @3 :Int64;
+  allocated @4 :Common.Resources;
+  sandboxIds @5 :List(Text);  # what it actually runs, for reconciliation
+  loadMilli @6 :UInt32;       # 1-minute load average x 1000
+}

@@ -1,0 +1,50 @@
+#pragma once
+// C++ value types for worker registration and heartbeat (schema/worker.capnp).
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "schema/errc.hpp"
+
+namespace airlock::schema {
+
+inline constexpr uint16_t worker_schema_version = 1;
+
+struct resources {
+  uint32_t cpu_millis = 0;
+  uint32_t memory_mb = 0;
+  uint32_t disk_mb = 0;
+  uint32_t sandboxes = 0;
+  bool operator==(const resources&) const = default;
+};
+
+struct worker_registration {
+  std::string id;
+  std::string name;
+  std::string cluster_address;
+  std::string data_url;
+  resources capacity;
+  std::vector<std::string> runtimes;
+  std::string version;
+  int64_t started_at_ms = 0;
+  bool operator==(const worker_registration&) const = default;
+};
+
+struct worker_heartbeat {
+  std::string worker_id;
+  uint64_t sequence = 0;
+  int64_t sent_at_ms = 0;
+  resources allocated;
+  std::vector<std::string> sandbox_ids;
+  uint32_t load_milli = 0;
+  bool operator==(const worker_heartbeat&) const = default;
+};
+
+std::string encode(const worker_registration& registration);
+result<worker_registration> decode_worker_registration(std::string_view bytes);
+std::string encode(const worker_heartbeat& heartbeat);
+result<worker_heartbeat> decode_worker_heartbeat(std::string_view bytes);
+
+} // namespace airlock::schema

@@ -1,0 +1,28 @@
+#pragma once
+// The keyspaces of airlock's durable state. Each is one RocksDB column family;
+// the key layout of each is documented in docs/storage.md.
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+namespace airlock::storage {
+
+enum class keyspace : uint8_t {
+  meta,             ///< store-wide facts: format version, cluster id
+  operations,       ///< op id -> schema::operation_record
+  active_ops,       ///< op id -> "" for every non-terminal operation (recovery index)
+  idempotency_keys, ///< tenant '\0' key -> op id
+  sandboxes,        ///< sandbox id -> schema::sandbox_record
+  api_keys,         ///< key id -> schema::api_key_record
+  workers,          ///< worker id -> schema::worker_registration
+};
+
+inline constexpr std::array<keyspace, 7> all_keyspaces{
+  keyspace::meta,      keyspace::operations, keyspace::active_ops, keyspace::idempotency_keys,
+  keyspace::sandboxes, keyspace::api_keys,   keyspace::workers};
+
+/// Column family name; never rename one (it is the on-disk name).
+std::string_view to_string(keyspace space) noexcept;
+
+} // namespace airlock::storage
