@@ -22,6 +22,7 @@ std::string_view to_string(errc code) noexcept {
     case errc::deadline_exceeded: return "deadline_exceeded";
     case errc::unauthenticated: return "unauthenticated";
     case errc::permission_denied: return "permission_denied";
+    case errc::conflict: return "conflict";
   }
   return "unknown_error";
 }

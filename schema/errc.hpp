@@ -30,6 +30,7 @@ enum class errc : uint8_t {
   deadline_exceeded = 15,  ///< the operation's own deadline passed
   unauthenticated = 16,
   permission_denied = 17,
+  conflict = 18,           ///< the request contradicts an earlier one (idempotency key reuse)
 };
 
 /// snake_case name used in logs and the HTTP API's error codes.
