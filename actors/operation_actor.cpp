@@ -260,8 +260,7 @@ void drive(self_ptr self) {
     return;
   const auto& d = st.durable;
   if (schema::is_terminal(d.state)) {
-    publish(self); // idempotent for promises; watchers already have it
-    self->quit();
+    self->quit(); // on_saved has published the terminal record
     return;
   }
   if (st.deferred_outcome) {

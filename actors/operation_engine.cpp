@@ -224,6 +224,8 @@ operation_engine_actor::behavior_type engine_impl(self_ptr self, operation_engin
   // An operation actor that stops abnormally (its store refused writes) must
   // not take the engine down; its operation resumes at the next recovery.
   self->set_exit_handler([self](const caf::exit_msg& msg) {
+    if (msg.reason == caf::exit_reason::normal)
+      return; // an operation ended; op_event already told us
     auto i = self->state.live_ids.find(msg.source);
     if (i == self->state.live_ids.end()) {
       self->quit(msg.reason); // our own supervisor told us to stop

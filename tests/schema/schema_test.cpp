@@ -74,9 +74,10 @@ TEST(operation_codec, rejects_garbage_as_corrupt_without_crashing) {
     for (size_t i = 0; i < bytes.size(); ++i)
       bytes[i] = static_cast<char>((seed * 131 + i * 17 + (i * i) % 251) & 0xff);
     auto decoded = decode_operation(bytes);
-    if (!decoded)
+    if (!decoded) {
       EXPECT_TRUE(decoded.code() == errc::corrupt_record
                   || decoded.code() == errc::unsupported_version);
+    }
   }
   auto valid = encode(sample_operation());
   auto truncated = valid.substr(0, valid.size() / 2 / 8 * 8);
