@@ -9,6 +9,7 @@
 #include <chrono>
 #include <map>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "schema/assert.hpp"
@@ -30,6 +31,7 @@ struct operation_actor_state {
   std::optional<operation_record> saving;  ///< the transition being written
   uint32_t persist_failures = 0;
   bool ambiguous = false;                  ///< the current step must be reconciled first
+  bool interrupted = false;                ///< ambiguous because a restart cut the step short
   bool step_in_flight = false;
   uint64_t step_call = 0;                  ///< replies of abandoned calls are ignored
   std::optional<std::pair<step_outcome, bool>> deferred_outcome; ///< arrived mid-write
@@ -201,6 +203,8 @@ void on_outcome(self_ptr self, step_outcome outcome, bool was_check) {
   const auto& d = st.durable;
   if (outcome.verdict == step_verdict::not_done && !was_check)
     outcome.verdict = step_verdict::unknown;
+  if (outcome.verdict != step_verdict::unknown && outcome.verdict != step_verdict::not_done)
+    st.interrupted = false;
   if (outcome.verdict != step_verdict::unknown) {
     st.ambiguous = false;
     st.unknown_in_row = 0;
@@ -233,7 +237,10 @@ void on_outcome(self_ptr self, step_outcome outcome, bool was_check) {
                        std::move(outcome.error_message)));
       return;
     case step_verdict::not_done: {
-      if (d.attempts >= st.ctx.options.step_attempts_max) {
+      // A step cut short by our own restart did not get a fair try: only
+      // attempts that ran to an answer count (the deadline bounds the rest).
+      bool counts = !std::exchange(st.interrupted, false);
+      if (counts && d.attempts >= st.ctx.options.step_attempts_max) {
         save(self, ended(d, operation_state::failed, "step_attempts_exhausted",
                          "step " + std::to_string(d.step) + " of " + d.kind
                            + " did not take effect after " + std::to_string(d.attempts)
@@ -241,7 +248,7 @@ void on_outcome(self_ptr self, step_outcome outcome, bool was_check) {
         return;
       }
       auto next = d;
-      next.attempts = d.attempts + 1;
+      next.attempts = counts ? d.attempts + 1 : d.attempts;
       next.step_started = true;
       save(self, std::move(next));
       return;
@@ -397,6 +404,7 @@ operation_actor::behavior_type operation_impl(self_ptr self, operation_record re
   auto& st = self->state;
   st.ctx = std::move(context);
   st.ambiguous = recovered && record.step_started;
+  st.interrupted = st.ambiguous;
   st.durable = std::move(record);
   self->set_down_handler([self](const caf::down_msg& down) {
     auto& watchers = self->state.watchers;

@@ -117,6 +117,56 @@ caf::expected<operation_record> load(self_ptr self, const std::string& id,
   return std::move(**found);
 }
 
+/// The answer for an operation that no actor drives: ended, unknown, or
+/// waiting for the next recovery.
+caf::expected<operation_record> answer_from_store(self_ptr self, bool cancel,
+                                                  const std::string& id,
+                                                  const std::string& tenant) {
+  auto record = load(self, id, tenant);
+  if (!record)
+    return std::move(record.error());
+  if (!cancel)
+    return std::move(*record);
+  if (schema::is_terminal(record->state))
+    return make_error(errc::wrong_state,
+                      "operation " + id + " already " + std::string(to_string(record->state)));
+  return make_error(errc::unavailable, "operation " + id
+                                         + " is not being driven right now; it resumes at the "
+                                           "next recovery, retry then");
+}
+
+/// Forwards a query to the operation's actor; if it has just ended (its actor
+/// is gone before we heard of it), answers from the store instead.
+template <class Atom, class... Ts>
+caf::result<operation_record> ask_operation(self_ptr self, Atom atom, const std::string& id,
+                                            const std::string& tenant, Ts... xs) {
+  constexpr bool cancel = std::is_same_v<Atom, op_cancel_atom>;
+  auto i = self->state.live.find(id);
+  if (i == self->state.live.end()) {
+    auto answer = answer_from_store(self, cancel, id, tenant);
+    if (!answer)
+      return std::move(answer.error());
+    return std::move(*answer);
+  }
+  auto promise = self->make_response_promise<operation_record>();
+  auto timeout = std::chrono::milliseconds(self->state.options.operation.wait_max_ms
+                                           + self->state.options.operation.step_timeout_ms);
+  self->request(i->second, timeout, atom, tenant, std::move(xs)...)
+    .then([promise](operation_record& record) mutable { promise.deliver(std::move(record)); },
+          [self, promise, id, tenant](caf::error& err) mutable {
+            if (err != caf::sec::request_receiver_down) {
+              promise.deliver(std::move(err));
+              return;
+            }
+            auto answer = answer_from_store(self, cancel, id, tenant);
+            if (answer)
+              promise.deliver(std::move(*answer));
+            else
+              promise.deliver(std::move(answer.error()));
+          });
+  return promise;
+}
+
 caf::result<create_reply> create(self_ptr self, operation_request request) {
   auto& st = self->state;
   if (auto invalid = validate(st, request))
@@ -240,35 +290,19 @@ operation_engine_actor::behavior_type engine_impl(self_ptr self, operation_engin
     },
     [self](op_get_atom, const std::string& id,
            const std::string& tenant) -> caf::result<operation_record> {
-      if (auto i = self->state.live.find(id); i != self->state.live.end())
-        return self->delegate(i->second, op_get_atom::value, tenant);
-      return load(self, id, tenant);
+      return ask_operation(self, op_get_atom::value, id, tenant);
     },
     [self](op_cancel_atom, const std::string& id,
            const std::string& tenant) -> caf::result<operation_record> {
-      if (auto i = self->state.live.find(id); i != self->state.live.end())
-        return self->delegate(i->second, op_cancel_atom::value, tenant);
-      auto record = load(self, id, tenant);
-      if (!record)
-        return std::move(record.error());
-      if (schema::is_terminal(record->state))
-        return make_error(errc::wrong_state,
-                          "operation " + id + " already " + std::string(to_string(record->state)));
-      return make_error(errc::unavailable, "operation " + id
-                                             + " is not being driven right now; it resumes at "
-                                               "the next recovery, retry then");
+      return ask_operation(self, op_cancel_atom::value, id, tenant);
     },
     [self](op_wait_atom, const std::string& id, const std::string& tenant,
            uint64_t wait_ms) -> caf::result<operation_record> {
-      if (auto i = self->state.live.find(id); i != self->state.live.end())
-        return self->delegate(i->second, op_wait_atom::value, tenant, wait_ms);
-      return load(self, id, tenant);
+      return ask_operation(self, op_wait_atom::value, id, tenant, wait_ms);
     },
     [self](op_watch_atom, const std::string& id, const std::string& tenant,
            caf::actor watcher) -> caf::result<operation_record> {
-      if (auto i = self->state.live.find(id); i != self->state.live.end())
-        return self->delegate(i->second, op_watch_atom::value, tenant, std::move(watcher));
-      return load(self, id, tenant);
+      return ask_operation(self, op_watch_atom::value, id, tenant, std::move(watcher));
     },
     [self](op_recover_atom) -> engine_stats { return recover(self); },
     [self](op_stats_atom) -> engine_stats {

@@ -231,7 +231,7 @@ TEST_F(operation_engine, reruns_a_step_that_reconcile_reports_not_done) {
   ASSERT_EQ(script->calls.size(), 2u);
   EXPECT_TRUE(script->calls[0].check);
   EXPECT_FALSE(script->calls[1].check);
-  EXPECT_EQ(script->calls[1].request.attempt, 2u);
+  EXPECT_EQ(script->calls[1].request.attempt, 1u) << "a step cut short by a restart used up an attempt";
   EXPECT_EQ(stored(record.id).state, operation_state::succeeded);
 }
 
@@ -252,6 +252,24 @@ TEST_F(operation_engine, treats_a_step_timeout_as_an_unknown_outcome_and_reconci
   auto record = stored(created->record.id);
   EXPECT_EQ(record.state, operation_state::succeeded);
   EXPECT_EQ(record.result_json, R"({"via":"check"})");
+}
+
+TEST_F(operation_engine, fails_a_step_that_never_takes_effect_after_its_attempts_run_out) {
+  options.operation.step_attempts_max = 3;
+  script->answer = [](bool check, const step_request&) -> std::optional<step_outcome> {
+    if (check)
+      return step_outcome::not_done();
+    return std::nullopt; // every run times out
+  };
+  start_engine();
+  auto created = create();
+  advance_ms(10'000);
+  auto record = stored(created->record.id);
+  EXPECT_EQ(record.state, operation_state::failed);
+  ASSERT_TRUE(record.error);
+  EXPECT_EQ(record.error->code, "step_attempts_exhausted");
+  EXPECT_EQ(script->runs(), 3u);
+  EXPECT_EQ(script->checks(), 3u);
 }
 
 TEST_F(operation_engine, fails_with_outcome_unknown_when_reconcile_never_learns_the_outcome) {
