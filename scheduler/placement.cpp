@@ -1,0 +1,75 @@
+#include "scheduler/placement.hpp"
+
+#include <algorithm>
+
+namespace airlock::scheduler {
+
+namespace {
+
+uint32_t free_of(uint32_t capacity, uint32_t allocated) {
+  return capacity > allocated ? capacity - allocated : 0;
+}
+
+double share_left(uint32_t capacity, uint32_t allocated, uint32_t need) {
+  if (capacity == 0)
+    return 0.0;
+  auto left = static_cast<double>(free_of(capacity, allocated)) - need;
+  return left / capacity;
+}
+
+std::string describe(const schema::resources& r) {
+  return std::to_string(r.cpu_millis) + " mCPU, " + std::to_string(r.memory_mb) + " MiB memory, "
+         + std::to_string(r.disk_mb) + " MiB disk";
+}
+
+} // namespace
+
+bool fits(const worker_view& worker, const schema::resources& need) {
+  const auto& c = worker.capacity;
+  const auto& a = worker.allocated;
+  return worker.schedulable && free_of(c.cpu_millis, a.cpu_millis) >= need.cpu_millis
+         && free_of(c.memory_mb, a.memory_mb) >= need.memory_mb
+         && free_of(c.disk_mb, a.disk_mb) >= need.disk_mb && free_of(c.sandboxes, a.sandboxes) >= 1;
+}
+
+double score(const worker_view& worker, const placement_request& request,
+             const placement_options& options) {
+  const auto& c = worker.capacity;
+  const auto& a = worker.allocated;
+  const auto& n = request.need;
+  double scarcest = std::min({share_left(c.cpu_millis, a.cpu_millis, n.cpu_millis),
+                              share_left(c.memory_mb, a.memory_mb, n.memory_mb),
+                              share_left(c.disk_mb, a.disk_mb, n.disk_mb),
+                              share_left(c.sandboxes, a.sandboxes, 1)});
+  bool local = std::find(worker.templates.begin(), worker.templates.end(), request.template_name)
+               != worker.templates.end();
+  return scarcest + (local ? options.template_locality_bonus : 0.0);
+}
+
+result<std::string> place(const std::vector<worker_view>& workers,
+                          const placement_request& request, const placement_options& options,
+                          entropy_source& entropy) {
+  std::vector<const worker_view*> candidates;
+  for (const auto& worker : workers)
+    if (fits(worker, request.need))
+      candidates.push_back(&worker);
+  if (candidates.empty()) {
+    std::string message = "no worker has room for " + describe(request.need);
+    message += workers.empty() ? "; no worker is registered: start one with airlockd worker"
+                               : "; free capacity or add a worker";
+    return make_status(errc::resource_exhausted, std::move(message));
+  }
+  // Partial Fisher-Yates: the first K entries become a uniform sample.
+  auto k = options.sample_k == 0 ? candidates.size() : std::min(options.sample_k, candidates.size());
+  for (size_t i = 0; i < k; ++i) {
+    auto j = i + entropy.next_u64() % (candidates.size() - i);
+    std::swap(candidates[i], candidates[j]);
+  }
+  auto best = std::max_element(candidates.begin(), candidates.begin() + static_cast<long>(k),
+                               [&](const worker_view* x, const worker_view* y) {
+                                 return score(*x, request, options) < score(*y, request, options);
+                               });
+  return (*best)->id;
+}
+
+} // namespace airlock::scheduler

@@ -1,0 +1,52 @@
+#pragma once
+// Placement policy as a pure library: given the fleet view, choose a worker
+// for a sandbox. The scheduler actor (a later issue) feeds it; the simulator
+// can test it in isolation.
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "actors/clock.hpp"
+#include "schema/errc.hpp"
+#include "schema/worker.hpp"
+
+namespace airlock::scheduler {
+
+struct worker_view {
+  std::string id;
+  schema::resources capacity;
+  schema::resources allocated;
+  bool schedulable = true;            ///< false when cordoned, draining or lost
+  std::vector<std::string> templates; ///< templates it has cached locally
+};
+
+struct placement_request {
+  schema::resources need; ///< `sandboxes` is ignored: each placement is one sandbox
+  std::string template_name;
+};
+
+struct placement_options {
+  /// Workers sampled at random among those that fit; the best one wins
+  /// ("power of K choices": near-best balance without scanning a big
+  /// fleet). 0 scores every fitting worker. Default: 2.
+  size_t sample_k = 2;
+  /// Score bonus for a worker that already has the template. Default: 0.25.
+  double template_locality_bonus = 0.25;
+};
+
+/// True when `worker` has room for `need` plus one more sandbox.
+bool fits(const worker_view& worker, const schema::resources& need);
+
+/// Free share of the scarcest resource after placing `need`, plus the
+/// locality bonus; higher is better.
+double score(const worker_view& worker, const placement_request& request,
+             const placement_options& options);
+
+/// The chosen worker's id. Fails with resource_exhausted, saying what was
+/// asked and what the largest free worker offers, when nothing fits.
+result<std::string> place(const std::vector<worker_view>& workers,
+                          const placement_request& request, const placement_options& options,
+                          entropy_source& entropy);
+
+} // namespace airlock::scheduler
