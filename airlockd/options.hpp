@@ -1,0 +1,133 @@
+#pragma once
+// Options of the airlockd subcommands and how they are read. Every option has
+// a flag, an environment variable and a config-file key, applied in this
+// order, later ones winning:
+//
+//   built-in default < config file (--config / AIRLOCK_CONFIG) < environment < flag
+//
+// docs/configuration.md lists them all; a test keeps it in step with the
+// tables in options.cpp.
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "actors/log.hpp"
+#include "gateway/endpoint.hpp"
+#include "gateway/health_server.hpp"
+#include "schema/errc.hpp"
+
+namespace airlock::airlockd {
+
+/// What a process starts with besides its arguments. main() reads it once and
+/// passes it down, so that parsing is a pure function tests can drive.
+struct process_env {
+  std::map<std::string, std::string, std::less<>> variables;
+  bool is_root = false;
+  std::string hostname;
+
+  /// The variable's value; nullopt when unset or empty (an empty variable
+  /// means "not set", as in most shells' `VAR= cmd`).
+  std::optional<std::string> get(std::string_view name) const;
+};
+
+/// Reads environ, the effective uid and the host name.
+process_env current_process_env();
+
+/// /var/lib/airlock as root, else $HOME/.local/share/airlock.
+std::string default_data_dir(const process_env& env);
+
+/// $XDG_CONFIG_HOME/airlock/config.json, else $HOME/.config/airlock/config.json.
+std::string default_cli_config(const process_env& env);
+
+/// `airlockd serve`: control plane and a local worker in one process.
+struct serve_options {
+  /// Root of airlock's durable state; created with mode 0700. Default:
+  /// /var/lib/airlock as root, else ~/.local/share/airlock.
+  std::string data_dir;
+  /// Address of the HTTP listener; port 0 takes a free port. Default: 127.0.0.1:7070.
+  gateway::endpoint listen{"127.0.0.1", 7070};
+  /// Where the first start writes the CLI's url and admin key (mode 0600).
+  /// Default: $XDG_CONFIG_HOME/airlock/config.json, else ~/.config/airlock/config.json.
+  std::string cli_config;
+  /// Least severe level written to the log on stderr. Default: info.
+  actors::log_level log_level = actors::log_level::info;
+  /// Threads, limits and timeouts of the HTTP listener. Default: see
+  /// gateway::health_server_options.
+  gateway::health_server_options http;
+};
+
+/// `airlockd control`: the control plane alone, for a cluster.
+struct control_options {
+  /// Root of the control plane's durable state. Default: as serve_options::data_dir.
+  std::string data_dir;
+  /// Address of the HTTP listener. Default: 127.0.0.1:7070.
+  gateway::endpoint listen{"127.0.0.1", 7070};
+  /// Address workers will join (cluster transport is not implemented yet: it
+  /// is validated and logged only). Default: 127.0.0.1:7071.
+  gateway::endpoint cluster_listen{"127.0.0.1", 7071};
+  /// Default: info.
+  actors::log_level log_level = actors::log_level::info;
+  /// Default: see gateway::health_server_options.
+  gateway::health_server_options http;
+};
+
+/// `airlockd worker`: runs sandboxes on this host for a control plane.
+struct worker_options {
+  /// The control plane's cluster address. Required; no default.
+  gateway::endpoint join;
+  /// Root of the worker's local state. Default: as serve_options::data_dir.
+  std::string data_dir;
+  /// Address of the worker's data-plane listener (today: /healthz and /readyz
+  /// only). Default: 127.0.0.1:7072.
+  gateway::endpoint data_listen{"127.0.0.1", 7072};
+  /// The worker's name in the cluster. Default: the host name.
+  std::string name;
+  /// Default: info.
+  actors::log_level log_level = actors::log_level::info;
+  /// Default: see gateway::health_server_options.
+  gateway::health_server_options http;
+};
+
+/// A parsed command line: the options to run with, or a request for help.
+template <class Options>
+struct command_line {
+  Options options;
+  bool help = false;
+  std::string config_file; ///< the config file that was read; empty if none
+};
+
+/// Parse the arguments that follow the subcommand. invalid_argument with a
+/// sentence naming the flag, variable or config key at fault.
+result<command_line<serve_options>> parse_serve(std::span<const std::string> args,
+                                                const process_env& env);
+result<command_line<control_options>> parse_control(std::span<const std::string> args,
+                                                    const process_env& env);
+result<command_line<worker_options>> parse_worker(std::span<const std::string> args,
+                                                  const process_env& env);
+
+/// One option as documented: for usage text, docs and tests.
+struct option_info {
+  std::string flag;       ///< "--data-dir"
+  std::string env;        ///< "AIRLOCK_DATA_DIR"
+  std::string config_key; ///< "data_dir"; empty for --config itself
+  std::string value_name; ///< "DIR"
+  std::string default_text;
+  std::string help;
+};
+
+/// Every option of `command` ("serve", "control" or "worker"), --config first;
+/// empty for another command.
+std::vector<option_info> describe_options(std::string_view command);
+
+/// Usage of one subcommand, listing every option with its variable and default.
+std::string command_usage(std::string_view command);
+
+/// Usage of airlockd as a whole.
+std::string general_usage();
+
+} // namespace airlock::airlockd

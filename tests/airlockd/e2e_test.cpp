@@ -1,0 +1,299 @@
+// End to end: the real airlockd binary as a child process, in a temporary data
+// directory, listening on port 0 and reporting the port it got.
+
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/airlockd/test_support.hpp"
+
+namespace airlock::test {
+namespace {
+
+constexpr const char* airlockd_path = AIRLOCK_AIRLOCKD_PATH;
+constexpr int exit_usage = 2;
+
+struct address {
+  std::string host;
+  uint16_t port = 0;
+};
+
+/// A started airlockd and what it printed before "listening on".
+struct running {
+  std::unique_ptr<child_process> process;
+  std::vector<std::string> lines; ///< stdout lines before "listening on"
+  address bound;
+};
+
+class airlockd_e2e : public ::testing::Test {
+protected:
+  std::string data_dir() const { return dir_.path() + "/data"; }
+  std::string cli_config() const { return dir_.path() + "/cli/config.json"; }
+
+  /// A minimal, explicit environment: nothing from the test runner's own
+  /// AIRLOCK_* variables leaks in.
+  std::vector<std::string> environment(const std::vector<std::string>& extra = {}) const {
+    std::vector<std::string> env{"PATH=/usr/bin:/bin", "HOME=" + dir_.path() + "/home",
+                                 "AIRLOCK_CLI_CONFIG=" + cli_config()};
+    env.insert(env.end(), extra.begin(), extra.end());
+    return env;
+  }
+
+  std::unique_ptr<child_process> spawn(const std::vector<std::string>& args,
+                                       const std::vector<std::string>& env) {
+    std::vector<std::string> argv{airlockd_path};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::string stderr_path = dir_.path() + "/stderr." + std::to_string(++spawned_);
+    auto process = child_process::spawn(argv, env, stderr_path);
+    EXPECT_TRUE(process) << "cannot start " << airlockd_path;
+    return process;
+  }
+
+  /// Starts `airlockd serve` and reads stdout up to "listening on HOST:PORT".
+  running serve(const std::vector<std::string>& args,
+                const std::vector<std::string>& extra_env = {}) {
+    running out;
+    out.process = spawn(args, environment(extra_env));
+    if (!out.process)
+      return out;
+    std::regex listening("listening on (.+):([0-9]+)");
+    while (auto line = out.process->read_line()) {
+      std::smatch match;
+      if (std::regex_match(*line, match, listening)) {
+        out.bound = {match[1], static_cast<uint16_t>(std::stoi(match[2]))};
+        return out;
+      }
+      out.lines.push_back(*line);
+    }
+    ADD_FAILURE() << "airlockd did not report listening; stderr:\n"
+                  << read_file(out.process->stderr_path());
+    return out;
+  }
+
+  /// The usual first start: fresh data dir, port 0.
+  running serve_default() {
+    return serve({"serve", "--data-dir", data_dir(), "--listen", "127.0.0.1:0"});
+  }
+
+  static int stop(running& daemon) {
+    daemon.process->send_signal(SIGTERM);
+    auto status = daemon.process->wait_exit();
+    EXPECT_TRUE(status.has_value()) << "airlockd did not exit after SIGTERM";
+    return status.value_or(-1);
+  }
+
+  static size_t count_admin_key_lines(const std::vector<std::string>& lines) {
+    size_t n = 0;
+    for (const auto& line : lines)
+      n += line.rfind("admin key: ", 0) == 0 ? 1 : 0;
+    return n;
+  }
+
+  temp_dir dir_;
+  int spawned_ = 0;
+};
+
+TEST_F(airlockd_e2e, first_start_prints_one_admin_key_and_writes_a_private_cli_config) {
+  auto daemon = serve_default();
+  ASSERT_TRUE(daemon.process);
+  ASSERT_NE(daemon.bound.port, 0);
+  ASSERT_EQ(count_admin_key_lines(daemon.lines), 1u);
+  std::string key = daemon.lines.at(0).substr(std::string("admin key: ").size());
+  EXPECT_TRUE(std::regex_match(key, std::regex("ak_[0-9a-f]{16}_[0-9a-f]{64}"))) << key;
+
+  struct stat st {};
+  ASSERT_EQ(::stat(cli_config().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  auto config = nlohmann::json::parse(read_file(cli_config()));
+  EXPECT_EQ(config["api_key"], key);
+  EXPECT_EQ(config["url"], "http://127.0.0.1:" + std::to_string(daemon.bound.port));
+
+  ASSERT_EQ(::stat(data_dir().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  EXPECT_TRUE(std::filesystem::is_directory(data_dir() + "/state"));
+
+  EXPECT_EQ(stop(daemon), 0);
+  EXPECT_EQ(count_admin_key_lines(daemon.process->read_remaining_lines()), 0u);
+}
+
+TEST_F(airlockd_e2e, serves_healthz_readyz_and_json_errors) {
+  auto daemon = serve_default();
+  ASSERT_TRUE(daemon.process);
+  auto health = http_get(daemon.bound.host, daemon.bound.port, "/healthz");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  EXPECT_EQ(health->headers["content-type"], "application/json");
+  EXPECT_EQ(nlohmann::json::parse(health->body), (nlohmann::json{{"status", "ok"}}));
+
+  auto ready = http_get(daemon.bound.host, daemon.bound.port, "/readyz");
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(ready->status, 200);
+
+  auto missing = http_get(daemon.bound.host, daemon.bound.port, "/x");
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 404);
+  auto body = nlohmann::json::parse(missing->body);
+  EXPECT_EQ(body["error"]["code"], "not_found");
+  EXPECT_EQ(body["error"]["message"], "no route GET /x; see /v1/openapi.json");
+  EXPECT_EQ(stop(daemon), 0);
+}
+
+TEST_F(airlockd_e2e, sigterm_and_sigint_stop_it_with_exit_status_0) {
+  auto daemon = serve_default();
+  ASSERT_TRUE(daemon.process);
+  EXPECT_EQ(stop(daemon), 0);
+  // The listener is gone with it.
+  EXPECT_FALSE(http_get(daemon.bound.host, daemon.bound.port, "/healthz"));
+
+  auto again = serve_default();
+  ASSERT_TRUE(again.process);
+  again.process->send_signal(SIGINT);
+  EXPECT_EQ(again.process->wait_exit(), 0);
+}
+
+TEST_F(airlockd_e2e, a_second_start_on_the_same_data_dir_prints_no_admin_key) {
+  auto first = serve_default();
+  ASSERT_TRUE(first.process);
+  ASSERT_EQ(count_admin_key_lines(first.lines), 1u);
+  ASSERT_EQ(stop(first), 0);
+  std::string config_after_first = read_file(cli_config());
+
+  auto second = serve_default();
+  ASSERT_TRUE(second.process);
+  EXPECT_EQ(count_admin_key_lines(second.lines), 0u);
+  EXPECT_TRUE(second.lines.empty()) << second.lines.front();
+  EXPECT_EQ(stop(second), 0);
+  EXPECT_EQ(count_admin_key_lines(second.process->read_remaining_lines()), 0u);
+  EXPECT_EQ(read_file(cli_config()), config_after_first);
+}
+
+TEST_F(airlockd_e2e, the_environment_sets_options_and_flags_beat_it) {
+  auto from_env =
+    serve({"serve"}, {"AIRLOCK_DATA_DIR=" + data_dir(), "AIRLOCK_LISTEN=127.0.0.2:0"});
+  ASSERT_TRUE(from_env.process);
+  EXPECT_EQ(from_env.bound.host, "127.0.0.2");
+  EXPECT_TRUE(std::filesystem::is_directory(data_dir() + "/state"));
+  ASSERT_EQ(stop(from_env), 0);
+
+  auto from_flag = serve({"serve", "--listen", "127.0.0.3:0"},
+                         {"AIRLOCK_DATA_DIR=" + data_dir(), "AIRLOCK_LISTEN=127.0.0.2:0"});
+  ASSERT_TRUE(from_flag.process);
+  EXPECT_EQ(from_flag.bound.host, "127.0.0.3");
+  auto health = http_get("127.0.0.3", from_flag.bound.port, "/healthz");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  EXPECT_EQ(stop(from_flag), 0);
+}
+
+TEST_F(airlockd_e2e, config_file_values_apply_and_the_environment_beats_them) {
+  std::string config = dir_.path() + "/airlockd.json";
+  std::string config_data_dir = dir_.path() + "/from-config";
+  write_file(config,
+             nlohmann::json{{"listen", "127.0.0.4:0"}, {"data_dir", config_data_dir}}.dump());
+  auto from_file = serve({"serve", "--config", config});
+  ASSERT_TRUE(from_file.process);
+  EXPECT_EQ(from_file.bound.host, "127.0.0.4");
+  EXPECT_TRUE(std::filesystem::is_directory(config_data_dir + "/state"));
+  ASSERT_EQ(stop(from_file), 0);
+
+  auto env_wins = serve({"serve"}, {"AIRLOCK_CONFIG=" + config, "AIRLOCK_LISTEN=127.0.0.2:0"});
+  ASSERT_TRUE(env_wins.process);
+  EXPECT_EQ(env_wins.bound.host, "127.0.0.2");
+  EXPECT_EQ(count_admin_key_lines(env_wins.lines), 0u) << "same data dir as the first start";
+  EXPECT_EQ(stop(env_wins), 0);
+}
+
+TEST_F(airlockd_e2e, a_bad_flag_or_value_exits_2_with_a_message_and_usage) {
+  auto bogus = spawn({"serve", "--bogus"}, environment());
+  ASSERT_TRUE(bogus);
+  EXPECT_EQ(bogus->wait_exit(), exit_usage);
+  std::string err = read_file(bogus->stderr_path());
+  EXPECT_NE(err.find("unknown flag --bogus"), std::string::npos) << err;
+  EXPECT_NE(err.find("usage: airlockd serve"), std::string::npos) << err;
+
+  auto bad_value = spawn({"serve", "--listen", "nowhere"}, environment());
+  ASSERT_TRUE(bad_value);
+  EXPECT_EQ(bad_value->wait_exit(), exit_usage);
+  EXPECT_NE(read_file(bad_value->stderr_path()).find("--listen"), std::string::npos);
+
+  auto bad_env = spawn({"serve"}, environment({"AIRLOCK_LOG_LEVEL=chatty"}));
+  ASSERT_TRUE(bad_env);
+  EXPECT_EQ(bad_env->wait_exit(), exit_usage);
+  EXPECT_NE(read_file(bad_env->stderr_path()).find("AIRLOCK_LOG_LEVEL"), std::string::npos);
+
+  auto no_command = spawn({"frobnicate"}, environment());
+  ASSERT_TRUE(no_command);
+  EXPECT_EQ(no_command->wait_exit(), exit_usage);
+}
+
+TEST_F(airlockd_e2e, a_second_concurrent_serve_on_the_same_data_dir_fails_clearly) {
+  auto first = serve_default();
+  ASSERT_TRUE(first.process);
+  auto second =
+    spawn({"serve", "--data-dir", data_dir(), "--listen", "127.0.0.1:0"}, environment());
+  ASSERT_TRUE(second);
+  auto status = second->wait_exit();
+  ASSERT_TRUE(status.has_value());
+  EXPECT_NE(*status, 0);
+  EXPECT_TRUE(second->read_remaining_lines().empty()) << "it must not claim to listen";
+  std::string err = read_file(second->stderr_path());
+  EXPECT_NE(err.find("data directory " + data_dir()), std::string::npos) << err;
+  // The first one is unaffected.
+  auto health = http_get(first.bound.host, first.bound.port, "/healthz");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  EXPECT_EQ(stop(first), 0);
+}
+
+TEST_F(airlockd_e2e, version_prints_the_version_and_commit) {
+  auto version = spawn({"version"}, environment());
+  ASSERT_TRUE(version);
+  auto line = version->read_line();
+  ASSERT_TRUE(line);
+  EXPECT_TRUE(std::regex_match(*line, std::regex(R"(airlockd \d+\.\d+\.\d+ \(commit [0-9a-z]+\))")))
+    << *line;
+  EXPECT_NE(line->find(AIRLOCK_VERSION), std::string::npos);
+  EXPECT_EQ(version->wait_exit(), 0);
+}
+
+TEST_F(airlockd_e2e, control_answers_healthz_and_worker_needs_join) {
+  auto control =
+    spawn({"control", "--data-dir", data_dir(), "--listen", "127.0.0.1:0"}, environment());
+  ASSERT_TRUE(control);
+  auto line = control->read_line();
+  ASSERT_TRUE(line) << read_file(control->stderr_path());
+  std::smatch match;
+  ASSERT_TRUE(std::regex_match(*line, match, std::regex("listening on 127.0.0.1:([0-9]+)")))
+    << *line;
+  auto health = http_get("127.0.0.1", static_cast<uint16_t>(std::stoi(match[1])), "/healthz");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  control->send_signal(SIGTERM);
+  EXPECT_EQ(control->wait_exit(), 0);
+
+  auto worker = spawn({"worker", "--data-dir", data_dir()}, environment());
+  ASSERT_TRUE(worker);
+  EXPECT_EQ(worker->wait_exit(), exit_usage);
+  EXPECT_NE(read_file(worker->stderr_path()).find("--join"), std::string::npos);
+
+  auto joined = spawn({"worker", "--join", "127.0.0.1:7071", "--data-dir", data_dir(),
+                       "--data-listen", "127.0.0.1:0"},
+                      environment());
+  ASSERT_TRUE(joined);
+  line = joined->read_line();
+  ASSERT_TRUE(line) << read_file(joined->stderr_path());
+  EXPECT_EQ(line->rfind("listening on 127.0.0.1:", 0), 0u) << *line;
+  joined->send_signal(SIGTERM);
+  EXPECT_EQ(joined->wait_exit(), 0);
+}
+
+} // namespace
+} // namespace airlock::test

@@ -1,0 +1,297 @@
+#include "tests/airlockd/test_support.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <utility>
+
+namespace airlock::test {
+
+namespace {
+
+using steady = std::chrono::steady_clock;
+
+int remaining_ms(steady::time_point deadline) {
+  auto left = std::chrono::duration_cast<milliseconds>(deadline - steady::now()).count();
+  return static_cast<int>(std::max<int64_t>(0, left));
+}
+
+/// Waits for `events` on `fd` until `deadline`; false on timeout.
+bool wait_fd(int fd, short events, steady::time_point deadline) {
+  for (;;) {
+    pollfd p{fd, events, 0};
+    int n = ::poll(&p, 1, remaining_ms(deadline));
+    if (n > 0)
+      return true;
+    if (n == 0 || errno != EINTR)
+      return false;
+  }
+}
+
+std::string lower(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return text;
+}
+
+/// Parses a complete response at the start of `buffer` and removes it;
+/// nullopt if more bytes are needed.
+std::optional<http_reply> take_reply(std::string& buffer) {
+  auto head_end = buffer.find("\r\n\r\n");
+  if (head_end == std::string::npos)
+    return std::nullopt;
+  std::istringstream head(buffer.substr(0, head_end));
+  http_reply reply;
+  std::string line;
+  std::getline(head, line);
+  if (line.rfind("HTTP/1.", 0) != 0 || line.size() < 12)
+    return http_reply{}; // status 0: not a response
+  reply.status = std::stoi(line.substr(9, 3));
+  while (std::getline(head, line)) {
+    if (!line.empty() && line.back() == '\r')
+      line.pop_back();
+    auto colon = line.find(':');
+    if (colon == std::string::npos)
+      continue;
+    std::string value = line.substr(colon + 1);
+    value.erase(0, value.find_first_not_of(' '));
+    reply.headers[lower(line.substr(0, colon))] = value;
+  }
+  size_t length = 0;
+  if (auto found = reply.headers.find("content-length"); found != reply.headers.end())
+    length = std::stoul(found->second);
+  if (buffer.size() < head_end + 4 + length)
+    return std::nullopt;
+  reply.body = buffer.substr(head_end + 4, length);
+  buffer.erase(0, head_end + 4 + length);
+  return reply;
+}
+
+} // namespace
+
+temp_dir::temp_dir() {
+  const char* base = std::getenv("TMPDIR");
+  std::string pattern =
+    std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/airlock-test-XXXXXX";
+  if (::mkdtemp(pattern.data()) == nullptr)
+    throw std::runtime_error("mkdtemp failed");
+  path_ = pattern;
+}
+
+temp_dir::~temp_dir() {
+  std::error_code ignored;
+  std::filesystem::remove_all(path_, ignored);
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+void write_file(const std::string& path, const std::string& content) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << content;
+}
+
+std::optional<http_connection> http_connection::open(const std::string& host, uint16_t port,
+                                                     milliseconds timeout) {
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  if (::inet_pton(AF_INET, host.c_str(), &address.sin_addr) != 1)
+    return std::nullopt;
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0)
+    return std::nullopt;
+  http_connection conn(fd);
+  auto deadline = steady::now() + timeout;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+    if (errno != EINPROGRESS || !wait_fd(fd, POLLOUT, deadline))
+      return std::nullopt;
+    int error = 0;
+    socklen_t size = sizeof error;
+    ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &size);
+    if (error != 0)
+      return std::nullopt;
+  }
+  return conn;
+}
+
+http_connection::http_connection(http_connection&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)), buffer_(std::move(other.buffer_)) {}
+
+http_connection::~http_connection() {
+  if (fd_ >= 0)
+    ::close(fd_);
+}
+
+bool http_connection::send(const std::string& bytes) {
+  size_t sent = 0;
+  auto deadline = steady::now() + wait_max;
+  while (sent < bytes.size()) {
+    ssize_t n = ::send(fd_, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+    if (n > 0) {
+      sent += static_cast<size_t>(n);
+    } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+      if (!wait_fd(fd_, POLLOUT, deadline))
+        return false;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool http_connection::fill(steady::time_point deadline) {
+  for (;;) {
+    char chunk[4096];
+    ssize_t n = ::recv(fd_, chunk, sizeof chunk, 0);
+    if (n > 0) {
+      buffer_.append(chunk, static_cast<size_t>(n));
+      return true;
+    }
+    if (n == 0 || (errno != EAGAIN && errno != EINTR))
+      return false;
+    if (!wait_fd(fd_, POLLIN, deadline))
+      return false;
+  }
+}
+
+std::optional<http_reply> http_connection::read_reply(milliseconds timeout) {
+  auto deadline = steady::now() + timeout;
+  for (;;) {
+    if (auto reply = take_reply(buffer_))
+      return reply->status == 0 ? std::nullopt : reply;
+    if (!fill(deadline))
+      return std::nullopt;
+  }
+}
+
+bool http_connection::wait_closed(milliseconds timeout) {
+  auto deadline = steady::now() + timeout;
+  for (;;) {
+    char chunk[4096];
+    ssize_t n = ::recv(fd_, chunk, sizeof chunk, 0);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+      return true;
+    if (n < 0 && !wait_fd(fd_, POLLIN, deadline))
+      return false;
+  }
+}
+
+std::optional<http_reply> http_get(const std::string& host, uint16_t port, const std::string& path,
+                                   const std::string& method) {
+  auto conn = http_connection::open(host, port);
+  if (!conn)
+    return std::nullopt;
+  if (!conn->send(method + " " + path + " HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n"))
+    return std::nullopt;
+  return conn->read_reply();
+}
+
+std::unique_ptr<child_process> child_process::spawn(const std::vector<std::string>& argv,
+                                                    const std::vector<std::string>& env,
+                                                    const std::string& stderr_path) {
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0)
+    return nullptr;
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDOUT_FILENO);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, stderr_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  std::vector<char*> args;
+  for (const auto& arg : argv)
+    args.push_back(const_cast<char*>(arg.c_str()));
+  args.push_back(nullptr);
+  std::vector<char*> vars;
+  for (const auto& var : env)
+    vars.push_back(const_cast<char*>(var.c_str()));
+  vars.push_back(nullptr);
+  pid_t pid = 0;
+  int rc = ::posix_spawn(&pid, args[0], &actions, nullptr, args.data(), vars.data());
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(pipe_fds[1]);
+  if (rc != 0) {
+    ::close(pipe_fds[0]);
+    return nullptr;
+  }
+  int pid_fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  return std::unique_ptr<child_process>(new child_process(pid, pipe_fds[0], pid_fd, stderr_path));
+}
+
+child_process::~child_process() {
+  if (!exit_status_) {
+    ::kill(pid_, SIGKILL);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+  }
+  ::close(stdout_fd_);
+  if (pid_fd_ >= 0)
+    ::close(pid_fd_);
+}
+
+std::optional<std::string> child_process::read_line(milliseconds timeout) {
+  auto deadline = steady::now() + timeout;
+  for (;;) {
+    if (auto newline = buffer_.find('\n'); newline != std::string::npos) {
+      std::string line = buffer_.substr(0, newline);
+      buffer_.erase(0, newline + 1);
+      return line;
+    }
+    if (stdout_eof_ || !wait_fd(stdout_fd_, POLLIN, deadline))
+      return std::nullopt;
+    char chunk[4096];
+    ssize_t n = ::read(stdout_fd_, chunk, sizeof chunk);
+    if (n > 0)
+      buffer_.append(chunk, static_cast<size_t>(n));
+    else if (n == 0 || errno != EINTR)
+      stdout_eof_ = true;
+  }
+}
+
+std::vector<std::string> child_process::read_remaining_lines(milliseconds timeout) {
+  auto deadline = steady::now() + timeout;
+  std::vector<std::string> lines;
+  while (auto line = read_line(milliseconds(remaining_ms(deadline))))
+    lines.push_back(std::move(*line));
+  return lines;
+}
+
+void child_process::send_signal(int signal) {
+  if (!exit_status_)
+    ::kill(pid_, signal);
+}
+
+std::optional<int> child_process::wait_exit(milliseconds timeout) {
+  if (exit_status_)
+    return exit_status_;
+  if (pid_fd_ >= 0 && !wait_fd(pid_fd_, POLLIN, steady::now() + timeout))
+    return std::nullopt;
+  int status = 0;
+  if (::waitpid(pid_, &status, 0) != pid_)
+    return std::nullopt;
+  exit_status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return exit_status_;
+}
+
+} // namespace airlock::test
