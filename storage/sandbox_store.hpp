@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include "schema/auth.hpp"
 #include "schema/sandbox.hpp"
 #include "storage/kv_store.hpp"
 #include "storage/operation_store.hpp"
