@@ -45,7 +45,7 @@ group_commit_options normalized(group_commit_options options) {
 
 struct group_commit_journal::impl {
   impl(kv_store& store, group_commit_options options)
-    : store_(store), options_(normalized(options)), writer_([this] { run(); }) {}
+      : store_(store), options_(normalized(options)), writer_([this] { run(); }) {}
 
   ~impl() {
     {
@@ -153,7 +153,7 @@ private:
 };
 
 group_commit_journal::group_commit_journal(kv_store& store, group_commit_options options)
-  : impl_(std::make_unique<impl>(store, options)) {}
+    : impl_(std::make_unique<impl>(store, options)) {}
 
 group_commit_journal::~group_commit_journal() = default;
 

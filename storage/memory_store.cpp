@@ -23,9 +23,7 @@ using space_maps = std::array<space_map, all_keyspaces.size()>;
 /// them without it, so a visitor may call back into the store.
 constexpr size_t scan_chunk_entries = 64;
 
-space_map& map_of(space_maps& maps, keyspace space) {
-  return maps.at(static_cast<size_t>(space));
-}
+space_map& map_of(space_maps& maps, keyspace space) { return maps.at(static_cast<size_t>(space)); }
 const space_map& map_of(const space_maps& maps, keyspace space) {
   return maps.at(static_cast<size_t>(space));
 }
@@ -122,9 +120,8 @@ public:
   }
 
 private:
-  std::vector<std::pair<std::string, std::string>> next_chunk(keyspace space,
-                                                              std::string_view prefix,
-                                                              std::string_view start_after) const {
+  std::vector<std::pair<std::string, std::string>>
+  next_chunk(keyspace space, std::string_view prefix, std::string_view start_after) const {
     std::vector<std::pair<std::string, std::string>> chunk;
     std::lock_guard lock(mutex_);
     const auto& map = map_of(maps_, space);

@@ -17,8 +17,8 @@ status about_record(std::string_view id, const status& failure) {
   return make_status(failure.code, "operation " + std::string(id) + ": " + failure.message);
 }
 
-result<std::optional<schema::operation_record>> decode_found(
-  std::string_view id, result<std::optional<std::string>> found) {
+result<std::optional<schema::operation_record>>
+decode_found(std::string_view id, result<std::optional<std::string>> found) {
   if (!found)
     return found.error();
   if (!found->has_value())
@@ -33,11 +33,11 @@ result<std::optional<schema::operation_record>> decode_found(
 /// read happens inside a scan visitor.
 result<std::vector<std::string>> active_ids(const kv_snapshot& view) {
   std::vector<std::string> ids;
-  auto scanned = view.scan(keyspace::active_ops, "", "", [&ids](std::string_view key,
-                                                               std::string_view /*value*/) {
-    ids.emplace_back(key);
-    return true;
-  });
+  auto scanned = view.scan(keyspace::active_ops, "", "",
+                           [&ids](std::string_view key, std::string_view /*value*/) {
+                             ids.emplace_back(key);
+                             return true;
+                           });
   if (!scanned)
     return scanned;
   return ids;
@@ -64,8 +64,8 @@ void operation_store::stage_put(write_batch& batch, const schema::operation_reco
               idempotency_index_key(record.tenant_id, record.idempotency_key), record.id);
 }
 
-result<std::optional<std::string>> operation_store::find_by_idempotency_key(
-  std::string_view tenant_id, std::string_view key) const {
+result<std::optional<std::string>>
+operation_store::find_by_idempotency_key(std::string_view tenant_id, std::string_view key) const {
   return store_.get(keyspace::idempotency_keys, idempotency_index_key(tenant_id, key));
 }
 
@@ -83,8 +83,8 @@ result<std::vector<schema::operation_record>> operation_store::load_active(
       return found.error(); // the store failed: recovery cannot go on
     if (!found->has_value()) {
       if (on_bad)
-        on_bad(id, make_status(errc::not_found, "operation " + id
-                                                  + " is in the active index but has no record"));
+        on_bad(id, make_status(errc::not_found,
+                               "operation " + id + " is in the active index but has no record"));
       continue;
     }
     auto record = schema::decode_operation(**found);
@@ -98,31 +98,30 @@ result<std::vector<schema::operation_record>> operation_store::load_active(
   return records;
 }
 
-result<page<schema::operation_record>> operation_store::list(const operation_filter& filter,
-                                                             size_t limit,
-                                                             std::string_view cursor) const {
+result<page<schema::operation_record>>
+operation_store::list(const operation_filter& filter, size_t limit, std::string_view cursor) const {
   if (limit == 0)
     return make_status(errc::invalid_argument, "list limit must be at least 1");
   page<schema::operation_record> out;
   status failure;
   bool more = false;
-  auto scanned = store_.scan(
-    keyspace::operations, "", cursor, [&](std::string_view key, std::string_view value) {
-      auto record = schema::decode_operation(value);
-      if (!record) {
-        failure = about_record(key, record.error());
-        return false;
-      }
-      if (!matches(filter, *record))
-        return true;
-      if (out.items.size() == limit) {
-        more = true; // one match beyond the page: there is a next page
-        return false;
-      }
-      out.items.push_back(std::move(*record));
-      out.next_cursor = key;
-      return true;
-    });
+  auto scanned = store_.scan(keyspace::operations, "", cursor,
+                             [&](std::string_view key, std::string_view value) {
+                               auto record = schema::decode_operation(value);
+                               if (!record) {
+                                 failure = about_record(key, record.error());
+                                 return false;
+                               }
+                               if (!matches(filter, *record))
+                                 return true;
+                               if (out.items.size() == limit) {
+                                 more = true; // one match beyond the page: there is a next page
+                                 return false;
+                               }
+                               out.items.push_back(std::move(*record));
+                               out.next_cursor = key;
+                               return true;
+                             });
   if (!scanned)
     return scanned;
   if (!failure)

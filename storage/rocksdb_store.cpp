@@ -82,8 +82,7 @@ result<std::optional<std::string>> get_with(rocksdb::DB& db, const rocksdb::Read
 
 /// Shared by the live store and snapshots: `read` carries the snapshot, if any.
 status scan_with(rocksdb::DB& db, rocksdb::ReadOptions read, rocksdb::ColumnFamilyHandle* family,
-                 std::string_view prefix, std::string_view start_after,
-                 const scan_visitor& visit) {
+                 std::string_view prefix, std::string_view start_after, const scan_visitor& visit) {
   // The upper bound lets RocksDB stop at the end of the prefix instead of
   // walking tombstones beyond it.
   const std::string upper = prefix_successor(prefix);
@@ -128,7 +127,7 @@ class rocksdb_snapshot final : public kv_snapshot {
 public:
   /// Must not outlive the store that owns `db`.
   rocksdb_snapshot(rocksdb::DB& db, const family_array& families)
-    : db_(db), families_(families), snapshot_(db.GetSnapshot()) {}
+      : db_(db), families_(families), snapshot_(db.GetSnapshot()) {}
   ~rocksdb_snapshot() override { db_.ReleaseSnapshot(snapshot_); }
   rocksdb_snapshot(const rocksdb_snapshot&) = delete;
   rocksdb_snapshot& operator=(const rocksdb_snapshot&) = delete;
@@ -165,7 +164,7 @@ public:
   /// points into `handles`, one per keyspace.
   rocksdb_store(std::unique_ptr<rocksdb::DB> db, std::vector<rocksdb::ColumnFamilyHandle*> handles,
                 family_array families)
-    : db_(std::move(db)), handles_(std::move(handles)), families_(families) {}
+      : db_(std::move(db)), handles_(std::move(handles)), families_(families) {}
 
   ~rocksdb_store() override {
     for (auto* handle : handles_)
@@ -184,8 +183,7 @@ public:
   status put(keyspace space, std::string_view key, std::string_view value,
              durability mode) override {
     return guarded("put", [&] {
-      return to_status(db_->Put(write_options(mode), family(space), to_slice(key),
-                                to_slice(value)),
+      return to_status(db_->Put(write_options(mode), family(space), to_slice(key), to_slice(value)),
                        "put");
     });
   }
@@ -243,9 +241,9 @@ rocksdb::ColumnFamilyOptions family_options(const rocksdb_options& options,
 
 /// Every keyspace, "default" (RocksDB requires it) and any family already on
 /// disk that this build does not know (RocksDB refuses to open without them).
-std::vector<rocksdb::ColumnFamilyDescriptor> family_descriptors(
-  const rocksdb::DBOptions& db_options, const std::string& directory,
-  const rocksdb::ColumnFamilyOptions& family) {
+std::vector<rocksdb::ColumnFamilyDescriptor>
+family_descriptors(const rocksdb::DBOptions& db_options, const std::string& directory,
+                   const rocksdb::ColumnFamilyOptions& family) {
   std::vector<std::string> names{rocksdb::kDefaultColumnFamilyName};
   for (auto space : all_keyspaces)
     names.emplace_back(to_string(space));

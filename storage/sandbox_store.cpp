@@ -57,16 +57,15 @@ void sandbox_store::stage_erase(write_batch& batch, std::string_view id) {
   batch.erase(keyspace::sandboxes, id);
 }
 
-result<page<schema::sandbox_record>> sandbox_store::list(const sandbox_filter& filter,
-                                                         size_t limit,
+result<page<schema::sandbox_record>> sandbox_store::list(const sandbox_filter& filter, size_t limit,
                                                          std::string_view cursor) const {
   if (limit == 0)
     return make_status(errc::invalid_argument, "list limit must be at least 1");
   page<schema::sandbox_record> out;
   status failure;
   bool more = false;
-  auto scanned = store_.scan(
-    keyspace::sandboxes, "", cursor, [&](std::string_view key, std::string_view value) {
+  auto scanned =
+    store_.scan(keyspace::sandboxes, "", cursor, [&](std::string_view key, std::string_view value) {
       auto record = schema::decode_sandbox(value);
       if (!record) {
         failure = about_record("sandbox", key, record.error());

@@ -115,9 +115,7 @@ TEST_P(kv_store_contract, later_ops_in_a_batch_win_over_earlier_ones) {
   EXPECT_FALSE(store_->get(keyspace::meta, "b")->has_value());
 }
 
-TEST_P(kv_store_contract, an_empty_batch_succeeds) {
-  EXPECT_TRUE(store_->write(write_batch{}));
-}
+TEST_P(kv_store_contract, an_empty_batch_succeeds) { EXPECT_TRUE(store_->write(write_batch{})); }
 
 TEST_P(kv_store_contract, readers_never_see_half_of_a_batch_across_keyspaces) {
   // The writer moves a counter in two keyspaces per batch; every snapshot
@@ -147,12 +145,11 @@ TEST_P(kv_store_contract, readers_never_see_half_of_a_batch_across_keyspaces) {
 }
 
 TEST_P(kv_store_contract, scan_visits_only_keys_with_the_prefix_in_byte_order) {
-  put_all(keyspace::sandboxes, {"`", "a", std::string("a\0", 2), "a\x7f", "a\x80", "a\xff", "ab",
-                                "b", "sb_1"});
+  put_all(keyspace::sandboxes,
+          {"`", "a", std::string("a\0", 2), "a\x7f", "a\x80", "a\xff", "ab", "b", "sb_1"});
   auto seen = collect(*store_, keyspace::sandboxes, "a", "");
   // Bytes compare unsigned: 0x80 and 0xff sort after 'b' (0x62).
-  EXPECT_EQ(keys_of(seen),
-            (strings{"a", std::string("a\0", 2), "ab", "a\x7f", "a\x80", "a\xff"}));
+  EXPECT_EQ(keys_of(seen), (strings{"a", std::string("a\0", 2), "ab", "a\x7f", "a\x80", "a\xff"}));
   EXPECT_EQ(seen.front().second, "v:a");
 }
 
@@ -187,8 +184,7 @@ TEST_P(kv_store_contract, scan_starts_strictly_after_start_after) {
 
 TEST_P(kv_store_contract, scan_stops_when_the_visitor_returns_false) {
   put_all(keyspace::operations, {"op_1", "op_2", "op_3"});
-  EXPECT_EQ(keys_of(collect(*store_, keyspace::operations, "", "", 2)),
-            (strings{"op_1", "op_2"}));
+  EXPECT_EQ(keys_of(collect(*store_, keyspace::operations, "", "", 2)), (strings{"op_1", "op_2"}));
 }
 
 TEST_P(kv_store_contract, a_long_scan_is_complete_and_ordered) {
@@ -236,8 +232,7 @@ TEST_P(kv_store_contract, a_snapshot_does_not_see_writes_made_after_it) {
             (entries{{"op_1", "v:op_1"}, {"op_2", "v:op_2"}}));
   EXPECT_EQ(keys_of(collect(*view, keyspace::operations, "op_", "op_1")), strings{"op_2"});
   // The live store has moved on.
-  EXPECT_EQ(keys_of(collect(*store_, keyspace::operations, "op_", "")),
-            (strings{"op_1", "op_3"}));
+  EXPECT_EQ(keys_of(collect(*store_, keyspace::operations, "op_", "")), (strings{"op_1", "op_3"}));
 }
 
 INSTANTIATE_TEST_SUITE_P(stores, kv_store_contract, ::testing::Values("rocksdb", "memory"),

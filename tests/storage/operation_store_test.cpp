@@ -63,19 +63,18 @@ TEST_F(operation_store_test, get_of_an_unknown_id_is_nullopt) {
 TEST_F(operation_store_test, corrupt_value_bytes_give_corrupt_record_instead_of_a_crash) {
   const auto good = schema::encode(test::sample_operation("op_1", "t1", operation_state::pending));
   const std::vector<std::string> bad{
-    "",                                // nothing
-    "1234567",                         // not a whole word
-    std::string(8, '\xff'),            // absurd segment count
-    std::string(64, '\x5a'),           // noise
-    good.substr(0, good.size() / 2),   // truncated record
-    std::string(good.size(), '\0'),    // all zero: no schema version
+    "",                              // nothing
+    "1234567",                       // not a whole word
+    std::string(8, '\xff'),          // absurd segment count
+    std::string(64, '\x5a'),         // noise
+    good.substr(0, good.size() / 2), // truncated record
+    std::string(good.size(), '\0'),  // all zero: no schema version
   };
   for (size_t i = 0; i < bad.size(); ++i) {
     ASSERT_TRUE(kv_->put(keyspace::operations, "op_bad", bad[i]));
     auto found = ops_.get("op_bad");
     ASSERT_FALSE(found) << "case " << i;
-    EXPECT_EQ(found.code(), errc::corrupt_record) << "case " << i << ": "
-                                                  << found.error().message;
+    EXPECT_EQ(found.code(), errc::corrupt_record) << "case " << i << ": " << found.error().message;
     EXPECT_NE(found.error().message.find("op_bad"), std::string::npos);
   }
 }
@@ -131,8 +130,8 @@ TEST_F(operation_store_test, load_active_reports_and_skips_undecodable_and_missi
   ASSERT_TRUE(active) << active.error().message;
   ASSERT_EQ(active->size(), 1u);
   EXPECT_EQ(active->front().id, "op_1");
-  EXPECT_EQ(reported, (std::vector<std::pair<std::string, errc>>{
-                        {"op_2", errc::corrupt_record}, {"op_3", errc::not_found}}));
+  EXPECT_EQ(reported, (std::vector<std::pair<std::string, errc>>{{"op_2", errc::corrupt_record},
+                                                                 {"op_3", errc::not_found}}));
 }
 
 TEST_F(operation_store_test, an_idempotency_key_finds_the_operation_of_its_own_tenant_only) {

@@ -92,8 +92,7 @@ TEST(rocksdb_store, synced_writes_survive_closing_and_reopening) {
   ASSERT_TRUE(store);
   EXPECT_EQ(store->get(keyspace::operations, "op_1")->value_or(""), "record");
   EXPECT_TRUE(store->get(keyspace::active_ops, "op_1")->has_value());
-  EXPECT_EQ(store->get(keyspace::idempotency_keys, std::string("t1\0k", 4))->value_or(""),
-            "op_1");
+  EXPECT_EQ(store->get(keyspace::idempotency_keys, std::string("t1\0k", 4))->value_or(""), "op_1");
   EXPECT_EQ(store->get(keyspace::meta, "format")->value_or(""), "1");
 }
 
