@@ -68,7 +68,7 @@ std::string format_rfc3339_ms(int64_t unix_ms) {
     millis += 1000;
     seconds -= 1;
   }
-  std::time_t t = static_cast<std::time_t>(seconds);
+  auto t = static_cast<std::time_t>(seconds);
   std::tm utc{};
   gmtime_r(&t, &utc);
   char text[40];
@@ -130,7 +130,7 @@ void logger::log(log_level level, std::string_view msg, log_fields fields) const
 }
 
 logger logger::with_component(std::string component) const {
-  return logger(std::move(component), level_min_, *sink_);
+  return {std::move(component), level_min_, *sink_};
 }
 
 } // namespace airlock::actors

@@ -36,18 +36,21 @@ result<log_level> parse_log_level(std::string_view text);
 /// the duration of the log call that receives it.
 class field_value {
 public:
-  field_value(std::string_view text) : value_(text) {}              // NOLINT: implicit by design
-  field_value(const char* text) : value_(std::string_view{text}) {} // NOLINT
-  field_value(const std::string& text) : value_(std::string_view{text}) {} // NOLINT
-  field_value(bool flag) : value_(flag) {}                                 // NOLINT
-  field_value(double number) : value_(number) {}                           // NOLINT
+  // Implicit on purpose, so that a field reads {"port", 7070}.
+  // NOLINTBEGIN(google-explicit-constructor,hicpp-explicit-conversions)
+  field_value(std::string_view text) : value_(text) {}
+  field_value(const char* text) : value_(std::string_view{text}) {}
+  field_value(const std::string& text) : value_(std::string_view{text}) {}
+  field_value(bool flag) : value_(flag) {}
+  field_value(double number) : value_(number) {}
   template <std::integral T>
-  requires(!std::same_as<T, bool>) field_value(T number) { // NOLINT: implicit by design
+  requires(!std::same_as<T, bool>) field_value(T number) {
     if constexpr (std::is_signed_v<T>)
       value_ = static_cast<int64_t>(number);
     else
       value_ = static_cast<uint64_t>(number);
   }
+  // NOLINTEND(google-explicit-constructor,hicpp-explicit-conversions)
 
   using variant_type = std::variant<std::string_view, int64_t, uint64_t, double, bool>;
   const variant_type& get() const noexcept { return value_; }

@@ -109,7 +109,7 @@ std::string sha256(std::string_view text) {
   unsigned int size = 0;
   // EVP_Digest with SHA-256 cannot fail short of memory exhaustion.
   EVP_Digest(text.data(), text.size(), digest.data(), &size, EVP_sha256(), nullptr);
-  return std::string(reinterpret_cast<const char*>(digest.data()), size);
+  return {reinterpret_cast<const char*>(digest.data()), size};
 }
 
 schema::api_key_record make_admin_record(const api_key& key, int64_t created_at_ms) {

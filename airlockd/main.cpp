@@ -2,6 +2,7 @@
 // Exit status: 0 success, 1 could not start or failed, 2 bad usage.
 
 #include <csignal>
+#include <exception>
 #include <iostream>
 #include <span>
 #include <string>
@@ -40,9 +41,7 @@ int run_command(std::string_view command, std::span<const std::string> args,
   return run(parsed->options, log);
 }
 
-} // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   // First, before anything starts a thread: see stop_signals.
   al::stop_signals signals;
   // A closed stdout or socket must be an error to handle, not a silent death.
@@ -90,4 +89,17 @@ int main(int argc, char** argv) {
   }
   std::cerr << "airlockd: unknown command '" << command << "'\n\n" << al::general_usage();
   return exit_usage;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    // Failures are values below main; an exception here is a bug or memory
+    // exhaustion, and the operator should see which.
+    std::cerr << "airlockd: fatal: " << e.what() << "\n";
+    return 1;
+  }
 }

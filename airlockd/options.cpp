@@ -174,50 +174,50 @@ option_spec<O> data_dir_spec(std::string_view help) {
 }
 
 std::vector<option_spec<serve_options>> serve_specs() {
-  using O = serve_options;
-  std::vector<option_spec<O>> specs;
-  specs.push_back(data_dir_spec<O>("root of the durable state; created with mode 0700"));
+  using opts = serve_options;
+  std::vector<option_spec<opts>> specs;
+  specs.push_back(data_dir_spec<opts>("root of the durable state; created with mode 0700"));
   specs.push_back({"listen", "HOST:PORT", "address of the HTTP listener; port 0 takes a free port",
-                   [](O& o, std::string_view v) { return set_endpoint(o.listen, v); },
-                   [](const O& o) { return gateway::to_string(o.listen); }});
+                   [](opts& o, std::string_view v) { return set_endpoint(o.listen, v); },
+                   [](const opts& o) { return gateway::to_string(o.listen); }});
   specs.push_back({"cli-config", "FILE",
                    "where the first start writes the CLI's url and admin key (mode 0600)",
-                   [](O& o, std::string_view v) { return set_path(o.cli_config, v); },
-                   [](const O& o) { return o.cli_config; },
+                   [](opts& o, std::string_view v) { return set_path(o.cli_config, v); },
+                   [](const opts& o) { return o.cli_config; },
                    "$XDG_CONFIG_HOME/airlock/config.json, else ~/.config/airlock/config.json"});
   add_common_specs(specs);
   return specs;
 }
 
 std::vector<option_spec<control_options>> control_specs() {
-  using O = control_options;
-  std::vector<option_spec<O>> specs;
-  specs.push_back(data_dir_spec<O>("root of the control plane's durable state; created 0700"));
+  using opts = control_options;
+  std::vector<option_spec<opts>> specs;
+  specs.push_back(data_dir_spec<opts>("root of the control plane's durable state; created 0700"));
   specs.push_back({"listen", "HOST:PORT", "address of the HTTP listener; port 0 takes a free port",
-                   [](O& o, std::string_view v) { return set_endpoint(o.listen, v); },
-                   [](const O& o) { return gateway::to_string(o.listen); }});
+                   [](opts& o, std::string_view v) { return set_endpoint(o.listen, v); },
+                   [](const opts& o) { return gateway::to_string(o.listen); }});
   specs.push_back(
     {"cluster-listen", "HOST:PORT",
      "address workers join (not served yet: cluster transport arrives in a later release)",
-     [](O& o, std::string_view v) { return set_endpoint(o.cluster_listen, v); },
-     [](const O& o) { return gateway::to_string(o.cluster_listen); }});
+     [](opts& o, std::string_view v) { return set_endpoint(o.cluster_listen, v); },
+     [](const opts& o) { return gateway::to_string(o.cluster_listen); }});
   add_common_specs(specs);
   return specs;
 }
 
 std::vector<option_spec<worker_options>> worker_specs() {
-  using O = worker_options;
-  std::vector<option_spec<O>> specs;
+  using opts = worker_options;
+  std::vector<option_spec<opts>> specs;
   specs.push_back({"join", "HOST:PORT", "the control plane's cluster address (required)",
-                   [](O& o, std::string_view v) { return set_endpoint(o.join, v); },
-                   [](const O&) { return std::string(); }, "none: required"});
-  specs.push_back(data_dir_spec<O>("root of the worker's local state; created 0700"));
+                   [](opts& o, std::string_view v) { return set_endpoint(o.join, v); },
+                   [](const opts&) { return std::string(); }, "none: required"});
+  specs.push_back(data_dir_spec<opts>("root of the worker's local state; created 0700"));
   specs.push_back({"data-listen", "HOST:PORT", "address of the worker's data-plane listener",
-                   [](O& o, std::string_view v) { return set_endpoint(o.data_listen, v); },
-                   [](const O& o) { return gateway::to_string(o.data_listen); }});
+                   [](opts& o, std::string_view v) { return set_endpoint(o.data_listen, v); },
+                   [](const opts& o) { return gateway::to_string(o.data_listen); }});
   specs.push_back({"name", "NAME", "the worker's name in the cluster",
-                   [](O& o, std::string_view v) { return set_name(o.name, v); },
-                   [](const O& o) { return o.name; }, "the host name"});
+                   [](opts& o, std::string_view v) { return set_name(o.name, v); },
+                   [](const opts& o) { return o.name; }, "the host name"});
   add_common_specs(specs);
   return specs;
 }
@@ -292,10 +292,11 @@ status apply_config_file(const std::vector<option_spec<O>>& specs, const std::st
       if (config_key(candidate.flag) == key)
         spec = &candidate;
     }
+    std::string where = "config file " + path + ": ";
     if (spec == nullptr)
-      return invalid("config file " + path + ": unknown key '" + key + "'");
+      return invalid(where.append("unknown key '").append(key).append("'"));
     if (auto applied = spec->apply(options, value); !applied)
-      return invalid("config file " + path + ": " + key + ": " + applied.message);
+      return invalid(where.append(key).append(": ").append(applied.message));
   }
   return status::ok();
 }

@@ -201,15 +201,17 @@ private:
   }
 
   void on_request(const beast::error_code& ec) {
-    if (ec == http::error::header_limit)
+    if (ec == http::error::header_limit) {
       return reject(http::status::request_header_fields_too_large, "headers_too_large",
                     "request headers exceed " + std::to_string(options().header_bytes_max)
                       + " bytes");
-    if (ec == http::error::body_limit)
+    }
+    if (ec == http::error::body_limit) {
       return reject(http::status::payload_too_large, "body_too_large",
                     "request body exceeds " + std::to_string(options().body_bytes_max) + " bytes");
-    if (ec && is_http_error(ec) && ec != http::error::end_of_stream
-        && ec != http::error::partial_message)
+    }
+    bool client_gone = ec == http::error::end_of_stream || ec == http::error::partial_message;
+    if (ec && is_http_error(ec) && !client_gone)
       return reject(http::status::bad_request, "bad_request",
                     "malformed HTTP request: " + ec.message());
     if (ec)
@@ -329,21 +331,18 @@ void health_server::impl::on_accept(const beast::error_code& ec, tcp::socket soc
 }
 
 void health_server::impl::admit(tcp::socket socket) {
-  std::shared_ptr<connection> conn;
-  {
-    std::lock_guard<std::mutex> guard(mutex);
-    if (stopping)
-      return; // the socket closes as it goes out of scope
-    if (connections.size() < options.connections_max) {
-      uint64_t id = ++next_connection_id;
-      conn = std::make_shared<connection>(std::move(socket), *this, id);
-      connections.emplace(id, conn);
-    }
-  }
-  if (conn) {
+  std::unique_lock<std::mutex> lock(mutex);
+  if (stopping)
+    return; // the socket closes as it goes out of scope
+  if (connections.size() < options.connections_max) {
+    uint64_t id = ++next_connection_id;
+    auto conn = std::make_shared<connection>(std::move(socket), *this, id);
+    connections.emplace(id, conn);
+    lock.unlock();
     conn->start();
     return;
   }
+  lock.unlock();
   refused.fetch_add(1);
   // Refusals are bounded too: past connections_max of them in flight, the
   // extra client gets a plain close instead of a 503.

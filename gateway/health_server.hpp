@@ -25,7 +25,7 @@ struct health_server_options {
   /// Largest request line plus headers; larger requests get 431. Default: 8192 (8 KiB).
   uint32_t header_bytes_max = 8 * 1024;
   /// Largest request body; larger bodies get 413. Default: 1048576 (1 MiB).
-  uint64_t body_bytes_max = 1024 * 1024;
+  uint64_t body_bytes_max = uint64_t{1024} * 1024;
   /// Time to receive a whole request once its first byte has arrived, and to
   /// send a response; a slower client is disconnected. Default: 30000.
   uint32_t request_timeout_ms = 30'000;

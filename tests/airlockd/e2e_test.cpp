@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include <signal.h>
+#include <csignal>
 #include <sys/stat.h>
 
 #include <filesystem>

@@ -115,6 +115,7 @@ TEST(log, lines_from_many_threads_never_interleave) {
   constexpr int threads_n = 4;
   constexpr int lines_n = 500;
   std::vector<std::thread> threads;
+  threads.reserve(threads_n);
   for (int t = 0; t < threads_n; ++t) {
     threads.emplace_back([&sink, t] {
       logger log("t" + std::to_string(t), log_level::info, sink);

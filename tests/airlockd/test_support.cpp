@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -14,6 +13,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -220,10 +220,12 @@ std::unique_ptr<child_process> child_process::spawn(const std::vector<std::strin
                                    O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
   std::vector<char*> args;
+  args.reserve(argv.size() + 1);
   for (const auto& arg : argv)
     args.push_back(const_cast<char*>(arg.c_str()));
   args.push_back(nullptr);
   std::vector<char*> vars;
+  vars.reserve(env.size() + 1);
   for (const auto& var : env)
     vars.push_back(const_cast<char*>(var.c_str()));
   vars.push_back(nullptr);
