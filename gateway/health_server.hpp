@@ -70,7 +70,8 @@ class health_server {
 public:
   /// Resolves and binds `listen`, then serves `routes` on `options.threads`
   /// threads. io_error when the address cannot be resolved or bound,
-  /// invalid_argument for options out of range. `log` must outlive the server.
+  /// invalid_argument for options out of range. The sink of `log` must outlive
+  /// the server.
   static result<std::unique_ptr<health_server>> start(const health_server_options& options,
                                                       const endpoint& listen, route_table routes,
                                                       const actors::logger& log);
