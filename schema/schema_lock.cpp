@@ -7,6 +7,7 @@
 
 #include "schema/auth.capnp.h"
 #include "schema/common.capnp.h"
+#include "schema/guest.capnp.h"
 #include "schema/operation.capnp.h"
 #include "schema/sandbox.capnp.h"
 #include "schema/worker.capnp.h"
@@ -85,6 +86,39 @@ std::string describe_compiled_schema() {
   describe(capnp::Schema::from<cs::WorkerHeartbeat>(), lines);
   describe(capnp::Schema::from<cs::ApiKeyRole>(), lines);
   describe(capnp::Schema::from<cs::ApiKeyRecord>(), lines);
+  describe(capnp::Schema::from<cs::GuestStart>(), lines);
+  describe(capnp::Schema::from<cs::GuestStdin>(), lines);
+  describe(capnp::Schema::from<cs::GuestCloseStdin>(), lines);
+  describe(capnp::Schema::from<cs::GuestSignal>(), lines);
+  describe(capnp::Schema::from<cs::GuestResize>(), lines);
+  describe(capnp::Schema::from<cs::GuestCredit>(), lines);
+  describe(capnp::Schema::from<cs::GuestFileRead>(), lines);
+  describe(capnp::Schema::from<cs::GuestWriteBegin>(), lines);
+  describe(capnp::Schema::from<cs::GuestWriteChunk>(), lines);
+  describe(capnp::Schema::from<cs::GuestWriteEnd>(), lines);
+  describe(capnp::Schema::from<cs::GuestListDir>(), lines);
+  describe(capnp::Schema::from<cs::GuestStat>(), lines);
+  describe(capnp::Schema::from<cs::GuestMkdir>(), lines);
+  describe(capnp::Schema::from<cs::GuestRemove>(), lines);
+  describe(capnp::Schema::from<cs::GuestRename>(), lines);
+  describe(capnp::Schema::from<cs::GuestPing>(), lines);
+  describe(capnp::Schema::from<cs::GuestStatsRequest>(), lines);
+  describe(capnp::Schema::from<cs::HostToGuest>(), lines);
+  describe(capnp::Schema::from<cs::GuestLimits>(), lines);
+  describe(capnp::Schema::from<cs::GuestHello>(), lines);
+  describe(capnp::Schema::from<cs::GuestStarted>(), lines);
+  describe(capnp::Schema::from<cs::GuestOutput>(), lines);
+  describe(capnp::Schema::from<cs::GuestExited>(), lines);
+  describe(capnp::Schema::from<cs::GuestFileType>(), lines);
+  describe(capnp::Schema::from<cs::GuestFileInfo>(), lines);
+  describe(capnp::Schema::from<cs::GuestFileData>(), lines);
+  describe(capnp::Schema::from<cs::GuestFileStat>(), lines);
+  describe(capnp::Schema::from<cs::GuestFileList>(), lines);
+  describe(capnp::Schema::from<cs::GuestFileDone>(), lines);
+  describe(capnp::Schema::from<cs::GuestError>(), lines);
+  describe(capnp::Schema::from<cs::GuestPong>(), lines);
+  describe(capnp::Schema::from<cs::GuestStats>(), lines);
+  describe(capnp::Schema::from<cs::GuestToHost>(), lines);
   std::string out;
   for (const auto& line : lines)
     out += line + '\n';

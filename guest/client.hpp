@@ -1,0 +1,132 @@
+#pragma once
+// guest_client: the host's side of the guest channel over a connected fd,
+// with a blocking, poll-based API. The worker wraps the codec in Asio; this
+// class serves tests, benchmarks and tools. Single-threaded: one thread owns
+// a client and calls it.
+//
+// Events the caller has not asked for yet (output of other streams while a
+// file operation waits for its reply) are queued, bounded by
+// client_options::pending_events_max; output can only pile up to each
+// stream's credit window because credit is granted only when an output event
+// is handed to the caller.
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "guest/fd.hpp"
+#include "guest/frame.hpp"
+#include "guest/protocol.hpp"
+#include "schema/errc.hpp"
+
+namespace airlock::guest {
+
+struct client_options {
+  /// Largest frame accepted from the guest. Default: 1 MiB + 64 KiB, above the
+  /// guest's default frame limit so that any legal guest frame passes.
+  size_t frame_bytes_max = frame_bytes_max_default + 64 * 1024;
+  /// Events held while a blocking call waits for its own reply. Default: 4096.
+  size_t pending_events_max = 4096;
+  /// Grant output credit as output events are handed out. Off: the caller
+  /// grants with grant(). Default: on.
+  bool auto_credit = true;
+};
+
+/// What run() collected from one process.
+struct run_result {
+  int32_t exit_code = 0; ///< -1 when killed by a signal
+  int32_t signal = 0;
+  std::string out;
+  std::string err;
+};
+
+class guest_client {
+public:
+  /// Takes the connected channel and makes it non-blocking.
+  explicit guest_client(unique_fd channel, client_options options = {});
+
+  /// Waits for the guest's hello. Must be called first.
+  result<hello> handshake(int timeout_ms);
+  const hello& peer() const noexcept { return hello_; }
+
+  /// Sends a start; assigns a stream id when request.stream_id is 0. The
+  /// outcome (started, or an error that ends the stream) arrives as an event.
+  result<uint32_t> start(start_request request, int timeout_ms = 5000);
+
+  /// Sends stdin as credit allows, waiting for stdin credit up to the timeout.
+  status write_stdin(uint32_t stream, std::string_view bytes, int timeout_ms);
+  status close_stdin(uint32_t stream, int timeout_ms = 5000);
+  status signal(uint32_t stream, int signo, bool group = false, int timeout_ms = 5000);
+  status resize(uint32_t stream, uint16_t rows, uint16_t cols, int timeout_ms = 5000);
+  /// Grants output credit explicitly (needed only with auto_credit off).
+  status grant(uint32_t stream, uint32_t bytes, int timeout_ms = 5000);
+
+  /// The next event: started, output, exited, error, file replies, pong,
+  /// stats. Stdin credit is consumed internally. Fails with timeout when
+  /// nothing arrived in time, unavailable when the guest closed the channel.
+  result<guest_message> next_event(int timeout_ms);
+
+  /// Starts `request`, sends `input` (then closes stdin when request.stdin_open)
+  /// and collects output until the process exits.
+  result<run_result> run(start_request request, std::string_view input, int timeout_ms);
+
+  result<std::string> read_file(const std::string& path, int timeout_ms, uint64_t offset = 0,
+                                uint64_t length = 0);
+  /// Atomic write; returns the bytes written.
+  result<uint64_t> write_file(const std::string& path, std::string_view data, int timeout_ms,
+                              uint32_t mode = 0, bool create_parents = false);
+  result<file_list> list(const std::string& path, int timeout_ms);
+  result<file_info> stat(const std::string& path, int timeout_ms, bool follow = false);
+  status mkdir(const std::string& path, int timeout_ms, uint32_t mode = 0, bool parents = false);
+  status remove(const std::string& path, int timeout_ms, bool recursive = false);
+  status rename(const std::string& from, const std::string& to, int timeout_ms);
+  result<stats_reply> stats(int timeout_ms);
+  /// Round trip of a ping, in microseconds.
+  result<int64_t> ping(int timeout_ms);
+
+  /// Sends one message / raw bytes (tests use it to break the protocol).
+  status send(const host_message& message, int timeout_ms = 5000);
+  status send_raw(std::string_view bytes, int timeout_ms = 5000);
+
+  /// Total output bytes handed out to the caller, for benchmarks.
+  uint64_t output_bytes_delivered() const noexcept { return output_delivered_; }
+
+private:
+  struct stream_credit {
+    uint32_t window = 0;
+    uint64_t consumed = 0;   ///< output handed out, not yet granted back
+    uint64_t stdin_credit = 0;
+  };
+
+  status write_all(std::string_view bytes, int64_t deadline_ms);
+  /// Reads whatever has arrived (waiting until the deadline for something)
+  /// and queues decoded messages. Fails on timeout, close or a bad frame.
+  status receive(int64_t deadline_ms);
+  status read_available();
+  void account(const guest_message& message);
+  void consume(const guest_message& message);
+  /// Waits for the first queued message that `match` accepts and removes it.
+  template <class Match>
+  result<guest_message> wait_for(Match&& match, int64_t deadline_ms);
+  /// Waits for file_done or an error answering request `id`.
+  status await_done(uint32_t id, int64_t deadline_ms);
+  uint32_t next_request_id() { return ++last_request_id_; }
+
+  unique_fd channel_;
+  client_options options_;
+  frame_reader inbound_;
+  hello hello_;
+  std::deque<guest_message> pending_;
+  std::map<uint32_t, stream_credit> streams_;
+  uint32_t last_stream_id_ = 0;
+  uint32_t last_request_id_ = 0;
+  uint64_t last_nonce_ = 0;
+  uint64_t output_delivered_ = 0;
+  bool closed_ = false;
+  std::string encode_buffer_;
+  std::string read_buffer_;
+};
+
+} // namespace airlock::guest

@@ -1,0 +1,41 @@
+#pragma once
+// An owning file descriptor: closed exactly once, movable, never copied.
+
+#include <unistd.h>
+
+#include <utility>
+
+namespace airlock::guest {
+
+class unique_fd {
+public:
+  unique_fd() = default;
+  explicit unique_fd(int fd) noexcept : fd_(fd) {}
+  unique_fd(unique_fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  unique_fd& operator=(unique_fd&& other) noexcept {
+    if (this != &other)
+      reset(std::exchange(other.fd_, -1));
+    return *this;
+  }
+  unique_fd(const unique_fd&) = delete;
+  unique_fd& operator=(const unique_fd&) = delete;
+  ~unique_fd() { reset(); }
+
+  int get() const noexcept { return fd_; }
+  bool valid() const noexcept { return fd_ >= 0; }
+  explicit operator bool() const noexcept { return valid(); }
+
+  /// Gives up ownership without closing.
+  int release() noexcept { return std::exchange(fd_, -1); }
+
+  void reset(int fd = -1) noexcept {
+    if (fd_ >= 0)
+      ::close(fd_);
+    fd_ = fd;
+  }
+
+private:
+  int fd_ = -1;
+};
+
+} // namespace airlock::guest

@@ -1,0 +1,119 @@
+#include <gtest/gtest.h>
+
+#include "guest/frame.hpp"
+#include "guest/protocol.hpp"
+
+namespace airlock::guest {
+namespace {
+
+/// Strips the 4-byte prefix of a single appended frame.
+std::string only_payload(const std::string& framed) {
+  frame_reader reader;
+  EXPECT_TRUE(reader.feed(framed).is_ok());
+  auto payload = reader.next();
+  EXPECT_TRUE(payload.has_value());
+  EXPECT_FALSE(reader.next().has_value());
+  return payload.value_or("");
+}
+
+TEST(protocol, start_request_survives_a_round_trip) {
+  start_request start;
+  start.stream_id = 7;
+  start.argv = {"ls", "-l", std::string("a\0b", 3)};
+  start.env = {{"PATH", "/bin"}, {"EMPTY", ""}};
+  start.cwd = "/work";
+  start.set_user = true;
+  start.uid = 65534;
+  start.gid = 100;
+  start.pty = true;
+  start.rows = 40;
+  start.cols = 120;
+  start.stdin_open = true;
+  start.window_bytes = 1 << 20;
+  std::string framed;
+  append_frame(framed, host_message{start});
+  auto decoded = decode_host_message(only_payload(framed));
+  ASSERT_TRUE(decoded) << decoded.error().message;
+  auto& back = std::get<start_request>(*decoded);
+  EXPECT_EQ(back.stream_id, 7u);
+  EXPECT_EQ(back.argv, start.argv);
+  EXPECT_EQ(back.env, start.env);
+  EXPECT_EQ(back.cwd, "/work");
+  EXPECT_TRUE(back.set_user);
+  EXPECT_EQ(back.uid, 65534u);
+  EXPECT_EQ(back.gid, 100u);
+  EXPECT_TRUE(back.pty);
+  EXPECT_EQ(back.rows, 40);
+  EXPECT_EQ(back.cols, 120);
+  EXPECT_TRUE(back.stdin_open);
+  EXPECT_EQ(back.window_bytes, 1u << 20);
+}
+
+TEST(protocol, output_frames_from_the_fast_path_decode_like_any_other) {
+  std::string bytes(100'000, 'q');
+  std::string framed;
+  append_output_frame(framed, 3, 2, 9, 4096, bytes);
+  auto decoded = decode_guest_message(only_payload(framed));
+  ASSERT_TRUE(decoded);
+  auto& out = std::get<output_chunk>(*decoded);
+  EXPECT_EQ(out.stream_id, 3u);
+  EXPECT_EQ(out.fd, 2);
+  EXPECT_EQ(out.sequence, 9u);
+  EXPECT_EQ(out.offset, 4096u);
+  EXPECT_EQ(out.bytes, bytes);
+}
+
+TEST(protocol, errors_carry_their_code_by_name) {
+  auto payload = encode_payload(
+    guest_message{error_reply{0, 5, errc::not_found, "no such file", true}});
+  auto decoded = decode_guest_message(payload);
+  ASSERT_TRUE(decoded);
+  auto& e = std::get<error_reply>(*decoded);
+  EXPECT_EQ(e.request_id, 5u);
+  EXPECT_EQ(e.code, errc::not_found);
+  EXPECT_EQ(e.message, "no such file");
+  EXPECT_TRUE(e.ended);
+  EXPECT_EQ(errc_from_string("resource_exhausted"), errc::resource_exhausted);
+  EXPECT_EQ(errc_from_string("something_new"), errc::internal);
+}
+
+TEST(protocol, file_listing_and_stats_round_trip) {
+  file_list list{4, {file_info{"a", file_type::directory, 0, 0755, 1, 2, 3},
+                     file_info{"b", file_type::symlink, 9, 0777, 0, 0, -1}},
+                 true};
+  auto decoded = decode_guest_message(encode_payload(guest_message{list}));
+  ASSERT_TRUE(decoded);
+  auto& back = std::get<file_list>(*decoded);
+  ASSERT_EQ(back.entries.size(), 2u);
+  EXPECT_EQ(back.entries[1].type, file_type::symlink);
+  EXPECT_EQ(back.entries[0].mode, 0755u);
+  EXPECT_EQ(back.entries[1].mtime_ns, -1);
+  EXPECT_TRUE(back.truncated);
+  stats_reply stats;
+  stats.orphans_reaped = 3;
+  stats.stream_buffered_bytes_max = 12345;
+  auto s = decode_guest_message(encode_payload(guest_message{stats}));
+  ASSERT_TRUE(s);
+  EXPECT_EQ(std::get<stats_reply>(*s).orphans_reaped, 3u);
+  EXPECT_EQ(std::get<stats_reply>(*s).stream_buffered_bytes_max, 12345u);
+}
+
+TEST(protocol, garbage_is_a_corrupt_record_not_a_crash) {
+  EXPECT_EQ(decode_host_message("").code(), errc::corrupt_record);
+  EXPECT_EQ(decode_host_message("abc").code(), errc::corrupt_record);
+  EXPECT_EQ(decode_host_message(std::string(64, '\xff')).code(), errc::corrupt_record);
+  auto valid = encode_payload(host_message{ping_request{1}});
+  EXPECT_EQ(decode_host_message(valid.substr(0, valid.size() - 8)).code(), errc::corrupt_record);
+}
+
+TEST(protocol, a_message_without_a_version_is_refused) {
+  auto payload = encode_payload(host_message{ping_request{1}});
+  // The envelope's data section starts after the segment table (8 bytes) and
+  // the root pointer (8 bytes); schemaVersion is its first 16 bits.
+  payload[16] = 0;
+  payload[17] = 0;
+  EXPECT_EQ(decode_host_message(payload).code(), errc::corrupt_record);
+}
+
+} // namespace
+} // namespace airlock::guest
