@@ -1,0 +1,1 @@
+#include "sandbox_fixture.hpp"

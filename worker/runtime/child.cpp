@@ -1,0 +1,135 @@
+#include "worker/runtime/child.hpp"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <sched.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "worker/runtime/caps.hpp"
+#include "worker/runtime/seccomp_filter.hpp"
+
+namespace airlock::worker {
+namespace {
+
+[[noreturn]] void fail(int sync_fd, child_step step, int err, uint64_t detail = 0) noexcept {
+  child_failure report{static_cast<uint32_t>(step), err, detail};
+  (void)!::write(sync_fd, &report, sizeof report);
+  ::_exit(127);
+}
+
+/// Blocks until the worker says go; returns the rootfs mount fd it sent, or
+/// -1 when it sent none. EOF means the worker gave up: exit quietly.
+int receive_go(int sync_fd) noexcept {
+  char byte = 0;
+  iovec io{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr message{};
+  message.msg_iov = &io;
+  message.msg_iovlen = 1;
+  message.msg_control = control;
+  message.msg_controllen = sizeof control;
+  ssize_t n;
+  do {
+    n = ::recvmsg(sync_fd, &message, MSG_CMSG_CLOEXEC);
+  } while (n < 0 && errno == EINTR);
+  if (n == 0)
+    ::_exit(0);
+  if (n < 0 || byte != 'G')
+    fail(sync_fd, child_step::receive_go, n < 0 ? errno : EPROTO);
+  for (cmsghdr* c = CMSG_FIRSTHDR(&message); c != nullptr; c = CMSG_NXTHDR(&message, c))
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+      int fd = -1;
+      std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+      return fd;
+    }
+  return -1;
+}
+
+/// Moves `fd` to `target`. The sources are first lifted above the targets so
+/// that one placement cannot clobber a source still to be placed.
+int place_fds(const child_plan& plan) noexcept {
+  int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null_fd < 0)
+    return errno;
+  int sources[4] = {null_fd, plan.stdout_fd < 0 ? null_fd : plan.stdout_fd,
+                    plan.stderr_fd < 0 ? null_fd : plan.stderr_fd, plan.channel_fd};
+  int lifted[4];
+  for (int i = 0; i < 4; ++i) {
+    lifted[i] = sources[i] < 0 ? -1 : ::fcntl(sources[i], F_DUPFD_CLOEXEC, 10);
+    if (sources[i] >= 0 && lifted[i] < 0)
+      return errno;
+  }
+  for (int target = 0; target < 4; ++target)
+    if (lifted[target] >= 0 && ::dup2(lifted[target], target) < 0)
+      return errno;
+  // Everything else the worker had open (other sandboxes' channels, store
+  // files) must not reach the sandbox; the sync socket closes at exec.
+  unsigned first_other = plan.channel_fd < 0 ? 3U : 4U;
+  if (::syscall(SYS_close_range, first_other, ~0U, CLOSE_RANGE_CLOEXEC) != 0)
+    return errno;
+  return 0;
+}
+
+} // namespace
+
+void run_child(const child_plan& plan) noexcept {
+  // Lifted above 0-3 so that placing the init's fds cannot close it.
+  const int sync = ::fcntl(plan.sync_fd, F_DUPFD_CLOEXEC, 10);
+  if (sync < 0)
+    ::_exit(126);
+  int rootfs_fd = receive_go(sync);
+  if (::setgroups(0, nullptr) != 0)
+    fail(sync, child_step::setgroups, errno);
+  if (::unshare(CLONE_NEWCGROUP) != 0)
+    fail(sync, child_step::unshare_cgroup, errno);
+  if (::sethostname(plan.hostname, plan.hostname_length) != 0)
+    fail(sync, child_step::sethostname, errno);
+  const auto& mounts = *plan.mounts;
+  size_t failed_mount = 0;
+  if (int err = apply_mount_plan(mounts, 0, plan.mount_host_steps, rootfs_fd, failed_mount);
+      err != 0)
+    fail(sync, child_step::mount, err, failed_mount);
+  if (::setresgid(0, 0, 0) != 0)
+    fail(sync, child_step::setresgid, errno);
+  if (::setresuid(0, 0, 0) != 0)
+    fail(sync, child_step::setresuid, errno);
+  if (int err = apply_mount_plan(mounts, plan.mount_host_steps, mounts.size(), rootfs_fd,
+                                 failed_mount);
+      err != 0)
+    fail(sync, child_step::mount, err, failed_mount);
+  if (rootfs_fd >= 0)
+    ::close(rootfs_fd);
+  ::umask(022);
+  if (int err = place_fds(plan); err != 0)
+    fail(sync, child_step::file_descriptors, err);
+  if (int err = drop_capabilities(plan.capabilities); err != 0)
+    fail(sync, child_step::capabilities, err);
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+    fail(sync, child_step::no_new_privs, errno);
+  if (int err = install_seccomp_filter(plan.seccomp); err != 0)
+    fail(sync, child_step::seccomp, err);
+  ::execve(plan.argv[0], plan.argv, plan.envp);
+  fail(sync, child_step::exec, errno);
+}
+
+std::string describe_child_failure(const child_failure& failure, const mount_plan& mounts) {
+  static const char* const names[] = {
+    "?", "receive the start signal", "drop supplementary groups",
+    "unshare the cgroup namespace", "set the hostname", "mount", "setresgid(0)", "setresuid(0)",
+    "arrange file descriptors", "drop capabilities", "set no_new_privs",
+    "install the seccomp filter", "execute the init"};
+  uint32_t step = failure.step < std::size(names) ? failure.step : 0;
+  std::string what = names[step];
+  if (failure.step == static_cast<uint32_t>(child_step::mount))
+    what = mounts.describe(static_cast<size_t>(failure.detail));
+  return what + ": " + std::strerror(failure.error);
+}
+
+} // namespace airlock::worker

@@ -1,0 +1,443 @@
+#include "worker/runtime/namespace_runtime.hpp"
+
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "worker/runtime/caps.hpp"
+#include "worker/runtime/child.hpp"
+#include "worker/runtime/mount_ns.hpp"
+#include "worker/runtime/sys.hpp"
+#include "worker/runtime/user_ns.hpp"
+
+namespace airlock::worker {
+namespace {
+
+constexpr uint64_t namespace_flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET
+                                     | CLONE_NEWUTS | CLONE_NEWIPC;
+
+status with_context(std::string_view id, const status& failure) {
+  return make_status(failure.code, "sandbox " + std::string(id) + ": " + failure.message);
+}
+
+/// argv/envp as the NULL-terminated arrays execve takes, built before clone.
+struct exec_arrays {
+  std::vector<char*> argv;
+  std::vector<char*> envp;
+
+  exec_arrays(const std::vector<std::string>& args, const std::vector<std::string>& env) {
+    for (const auto& arg : args)
+      argv.push_back(const_cast<char*>(arg.c_str()));
+    argv.push_back(nullptr);
+    for (const auto& var : env)
+      envp.push_back(const_cast<char*>(var.c_str()));
+    envp.push_back(nullptr);
+  }
+};
+
+/// clone3 into fresh user, pid, mount, net, uts and ipc namespaces. The
+/// cgroup namespace comes later, from the child, once the worker has moved
+/// it into its cgroups (a namespace made at clone time would be rooted at
+/// the worker's cgroup).
+result<pid_t> clone_child(const child_plan& plan, int& pidfd) {
+  clone_args args{};
+  args.flags = namespace_flags | CLONE_PIDFD;
+  args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
+  args.exit_signal = SIGCHLD;
+  long pid = ::syscall(SYS_clone3, &args, sizeof args);
+  if (pid < 0)
+    return sys_error(errc_from_errno(errno), "clone3 with new namespaces", errno);
+  if (pid == 0)
+    run_child(plan);
+  return static_cast<pid_t>(pid);
+}
+
+status send_go(int sync_fd, int rootfs_fd) {
+  char byte = 'G';
+  iovec io{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr message{};
+  message.msg_iov = &io;
+  message.msg_iovlen = 1;
+  if (rootfs_fd >= 0) {
+    message.msg_control = control;
+    message.msg_controllen = sizeof control;
+    cmsghdr* c = CMSG_FIRSTHDR(&message);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &rootfs_fd, sizeof rootfs_fd);
+  }
+  if (::sendmsg(sync_fd, &message, MSG_NOSIGNAL) != 1)
+    return sys_error(errc::internal, "release the sandbox init", errno);
+  return status::ok();
+}
+
+status bring_up_loopback(const net_options& net, pid_t pid) {
+  std::string ns_path = "/proc/" + std::to_string(pid) + "/ns/net";
+  unique_fd netns(::open(ns_path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!netns)
+    return sys_error(errc::io_error, "open " + ns_path, errno);
+  command_options run{{}, netns.get(), net.command_timeout_ms};
+  return run_checked("bring up lo inside the sandbox", {net.ip_path, "link", "set", "lo", "up"},
+                     run);
+}
+
+bool is_directory(const std::string& path) {
+  struct stat st{};
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+} // namespace
+
+namespace_runtime::namespace_runtime(namespace_runtime_options options,
+                                     std::unique_ptr<cgroup_driver> cgroups, address_pool pool,
+                                     seccomp_program seccomp)
+  : options_(std::move(options)), cgroups_(std::move(cgroups)), pool_(pool),
+    seccomp_(std::move(seccomp)) {}
+
+namespace_runtime::~namespace_runtime() = default;
+
+result<std::unique_ptr<namespace_runtime>> namespace_runtime::open(namespace_runtime_options options) {
+  if (::geteuid() != 0)
+    return make_status(errc::permission_denied,
+                       "the namespace runtime needs root (uid maps, cgroups, veth, nftables)");
+  if (auto made = make_directories(options.state_dir); !made)
+    return made;
+  auto cgroups = detect_cgroup_driver(options.cgroups);
+  if (!cgroups)
+    return cgroups.error();
+  auto pool = parse_address_pool(options.address_pool);
+  if (!pool)
+    return pool.error();
+  auto seccomp = build_sandbox_seccomp_filter();
+  if (!seccomp)
+    return seccomp.error();
+  if (auto firewall = ensure_firewall(options.net); !firewall)
+    return firewall;
+  return std::unique_ptr<namespace_runtime>(new namespace_runtime(
+    std::move(options), std::move(*cgroups), *pool, std::move(*seccomp)));
+}
+
+status namespace_runtime::validate(const sandbox_launch_spec& spec) const {
+  auto bad = [&spec](const std::string& why) {
+    return make_status(errc::invalid_argument, "sandbox '" + spec.id + "': " + why);
+  };
+  if (!valid_sandbox_id(spec.id))
+    return bad("id must be 1-63 characters of [a-z0-9_-]");
+  if (spec.rootfs_path.empty() || spec.rootfs_path[0] != '/' || !is_directory(spec.rootfs_path))
+    return bad("rootfs_path must be an existing directory given as an absolute path");
+  if (spec.init_argv.empty() || spec.init_argv[0].empty() || spec.init_argv[0][0] != '/')
+    return bad("init_argv[0] must be an absolute path inside the rootfs");
+  if (spec.limits.memory_mb == 0 || spec.limits.cpu_millis == 0 || spec.limits.pids_max == 0)
+    return bad("memory_mb, cpu_millis and pids_max must all be set: an unlimited sandbox can "
+               "take the host down");
+  return status::ok();
+}
+
+result<sandbox_record> namespace_runtime::plan_record(const sandbox_launch_spec& spec) {
+  uint32_t slots = std::min(options_.slots_max, pool_.blocks());
+  uint32_t slot = 0;
+  while (slot < slots && slots_in_use_.count(slot) != 0)
+    ++slot;
+  if (slot == slots)
+    return make_status(errc::resource_exhausted,
+                       "all " + std::to_string(slots) + " sandbox slots are in use");
+  auto ids = slot_id_range(options_.id_range_base, options_.ids_per_sandbox, slot);
+  if (!ids)
+    return ids.error();
+  sandbox_record record;
+  record.id = spec.id;
+  record.slot = slot;
+  record.uid_base = ids->host_base;
+  record.ids_count = ids->count;
+  record.cgroup_driver = std::string(cgroups_->name());
+  record.network = spec.network.enabled;
+  if (record.network) {
+    auto addresses = pool_addresses(pool_, slot);
+    if (!addresses)
+      return addresses.error();
+    record.host_interface = host_interface_name(options_.net.interface_prefix, spec.id);
+    record.host_address = addresses->host;
+    record.sandbox_address = addresses->sandbox;
+    record.prefix_length = addresses->prefix_length;
+    for (const auto& [other_id, other] : sandboxes_)
+      if (other.record.host_interface == record.host_interface)
+        return make_status(errc::already_exists, "interface name " + record.host_interface
+                                                   + " collides with sandbox " + other_id
+                                                   + ": use another id");
+  }
+  return record;
+}
+
+result<sandbox_handle> namespace_runtime::create(const sandbox_launch_spec& spec) {
+  std::lock_guard lock(mutex_);
+  if (auto valid = validate(spec); !valid)
+    return valid;
+  if (find(spec.id) != nullptr)
+    return make_status(errc::already_exists, "sandbox " + spec.id + " already exists");
+  auto record = plan_record(spec);
+  if (!record)
+    return with_context(spec.id, record.error());
+  sandbox box{std::move(*record), unique_fd(), false};
+  slots_in_use_.insert(box.record.slot);
+  // The record goes to disk before any resource exists: a crash at any later
+  // point leaves something adopt() can find and clean.
+  auto started = save_record(options_.state_dir, box.record);
+  if (started)
+    started = start(spec, box);
+  if (!started) {
+    (void)teardown(box);
+    return with_context(spec.id, started);
+  }
+  auto [it, inserted] = sandboxes_.emplace(spec.id, std::move(box));
+  return handle_of(it->second);
+}
+
+status namespace_runtime::start(const sandbox_launch_spec& spec, sandbox& box) {
+  sandbox_record& rec = box.record;
+  cgroup_limits limits{uint64_t{spec.limits.memory_mb} << 20, spec.limits.cpu_millis,
+                       spec.limits.pids_max};
+  if (auto made = cgroups_->create(rec.id, limits); !made)
+    return made;
+  if (rec.network)
+    if (auto added = firewall_add(options_.net, rec.host_interface, rec.sandbox_address); !added)
+      return added;
+  mount_plan mounts;
+  build_mount_plan({spec.rootfs_path, options_.mount_sysfs, options_.dev_shm_size_mb}, mounts);
+  exec_arrays exec(spec.init_argv, spec.init_env);
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0)
+    return sys_error(errc::resource_exhausted, "socketpair", errno);
+  unique_fd sync(pair[0]);
+  unique_fd child_end(pair[1]);
+  child_plan plan{child_end.get(), rec.id.c_str(), rec.id.size(), &mounts.ops(),
+                  mounts.host_steps(), spec.channel_fd,
+                  spec.stdout_fd, spec.stderr_fd, docker_default_capabilities, seccomp_.view(),
+                  exec.argv.data(), exec.envp.data()};
+  int pidfd = -1;
+  auto pid = clone_child(plan, pidfd);
+  if (!pid)
+    return pid.error();
+  child_end.reset();
+  box.pidfd.reset(pidfd);
+  rec.init_pid = *pid;
+  auto started_at = process_start_time(*pid);
+  if (!started_at)
+    return started_at.error();
+  rec.init_start_time = *started_at;
+  if (auto mapped = write_id_maps(*pid, pidfd, {rec.uid_base, rec.ids_count}); !mapped)
+    return mapped;
+  if (auto joined = cgroups_->attach(rec.id, *pid); !joined)
+    return joined;
+  if (auto wired = rec.network ? create_veth(options_.net, rec.host_interface, *pid,
+                                             {rec.host_address, rec.sandbox_address,
+                                              rec.prefix_length})
+                               : bring_up_loopback(options_.net, *pid);
+      !wired)
+    return wired;
+  unique_fd rootfs;
+  if (options_.idmap_rootfs) {
+    std::string userns_path = "/proc/" + std::to_string(*pid) + "/ns/user";
+    unique_fd userns(::open(userns_path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!userns)
+      return sys_error(errc::io_error, "open " + userns_path, errno);
+    auto tree = open_idmapped_rootfs(spec.rootfs_path, userns.get());
+    if (!tree)
+      return tree.error();
+    rootfs = std::move(*tree);
+  }
+  if (auto saved = save_record(options_.state_dir, rec); !saved)
+    return saved;
+  if (auto sent = send_go(sync.get(), rootfs.get()); !sent)
+    return sent;
+  return release_and_wait(box, sync.get(), mounts);
+}
+
+status namespace_runtime::release_and_wait(sandbox& box, int sync_fd, const mount_plan& mounts) {
+  pollfd pfd{sync_fd, POLLIN, 0};
+  int ready;
+  do {
+    ready = ::poll(&pfd, 1, static_cast<int>(options_.start_timeout_ms));
+  } while (ready < 0 && errno == EINTR);
+  if (ready == 0)
+    return make_status(errc::timeout, "init of " + box.record.id + " did not exec within "
+                                        + std::to_string(options_.start_timeout_ms) + " ms");
+  child_failure failure;
+  ssize_t n = ::read(sync_fd, &failure, sizeof failure);
+  if (n == 0)
+    return status::ok(); // exec closed the child's end
+  if (n != static_cast<ssize_t>(sizeof failure))
+    return make_status(errc::internal, "garbled report from the sandbox init");
+  errc code = failure.step == static_cast<uint32_t>(child_step::exec)
+                ? errc::invalid_argument
+                : errc::internal;
+  return make_status(code, "start failed in the sandbox: " + describe_child_failure(failure, mounts));
+}
+
+status namespace_runtime::teardown(sandbox& box) {
+  const sandbox_record& rec = box.record;
+  // Killing pid 1 of the namespace makes the kernel kill every process in
+  // it; the cgroup kill catches anything that is in the cgroup without being
+  // in the namespace (a half-started child). A frozen process only dies once
+  // thawed.
+  if (box.pidfd)
+    ::syscall(SYS_pidfd_send_signal, box.pidfd.get(), SIGKILL, nullptr, 0);
+  (void)cgroups_->kill_all(rec.id);
+  (void)cgroups_->thaw(rec.id, options_.freeze_timeout_ms);
+  if (box.pidfd)
+    if (auto gone = wait_pidfd_exit(box.pidfd.get(), options_.destroy_timeout_ms); !gone)
+      return make_status(errc::outcome_unknown, "init of " + rec.id + " survived SIGKILL: "
+                                                  + gone.message + "; retry destroy");
+  if (auto removed = cgroups_->remove(rec.id, options_.destroy_timeout_ms); !removed)
+    return removed;
+  if (rec.network) {
+    if (auto removed = remove_veth(options_.net, rec.host_interface); !removed)
+      return removed;
+    if (auto removed = firewall_remove(options_.net, rec.host_interface, rec.sandbox_address);
+        !removed)
+      return removed;
+  }
+  if (auto removed = remove_record(options_.state_dir, rec.id); !removed)
+    return removed;
+  box.pidfd.reset();
+  slots_in_use_.erase(rec.slot);
+  return status::ok();
+}
+
+status namespace_runtime::destroy(std::string_view id) {
+  std::lock_guard lock(mutex_);
+  auto it = sandboxes_.find(id);
+  if (it == sandboxes_.end())
+    return status::ok();
+  if (auto done = teardown(it->second); !done)
+    return with_context(id, done);
+  sandboxes_.erase(it);
+  return status::ok();
+}
+
+status namespace_runtime::pause(std::string_view id) {
+  std::lock_guard lock(mutex_);
+  if (find(id) == nullptr)
+    return make_status(errc::not_found, "no sandbox " + std::string(id));
+  if (auto frozen = cgroups_->freeze(id, options_.freeze_timeout_ms); !frozen)
+    return with_context(id, frozen);
+  return status::ok();
+}
+
+status namespace_runtime::resume(std::string_view id) {
+  std::lock_guard lock(mutex_);
+  if (find(id) == nullptr)
+    return make_status(errc::not_found, "no sandbox " + std::string(id));
+  if (auto thawed = cgroups_->thaw(id, options_.freeze_timeout_ms); !thawed)
+    return with_context(id, thawed);
+  return status::ok();
+}
+
+result<sandbox_stats> namespace_runtime::stats(std::string_view id) {
+  std::lock_guard lock(mutex_);
+  if (find(id) == nullptr)
+    return make_status(errc::not_found, "no sandbox " + std::string(id));
+  auto usage = cgroups_->usage(id);
+  if (!usage)
+    return with_context(id, usage.error());
+  return sandbox_stats{usage->memory_bytes, usage->pids_current, usage->cpu_usage_ns,
+                       usage->oom_kills, usage->frozen};
+}
+
+std::vector<sandbox_handle> namespace_runtime::list() const {
+  std::lock_guard lock(mutex_);
+  std::vector<sandbox_handle> out;
+  for (const auto& [id, box] : sandboxes_)
+    out.push_back(handle_of(box));
+  return out;
+}
+
+result<adopt_report> namespace_runtime::adopt() {
+  std::lock_guard lock(mutex_);
+  auto loaded = load_records(options_.state_dir);
+  if (!loaded)
+    return loaded.error();
+  adopt_report report;
+  report.failures = std::move(loaded->failures);
+  for (const auto& record : loaded->records) {
+    if (sandboxes_.count(record.id) != 0)
+      continue;
+    if (auto handled = adopt_one(record, report); !handled)
+      report.failures.push_back(with_context(record.id, handled));
+  }
+  return report;
+}
+
+status namespace_runtime::adopt_one(const sandbox_record& record, adopt_report& report) {
+  if (record.cgroup_driver != cgroups_->name())
+    return make_status(errc::wrong_state, "recorded with cgroup driver " + record.cgroup_driver
+                                            + ", this worker uses "
+                                            + std::string(cgroups_->name()));
+  if (slots_in_use_.count(record.slot) != 0)
+    return make_status(errc::conflict, "slot " + std::to_string(record.slot) + " claimed twice");
+  sandbox box{record, unique_fd(), true};
+  slots_in_use_.insert(record.slot);
+  if (record.init_pid > 0) {
+    // Open first, then compare the start time: if the process at that pid
+    // still started when recorded, the pidfd is the sandbox's init. A
+    // readable pidfd means it has exited (a zombie keeps its start time):
+    // keep the pidfd only to reap it.
+    unique_fd fd(static_cast<int>(::syscall(SYS_pidfd_open, record.init_pid, 0)));
+    auto started = fd ? process_start_time(record.init_pid) : result<uint64_t>(uint64_t{0});
+    if (fd && started && *started == record.init_start_time) {
+      pollfd exited{fd.get(), POLLIN, 0};
+      box.pidfd = std::move(fd);
+      if (::poll(&exited, 1, 0) == 0) {
+        sandboxes_.emplace(record.id, std::move(box));
+        report.adopted.push_back(record.id);
+        return status::ok();
+      }
+    }
+  }
+  if (auto cleaned = teardown(box); !cleaned) {
+    slots_in_use_.erase(record.slot);
+    return cleaned;
+  }
+  report.cleaned.push_back(record.id);
+  return status::ok();
+}
+
+sandbox_handle namespace_runtime::handle_of(const sandbox& box) const {
+  const sandbox_record& r = box.record;
+  sandbox_handle h;
+  h.id = r.id;
+  h.init_pid = r.init_pid;
+  h.init_start_time = r.init_start_time;
+  h.pidfd = box.pidfd.get();
+  h.slot = r.slot;
+  h.uid_base = r.uid_base;
+  h.ids_count = r.ids_count;
+  h.cgroup_paths = cgroups_->paths(r.id);
+  h.netns_path = "/proc/" + std::to_string(r.init_pid) + "/ns/net";
+  if (r.network) {
+    h.host_interface = r.host_interface;
+    h.sandbox_interface = "eth0";
+    h.host_address = r.host_address;
+    h.sandbox_address = r.sandbox_address;
+    h.prefix_length = r.prefix_length;
+  }
+  h.adopted = box.adopted;
+  return h;
+}
+
+namespace_runtime::sandbox* namespace_runtime::find(std::string_view id) {
+  auto it = sandboxes_.find(id);
+  return it == sandboxes_.end() ? nullptr : &it->second;
+}
+
+} // namespace airlock::worker

@@ -1,0 +1,122 @@
+#pragma once
+// The namespace runtime: sandboxes as Linux namespaces, cgroups, a seccomp
+// filter and dropped capabilities. create() is the one place where the layers
+// are applied, in this order:
+//
+//   worker                                   child (child.hpp)
+//   1. state record (nothing exists yet)
+//   2. cgroup with limits (cgroup_driver)
+//   3. firewall entries (net)
+//   4. clone3: user, pid, mount, net, uts,  -> waits for go
+//      ipc namespaces + pidfd
+//   5. uid/gid maps (user_ns)
+//   6. join the cgroups
+//   7. veth into the child's netns (net)
+//   8. id-mapped rootfs (mount_ns)
+//   9. record the pid; send go + rootfs   ->  groups, uid 0, cgroupns, hostname,
+//                                             mounts, pivot_root, fds, caps,
+//                                             no_new_privs, seccomp, exec
+//  10. exec seen (sync socket closed)
+//
+// Any failure unwinds what exists, so a failed create leaves nothing.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "worker/runtime/cgroup_driver.hpp"
+#include "worker/runtime/mount_ns.hpp"
+#include "worker/runtime/net.hpp"
+#include "worker/runtime/sandbox_runtime.hpp"
+#include "worker/runtime/seccomp_filter.hpp"
+#include "worker/runtime/state_file.hpp"
+#include "worker/runtime/unique_fd.hpp"
+
+namespace airlock::worker {
+
+/// Every limit and location of the namespace runtime.
+struct namespace_runtime_options {
+  /// One state file per sandbox lives here; a restarted worker reads it.
+  /// Default: "/var/lib/airlock/runtime".
+  std::string state_dir = "/var/lib/airlock/runtime";
+  /// cgroup driver choice and placement. Default: automatic, parent "airlock".
+  cgroup_options cgroups;
+  /// Tools and nftables table. Default: see net_options.
+  net_options net;
+  /// Pool the sandboxes' /30 blocks come from. Default: "10.200.0.0/16".
+  std::string address_pool = "10.200.0.0/16";
+  /// First host uid/gid given to sandboxes. Default: 100000.
+  uint32_t id_range_base = 100000;
+  /// uids/gids per sandbox (slot i gets base + i * this). Default: 65536.
+  uint32_t ids_per_sandbox = 65536;
+  /// Sandboxes at once (also bounded by the address pool). Default: 1024.
+  uint32_t slots_max = 1024;
+  /// Mount the rootfs id-mapped (host uid 0 on disk is the sandbox's root); false
+  /// binds it as is, and the rootfs must then be owned by the sandbox's range.
+  /// Default: true.
+  bool idmap_rootfs = true;
+  /// Read-only sysfs at /sys. Default: true.
+  bool mount_sysfs = true;
+  /// Size of /dev/shm. Default: 64.
+  uint32_t dev_shm_size_mb = 64;
+  /// From clone to the init's exec. Default: 5000.
+  uint32_t start_timeout_ms = 5000;
+  /// Freezing or thawing every process. Default: 5000.
+  uint32_t freeze_timeout_ms = 5000;
+  /// From SIGKILL to an empty, removed cgroup. Default: 5000.
+  uint32_t destroy_timeout_ms = 5000;
+};
+
+/// sandbox_runtime on Linux namespaces. Thread-safe; calls are serialized.
+/// Destroying the object leaves the sandboxes running (see adopt()).
+class namespace_runtime final : public sandbox_runtime {
+public:
+  /// Detects the cgroup driver, compiles the seccomp filter, creates the
+  /// state directory and the nftables table. Needs root.
+  static result<std::unique_ptr<namespace_runtime>> open(namespace_runtime_options options);
+
+  ~namespace_runtime() override;
+
+  result<sandbox_handle> create(const sandbox_launch_spec& spec) override;
+  status pause(std::string_view id) override;
+  status resume(std::string_view id) override;
+  status destroy(std::string_view id) override;
+  std::vector<sandbox_handle> list() const override;
+  result<adopt_report> adopt() override;
+  result<sandbox_stats> stats(std::string_view id) override;
+
+  /// The cgroup driver in use ("v1" or "v2").
+  std::string_view cgroup_driver_name() const { return cgroups_->name(); }
+
+private:
+  struct sandbox {
+    sandbox_record record;
+    unique_fd pidfd;
+    bool adopted = false;
+  };
+
+  namespace_runtime(namespace_runtime_options options, std::unique_ptr<cgroup_driver> cgroups,
+                    address_pool pool, seccomp_program seccomp);
+
+  status validate(const sandbox_launch_spec& spec) const;
+  result<sandbox_record> plan_record(const sandbox_launch_spec& spec);
+  status start(const sandbox_launch_spec& spec, sandbox& box);
+  status release_and_wait(sandbox& box, int sync_fd, const mount_plan& mounts);
+  status teardown(sandbox& box);
+  status adopt_one(const sandbox_record& record, adopt_report& report);
+  sandbox_handle handle_of(const sandbox& box) const;
+  sandbox* find(std::string_view id);
+
+  namespace_runtime_options options_;
+  std::unique_ptr<cgroup_driver> cgroups_;
+  address_pool pool_;
+  seccomp_program seccomp_;
+  mutable std::mutex mutex_;
+  std::map<std::string, sandbox, std::less<>> sandboxes_;
+  std::set<uint32_t> slots_in_use_;
+};
+
+} // namespace airlock::worker

@@ -1,0 +1,182 @@
+#include "worker/runtime/net.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <net/if.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+
+#include "worker/runtime/sys.hpp"
+#include "worker/runtime/unique_fd.hpp"
+
+namespace airlock::worker {
+
+uint32_t address_pool::blocks() const noexcept {
+  return uint32_t{1} << (block_prefix - prefix_length);
+}
+
+namespace {
+
+std::string format_ipv4(uint32_t address) {
+  in_addr addr{htonl(address)};
+  char text[INET_ADDRSTRLEN] = {};
+  ::inet_ntop(AF_INET, &addr, text, sizeof text);
+  return text;
+}
+
+} // namespace
+
+result<address_pool> parse_address_pool(std::string_view cidr, uint32_t block_prefix) {
+  auto slash = cidr.find('/');
+  if (slash == std::string_view::npos)
+    return make_status(errc::invalid_argument, "address pool '" + std::string(cidr)
+                                                 + "' is not a CIDR like 10.200.0.0/16");
+  std::string address(cidr.substr(0, slash));
+  in_addr parsed{};
+  int prefix = std::atoi(std::string(cidr.substr(slash + 1)).c_str());
+  if (::inet_pton(AF_INET, address.c_str(), &parsed) != 1 || prefix < 8 || prefix > 30)
+    return make_status(errc::invalid_argument,
+                       "address pool '" + std::string(cidr) + "': bad address or prefix");
+  if (block_prefix != 30 && block_prefix != 31)
+    return make_status(errc::invalid_argument, "sandbox blocks must be /30 or /31");
+  if (static_cast<uint32_t>(prefix) > block_prefix)
+    return make_status(errc::invalid_argument, "address pool smaller than one sandbox block");
+  address_pool pool{ntohl(parsed.s_addr), static_cast<uint32_t>(prefix), block_prefix};
+  uint32_t host_mask = (uint32_t{1} << (32 - pool.prefix_length)) - 1;
+  if ((pool.base & host_mask) != 0)
+    return make_status(errc::invalid_argument,
+                       "address pool '" + std::string(cidr) + "' has host bits set");
+  return pool;
+}
+
+result<sandbox_addresses> pool_addresses(const address_pool& pool, uint32_t slot) {
+  if (slot >= pool.blocks())
+    return make_status(errc::resource_exhausted,
+                       "slot " + std::to_string(slot) + " is outside the address pool");
+  uint32_t block = pool.base + (slot << (32 - pool.block_prefix));
+  // A /30 keeps network and broadcast addresses unused; a /31 (RFC 3021)
+  // uses both.
+  uint32_t first = pool.block_prefix == 30 ? block + 1 : block;
+  return sandbox_addresses{format_ipv4(first), format_ipv4(first + 1), pool.block_prefix};
+}
+
+std::string host_interface_name(std::string_view prefix, std::string_view id) {
+  uint32_t hash = 2166136261U;
+  for (char c : id) {
+    hash ^= static_cast<unsigned char>(c);
+    hash *= 16777619U;
+  }
+  char hex[9];
+  std::snprintf(hex, sizeof hex, "%08x", hash);
+  return std::string(prefix.substr(0, 2)) + hex + "h";
+}
+
+status ensure_firewall(const net_options& o) {
+  const std::string& t = o.nft_table;
+  // Declarations are "add if missing"; the flushes and rules rewrite the
+  // chains in the same transaction, so a rerun never duplicates rules and
+  // never drops the sets' elements.
+  std::string script =
+    "table inet " + t + " {\n"
+    "  set sandbox_ifs { type ifname; }\n"
+    "  set sandbox_src { type ifname . ipv4_addr; }\n"
+    "  chain prerouting { type filter hook prerouting priority raw; policy accept; }\n"
+    "  chain forward { type filter hook forward priority filter; policy accept; }\n"
+    "  chain egress { }\n"
+    "}\n"
+    "flush chain inet " + t + " prerouting\n"
+    "flush chain inet " + t + " forward\n"
+    "flush chain inet " + t + " egress\n"
+    "table inet " + t + " {\n"
+    "  chain prerouting {\n"
+    "    iifname @sandbox_ifs iifname . ip saddr @sandbox_src goto egress\n"
+    "    iifname @sandbox_ifs counter drop comment \"spoofed source, IPv6 or other protocol\"\n"
+    "  }\n"
+    "  chain egress {\n"
+    "    counter drop comment \"egress denied until the gateway allows it\"\n"
+    "  }\n"
+    "  chain forward {\n"
+    "    oifname @sandbox_ifs counter drop comment \"nothing is routed into a sandbox\"\n"
+    "  }\n"
+    "}\n";
+  command_options run{script, -1, o.command_timeout_ms};
+  return run_checked("create nftables table inet " + t, {o.nft_path, "-f", "-"}, run);
+}
+
+status firewall_add(const net_options& o, const std::string& host_if,
+                    const std::string& sandbox_address) {
+  std::string script = "add element inet " + o.nft_table + " sandbox_src { " + host_if + " . "
+                       + sandbox_address + " }\n" + "add element inet " + o.nft_table
+                       + " sandbox_ifs { " + host_if + " }\n";
+  command_options run{script, -1, o.command_timeout_ms};
+  return run_checked("add " + host_if + " to the nftables sets", {o.nft_path, "-f", "-"}, run);
+}
+
+result<bool> firewall_has(const net_options& o, const std::string& host_if) {
+  command_options run{{}, -1, o.command_timeout_ms};
+  auto listed = run_command({o.nft_path, "list", "set", "inet", o.nft_table, "sandbox_ifs"}, run);
+  if (!listed)
+    return listed.error();
+  if (listed->exit_code != 0)
+    return false; // no table, no set: no entry
+  return listed->text.find("\"" + host_if + "\"") != std::string::npos;
+}
+
+status firewall_remove(const net_options& o, const std::string& host_if,
+                       const std::string& sandbox_address) {
+  // Each delete on its own: after a crash either one may already be gone.
+  command_options run{{}, -1, o.command_timeout_ms};
+  run.stdin_text = "delete element inet " + o.nft_table + " sandbox_ifs { " + host_if + " }\n";
+  auto first = run_command({o.nft_path, "-f", "-"}, run);
+  run.stdin_text = "delete element inet " + o.nft_table + " sandbox_src { " + host_if + " . "
+                   + sandbox_address + " }\n";
+  auto second = run_command({o.nft_path, "-f", "-"}, run);
+  if (!first)
+    return first.error();
+  if (!second)
+    return second.error();
+  auto present = firewall_has(o, host_if);
+  if (!present)
+    return present.error();
+  if (*present)
+    return make_status(errc::io_error, "nftables entry for " + host_if
+                                         + " survived its deletion: " + first->text);
+  return status::ok();
+}
+
+status create_veth(const net_options& o, const std::string& host_if, pid_t pid,
+                   const sandbox_addresses& a) {
+  std::string prefix = "/" + std::to_string(a.prefix_length);
+  std::string host_batch = "link add " + host_if + " type veth peer name eth0 netns "
+                           + std::to_string(pid) + "\n" + "addr add " + a.host + prefix + " dev "
+                           + host_if + "\n" + "link set " + host_if + " up\n";
+  command_options run{host_batch, -1, o.command_timeout_ms};
+  if (auto made = run_checked("create veth " + host_if, {o.ip_path, "-batch", "-"}, run); !made)
+    return made;
+  std::string ns_path = "/proc/" + std::to_string(pid) + "/ns/net";
+  unique_fd netns(::open(ns_path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!netns)
+    return sys_error(errc::io_error, "open " + ns_path, errno);
+  run.stdin_text = "link set lo up\naddr add " + a.sandbox + prefix
+                   + " dev eth0\nlink set eth0 up\nroute add default via " + a.host + "\n";
+  run.netns_fd = netns.get();
+  return run_checked("configure eth0 inside the sandbox", {o.ip_path, "-batch", "-"}, run);
+}
+
+bool interface_exists(const std::string& name) {
+  return ::if_nametoindex(name.c_str()) != 0;
+}
+
+status remove_veth(const net_options& o, const std::string& host_if) {
+  if (!interface_exists(host_if))
+    return status::ok();
+  command_options run{{}, -1, o.command_timeout_ms};
+  auto removed = run_checked("delete veth " + host_if, {o.ip_path, "link", "del", host_if}, run);
+  if (!removed && interface_exists(host_if))
+    return removed;
+  return status::ok(); // gone meanwhile (its namespace died)
+}
+
+} // namespace airlock::worker

@@ -1,0 +1,91 @@
+#pragma once
+// Network: each sandbox has its own network namespace (loopback up) and a
+// veth pair to the host: `<prefix><hash>h` on the host, eth0 inside, with a
+// /30 from the pool (host .1, sandbox .2, default route via the host side).
+// One nftables table (`inet <table>`, created idempotently) drops, in the
+// raw prerouting hook, every packet that arrives from a sandbox's veth:
+// spoofed sources first, then everything else through the `egress` chain,
+// which later issues open for the egress gateway. Nothing is routed to a
+// sandbox either. The worker runs `ip` and `nft` without a shell.
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "schema/errc.hpp"
+
+namespace airlock::worker {
+
+/// Where the tools are and which table is ours.
+struct net_options {
+  /// Default: "/sbin/ip".
+  std::string ip_path = "/sbin/ip";
+  /// Default: "/usr/sbin/nft".
+  std::string nft_path = "/usr/sbin/nft";
+  /// The inet table holding every sandbox's rules. Default: "airlock".
+  std::string nft_table = "airlock";
+  /// Host-side interface names start with this (2 characters). Default: "al".
+  std::string interface_prefix = "al";
+  /// Each ip/nft run is killed after this long. Default: 5000.
+  uint32_t command_timeout_ms = 5000;
+};
+
+/// A block of IPv4 addresses carved into equal per-sandbox blocks.
+struct address_pool {
+  uint32_t base = 0;          ///< host byte order, aligned to prefix_length
+  uint32_t prefix_length = 0; ///< of the whole pool
+  uint32_t block_prefix = 30; ///< of each sandbox's block (30 or 31)
+
+  /// Number of sandbox blocks in the pool.
+  uint32_t blocks() const noexcept;
+};
+
+/// "10.200.0.0/16" with /30 blocks. invalid_argument on a malformed CIDR, a
+/// host part that is not zero, or a block that does not fit.
+result<address_pool> parse_address_pool(std::string_view cidr, uint32_t block_prefix = 30);
+
+/// The two addresses of one sandbox.
+struct sandbox_addresses {
+  std::string host;
+  std::string sandbox;
+  uint32_t prefix_length = 0;
+};
+
+/// Addresses of block `slot`: first usable on the host side, next for the
+/// sandbox. invalid_argument when the slot is outside the pool.
+result<sandbox_addresses> pool_addresses(const address_pool& pool, uint32_t slot);
+
+/// `<prefix><8 hex of FNV-1a(id)>h`: at most 15 characters whatever the id.
+std::string host_interface_name(std::string_view prefix, std::string_view id);
+
+/// Creates the table, sets and chains if missing and (re)writes the rules in
+/// one transaction; sandbox entries already in the sets survive.
+status ensure_firewall(const net_options& options);
+
+/// Adds the sandbox's interface (and interface . address) to the sets. Done
+/// before the veth exists so that no packet ever passes unfiltered.
+status firewall_add(const net_options& options, const std::string& host_if,
+                    const std::string& sandbox_address);
+
+/// Removes the sandbox's set entries; ok when they (or the table) are gone.
+status firewall_remove(const net_options& options, const std::string& host_if,
+                       const std::string& sandbox_address);
+
+/// True when `host_if` is in the table's interface set.
+result<bool> firewall_has(const net_options& options, const std::string& host_if);
+
+/// Creates the veth pair with the peer directly inside the network namespace
+/// of `pid` (our unreaped child) as eth0, addresses both ends, brings up lo
+/// and eth0 and sets the default route via the host side.
+status create_veth(const net_options& options, const std::string& host_if, pid_t pid,
+                   const sandbox_addresses& addresses);
+
+/// Deletes the host side (which takes the peer with it); ok when absent.
+status remove_veth(const net_options& options, const std::string& host_if);
+
+/// True when a network interface `name` exists in the worker's namespace.
+bool interface_exists(const std::string& name);
+
+} // namespace airlock::worker

@@ -1,0 +1,127 @@
+#pragma once
+// The contract between the worker and whatever isolates a sandbox: Linux
+// namespaces today (namespace_runtime), a micro-VM later. The worker calls it
+// from a dedicated thread: every call blocks (clone, mounts, ip, nft).
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "schema/errc.hpp"
+
+namespace airlock::worker {
+
+/// Resource limits of one sandbox. Zero is rejected: an unlimited sandbox can
+/// take the host down.
+struct sandbox_limits {
+  /// Memory (anonymous, page cache, tmpfs) before the OOM killer acts inside
+  /// the sandbox. No swap on top. Default: 512.
+  uint32_t memory_mb = 512;
+  /// CPU time per wall second, in thousandths of a core. Default: 1000 (one core).
+  uint32_t cpu_millis = 1000;
+  /// Processes and threads at once; fork fails beyond it. Default: 512.
+  uint32_t pids_max = 512;
+};
+
+/// The sandbox's network. Addresses come from the runtime's pool, not the caller.
+struct sandbox_network_spec {
+  /// A veth pair and an address; false leaves the sandbox with loopback only.
+  /// Default: true.
+  bool enabled = true;
+};
+
+/// Everything needed to start one sandbox.
+struct sandbox_launch_spec {
+  /// Unique on this host; [a-z0-9_-], 1..63 characters; also the hostname.
+  std::string id;
+  /// An existing directory that becomes the sandbox's /. The runtime does not
+  /// modify it on the host; the sandbox sees it through an id-mapped mount.
+  std::string rootfs_path;
+  /// argv of the sandbox's init (pid 1), resolved inside the rootfs.
+  std::vector<std::string> init_argv;
+  /// Environment of the init, as "KEY=value". Default: PATH only.
+  std::vector<std::string> init_env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
+  /// Borrowed; becomes fd 3 of the init (the guest channel). -1: none.
+  int channel_fd = -1;
+  /// Borrowed; become fd 1 and 2 of the init. -1: /dev/null.
+  int stdout_fd = -1;
+  int stderr_fd = -1;
+  sandbox_limits limits;
+  sandbox_network_spec network;
+};
+
+/// What the runtime knows about a running sandbox. A copyable snapshot.
+struct sandbox_handle {
+  std::string id;
+  pid_t init_pid = 0;               ///< in the worker's pid namespace
+  uint64_t init_start_time = 0;     ///< /proc/<pid>/stat field 22; with the pid, one process
+  /// Owned by the runtime, valid until destroy(id) or the runtime's
+  /// destruction; never close it.
+  int pidfd = -1;
+  uint32_t slot = 0;                ///< index of the uid range and address block
+  uint32_t uid_base = 0;            ///< host uid of the sandbox's root; gids likewise
+  uint32_t ids_count = 0;           ///< size of the mapped uid/gid range
+  std::vector<std::string> cgroup_paths; ///< one per v1 hierarchy, or the v2 directory
+  std::string netns_path;           ///< /proc/<pid>/ns/net while the init lives
+  std::string host_interface;       ///< host side of the veth pair ("" without network)
+  std::string sandbox_interface;    ///< its name inside the sandbox (eth0)
+  std::string host_address;         ///< dotted quad on the host side
+  std::string sandbox_address;      ///< dotted quad of eth0
+  uint32_t prefix_length = 0;       ///< of both addresses
+  bool adopted = false;             ///< found by adopt() rather than created by this object
+};
+
+/// Usage counters, read from the sandbox's cgroups.
+struct sandbox_stats {
+  uint64_t memory_bytes = 0;
+  uint64_t pids_current = 0;
+  uint64_t cpu_usage_ns = 0;
+  uint64_t oom_kills = 0;           ///< processes the OOM killer ended inside the sandbox
+  bool frozen = false;
+};
+
+/// What adopt() found in the state directory.
+struct adopt_report {
+  std::vector<std::string> adopted;  ///< alive: re-attached
+  std::vector<std::string> cleaned;  ///< gone or half-created: resources removed
+  std::vector<status> failures;      ///< entries that could not be handled; left in place
+};
+
+/// A way of running sandboxes. Implementations are thread-safe; every call
+/// blocks and must run off the actor threads.
+class sandbox_runtime {
+public:
+  virtual ~sandbox_runtime() = default;
+
+  /// Starts a sandbox and returns once its init has exec'd. Fails with
+  /// already_exists for a known id, invalid_argument for a bad spec,
+  /// resource_exhausted when no slot is free; on failure nothing is left behind.
+  virtual result<sandbox_handle> create(const sandbox_launch_spec& spec) = 0;
+
+  /// Freezes every process of the sandbox and returns once they are frozen.
+  /// Idempotent. not_found for an unknown id.
+  virtual status pause(std::string_view id) = 0;
+
+  /// Thaws a paused sandbox. Idempotent. not_found for an unknown id.
+  virtual status resume(std::string_view id) = 0;
+
+  /// Kills every process and removes cgroups, network devices, firewall
+  /// entries and the state file. Idempotent: ok when the sandbox is unknown.
+  virtual status destroy(std::string_view id) = 0;
+
+  /// Sandboxes this object manages (created or adopted).
+  virtual std::vector<sandbox_handle> list() const = 0;
+
+  /// Reads the state directory left by an earlier run: re-attaches to live
+  /// sandboxes and cleans up those whose init is gone. Call once after
+  /// construction, before create().
+  virtual result<adopt_report> adopt() = 0;
+
+  /// Current usage. not_found for an unknown id.
+  virtual result<sandbox_stats> stats(std::string_view id) = 0;
+};
+
+} // namespace airlock::worker

@@ -1,0 +1,282 @@
+#include "worker/runtime/sys.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sched.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "worker/runtime/unique_fd.hpp"
+
+namespace airlock::worker {
+
+status sys_error(errc code, std::string_view what, int err) {
+  std::string message(what);
+  message += ": ";
+  message += std::strerror(err);
+  return make_status(code, std::move(message));
+}
+
+errc errc_from_errno(int err) noexcept {
+  switch (err) {
+    case ENOENT: return errc::not_found;
+    case EEXIST: return errc::already_exists;
+    case EPERM:
+    case EACCES: return errc::permission_denied;
+    case EINVAL: return errc::invalid_argument;
+    case EBUSY:
+    case EAGAIN: return errc::unavailable;
+    case ENOSPC:
+    case ENOMEM: return errc::resource_exhausted;
+    default: return errc::io_error;
+  }
+}
+
+uint64_t monotonic_ms() noexcept {
+  timespec now{};
+  ::clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<uint64_t>(now.tv_sec) * 1000 + static_cast<uint64_t>(now.tv_nsec) / 1000000;
+}
+
+result<std::string> read_file(const std::string& path, size_t max_bytes) {
+  unique_fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd)
+    return sys_error(errc_from_errno(errno), "open " + path, errno);
+  std::string out;
+  char buffer[4096];
+  while (out.size() < max_bytes) {
+    ssize_t n = ::read(fd.get(), buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      return sys_error(errc_from_errno(errno), "read " + path, errno);
+    if (n == 0)
+      break;
+    out.append(buffer, static_cast<size_t>(n));
+  }
+  if (out.size() > max_bytes)
+    out.resize(max_bytes);
+  return out;
+}
+
+status write_control_file(const std::string& path, std::string_view content) {
+  unique_fd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+  if (!fd)
+    return sys_error(errc_from_errno(errno), "open " + path + " for writing", errno);
+  ssize_t n = ::write(fd.get(), content.data(), content.size());
+  if (n < 0)
+    return sys_error(errc_from_errno(errno),
+                     "write '" + std::string(content) + "' to " + path, errno);
+  if (static_cast<size_t>(n) != content.size())
+    return make_status(errc::io_error, "short write to " + path);
+  return status::ok();
+}
+
+namespace {
+
+status fsync_directory_of(const std::string& path) {
+  auto slash = path.rfind('/');
+  std::string dir = slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash);
+  unique_fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd || ::fsync(fd.get()) != 0)
+    return sys_error(errc::io_error, "fsync directory " + dir, errno);
+  return status::ok();
+}
+
+} // namespace
+
+status write_file_atomic(const std::string& path, std::string_view content) {
+  std::string tmp = path + ".tmp";
+  unique_fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  if (!fd)
+    return sys_error(errc_from_errno(errno), "create " + tmp, errno);
+  size_t done = 0;
+  while (done < content.size()) {
+    ssize_t n = ::write(fd.get(), content.data() + done, content.size() - done);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return sys_error(errc::io_error, "write " + tmp, errno);
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd.get()) != 0)
+    return sys_error(errc::io_error, "fsync " + tmp, errno);
+  fd.reset();
+  if (::rename(tmp.c_str(), path.c_str()) != 0)
+    return sys_error(errc::io_error, "rename " + tmp + " to " + path, errno);
+  return fsync_directory_of(path);
+}
+
+status make_directories(const std::string& path) {
+  for (size_t pos = 1; pos <= path.size(); ++pos) {
+    if (pos != path.size() && path[pos] != '/')
+      continue;
+    std::string prefix = path.substr(0, pos);
+    if (::mkdir(prefix.c_str(), 0700) != 0 && errno != EEXIST)
+      return sys_error(errc_from_errno(errno), "mkdir " + prefix, errno);
+  }
+  return status::ok();
+}
+
+namespace {
+
+/// argv and the fds the forked child needs, prepared before fork so that the
+/// child only makes async-signal-safe calls (the worker is multi-threaded).
+struct spawn_plan {
+  std::vector<char*> argv;
+  int stdin_fd = -1;
+  int output_fd = -1;
+  int netns_fd = -1;
+};
+
+[[noreturn]] void exec_child(const spawn_plan& plan) {
+  if (plan.netns_fd >= 0 && ::setns(plan.netns_fd, CLONE_NEWNET) != 0)
+    ::_exit(126);
+  if (::dup2(plan.stdin_fd, 0) < 0 || ::dup2(plan.output_fd, 1) < 0
+      || ::dup2(plan.output_fd, 2) < 0)
+    ::_exit(126);
+  ::syscall(SYS_close_range, 3U, ~0U, 0U);
+  char* envp[] = {nullptr};
+  ::execve(plan.argv[0], plan.argv.data(), envp);
+  ::_exit(127);
+}
+
+/// Writes the tool's stdin (small: it fits the pipe buffer) and collects its
+/// output until EOF or the deadline.
+status collect_output(unique_fd& stdin_write, int output_read, const command_options& options,
+                      uint64_t deadline_ms, std::string& text) {
+  if (!options.stdin_text.empty()
+      && ::write(stdin_write.get(), options.stdin_text.data(), options.stdin_text.size())
+           != static_cast<ssize_t>(options.stdin_text.size()))
+    return sys_error(errc::io_error, "write tool stdin", errno);
+  stdin_write.reset();
+  char buffer[4096];
+  for (;;) {
+    uint64_t now = monotonic_ms();
+    if (now >= deadline_ms)
+      return make_status(errc::timeout, "tool did not finish in time");
+    pollfd pfd{output_read, POLLIN, 0};
+    int ready = ::poll(&pfd, 1, static_cast<int>(deadline_ms - now));
+    if (ready < 0 && errno == EINTR)
+      continue;
+    if (ready <= 0)
+      continue;
+    ssize_t n = ::read(output_read, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return status::ok();
+    size_t room = options.output_bytes_max - std::min(options.output_bytes_max, text.size());
+    text.append(buffer, std::min(room, static_cast<size_t>(n)));
+  }
+}
+
+} // namespace
+
+result<command_output> run_command(const std::vector<std::string>& argv,
+                                   const command_options& options) {
+  if (argv.empty() || argv[0].empty() || argv[0][0] != '/')
+    return make_status(errc::invalid_argument, "run_command needs an absolute tool path");
+  int in_pipe[2];
+  int out_pipe[2];
+  if (::pipe2(in_pipe, O_CLOEXEC) != 0)
+    return sys_error(errc::io_error, "pipe", errno);
+  unique_fd in_read(in_pipe[0]);
+  unique_fd in_write(in_pipe[1]);
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0)
+    return sys_error(errc::io_error, "pipe", errno);
+  unique_fd out_read(out_pipe[0]);
+  unique_fd out_write(out_pipe[1]);
+  spawn_plan plan;
+  for (const auto& arg : argv)
+    plan.argv.push_back(const_cast<char*>(arg.c_str()));
+  plan.argv.push_back(nullptr);
+  plan.stdin_fd = in_read.get();
+  plan.output_fd = out_write.get();
+  plan.netns_fd = options.netns_fd;
+  pid_t pid = ::fork();
+  if (pid < 0)
+    return sys_error(errc::resource_exhausted, "fork for " + argv[0], errno);
+  if (pid == 0)
+    exec_child(plan);
+  in_read.reset();
+  out_write.reset();
+  command_output out;
+  uint64_t deadline = monotonic_ms() + options.timeout_ms;
+  auto collected = collect_output(in_write, out_read.get(), options, deadline, out.text);
+  if (!collected)
+    ::kill(pid, SIGKILL);
+  int wstatus = 0;
+  while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+  }
+  if (!collected)
+    return make_status(collected.code, argv[0] + ": " + collected.message);
+  out.exit_code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
+  return out;
+}
+
+status run_checked(std::string_view what, const std::vector<std::string>& argv,
+                   const command_options& options) {
+  auto out = run_command(argv, options);
+  if (!out)
+    return make_status(out.code(), std::string(what) + ": " + out.error().message);
+  if (out->exit_code == 0)
+    return status::ok();
+  std::string line;
+  for (const auto& arg : argv)
+    line += (line.empty() ? "" : " ") + arg;
+  return make_status(errc::io_error, std::string(what) + ": `" + line + "` exited with "
+                                       + std::to_string(out->exit_code) + ": " + out->text);
+}
+
+result<uint64_t> process_start_time(pid_t pid) {
+  auto text = read_file("/proc/" + std::to_string(pid) + "/stat", 4096);
+  if (!text)
+    return text.error();
+  // The command name (field 2) may contain spaces and parentheses: count
+  // fields from the last ')'.
+  auto close = text->rfind(')');
+  if (close == std::string::npos)
+    return make_status(errc::corrupt_record, "unparseable /proc/<pid>/stat");
+  size_t field = 2;
+  size_t pos = close + 1;
+  while (pos < text->size() && field < 22) {
+    if ((*text)[pos] == ' ')
+      ++field;
+    ++pos;
+  }
+  if (field != 22)
+    return make_status(errc::corrupt_record, "short /proc/<pid>/stat");
+  return std::strtoull(text->c_str() + pos, nullptr, 10);
+}
+
+status wait_pidfd_exit(int pidfd, uint32_t timeout_ms) {
+  uint64_t deadline = monotonic_ms() + timeout_ms;
+  for (;;) {
+    uint64_t now = monotonic_ms();
+    pollfd pfd{pidfd, POLLIN, 0};
+    int ready = ::poll(&pfd, 1, now >= deadline ? 0 : static_cast<int>(deadline - now));
+    if (ready < 0 && errno == EINTR)
+      continue;
+    if (ready < 0)
+      return sys_error(errc::io_error, "poll pidfd", errno);
+    if (ready == 0)
+      return make_status(errc::timeout, "process did not exit within "
+                                          + std::to_string(timeout_ms) + " ms");
+    break;
+  }
+  siginfo_t info{};
+  // Reap when the process is our child; ECHILD means an earlier worker
+  // started it and init (or a subreaper) reaps it.
+  ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd), &info, WEXITED | WNOHANG);
+  return status::ok();
+}
+
+} // namespace airlock::worker

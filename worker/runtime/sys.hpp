@@ -1,0 +1,78 @@
+#pragma once
+// Small system helpers shared by the runtime's layers: errno-carrying status
+// values, whole-file reads and writes (cgroup and /proc files are tiny), an
+// atomic file replace, and running a host tool (ip, nft) without a shell.
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "schema/errc.hpp"
+
+namespace airlock::worker {
+
+/// "<what>: <strerror(err)>" as a status with `code`.
+status sys_error(errc code, std::string_view what, int err);
+
+/// Maps an errno to the errc a caller can act on (ENOENT -> not_found, ...).
+errc errc_from_errno(int err) noexcept;
+
+/// Reads a whole small file (at most `max_bytes`). io_error/not_found on failure.
+result<std::string> read_file(const std::string& path, size_t max_bytes = 1 << 20);
+
+/// Writes `content` to an existing file in one write(2), as cgroup and /proc
+/// control files require. Does not create or truncate.
+status write_control_file(const std::string& path, std::string_view content);
+
+/// Replaces `path` atomically: write a temporary sibling, fsync, rename, fsync
+/// the directory. A crash leaves either the old or the new content.
+status write_file_atomic(const std::string& path, std::string_view content);
+
+/// Creates `path` and its parents with mode 0700 (existing directories are fine).
+status make_directories(const std::string& path);
+
+/// Outcome of a host tool run by run_command.
+struct command_output {
+  int exit_code = -1;   ///< exit status, or 128+signal
+  std::string text;     ///< stdout and stderr, interleaved, truncated at output_bytes_max
+};
+
+/// How run_command runs a tool.
+struct command_options {
+  /// Bytes written to the tool's stdin (then closed). Default: empty.
+  std::string stdin_text;
+  /// When >= 0, the tool runs inside this network namespace (setns before exec).
+  /// Default: -1 (the worker's own).
+  int netns_fd = -1;
+  /// Kill the tool and fail with timeout after this long. Default: 5000.
+  uint32_t timeout_ms = 5000;
+  /// Output kept for error messages. Default: 16384.
+  size_t output_bytes_max = 16384;
+};
+
+/// Runs argv[0] (an absolute path) with argv, no shell, a fixed PATH-free
+/// environment, and only stdin/stdout/stderr open. Returns the exit code and
+/// output; fails only when the tool could not be run or timed out.
+result<command_output> run_command(const std::vector<std::string>& argv,
+                                   const command_options& options = {});
+
+/// Like run_command, but a non-zero exit is a failure whose message names the
+/// tool, the arguments and its output. `what` says what was being done.
+status run_checked(std::string_view what, const std::vector<std::string>& argv,
+                   const command_options& options = {});
+
+/// The start time of `pid` (field 22 of /proc/<pid>/stat, in clock ticks since
+/// boot): with the pid it names one process across pid reuse.
+result<uint64_t> process_start_time(pid_t pid);
+
+/// Waits until the process behind `pidfd` has exited (POLLIN on the pidfd),
+/// then reaps it if it is our child. timeout when it has not exited in time.
+status wait_pidfd_exit(int pidfd, uint32_t timeout_ms);
+
+/// Milliseconds on CLOCK_MONOTONIC, for bounded waits.
+uint64_t monotonic_ms() noexcept;
+
+} // namespace airlock::worker

@@ -1,0 +1,45 @@
+#pragma once
+// An owned file descriptor. The runtime juggles pidfds, namespace fds, mount
+// fds and sync sockets; each has exactly one owner so that none leaks into a
+// sandbox or outlives the sandbox it refers to.
+
+#include <unistd.h>
+
+#include <utility>
+
+namespace airlock::worker {
+
+/// Owns one descriptor and closes it on destruction. Move-only.
+class unique_fd {
+public:
+  unique_fd() = default;
+  explicit unique_fd(int fd) noexcept : fd_(fd) {}
+  unique_fd(const unique_fd&) = delete;
+  unique_fd& operator=(const unique_fd&) = delete;
+  unique_fd(unique_fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  unique_fd& operator=(unique_fd&& other) noexcept {
+    if (this != &other)
+      reset(std::exchange(other.fd_, -1));
+    return *this;
+  }
+  ~unique_fd() { reset(); }
+
+  int get() const noexcept { return fd_; }
+  bool valid() const noexcept { return fd_ >= 0; }
+  explicit operator bool() const noexcept { return valid(); }
+
+  /// Gives up ownership without closing.
+  int release() noexcept { return std::exchange(fd_, -1); }
+
+  /// Closes the current descriptor (if any) and takes `fd`.
+  void reset(int fd = -1) noexcept {
+    if (fd_ >= 0)
+      ::close(fd_);
+    fd_ = fd;
+  }
+
+private:
+  int fd_ = -1;
+};
+
+} // namespace airlock::worker
