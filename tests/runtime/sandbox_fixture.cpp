@@ -80,7 +80,7 @@ std::vector<std::string> command_loop_argv() {
           "exec </dev/null\n"
           "while IFS= read -r line <&3; do\n"
           "  ( eval \"$line\" ) >&3 2>&1\n"
-          "  echo \"__rc=$?\" >&3\n"
+          "  printf '\\001rc=%d\\n' $? >&3\n"
           "done\n"};
 }
 
@@ -94,10 +94,12 @@ command_result shell_session::run(const std::string& command, int timeout_ms) {
   std::string buffer;
   uint64_t deadline = monotonic_ms() + static_cast<uint64_t>(timeout_ms);
   for (;;) {
-    auto marker = buffer.find("__rc=");
+    // The marker's first byte is \x01, which the script itself spells as
+    // text, so printing the init's cmdline cannot fake a status.
+    auto marker = buffer.find("\x01rc=");
     if (marker != std::string::npos && buffer.find('\n', marker) != std::string::npos) {
       out.output = buffer.substr(0, marker);
-      out.exit_code = std::atoi(buffer.c_str() + marker + 5);
+      out.exit_code = std::atoi(buffer.c_str() + marker + 4);
       return out;
     }
     uint64_t now = monotonic_ms();

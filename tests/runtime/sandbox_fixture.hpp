@@ -42,7 +42,7 @@ private:
 };
 
 /// The loop the sandbox's init runs: read a line from fd 3, run it in a
-/// subshell with output to fd 3, then write "__rc=<status>".
+/// subshell with output to fd 3, then write "\x01rc=<status>\n".
 std::vector<std::string> command_loop_argv();
 
 /// Output and exit status of one command.
