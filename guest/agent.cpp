@@ -164,7 +164,6 @@ struct guest_agent::state {
     if (flags < 0 || ::fcntl(channel.get(), F_SETFL, flags | O_NONBLOCK) != 0)
       return errno_status(errno, "make the channel non-blocking");
     ::fcntl(channel.get(), F_SETFD, FD_CLOEXEC);
-    scratch.resize(std::max(options.output_chunk_bytes, options.file_chunk_bytes));
     return status::ok();
   }
 
@@ -330,6 +329,12 @@ struct guest_agent::state {
   // ---- the channel -------------------------------------------------------------
 
   size_t outbound_bytes() const { return outbound.size() - outbound_offset; }
+
+  /// Grown on first use: an idle agent should not hold a chunk's worth of memory.
+  void ensure_scratch(size_t bytes) {
+    if (scratch.size() < bytes)
+      scratch.resize(bytes);
+  }
 
   void note_appended(size_t before) {
     appended_total += outbound.size() - before;
@@ -575,6 +580,7 @@ struct guest_agent::state {
     auto want = std::min<uint64_t>(p.credit, options.output_chunk_bytes);
     if (!pipe.fd || want == 0)
       return;
+    ensure_scratch(options.output_chunk_bytes);
     ssize_t n;
     do {
       n = ::read(pipe.fd.get(), scratch.data(), want);
@@ -713,6 +719,7 @@ struct guest_agent::state {
   /// One chunk of a read; true when the read is over (eof or error).
   bool send_read_chunk(uint32_t id, file_read_stream& r) {
     auto want = static_cast<size_t>(std::min<uint64_t>(options.file_chunk_bytes, r.remaining));
+    ensure_scratch(want);
     ssize_t n = 0;
     if (want > 0) {
       do {

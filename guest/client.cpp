@@ -319,6 +319,25 @@ result<run_result> guest_client::run(start_request request, std::string_view inp
   }
 }
 
+result<exited> guest_client::run_discarding(start_request request, int timeout_ms) {
+  auto deadline = now_ms() + timeout_ms;
+  request.stdin_open = false;
+  auto id = start(std::move(request), timeout_ms);
+  if (!id)
+    return id.error();
+  auto mine = [id = *id](const guest_message& m) { return stream_of(m) == id; };
+  for (;;) {
+    auto message = wait_for(mine, deadline);
+    if (!message)
+      return message.error();
+    consume(*message);
+    if (auto* e = std::get_if<exited>(&*message))
+      return *e;
+    if (auto* failure = std::get_if<error_reply>(&*message); failure && failure->ended)
+      return as_status(*failure);
+  }
+}
+
 // ---- files ---------------------------------------------------------------------
 
 result<std::string> guest_client::read_file(const std::string& path, int timeout_ms,

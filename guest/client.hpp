@@ -72,6 +72,10 @@ public:
   /// and collects output until the process exits.
   result<run_result> run(start_request request, std::string_view input, int timeout_ms);
 
+  /// Like run() without stdin, but counts output instead of keeping it: for
+  /// throughput measurements. The exited event carries the byte counts.
+  result<exited> run_discarding(start_request request, int timeout_ms);
+
   result<std::string> read_file(const std::string& path, int timeout_ms, uint64_t offset = 0,
                                 uint64_t length = 0);
   /// Atomic write; returns the bytes written.

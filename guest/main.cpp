@@ -114,11 +114,17 @@ unique_fd bind_listener(const std::string& path) {
     return {};
   }
   address.sun_family = AF_UNIX;
-  std::memcpy(address.sun_path, path.data(), path.size());
+  // Bound under a temporary name and renamed once listening: a host that
+  // sees the path can connect at once instead of racing bind against listen.
+  auto temp = path + ".tmp";
+  if (temp.size() >= sizeof address.sun_path)
+    temp = path;
+  std::memcpy(address.sun_path, temp.c_str(), temp.size() + 1);
   unique_fd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  ::unlink(path.c_str());
+  ::unlink(temp.c_str());
   if (!listener || ::bind(listener.get(), reinterpret_cast<sockaddr*>(&address), sizeof address) != 0
-      || ::listen(listener.get(), 1) != 0) {
+      || ::listen(listener.get(), 1) != 0
+      || (temp != path && ::rename(temp.c_str(), path.c_str()) != 0)) {
     std::fprintf(stderr, "airlock-guest: listen on %s: %s\n", path.c_str(), std::strerror(errno));
     return {};
   }

@@ -5,11 +5,15 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/inotify.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 
 #include "guest_harness.hpp"
@@ -448,6 +452,80 @@ TEST_F(agent, a_closed_channel_kills_the_processes_and_the_guest_exits) {
   ASSERT_TRUE(status.has_value());
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0);
   EXPECT_NE(::kill(child, 0), 0) << "the sleep survived its guest";
+}
+
+TEST_F(agent, a_background_process_holding_the_output_delays_the_exit_only_briefly) {
+  auto id = client().start(shell("sleep 30 & echo $!; exit 3"));
+  ASSERT_TRUE(id);
+  std::string out;
+  for (;;) {
+    auto event = client().next_event(5000); // far below the background sleep
+    ASSERT_TRUE(event) << event.error().message;
+    if (auto* chunk = std::get_if<output_chunk>(&*event))
+      out += chunk->bytes;
+    if (auto* e = std::get_if<exited>(&*event)) {
+      EXPECT_EQ(e->exit_code, 3);
+      break;
+    }
+  }
+  auto background = std::atoi(out.c_str());
+  ASSERT_GT(background, 0) << out;
+  ::kill(background, SIGKILL);
+}
+
+/// Waits (bounded) until `name` appears in `dir`, watching with inotify.
+bool wait_for_entry(const std::string& dir, const std::string& name, int timeout_ms) {
+  int watch = ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+  unique_fd owner(watch);
+  if (watch < 0 || ::inotify_add_watch(watch, dir.c_str(), IN_CREATE | IN_MOVED_TO) < 0)
+    return false;
+  auto path = dir + "/" + name;
+  struct stat st {};
+  for (int round = 0; round < 100 && ::stat(path.c_str(), &st) != 0; ++round) {
+    pollfd p{watch, POLLIN, 0};
+    if (::poll(&p, 1, timeout_ms) <= 0)
+      return false;
+    char events[4096];
+    while (::read(watch, events, sizeof events) > 0) {
+    }
+  }
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+TEST(agent_listen, serves_the_first_connection_on_a_unix_socket) {
+  auto dir = temp_dir();
+  ASSERT_FALSE(dir.empty());
+  auto path = dir + "/guest.sock";
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execl(AIRLOCK_GUEST_BINARY, AIRLOCK_GUEST_BINARY, "--listen", path.c_str(), nullptr);
+    ::_exit(127);
+  }
+  ASSERT_TRUE(wait_for_entry(dir, "guest.sock", wait_ms));
+  unique_fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::snprintf(address.sun_path, sizeof address.sun_path, "%s", path.c_str());
+  ASSERT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof address), 0)
+    << std::strerror(errno);
+  {
+    guest_client client(std::move(fd));
+    ASSERT_TRUE(client.handshake(wait_ms));
+    start_request echo;
+    echo.argv = {"echo", "over a socket"};
+    auto ran = client.run(echo, "", wait_ms);
+    ASSERT_TRUE(ran);
+    EXPECT_EQ(ran->out, "over a socket\n");
+  }
+  int status = 0;
+  int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  pollfd p{pidfd, POLLIN, 0};
+  EXPECT_EQ(::poll(&p, 1, wait_ms), 1) << "the guest did not exit after the host left";
+  ::close(pidfd);
+  ::kill(pid, SIGKILL);
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  std::filesystem::remove_all(dir);
 }
 
 } // namespace
