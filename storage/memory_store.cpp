@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <exception>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -58,10 +59,14 @@ public:
   status scan(keyspace space, std::string_view prefix, std::string_view start_after,
               const scan_visitor& visit) const override {
     const auto& map = map_of(maps_, space);
-    for (auto it = first_after(map, prefix, start_after);
-         it != map.end() && it->first.starts_with(prefix); ++it) {
-      if (!visit(it->first, it->second))
-        break;
+    try {
+      for (auto it = first_after(map, prefix, start_after);
+           it != map.end() && it->first.starts_with(prefix); ++it) {
+        if (!visit(it->first, it->second))
+          break;
+      }
+    } catch (const std::exception& e) {
+      return make_status(errc::internal, std::string("memory snapshot scan threw: ") + e.what());
     }
     return status::ok();
   }
@@ -101,6 +106,22 @@ public:
   /// between chunks after the scan position are seen.
   status scan(keyspace space, std::string_view prefix, std::string_view start_after,
               const scan_visitor& visit) const override {
+    // The visitor is caller code: like the RocksDB store, let no exception out.
+    try {
+      return scan_chunks(space, prefix, start_after, visit);
+    } catch (const std::exception& e) {
+      return make_status(errc::internal, std::string("memory store scan threw: ") + e.what());
+    }
+  }
+
+  std::unique_ptr<kv_snapshot> snapshot() const override {
+    std::lock_guard lock(mutex_);
+    return std::make_unique<memory_snapshot>(maps_);
+  }
+
+private:
+  status scan_chunks(keyspace space, std::string_view prefix, std::string_view start_after,
+                     const scan_visitor& visit) const {
     std::string position(start_after);
     for (;;) {
       auto chunk = next_chunk(space, prefix, position);
@@ -114,12 +135,6 @@ public:
     }
   }
 
-  std::unique_ptr<kv_snapshot> snapshot() const override {
-    std::lock_guard lock(mutex_);
-    return std::make_unique<memory_snapshot>(maps_);
-  }
-
-private:
   std::vector<std::pair<std::string, std::string>>
   next_chunk(keyspace space, std::string_view prefix, std::string_view start_after) const {
     std::vector<std::pair<std::string, std::string>> chunk;

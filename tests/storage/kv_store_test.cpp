@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -213,6 +214,17 @@ TEST_P(kv_store_contract, a_visitor_may_read_and_write_the_store) {
   ASSERT_TRUE(scanned);
   EXPECT_EQ(visited, 2);
   EXPECT_EQ(store_->get(keyspace::meta, "op_2")->value_or(""), "seen");
+}
+
+TEST_P(kv_store_contract, a_visitor_that_throws_gives_internal_instead_of_an_exception) {
+  put_all(keyspace::operations, {"op_1"});
+  const scan_visitor throwing = [](std::string_view, std::string_view) -> bool {
+    throw std::runtime_error("visitor bug");
+  };
+  auto live = store_->scan(keyspace::operations, "", "", throwing);
+  EXPECT_EQ(live.code, errc::internal);
+  EXPECT_NE(live.message.find("visitor bug"), std::string::npos);
+  EXPECT_EQ(store_->snapshot()->scan(keyspace::operations, "", "", throwing).code, errc::internal);
 }
 
 TEST_P(kv_store_contract, a_snapshot_does_not_see_writes_made_after_it) {
