@@ -1,1 +1,97 @@
+// Limits: a fork bomb and a memory hog stay inside their sandbox's cgroup
+// while the host and another sandbox keep working.
+
+#include <poll.h>
+
+#include <fstream>
+
 #include "sandbox_fixture.hpp"
+#include "worker/runtime/sys.hpp"
+
+namespace airlock::worker::testing {
+namespace {
+
+using limits = runtime_test;
+
+/// The sandbox's cgroup directory of `controller` (v1), or the v2 directory.
+std::string cgroup_dir(const sandbox_handle& h, const std::string& controller) {
+  for (const auto& path : h.cgroup_paths)
+    if (path.find("/" + controller + "/") != std::string::npos)
+      return path;
+  return h.cgroup_paths.empty() ? std::string() : h.cgroup_paths.front();
+}
+
+std::string first_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+/// "max 12" in pids.events: forks refused at the limit (v1 and v2).
+uint64_t pids_limit_hits(const sandbox_handle& h) {
+  std::ifstream in(cgroup_dir(h, "pids") + "/pids.events");
+  std::string key;
+  uint64_t value = 0;
+  while (in >> key >> value)
+    if (key == "max")
+      return value;
+  return 0;
+}
+
+TEST_F(limits, are_written_into_the_cgroups) {
+  auto box = start_sandbox(unique_id("lim-files"), {64, 250, 32});
+  ASSERT_NE(box.runtime, nullptr);
+  if (runtime_->cgroup_driver_name() != "v1")
+    GTEST_SKIP() << "checks the v1 file names";
+  EXPECT_EQ(first_line(cgroup_dir(box.handle, "memory") + "/memory.limit_in_bytes"),
+            std::to_string(64 << 20));
+  EXPECT_EQ(first_line(cgroup_dir(box.handle, "cpu") + "/cpu.cfs_quota_us"), "25000");
+  EXPECT_EQ(first_line(cgroup_dir(box.handle, "pids") + "/pids.max"), "32");
+}
+
+TEST_F(limits, a_fork_bomb_hits_pids_max_while_the_host_and_other_sandboxes_work) {
+  constexpr uint32_t pids_max = 64;
+  auto bomb = start_sandbox(unique_id("lim-bomb"), {128, 500, pids_max});
+  auto other = start_sandbox(unique_id("lim-other"), {128, 500, pids_max});
+  ASSERT_NE(bomb.runtime, nullptr);
+  ASSERT_NE(other.runtime, nullptr);
+  auto lit = bomb.shell.run("(f() { sleep 1000 & f | f & }; f) >/dev/null 2>&1 &");
+  ASSERT_EQ(lit.exit_code, 0) << lit.output;
+
+  // Bounded wait for the kernel's own evidence: forks refused at the limit.
+  uint64_t deadline = monotonic_ms() + 20000;
+  while (pids_limit_hits(bomb.handle) == 0 && monotonic_ms() < deadline)
+    ::poll(nullptr, 0, 10);
+  EXPECT_GT(pids_limit_hits(bomb.handle), 0U) << "the bomb never reached pids.max";
+  for (int i = 0; i < 5; ++i) {
+    auto stats = runtime_->stats(bomb.handle.id);
+    ASSERT_TRUE(stats);
+    EXPECT_LE(stats->pids_current, pids_max);
+  }
+  EXPECT_EQ(host_run({"/bin/true"}), 0) << "the host can still fork";
+  EXPECT_EQ(other.shell.run("echo fine; ls / >/dev/null").output, "fine\n");
+  auto destroyed = runtime_->destroy(bomb.handle.id);
+  EXPECT_TRUE(destroyed) << destroyed.message;
+  bomb.runtime = nullptr;
+}
+
+TEST_F(limits, a_memory_hog_is_oom_killed_inside_its_limit) {
+  constexpr uint32_t memory_mb = 64;
+  auto hog = start_sandbox(unique_id("lim-hog"), {memory_mb, 500, 64});
+  ASSERT_NE(hog.runtime, nullptr);
+  // The shell keeps 200 MB of command substitution in its own memory.
+  auto ate = hog.shell.run("x=$(head -c 200000000 /dev/zero | tr '\\0' a); echo survived ${#x}",
+                           60000);
+  EXPECT_EQ(ate.output.find("survived"), std::string::npos) << ate.output;
+  EXPECT_EQ(ate.exit_code, 128 + 9) << "the hog should die by SIGKILL";
+  auto stats = runtime_->stats(hog.handle.id);
+  ASSERT_TRUE(stats);
+  EXPECT_GE(stats->oom_kills, 1U);
+  EXPECT_LE(stats->memory_bytes, uint64_t{memory_mb} << 20);
+  EXPECT_EQ(hog.shell.run("echo alive").output, "alive\n") << "the init survives its child's OOM";
+  EXPECT_EQ(host_run({"/bin/true"}), 0);
+}
+
+} // namespace
+} // namespace airlock::worker::testing
