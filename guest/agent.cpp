@@ -54,6 +54,7 @@ struct output_pipe {
 /// One started process and everything the agent holds for it.
 struct process_stream {
   uint32_t id = 0;
+  uint64_t serial = 0; ///< unique per agent: ids are reused, serials never
   pid_t pid = -1;
   bool pty = false;
   output_pipe out[2];
@@ -83,6 +84,7 @@ struct file_read_stream {
 /// buffered bytes drop when that frame has been written.
 struct output_mark {
   uint64_t end = 0;
+  uint64_t serial = 0;
   uint32_t stream = 0;
   uint32_t bytes = 0;
 };
@@ -95,9 +97,7 @@ struct poll_target {
   int which = 0;
 };
 
-bool has_nul(std::string_view text) {
-  return text.find('\0') != std::string_view::npos;
-}
+bool has_nul(std::string_view text) { return text.find('\0') != std::string_view::npos; }
 
 status validate_start(const start_request& m, size_t path_bytes_max) {
   if (!m.cwd.empty())
@@ -141,7 +141,7 @@ struct guest_agent::state {
   std::vector<poll_target> poll_targets;
 
   state(unique_fd fd, agent_options opts)
-    : options(std::move(opts)), channel(std::move(fd)), inbound(options.frame_bytes_max) {}
+      : options(std::move(opts)), channel(std::move(fd)), inbound(options.frame_bytes_max) {}
 
   // ---- setup and teardown ----------------------------------------------------
 
@@ -381,8 +381,9 @@ struct guest_agent::state {
 
   void release_marks() {
     while (!marks.empty() && marks.front().end <= written_total) {
+      // A stream that ended may have been replaced by a new one with its id.
       auto it = processes.find(marks.front().stream);
-      if (it != processes.end())
+      if (it != processes.end() && it->second.serial == marks.front().serial)
         it->second.buffered -= marks.front().bytes;
       marks.pop_front();
     }
@@ -436,13 +437,11 @@ struct guest_agent::state {
     if (shutting_down)
       return make_status(errc::unavailable, "the guest is shutting down");
     if (open_streams() >= options.streams_max)
-      return make_status(errc::resource_exhausted,
-                         "too many open streams (limit " + std::to_string(options.streams_max)
-                           + ")");
+      return make_status(errc::resource_exhausted, "too many open streams (limit "
+                                                     + std::to_string(options.streams_max) + ")");
     if (pid_streams.size() >= options.processes_max)
-      return make_status(errc::resource_exhausted,
-                         "too many running processes (limit "
-                           + std::to_string(options.processes_max) + ")");
+      return make_status(errc::resource_exhausted, "too many running processes (limit "
+                                                     + std::to_string(options.processes_max) + ")");
     return validate_start(m, options.path_bytes_max);
   }
 
@@ -457,6 +456,7 @@ struct guest_agent::state {
       return send_error(m.stream_id, 0, spawned.error(), true);
     auto& p = processes[m.stream_id];
     p.id = m.stream_id;
+    p.serial = counters.processes_started + 1;
     p.pid = spawned->pid;
     p.pty = m.pty;
     p.window = m.window_bytes == 0 ? options.window_bytes
@@ -482,8 +482,10 @@ struct guest_agent::state {
     auto it = processes.find(id);
     if (it != processes.end())
       return &it->second;
-    send_error(id, 0, make_status(errc::not_found, std::string(what) + ": no open stream "
-                                                     + std::to_string(id)), false);
+    send_error(
+      id, 0,
+      make_status(errc::not_found, std::string(what) + ": no open stream " + std::to_string(id)),
+      false);
     return nullptr;
   }
 
@@ -544,10 +546,9 @@ struct guest_agent::state {
     if (p == nullptr)
       return;
     if (m.signo <= 0 || m.signo >= NSIG)
-      return send_error(m.stream_id, 0,
-                        make_status(errc::invalid_argument,
-                                    "no such signal: " + std::to_string(m.signo)),
-                        false);
+      return send_error(
+        m.stream_id, 0,
+        make_status(errc::invalid_argument, "no such signal: " + std::to_string(m.signo)), false);
     if (p->reaped)
       return; // its pid may already belong to someone else
     ::kill(m.group ? -p->pid : p->pid, m.signo);
@@ -559,8 +560,7 @@ struct guest_agent::state {
       return;
     if (!p->pty)
       return send_error(m.stream_id, 0,
-                        make_status(errc::invalid_argument, "the process has no terminal"),
-                        false);
+                        make_status(errc::invalid_argument, "the process has no terminal"), false);
     if (p->out[0].fd)
       if (auto sized = set_window_size(p->out[0].fd.get(), m.rows, m.cols); !sized.is_ok())
         send_error(m.stream_id, 0, sized, false);
@@ -596,7 +596,7 @@ struct guest_agent::state {
     append_output_frame(outbound, p.id, pipe.number, p.sequence++, pipe.offset,
                         {scratch.data(), static_cast<size_t>(n)});
     note_appended(before);
-    marks.push_back(output_mark{appended_total, p.id, static_cast<uint32_t>(bytes)});
+    marks.push_back(output_mark{appended_total, p.serial, p.id, static_cast<uint32_t>(bytes)});
     pipe.offset += bytes;
     p.credit -= bytes;
     p.buffered += bytes;
@@ -672,9 +672,8 @@ struct guest_agent::state {
     if (opens_stream && (reads.count(id) != 0 || writes.count(id) != 0))
       return make_status(errc::already_exists, "request id is already open");
     if (opens_stream && open_streams() >= options.streams_max)
-      return make_status(errc::resource_exhausted,
-                         "too many open streams (limit " + std::to_string(options.streams_max)
-                           + ")");
+      return make_status(errc::resource_exhausted, "too many open streams (limit "
+                                                     + std::to_string(options.streams_max) + ")");
     return check_path(path, options.path_bytes_max);
   }
 
@@ -703,8 +702,7 @@ struct guest_agent::state {
   /// Sends file chunks while the outbound buffer has room, round robin.
   void pump_reads() {
     bool progress = true;
-    while (progress && !reads.empty()
-           && outbound_bytes() < options.file_read_outbound_bytes) {
+    while (progress && !reads.empty() && outbound_bytes() < options.file_read_outbound_bytes) {
       progress = false;
       for (auto it = reads.begin(); it != reads.end();) {
         if (outbound_bytes() >= options.file_read_outbound_bytes)
@@ -837,7 +835,7 @@ struct guest_agent::state {
 };
 
 guest_agent::guest_agent(unique_fd channel, agent_options options)
-  : state_(std::make_unique<state>(std::move(channel), std::move(options))) {}
+    : state_(std::make_unique<state>(std::move(channel), std::move(options))) {}
 
 guest_agent::~guest_agent() = default;
 

@@ -64,14 +64,12 @@ uint32_t request_of(const guest_message& m) {
   return 0;
 }
 
-status as_status(const error_reply& e) {
-  return make_status(e.code, e.message);
-}
+status as_status(const error_reply& e) { return make_status(e.code, e.message); }
 
 } // namespace
 
 guest_client::guest_client(unique_fd channel, client_options options)
-  : channel_(std::move(channel)), options_(options), inbound_(options.frame_bytes_max) {
+    : channel_(std::move(channel)), options_(options), inbound_(options.frame_bytes_max) {
   int flags = ::fcntl(channel_.get(), F_GETFL);
   if (flags >= 0)
     ::fcntl(channel_.get(), F_SETFL, flags | O_NONBLOCK);
@@ -241,8 +239,9 @@ result<uint32_t> guest_client::start(start_request request, int timeout_ms) {
   }
   stream_credit credit;
   auto& limits = hello_.limits;
-  credit.window = request.window_bytes == 0 ? limits.window_bytes
-                                            : std::min(request.window_bytes, limits.window_bytes_max);
+  credit.window = request.window_bytes == 0
+                    ? limits.window_bytes
+                    : std::min(request.window_bytes, limits.window_bytes_max);
   credit.stdin_credit = request.stdin_open ? limits.stdin_window_bytes : 0;
   streams_[request.stream_id] = credit;
   auto id = request.stream_id;
@@ -253,8 +252,8 @@ result<uint32_t> guest_client::start(start_request request, int timeout_ms) {
 
 status guest_client::write_stdin(uint32_t stream, std::string_view bytes, int timeout_ms) {
   auto deadline = now_ms() + timeout_ms;
-  size_t chunk_max = std::max<size_t>(hello_.limits.frame_bytes_max, 2 * envelope_bytes)
-                     - envelope_bytes;
+  size_t chunk_max =
+    std::max<size_t>(hello_.limits.frame_bytes_max, 2 * envelope_bytes) - envelope_bytes;
   while (!bytes.empty()) {
     auto it = streams_.find(stream);
     if (it == streams_.end())
@@ -266,7 +265,8 @@ status guest_client::write_stdin(uint32_t stream, std::string_view bytes, int ti
     }
     auto n = std::min<size_t>({bytes.size(), it->second.stdin_credit, chunk_max});
     it->second.stdin_credit -= n;
-    if (auto sent = send(stdin_data{stream, std::string(bytes.substr(0, n))}, remaining_ms(deadline));
+    if (auto sent =
+          send(stdin_data{stream, std::string(bytes.substr(0, n))}, remaining_ms(deadline));
         !sent.is_ok())
       return sent;
     bytes.remove_prefix(n);
@@ -348,8 +348,7 @@ result<std::string> guest_client::read_file(const std::string& path, int timeout
     return sent;
   std::string data;
   for (;;) {
-    auto message =
-      wait_for([id](const guest_message& m) { return request_of(m) == id; }, deadline);
+    auto message = wait_for([id](const guest_message& m) { return request_of(m) == id; }, deadline);
     if (!message)
       return message.error();
     if (auto* e = std::get_if<error_reply>(&*message))
@@ -389,8 +388,8 @@ result<file_list> guest_client::list(const std::string& path, int timeout_ms) {
   auto id = next_request_id();
   if (auto sent = send(list_request{id, path}, timeout_ms); !sent.is_ok())
     return sent;
-  auto message = wait_for([id](const guest_message& m) { return request_of(m) == id; },
-                          now_ms() + timeout_ms);
+  auto message =
+    wait_for([id](const guest_message& m) { return request_of(m) == id; }, now_ms() + timeout_ms);
   if (!message)
     return message.error();
   if (auto* e = std::get_if<error_reply>(&*message))
@@ -402,8 +401,8 @@ result<file_info> guest_client::stat(const std::string& path, int timeout_ms, bo
   auto id = next_request_id();
   if (auto sent = send(stat_request{id, path, follow}, timeout_ms); !sent.is_ok())
     return sent;
-  auto message = wait_for([id](const guest_message& m) { return request_of(m) == id; },
-                          now_ms() + timeout_ms);
+  auto message =
+    wait_for([id](const guest_message& m) { return request_of(m) == id; }, now_ms() + timeout_ms);
   if (!message)
     return message.error();
   if (auto* e = std::get_if<error_reply>(&*message))

@@ -100,7 +100,7 @@ public:
 private:
   struct stream_credit {
     uint32_t window = 0;
-    uint64_t consumed = 0;   ///< output handed out, not yet granted back
+    uint64_t consumed = 0; ///< output handed out, not yet granted back
     uint64_t stdin_credit = 0;
   };
 

@@ -283,9 +283,7 @@ result<atomic_writer> atomic_writer::begin(const std::string& path, uint32_t mod
   return writer;
 }
 
-atomic_writer::~atomic_writer() {
-  abort();
-}
+atomic_writer::~atomic_writer() { abort(); }
 
 status atomic_writer::write(std::string_view bytes) {
   while (!bytes.empty()) {

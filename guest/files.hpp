@@ -34,8 +34,7 @@ struct dir_listing {
   std::vector<file_info> entries;
   bool truncated = false;
 };
-result<dir_listing> list_dir(const std::string& path, size_t entries_max,
-                             size_t name_bytes_budget);
+result<dir_listing> list_dir(const std::string& path, size_t entries_max, size_t name_bytes_budget);
 
 /// mkdir, or mkdir -p when `parents` (then an existing directory is success).
 status make_dirs(const std::string& path, uint32_t mode, bool parents);
@@ -56,8 +55,8 @@ class atomic_writer {
 public:
   /// Creates the temporary file next to `path`. `unique` makes its name
   /// unique among the writers of this agent.
-  static result<atomic_writer> begin(const std::string& path, uint32_t mode,
-                                     bool create_parents, uint64_t unique);
+  static result<atomic_writer> begin(const std::string& path, uint32_t mode, bool create_parents,
+                                     uint64_t unique);
 
   atomic_writer(atomic_writer&&) noexcept = default;
   atomic_writer& operator=(atomic_writer&&) noexcept = default;

@@ -24,7 +24,7 @@ std::string encode_frame(std::string_view payload);
 class frame_reader {
 public:
   explicit frame_reader(size_t frame_bytes_max = frame_bytes_max_default)
-    : frame_bytes_max_(frame_bytes_max) {}
+      : frame_bytes_max_(frame_bytes_max) {}
 
   /// Appends received bytes. Fails with resource_exhausted as soon as a
   /// length prefix announces more than the limit; the stream is then unusable.

@@ -122,7 +122,8 @@ unique_fd bind_listener(const std::string& path) {
   std::memcpy(address.sun_path, temp.c_str(), temp.size() + 1);
   unique_fd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   ::unlink(temp.c_str());
-  if (!listener || ::bind(listener.get(), reinterpret_cast<sockaddr*>(&address), sizeof address) != 0
+  if (!listener
+      || ::bind(listener.get(), reinterpret_cast<sockaddr*>(&address), sizeof address) != 0
       || ::listen(listener.get(), 1) != 0
       || (temp != path && ::rename(temp.c_str(), path.c_str()) != 0)) {
     std::fprintf(stderr, "airlock-guest: listen on %s: %s\n", path.c_str(), std::strerror(errno));

@@ -191,8 +191,7 @@ status open_terminal(const start_request& request, stdio_pair& io) {
   return set_nonblocking(master);
 }
 
-status open_pipes(const start_request& request, const spawn_settings& settings,
-                  stdio_pair& io) {
+status open_pipes(const start_request& request, const spawn_settings& settings, stdio_pair& io) {
   unique_fd stdin_write;
   if (auto made = make_pipe(io.child_in, stdin_write); !made.is_ok())
     return made;
@@ -219,8 +218,8 @@ status await_exec(pid_t pid, unique_fd status_read, const exec_plan& plan) {
   child_failure failure;
   size_t got = 0;
   while (got < sizeof failure) {
-    auto n = ::read(status_read.get(), reinterpret_cast<char*>(&failure) + got,
-                    sizeof failure - got);
+    auto n =
+      ::read(status_read.get(), reinterpret_cast<char*>(&failure) + got, sizeof failure - got);
     if (n < 0 && errno == EINTR)
       continue;
     if (n <= 0)

@@ -16,7 +16,8 @@
 namespace airlock::guest {
 
 /// PATH used when the request's environment has none.
-inline constexpr const char* default_path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+inline constexpr const char* default_path =
+  "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// A running child and the agent's ends of its stdio. With a PTY, `pty_master`
 /// carries stdin and the combined output and the pipe fds are empty.
@@ -39,8 +40,7 @@ struct spawn_settings {
 /// the system can (program found, cwd exists, user switch allowed). The agent's
 /// fds are non-blocking and close-on-exec; the child gets a clean signal mask,
 /// default dispositions and its own process group (or session, with a PTY).
-result<spawned_process> spawn_process(const start_request& request,
-                                      const spawn_settings& settings);
+result<spawned_process> spawn_process(const start_request& request, const spawn_settings& settings);
 
 /// Sets the terminal size of a PTY master.
 status set_window_size(int pty_master, uint16_t rows, uint16_t cols);

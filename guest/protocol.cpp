@@ -45,13 +45,9 @@ capnp::Data::Reader as_data(std::string_view bytes) {
   return {reinterpret_cast<const kj::byte*>(bytes.data()), bytes.size()};
 }
 
-capnp::Text::Reader as_text(const std::string& text) {
-  return {text.data(), text.size()};
-}
+capnp::Text::Reader as_text(const std::string& text) { return {text.data(), text.size()}; }
 
-std::string to_string(capnp::Text::Reader text) {
-  return {text.begin(), text.size()};
-}
+std::string to_string(capnp::Text::Reader text) { return {text.begin(), text.size()}; }
 
 std::string to_string(capnp::Data::Reader data) {
   return {reinterpret_cast<const char*>(data.begin()), data.size()};
@@ -412,13 +408,13 @@ result<host_message> read(cs::HostToGuest::Reader r) {
     }
     case W::FILE_READ: {
       auto s = r.getFileRead();
-      return host_message{file_read_request{s.getRequestId(), to_string(s.getPath()),
-                                            s.getOffset(), s.getLength()}};
+      return host_message{
+        file_read_request{s.getRequestId(), to_string(s.getPath()), s.getOffset(), s.getLength()}};
     }
     case W::WRITE_BEGIN: {
       auto s = r.getWriteBegin();
-      return host_message{write_begin{s.getRequestId(), to_string(s.getPath()), s.getMode(),
-                                      s.getCreateParents()}};
+      return host_message{
+        write_begin{s.getRequestId(), to_string(s.getPath()), s.getMode(), s.getCreateParents()}};
     }
     case W::WRITE_CHUNK: {
       auto s = r.getWriteChunk();
@@ -455,9 +451,9 @@ result<host_message> read(cs::HostToGuest::Reader r) {
     case W::PING: return host_message{ping_request{r.getPing().getNonce()}};
     case W::STATS: return host_message{stats_request{r.getStats().getRequestId()}};
   }
-  return make_status(errc::unsupported_version,
-                     "host message kind " + std::to_string(static_cast<int>(r.which()))
-                       + " is newer than this guest");
+  return make_status(errc::unsupported_version, "host message kind "
+                                                  + std::to_string(static_cast<int>(r.which()))
+                                                  + " is newer than this guest");
 }
 
 limits_info read(cs::GuestLimits::Reader r) {
@@ -480,7 +476,7 @@ file_info read(cs::GuestFileInfo::Reader r) {
   f.name = to_string(r.getName());
   auto type = static_cast<uint16_t>(r.getType());
   f.type = type <= static_cast<uint16_t>(file_type::symlink) ? static_cast<file_type>(type)
-                                                              : file_type::other;
+                                                             : file_type::other;
   f.size = r.getSize();
   f.mode = r.getMode();
   f.uid = r.getUid();
@@ -533,8 +529,8 @@ result<guest_message> read(cs::GuestToHost::Reader r) {
     }
     case W::OUTPUT: {
       auto s = r.getOutput();
-      return guest_message{output_chunk{s.getStreamId(), s.getFd(), s.getSequence(),
-                                        s.getOffset(), to_string(s.getBytes())}};
+      return guest_message{output_chunk{s.getStreamId(), s.getFd(), s.getSequence(), s.getOffset(),
+                                        to_string(s.getBytes())}};
     }
     case W::EXITED: return guest_message{read(r.getExited())};
     case W::STDIN_CREDIT: {
@@ -564,9 +560,9 @@ result<guest_message> read(cs::GuestToHost::Reader r) {
     case W::PONG: return guest_message{pong{r.getPong().getNonce()}};
     case W::STATS: return guest_message{read(r.getStats())};
   }
-  return make_status(errc::unsupported_version,
-                     "guest message kind " + std::to_string(static_cast<int>(r.which()))
-                       + " is newer than this host");
+  return make_status(errc::unsupported_version, "guest message kind "
+                                                  + std::to_string(static_cast<int>(r.which()))
+                                                  + " is newer than this host");
 }
 
 template <class Envelope, class Message>
@@ -576,8 +572,8 @@ result<Message> decode(std::string_view payload, std::string_view what) {
                                                + std::to_string(payload.size()) + " bytes");
   // Cap'n Proto reads words in place; copy only when the payload is unaligned.
   kj::Array<capnp::word> copy;
-  auto words = kj::ArrayPtr<const capnp::word>(
-    reinterpret_cast<const capnp::word*>(payload.data()), payload.size() / sizeof(capnp::word));
+  auto words = kj::ArrayPtr<const capnp::word>(reinterpret_cast<const capnp::word*>(payload.data()),
+                                               payload.size() / sizeof(capnp::word));
   if (reinterpret_cast<uintptr_t>(payload.data()) % alignof(capnp::word) != 0) {
     copy = kj::heapArray<capnp::word>(words.size());
     std::memcpy(copy.begin(), payload.data(), payload.size());

@@ -129,10 +129,9 @@ struct stats_request {
 };
 
 using host_message =
-  std::variant<start_request, stdin_data, close_stdin, signal_request, resize_request,
-               credit_grant, file_read_request, write_begin, write_chunk, write_end,
-               list_request, stat_request, mkdir_request, remove_request, rename_request,
-               ping_request, stats_request>;
+  std::variant<start_request, stdin_data, close_stdin, signal_request, resize_request, credit_grant,
+               file_read_request, write_begin, write_chunk, write_end, list_request, stat_request,
+               mkdir_request, remove_request, rename_request, ping_request, stats_request>;
 
 // ---- guest -> host ----------------------------------------------------------
 
@@ -243,9 +242,8 @@ struct stats_reply {
 };
 
 /// Stdin credit travels as `credit_grant` too; the direction tells them apart.
-using guest_message =
-  std::variant<hello, started, output_chunk, exited, credit_grant, file_data, file_stat,
-               file_list, file_done, error_reply, pong, stats_reply>;
+using guest_message = std::variant<hello, started, output_chunk, exited, credit_grant, file_data,
+                                   file_stat, file_list, file_done, error_reply, pong, stats_reply>;
 
 // ---- codec --------------------------------------------------------------------
 

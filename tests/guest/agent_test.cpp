@@ -150,8 +150,8 @@ TEST_F(agent, cat_echoes_stdin_until_it_is_closed) {
   // Feed in slices and take what has arrived in between, granting output
   // credit, so that neither window can block the other.
   for (size_t at = 0; at < input.size(); at += 16 * 1024) {
-    ASSERT_TRUE(client().write_stdin(*id, std::string_view(input).substr(at, 16 * 1024), wait_ms)
-                  .is_ok());
+    ASSERT_TRUE(
+      client().write_stdin(*id, std::string_view(input).substr(at, 16 * 1024), wait_ms).is_ok());
     while (auto event = client().next_event(0))
       if (auto* chunk = std::get_if<output_chunk>(&*event))
         out += chunk->bytes;

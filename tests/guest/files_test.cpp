@@ -23,9 +23,7 @@ protected:
 
   std::string path(const std::string& name) const { return dir_ + "/" + name; }
 
-  static void put(const std::string& file, const std::string& text) {
-    std::ofstream(file) << text;
-  }
+  static void put(const std::string& file, const std::string& text) { std::ofstream(file) << text; }
 
   std::string dir_;
 };

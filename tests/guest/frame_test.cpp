@@ -6,7 +6,8 @@ namespace airlock::guest {
 namespace {
 
 TEST(frame_reader, reassembles_frames_split_across_arbitrary_chunks) {
-  std::string stream = encode_frame("hello") + encode_frame("") + encode_frame(std::string(1000, 'x'));
+  std::string stream =
+    encode_frame("hello") + encode_frame("") + encode_frame(std::string(1000, 'x'));
   frame_reader reader;
   std::vector<std::string> frames;
   for (size_t i = 0; i < stream.size(); i += 3) {

@@ -83,7 +83,7 @@ public:
 
 private:
   guest_process(pid_t pid, int fd, client_options options)
-    : pid_(pid), client_(std::make_unique<guest_client>(unique_fd(fd), options)) {}
+      : pid_(pid), client_(std::make_unique<guest_client>(unique_fd(fd), options)) {}
 
   pid_t pid_;
   std::unique_ptr<guest_client> client_;

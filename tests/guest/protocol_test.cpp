@@ -64,8 +64,8 @@ TEST(protocol, output_frames_from_the_fast_path_decode_like_any_other) {
 }
 
 TEST(protocol, errors_carry_their_code_by_name) {
-  auto payload = encode_payload(
-    guest_message{error_reply{0, 5, errc::not_found, "no such file", true}});
+  auto payload =
+    encode_payload(guest_message{error_reply{0, 5, errc::not_found, "no such file", true}});
   auto decoded = decode_guest_message(payload);
   ASSERT_TRUE(decoded);
   auto& e = std::get<error_reply>(*decoded);
@@ -78,8 +78,9 @@ TEST(protocol, errors_carry_their_code_by_name) {
 }
 
 TEST(protocol, file_listing_and_stats_round_trip) {
-  file_list list{4, {file_info{"a", file_type::directory, 0, 0755, 1, 2, 3},
-                     file_info{"b", file_type::symlink, 9, 0777, 0, 0, -1}},
+  file_list list{4,
+                 {file_info{"a", file_type::directory, 0, 0755, 1, 2, 3},
+                  file_info{"b", file_type::symlink, 9, 0777, 0, 0, -1}},
                  true};
   auto decoded = decode_guest_message(encode_payload(guest_message{list}));
   ASSERT_TRUE(decoded);
