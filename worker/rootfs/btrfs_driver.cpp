@@ -103,6 +103,10 @@ status btrfs_driver::seal_template(std::string_view name) {
   if (!is_btrfs_subvolume(staging))
     return make_status(errc::not_found, "no staged template '" + std::string(name)
                                           + "' to seal; call create_template first");
+  // Commit the build's data now, so that the first sandbox snapshot does not
+  // pay for writing the whole template out.
+  if (auto fd = open_fd(staging, O_RDONLY | O_DIRECTORY); !fd || ::syncfs(fd->get()) != 0)
+    return errno_status("cannot commit template " + staging.string() + " to disk");
   if (auto frozen = btrfs_set_read_only(staging, true); !frozen)
     return frozen;
   // Renaming a read-only subvolume changes only its parent directory, so it is
