@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "worker/runtime/cgroup_driver.hpp"
 #include "worker/runtime/sys.hpp"
 
 namespace airlock::worker::testing {
@@ -156,6 +157,17 @@ void runtime_test::SetUp() {
 void runtime_test::TearDown() {
   runtime_.reset();
   state_.reset();
+  if (!lock_.valid())
+    return;
+  // Still holding the lock: no other test process uses the test table or
+  // the test cgroup parent now, so both can go (best effort).
+  (void)run_command({"/usr/sbin/nft", "delete", "table", "inet", "airlock_test"});
+  if (auto mounts = read_file("/proc/self/mountinfo", 16 << 20)) {
+    auto cgroups = parse_cgroup_mounts(*mounts);
+    for (const auto& [controller, root] : cgroups.v1_paths)
+      ::rmdir((root + "/airlock-test").c_str());
+  }
+  ::rmdir("/sys/fs/cgroup/airlock-test");
 }
 
 std::string runtime_test::unique_id(const std::string& name) const {

@@ -71,8 +71,13 @@ cgroup_mounts parse_cgroup_mounts(std::string_view mountinfo) {
       mounts.v2_path = mount_point;
     if (fstype != "cgroup")
       continue;
+    // Super options are controller names plus a few flags; named
+    // hierarchies (name=systemd) carry no controller.
+    static const char* const flags[] = {"rw", "ro", "xattr", "noprefix", "clone_children",
+                                        "cpuset_v2_mode", "favordynmods"};
     for (const auto& option : split(*(dash + 3), ','))
-      if (option != "rw" && option != "ro" && option.find('=') == std::string::npos)
+      if (option.find('=') == std::string::npos
+          && std::find(std::begin(flags), std::end(flags), option) == std::end(flags))
         mounts.v1_paths.emplace(option, mount_point);
   }
   return mounts;
