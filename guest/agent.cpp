@@ -1,13 +1,13 @@
 #include "guest/agent.hpp"
 
+#include <csignal>
+#include <ctime>
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,7 +28,7 @@ namespace {
 
 /// Bytes read from the channel per wake-up; frames larger than this arrive
 /// over several wake-ups.
-constexpr size_t channel_read_bytes = 64 * 1024;
+constexpr size_t channel_read_bytes = size_t{64} * 1024;
 /// Request ids of writes that failed at begin, whose later chunks are dropped
 /// silently; older ones are forgotten.
 constexpr size_t failed_writes_remembered = 64;
@@ -37,7 +37,7 @@ constexpr size_t failed_writes_remembered = 64;
 constexpr int final_flush_ms = 1000;
 constexpr int final_reap_ms = 1000;
 /// Compact the outbound buffer once this much has been sent from its front.
-constexpr size_t outbound_compact_bytes = 1024 * 1024;
+constexpr size_t outbound_compact_bytes = size_t{1024} * 1024;
 
 int64_t now_ms() {
   timespec ts{};
@@ -496,10 +496,11 @@ struct guest_agent::state {
     if (!p->stdin_open || p->stdin_close_requested)
       return send_error(m.stream_id, 0,
                         make_status(errc::wrong_state, "the process's stdin is not open"), false);
-    if (p->stdin_pending.size() + m.bytes.size() > options.stdin_window_bytes)
+    if (p->stdin_pending.size() + m.bytes.size() > options.stdin_window_bytes) {
       return send_error(m.stream_id, 0,
                         make_status(errc::resource_exhausted, "stdin sent beyond its credit"),
                         false);
+    }
     if (!p->stdin_fd) // the process closed its stdin: discard, but keep the host going
       return send(credit_grant{m.stream_id, static_cast<uint32_t>(m.bytes.size())});
     p->stdin_pending += m.bytes;
@@ -545,10 +546,11 @@ struct guest_agent::state {
     auto* p = find_process(m.stream_id, "signal");
     if (p == nullptr)
       return;
-    if (m.signo <= 0 || m.signo >= NSIG)
+    if (m.signo <= 0 || m.signo >= NSIG) {
       return send_error(
         m.stream_id, 0,
         make_status(errc::invalid_argument, "no such signal: " + std::to_string(m.signo)), false);
+    }
     if (p->reaped)
       return; // its pid may already belong to someone else
     ::kill(m.group ? -p->pid : p->pid, m.signo);

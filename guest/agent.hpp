@@ -27,23 +27,23 @@ struct agent_options {
   /// Longest path accepted by file operations and as a cwd. Default: 4096 bytes.
   size_t path_bytes_max = 4096;
   /// Bytes per file_data chunk of a read. Default: 256 KiB.
-  size_t file_chunk_bytes = 256 * 1024;
+  size_t file_chunk_bytes = size_t{256} * 1024;
   /// Most bytes read from a process's pipe into one output frame. Default: 64 KiB.
-  size_t output_chunk_bytes = 64 * 1024;
+  size_t output_chunk_bytes = size_t{64} * 1024;
   /// Output credit per process unless its start asks otherwise. Default: 256 KiB.
-  uint32_t window_bytes = 256 * 1024;
+  uint32_t window_bytes = uint32_t{256} * 1024;
   /// Largest output window a start may ask for. Default: 8 MiB.
-  uint32_t window_bytes_max = 8 * 1024 * 1024;
+  uint32_t window_bytes_max = uint32_t{8} * 1024 * 1024;
   /// Stdin bytes the host may send before the guest returns credit. Default: 256 KiB.
-  uint32_t stdin_window_bytes = 256 * 1024;
+  uint32_t stdin_window_bytes = uint32_t{256} * 1024;
   /// Entries in one list reply. Default: 4096.
   uint32_t list_entries_max = 4096;
   /// The agent stops reading the host while more than this waits to be sent,
   /// so replies cannot pile up without bound. Default: 4 MiB.
-  size_t outbound_pause_bytes = 4 * 1024 * 1024;
+  size_t outbound_pause_bytes = size_t{4} * 1024 * 1024;
   /// File reads produce chunks only while less than this waits to be sent.
   /// Default: 1 MiB.
-  size_t file_read_outbound_bytes = 1024 * 1024;
+  size_t file_read_outbound_bytes = size_t{1024} * 1024;
   /// After a process exits, how long descendants may hold its output open
   /// before the agent closes it and reports the exit. Default: 250 ms.
   int exit_drain_ms = 250;
@@ -52,7 +52,7 @@ struct agent_options {
   /// Directory depth a recursive remove descends. Default: 256.
   int remove_depth_max = 256;
   /// Kernel pipe size for stdout/stderr; 0 keeps the default. Default: 1 MiB.
-  int pipe_bytes = 1024 * 1024;
+  int pipe_bytes = 1 << 20;
   /// Reported in hello. Default: "dev".
   std::string agent_version = "dev";
 };

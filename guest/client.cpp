@@ -1,8 +1,8 @@
 #include "guest/client.hpp"
 
+#include <ctime>
 #include <fcntl.h>
 #include <poll.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,7 +14,7 @@ namespace airlock::guest {
 namespace {
 
 /// Bytes read from the channel per read call.
-constexpr size_t read_chunk_bytes = 256 * 1024;
+constexpr size_t read_chunk_bytes = size_t{256} * 1024;
 /// Room for the envelope when a payload is cut to fit a frame.
 constexpr size_t envelope_bytes = 1024;
 

@@ -26,7 +26,7 @@ namespace airlock::guest {
 struct client_options {
   /// Largest frame accepted from the guest. Default: 1 MiB + 64 KiB, above the
   /// guest's default frame limit so that any legal guest frame passes.
-  size_t frame_bytes_max = frame_bytes_max_default + 64 * 1024;
+  size_t frame_bytes_max = frame_bytes_max_default + size_t{64} * 1024;
   /// Events held while a blocking call waits for its own reply. Default: 4096.
   size_t pending_events_max = 4096;
   /// Grant output credit as output events are handed out. Off: the caller

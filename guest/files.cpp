@@ -134,10 +134,11 @@ status check_path(std::string_view path, size_t bytes_max) {
                        "path must be absolute: \"" + std::string(path.substr(0, 64)) + "\"");
   if (path.find('\0') != std::string_view::npos)
     return make_status(errc::invalid_argument, "path contains a NUL byte");
-  if (path.size() > bytes_max)
+  if (path.size() > bytes_max) {
     return make_status(errc::invalid_argument, "path of " + std::to_string(path.size())
                                                  + " bytes exceeds the limit of "
                                                  + std::to_string(bytes_max));
+  }
   return status::ok();
 }
 

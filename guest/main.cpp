@@ -4,9 +4,9 @@
 // SIGTERM/SIGINT stopped it, 1 when it could not start, 2 on a protocol
 // violation by the host, 64 on a usage error.
 
+#include <csignal>
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>

@@ -1,8 +1,8 @@
 #include "guest/process.hpp"
 
+#include <csignal>
 #include <fcntl.h>
 #include <grp.h>
-#include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -81,8 +81,10 @@ result<exec_plan> make_plan(const start_request& request) {
   if (!program)
     return program.error();
   plan.program = std::move(*program);
-  for (const auto& [key, value] : request.env)
-    plan.env.push_back(key + "=" + value);
+  for (const auto& [key, value] : request.env) {
+    plan.env.push_back(key);
+    plan.env.back().append("=").append(value);
+  }
   for (auto& arg : plan.argv)
     plan.argv_ptrs.push_back(arg.data());
   plan.argv_ptrs.push_back(nullptr);
@@ -206,10 +208,12 @@ status open_pipes(const start_request& request, const spawn_settings& settings, 
   // Without stdin the child reads EOF at once: the write end is dropped here.
   if (request.stdin_open)
     io.parent.stdin_fd = std::move(stdin_write);
-  for (int fd : {io.parent.stdin_fd.get(), io.parent.stdout_fd.get(), io.parent.stderr_fd.get()})
-    if (fd >= 0)
-      if (auto nb = set_nonblocking(fd); !nb.is_ok())
-        return nb;
+  for (int fd : {io.parent.stdin_fd.get(), io.parent.stdout_fd.get(), io.parent.stderr_fd.get()}) {
+    if (fd < 0)
+      continue;
+    if (auto nb = set_nonblocking(fd); !nb.is_ok())
+      return nb;
+  }
   return status::ok();
 }
 

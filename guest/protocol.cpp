@@ -16,7 +16,7 @@ namespace {
 namespace cs = airlock::capnp_schema;
 
 /// Bounds what a decoder walks, whatever a frame claims.
-constexpr uint64_t decode_traversal_words_max = 4u * 1024 * 1024;
+constexpr uint64_t decode_traversal_words_max = uint64_t{4} * 1024 * 1024;
 constexpr int decode_nesting_max = 16;
 constexpr errc last_errc = errc::conflict;
 
@@ -309,7 +309,7 @@ void build(capnp::MallocMessageBuilder& builder, const Message& message) {
 std::string flat_payload(capnp::MessageBuilder& builder) {
   auto words = capnp::messageToFlatArray(builder);
   auto bytes = words.asBytes();
-  return std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
+  return {reinterpret_cast<const char*>(bytes.begin()), bytes.size()};
 }
 
 } // namespace
@@ -386,70 +386,70 @@ start_request read(cs::GuestStart::Reader r) {
 }
 
 result<host_message> read(cs::HostToGuest::Reader r) {
-  using W = cs::HostToGuest::Which;
+  using which = cs::HostToGuest::Which;
   switch (r.which()) {
-    case W::START: return host_message{read(r.getStart())};
-    case W::STDIN: {
+    case which::START: return host_message{read(r.getStart())};
+    case which::STDIN: {
       auto s = r.getStdin();
       return host_message{stdin_data{s.getStreamId(), to_string(s.getBytes())}};
     }
-    case W::CLOSE_STDIN: return host_message{close_stdin{r.getCloseStdin().getStreamId()}};
-    case W::SIGNAL: {
+    case which::CLOSE_STDIN: return host_message{close_stdin{r.getCloseStdin().getStreamId()}};
+    case which::SIGNAL: {
       auto s = r.getSignal();
       return host_message{signal_request{s.getStreamId(), s.getSigno(), s.getGroup()}};
     }
-    case W::RESIZE: {
+    case which::RESIZE: {
       auto s = r.getResize();
       return host_message{resize_request{s.getStreamId(), s.getRows(), s.getCols()}};
     }
-    case W::CREDIT: {
+    case which::CREDIT: {
       auto s = r.getCredit();
       return host_message{credit_grant{s.getStreamId(), s.getBytes()}};
     }
-    case W::FILE_READ: {
+    case which::FILE_READ: {
       auto s = r.getFileRead();
       return host_message{
         file_read_request{s.getRequestId(), to_string(s.getPath()), s.getOffset(), s.getLength()}};
     }
-    case W::WRITE_BEGIN: {
+    case which::WRITE_BEGIN: {
       auto s = r.getWriteBegin();
       return host_message{
         write_begin{s.getRequestId(), to_string(s.getPath()), s.getMode(), s.getCreateParents()}};
     }
-    case W::WRITE_CHUNK: {
+    case which::WRITE_CHUNK: {
       auto s = r.getWriteChunk();
       return host_message{write_chunk{s.getRequestId(), to_string(s.getBytes())}};
     }
-    case W::WRITE_END: {
+    case which::WRITE_END: {
       auto s = r.getWriteEnd();
       return host_message{write_end{s.getRequestId(), s.getAbort()}};
     }
-    case W::LIST_DIR: {
+    case which::LIST_DIR: {
       auto s = r.getListDir();
       return host_message{list_request{s.getRequestId(), to_string(s.getPath())}};
     }
-    case W::STAT: {
+    case which::STAT: {
       auto s = r.getStat();
       return host_message{
         stat_request{s.getRequestId(), to_string(s.getPath()), s.getFollowSymlinks()}};
     }
-    case W::MKDIR: {
+    case which::MKDIR: {
       auto s = r.getMkdir();
       return host_message{
         mkdir_request{s.getRequestId(), to_string(s.getPath()), s.getMode(), s.getParents()}};
     }
-    case W::REMOVE: {
+    case which::REMOVE: {
       auto s = r.getRemove();
       return host_message{
         remove_request{s.getRequestId(), to_string(s.getPath()), s.getRecursive()}};
     }
-    case W::RENAME: {
+    case which::RENAME: {
       auto s = r.getRename();
       return host_message{
         rename_request{s.getRequestId(), to_string(s.getFrom()), to_string(s.getTo())}};
     }
-    case W::PING: return host_message{ping_request{r.getPing().getNonce()}};
-    case W::STATS: return host_message{stats_request{r.getStats().getRequestId()}};
+    case which::PING: return host_message{ping_request{r.getPing().getNonce()}};
+    case which::STATS: return host_message{stats_request{r.getStats().getRequestId()}};
   }
   return make_status(errc::unsupported_version, "host message kind "
                                                   + std::to_string(static_cast<int>(r.which()))
@@ -516,49 +516,49 @@ file_list read(cs::GuestFileList::Reader r) {
 }
 
 result<guest_message> read(cs::GuestToHost::Reader r) {
-  using W = cs::GuestToHost::Which;
+  using which = cs::GuestToHost::Which;
   switch (r.which()) {
-    case W::HELLO: {
+    case which::HELLO: {
       auto s = r.getHello();
       return guest_message{hello{s.getProtocolVersion(), read(s.getLimits()), s.getPid(),
                                  to_string(s.getAgentVersion())}};
     }
-    case W::STARTED: {
+    case which::STARTED: {
       auto s = r.getStarted();
       return guest_message{started{s.getStreamId(), s.getPid(), to_string(s.getPtyPath())}};
     }
-    case W::OUTPUT: {
+    case which::OUTPUT: {
       auto s = r.getOutput();
       return guest_message{output_chunk{s.getStreamId(), s.getFd(), s.getSequence(), s.getOffset(),
                                         to_string(s.getBytes())}};
     }
-    case W::EXITED: return guest_message{read(r.getExited())};
-    case W::STDIN_CREDIT: {
+    case which::EXITED: return guest_message{read(r.getExited())};
+    case which::STDIN_CREDIT: {
       auto s = r.getStdinCredit();
       return guest_message{credit_grant{s.getStreamId(), s.getBytes()}};
     }
-    case W::FILE_DATA: {
+    case which::FILE_DATA: {
       auto s = r.getFileData();
       return guest_message{
         file_data{s.getRequestId(), s.getOffset(), to_string(s.getBytes()), s.getEof()}};
     }
-    case W::FILE_STAT: {
+    case which::FILE_STAT: {
       auto s = r.getFileStat();
       return guest_message{file_stat{s.getRequestId(), read(s.getInfo())}};
     }
-    case W::FILE_LIST: return guest_message{read(r.getFileList())};
-    case W::FILE_DONE: {
+    case which::FILE_LIST: return guest_message{read(r.getFileList())};
+    case which::FILE_DONE: {
       auto s = r.getFileDone();
       return guest_message{file_done{s.getRequestId(), s.getBytes()}};
     }
-    case W::ERROR: {
+    case which::ERROR: {
       auto s = r.getError();
       return guest_message{error_reply{s.getStreamId(), s.getRequestId(),
                                        errc_from_string(to_string(s.getCode())),
                                        to_string(s.getMessage()), s.getEnded()}};
     }
-    case W::PONG: return guest_message{pong{r.getPong().getNonce()}};
-    case W::STATS: return guest_message{read(r.getStats())};
+    case which::PONG: return guest_message{pong{r.getPong().getNonce()}};
+    case which::STATS: return guest_message{read(r.getStats())};
   }
   return make_status(errc::unsupported_version, "guest message kind "
                                                   + std::to_string(static_cast<int>(r.which()))
