@@ -7,7 +7,6 @@
 #include <sys/stat.h>
 
 #include <filesystem>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -64,11 +63,9 @@ protected:
     out.process = spawn(args, environment(extra_env));
     if (!out.process)
       return out;
-    std::regex listening("listening on (.+):([0-9]+)");
     while (auto line = out.process->read_line()) {
-      std::smatch match;
-      if (std::regex_match(*line, match, listening)) {
-        out.bound = {match[1], static_cast<uint16_t>(std::stoi(match[2]))};
+      if (auto bound = parse_listening(*line)) {
+        out.bound = {bound->first, bound->second};
         return out;
       }
       out.lines.push_back(*line);
@@ -107,7 +104,7 @@ TEST_F(airlockd_e2e, first_start_prints_one_admin_key_and_writes_a_private_cli_c
   ASSERT_NE(daemon.bound.port, 0);
   ASSERT_EQ(count_admin_key_lines(daemon.lines), 1u);
   std::string key = daemon.lines.at(0).substr(std::string("admin key: ").size());
-  EXPECT_TRUE(std::regex_match(key, std::regex("ak_[0-9a-f]{16}_[0-9a-f]{64}"))) << key;
+  EXPECT_TRUE(is_api_key(key)) << key;
 
   struct stat st {};
   ASSERT_EQ(::stat(cli_config().c_str(), &st), 0);
@@ -258,9 +255,9 @@ TEST_F(airlockd_e2e, version_prints_the_version_and_commit) {
   ASSERT_TRUE(version);
   auto line = version->read_line();
   ASSERT_TRUE(line);
-  EXPECT_TRUE(std::regex_match(*line, std::regex(R"(airlockd \d+\.\d+\.\d+ \(commit [0-9a-z]+\))")))
-    << *line;
-  EXPECT_NE(line->find(AIRLOCK_VERSION), std::string::npos);
+  // "airlockd 0.1.0 (commit 0123456789ab)", or "(commit unknown)" outside git.
+  EXPECT_EQ(line->rfind(std::string("airlockd ") + AIRLOCK_VERSION + " (commit ", 0), 0u) << *line;
+  EXPECT_EQ(line->back(), ')') << *line;
   EXPECT_EQ(version->wait_exit(), 0);
 }
 
@@ -270,10 +267,10 @@ TEST_F(airlockd_e2e, control_answers_healthz_and_worker_needs_join) {
   ASSERT_TRUE(control);
   auto line = control->read_line();
   ASSERT_TRUE(line) << read_file(control->stderr_path());
-  std::smatch match;
-  ASSERT_TRUE(std::regex_match(*line, match, std::regex("listening on 127.0.0.1:([0-9]+)")))
-    << *line;
-  auto health = http_get("127.0.0.1", static_cast<uint16_t>(std::stoi(match[1])), "/healthz");
+  auto bound = parse_listening(*line);
+  ASSERT_TRUE(bound) << *line;
+  EXPECT_EQ(bound->first, "127.0.0.1");
+  auto health = http_get("127.0.0.1", bound->second, "/healthz");
   ASSERT_TRUE(health);
   EXPECT_EQ(health->status, 200);
   control->send_signal(SIGTERM);

@@ -207,6 +207,28 @@ std::optional<http_reply> http_get(const std::string& host, uint16_t port, const
   return conn->read_reply();
 }
 
+bool is_api_key(std::string_view text) {
+  auto hex = [](std::string_view part) {
+    return std::all_of(part.begin(), part.end(),
+                       [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+  };
+  return text.size() == 3 + 16 + 1 + 64 && text.substr(0, 3) == "ak_" && text[19] == '_'
+         && hex(text.substr(3, 16)) && hex(text.substr(20));
+}
+
+std::optional<std::pair<std::string, uint16_t>> parse_listening(std::string_view line) {
+  constexpr std::string_view prefix = "listening on ";
+  auto colon = line.rfind(':');
+  if (!line.starts_with(prefix) || colon == std::string_view::npos || colon <= prefix.size())
+    return std::nullopt;
+  std::string_view port = line.substr(colon + 1);
+  if (port.empty() || port.size() > 5
+      || !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return std::nullopt;
+  return std::pair{std::string(line.substr(prefix.size(), colon - prefix.size())),
+                   static_cast<uint16_t>(std::stoi(std::string(port)))};
+}
+
 std::unique_ptr<child_process> child_process::spawn(const std::vector<std::string>& argv,
                                                     const std::vector<std::string>& env,
                                                     const std::string& stderr_path) {

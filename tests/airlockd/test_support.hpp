@@ -12,6 +12,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 namespace airlock::test {
@@ -72,6 +74,12 @@ private:
 /// GET `path` on a fresh connection with "Connection: close".
 std::optional<http_reply> http_get(const std::string& host, uint16_t port, const std::string& path,
                                    const std::string& method = "GET");
+
+/// True for "ak_" + 16 hex digits + "_" + 64 hex digits (lower case).
+bool is_api_key(std::string_view text);
+
+/// HOST and PORT of a "listening on HOST:PORT" line; nullopt for other lines.
+std::optional<std::pair<std::string, uint16_t>> parse_listening(std::string_view line);
 
 /// A child process with stdout on a pipe and stderr in a file. Killed
 /// (SIGKILL) and reaped when destroyed if it is still running.
