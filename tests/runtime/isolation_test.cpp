@@ -37,7 +37,8 @@ TEST_F(isolation, host_files_outside_the_rootfs_are_unreachable) {
   const std::string name = fs::path(marker.path).filename();
   for (const std::string& attempt :
        {"cat " + marker.path, "cat /proc/1/root" + marker.path,
-        "cat ../../../../../.." + marker.path, "cd /proc/self/cwd/../../../.. && cat ." + marker.path,
+        "cat ../../../../../.." + marker.path,
+        "cd /proc/self/cwd/../../../.. && cat ." + marker.path,
         "cat /proc/self/root/../../.." + marker.path, "chroot / cat " + marker.path,
         "find / -name " + name + " -exec cat {} +", "cat /proc/1/cwd/../../.." + marker.path}) {
     auto out = box.shell.run(attempt);
@@ -61,8 +62,9 @@ TEST_F(isolation, host_processes_are_invisible_and_cannot_be_signalled) {
   std::string host_pid = std::to_string(::getpid());
   EXPECT_NE(box.shell.run("kill -0 " + host_pid).exit_code, 0);
   EXPECT_NE(box.shell.run("kill -9 " + host_pid).exit_code, 0);
-  EXPECT_NE(box.shell.run("test -e /proc/" + host_pid + "/status && grep -q runtime_integ /proc/"
-                          + host_pid + "/status")
+  EXPECT_NE(box.shell
+              .run("test -e /proc/" + host_pid + "/status && grep -q runtime_integ /proc/"
+                   + host_pid + "/status")
               .exit_code,
             0);
 }
@@ -94,9 +96,10 @@ TEST_F(isolation, proc_sys_sysrq_and_masked_proc_paths_are_protected) {
   EXPECT_NE(box.shell.run("echo b > /proc/sysrq-trigger").exit_code, 0);
   EXPECT_NE(box.shell.run("echo 1 > /proc/sys/vm/drop_caches").exit_code, 0);
   EXPECT_NE(box.shell.run("echo 1 > /proc/sys/net/ipv4/ip_forward").exit_code, 0);
-  for (const char* masked : {"/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/sched_debug"}) {
-    auto out = box.shell.run(std::string("test ! -e ") + masked + " || head -c 64 " + masked
-                             + " | wc -c");
+  for (const char* masked :
+       {"/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/sched_debug"}) {
+    auto out =
+      box.shell.run(std::string("test ! -e ") + masked + " || head -c 64 " + masked + " | wc -c");
     EXPECT_TRUE(out.output.empty() || out.output == "0\n") << masked << ": " << out.output;
   }
   for (const char* masked : {"/proc/acpi", "/proc/scsi"}) {
@@ -134,9 +137,12 @@ TEST_F(isolation, no_new_privs_seccomp_and_docker_capabilities_are_in_force) {
   char mask[32];
   std::snprintf(mask, sizeof mask, "%016llx",
                 static_cast<unsigned long long>(docker_default_capabilities));
-  EXPECT_EQ(box.shell.run("grep CapEff /proc/self/status").output, std::string("CapEff:\t") + mask + "\n");
-  EXPECT_EQ(box.shell.run("grep CapPrm /proc/self/status").output, std::string("CapPrm:\t") + mask + "\n");
-  EXPECT_EQ(box.shell.run("grep CapBnd /proc/self/status").output, std::string("CapBnd:\t") + mask + "\n");
+  EXPECT_EQ(box.shell.run("grep CapEff /proc/self/status").output,
+            std::string("CapEff:\t") + mask + "\n");
+  EXPECT_EQ(box.shell.run("grep CapPrm /proc/self/status").output,
+            std::string("CapPrm:\t") + mask + "\n");
+  EXPECT_EQ(box.shell.run("grep CapBnd /proc/self/status").output,
+            std::string("CapBnd:\t") + mask + "\n");
   EXPECT_EQ(box.shell.run("grep CapInh /proc/self/status").output, "CapInh:\t0000000000000000\n");
   EXPECT_EQ(box.shell.run("grep CapAmb /proc/self/status").output, "CapAmb:\t0000000000000000\n");
   // ptrace of anything is refused by the filter (host pids are not even

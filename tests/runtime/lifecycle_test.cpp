@@ -77,9 +77,9 @@ TEST_F(lifecycle, creates_a_sandbox_that_runs_commands_as_its_root) {
 TEST_F(lifecycle, pause_stops_progress_and_resume_restarts_it) {
   auto box = start_sandbox(unique_id("life-pause"));
   ASSERT_NE(box.runtime, nullptr);
-  auto started = box.shell.run(
-    "(i=0; while :; do i=$((i+1)); echo $i > /tmp/counter; usleep 2000; done) "
-    ">/dev/null 2>&1 &");
+  auto started =
+    box.shell.run("(i=0; while :; do i=$((i+1)); echo $i > /tmp/counter; usleep 2000; done) "
+                  ">/dev/null 2>&1 &");
   ASSERT_EQ(started.exit_code, 0) << started.output;
   const std::string rootfs = box.rootfs->path();
   ASSERT_GT(counter_passes(rootfs, 3, 5000), 3U) << "counter never ran";

@@ -81,8 +81,8 @@ TEST_F(limits, a_memory_hog_is_oom_killed_inside_its_limit) {
   auto hog = start_sandbox(unique_id("lim-hog"), {memory_mb, 500, 64});
   ASSERT_NE(hog.runtime, nullptr);
   // The shell keeps 200 MB of command substitution in its own memory.
-  auto ate = hog.shell.run("x=$(head -c 200000000 /dev/zero | tr '\\0' a); echo survived ${#x}",
-                           60000);
+  auto ate =
+    hog.shell.run("x=$(head -c 200000000 /dev/zero | tr '\\0' a); echo survived ${#x}", 60000);
   EXPECT_EQ(ate.output.find("survived"), std::string::npos) << ate.output;
   EXPECT_EQ(ate.exit_code, 128 + 9) << "the hog should die by SIGKILL";
   auto stats = runtime_->stats(hog.handle.id);

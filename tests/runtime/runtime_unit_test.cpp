@@ -51,8 +51,8 @@ TEST(cgroup_mounts, finds_every_v1_controller_and_the_unified_mount) {
 }
 
 TEST(cgroup_mounts, a_pure_v2_host_has_no_v1_controllers) {
-  auto mounts = parse_cgroup_mounts(
-    "25 22 0:24 / /sys/fs/cgroup rw,nosuid,nodev,noexec shared:9 - cgroup2 cgroup2 rw,nsdelegate\n");
+  auto mounts = parse_cgroup_mounts("25 22 0:24 / /sys/fs/cgroup rw,nosuid,nodev,noexec shared:9 - "
+                                    "cgroup2 cgroup2 rw,nsdelegate\n");
   EXPECT_EQ(mounts.v2_path, "/sys/fs/cgroup");
   EXPECT_TRUE(mounts.v1_paths.empty());
   EXPECT_EQ(make_cgroup_v1_driver(mounts, "airlock").code(), errc::unavailable);
@@ -195,7 +195,7 @@ int run_probe(int index) {
     case 9: return err(::syscall(SYS_personality, 1UL));
     case 10: return err(::syscall(SYS_personality, 0x100000000UL));
     case 11: return err(::syscall(SYS_personality, 0xffffffffUL)); // query: allowed
-    case 12: return err(::syscall(SYS_personality, 0x20008UL));     // allowed
+    case 12: return err(::syscall(SYS_personality, 0x20008UL));    // allowed
     case 13: return raw_i386_getpid() == -EPERM ? EPERM : 0;
     case 14: return err(::syscall(0x40000000 | SYS_getpid)); // x32 ABI
     case 15: return err(::syscall(SYS_mount, "none", "/", "tmpfs", 0, 0));
@@ -220,13 +220,28 @@ int run_probe(int index) {
 }
 
 constexpr probe probes[] = {
-  {"unshare(NEWUSER)", EPERM}, {"unshare(NEWNS)", EPERM}, {"clone3", ENOSYS},
-  {"clone(NEWUSER)", EPERM}, {"clone(NEWNET)", EPERM}, {"keyctl", EPERM},
-  {"ptrace(TRACEME)", EPERM}, {"io_uring_setup", EPERM}, {"personality(ADDR_NO_RANDOMIZE)", EPERM},
-  {"personality(1)", EPERM}, {"personality(>32 bits)", EPERM}, {"personality(query)", 0},
-  {"personality(0x20008)", 0}, {"i386 int 0x80", EPERM}, {"x32 getpid", EPERM},
-  {"mount", EPERM}, {"setns", EPERM}, {"bpf", EPERM}, {"fsopen", EPERM}, {"getpid", 0},
-  {"pthread_create", 0}, {"fork", 0},
+  {"unshare(NEWUSER)", EPERM},
+  {"unshare(NEWNS)", EPERM},
+  {"clone3", ENOSYS},
+  {"clone(NEWUSER)", EPERM},
+  {"clone(NEWNET)", EPERM},
+  {"keyctl", EPERM},
+  {"ptrace(TRACEME)", EPERM},
+  {"io_uring_setup", EPERM},
+  {"personality(ADDR_NO_RANDOMIZE)", EPERM},
+  {"personality(1)", EPERM},
+  {"personality(>32 bits)", EPERM},
+  {"personality(query)", 0},
+  {"personality(0x20008)", 0},
+  {"i386 int 0x80", EPERM},
+  {"x32 getpid", EPERM},
+  {"mount", EPERM},
+  {"setns", EPERM},
+  {"bpf", EPERM},
+  {"fsopen", EPERM},
+  {"getpid", 0},
+  {"pthread_create", 0},
+  {"fork", 0},
 };
 
 TEST(seccomp_filter, denies_the_docker_list_and_keeps_ordinary_calls_working) {

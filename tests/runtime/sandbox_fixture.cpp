@@ -67,10 +67,11 @@ busybox_rootfs::busybox_rootfs() : dir_("airlock-rootfs") {
   fs::copy_file("/bin/busybox", root / "bin" / "busybox");
   fs::permissions(root / "bin" / "busybox", fs::perms(0755));
   for (const char* applet :
-       {"sh", "cat", "ls", "id", "mount", "umount", "hostname", "ping", "wget", "nc", "kill",
-        "ps", "sleep", "usleep", "echo", "grep", "head", "insmod", "mknod", "dd", "seq", "true",
-        "false", "test", "tr", "mkdir", "rm", "touch", "find", "readlink", "wc", "ip", "unshare",
-        "chroot", "nsenter", "stat", "sed", "cut", "awk", "env"})
+       {"sh",      "cat",    "ls",      "id",    "mount", "umount",   "hostname", "ping",
+        "wget",    "nc",     "kill",    "ps",    "sleep", "usleep",   "echo",     "grep",
+        "head",    "insmod", "mknod",   "dd",    "seq",   "true",     "false",    "test",
+        "tr",      "mkdir",  "rm",      "touch", "find",  "readlink", "wc",       "ip",
+        "unshare", "chroot", "nsenter", "stat",  "sed",   "cut",      "awk",      "env"})
     fs::create_symlink("busybox", root / "bin" / applet);
   std::ofstream(root / "etc" / "passwd") << "root:x:0:0:root:/root:/bin/sh\n";
   std::ofstream(root / "etc" / "group") << "root:x:0:\n";

@@ -73,8 +73,8 @@ cgroup_mounts parse_cgroup_mounts(std::string_view mountinfo) {
       continue;
     // Super options are controller names plus a few flags; named
     // hierarchies (name=systemd) carry no controller.
-    static const char* const flags[] = {"rw", "ro", "xattr", "noprefix", "clone_children",
-                                        "cpuset_v2_mode", "favordynmods"};
+    static const char* const flags[] = {
+      "rw", "ro", "xattr", "noprefix", "clone_children", "cpuset_v2_mode", "favordynmods"};
     for (const auto& option : split(*(dash + 3), ','))
       if (option.find('=') == std::string::npos
           && std::find(std::begin(flags), std::end(flags), option) == std::end(flags))

@@ -71,8 +71,8 @@ public:
 
 /// Where the cgroup filesystems are mounted, from /proc/self/mountinfo.
 struct cgroup_mounts {
-  std::string v2_path;                          ///< "" when no cgroup2 mount
-  std::map<std::string, std::string> v1_paths;  ///< controller -> mount point
+  std::string v2_path;                         ///< "" when no cgroup2 mount
+  std::map<std::string, std::string> v1_paths; ///< controller -> mount point
 };
 
 /// Parses mountinfo text. Pure; tested on fixed text.

@@ -16,7 +16,7 @@ using namespace cgroup_detail;
 class cgroup_v1_driver final : public cgroup_driver {
 public:
   cgroup_v1_driver(std::map<std::string, std::string> roots, std::string parent)
-    : roots_(std::move(roots)), parent_(std::move(parent)) {}
+      : roots_(std::move(roots)), parent_(std::move(parent)) {}
 
   std::string_view name() const override { return "v1"; }
 
@@ -31,7 +31,8 @@ public:
       return written;
     if (limits.cpu_millis != 0) {
       uint64_t quota = uint64_t{limits.cpu_millis} * limits.cpu_period_us / 1000;
-      if (auto written = write(id, "cpu", "cpu.cfs_period_us", std::to_string(limits.cpu_period_us));
+      if (auto written =
+            write(id, "cpu", "cpu.cfs_period_us", std::to_string(limits.cpu_period_us));
           !written)
         return written;
       if (auto written = write(id, "cpu", "cpu.cfs_quota_us", std::to_string(quota)); !written)
@@ -64,15 +65,15 @@ public:
 
   status remove(std::string_view id, uint32_t timeout_ms) override {
     std::string procs = dir(roots_.at("freezer"), id) + "/cgroup.procs";
-    auto empty = wait_until("cgroup " + std::string(id) + " emptying", timeout_ms,
-                            [&procs]() -> result<bool> {
-                              auto pids = read_pids(procs);
-                              if (!pids && pids.code() == errc::not_found)
-                                return true;
-                              if (!pids)
-                                return pids.error();
-                              return pids->empty();
-                            });
+    auto empty =
+      wait_until("cgroup " + std::string(id) + " emptying", timeout_ms, [&procs]() -> result<bool> {
+        auto pids = read_pids(procs);
+        if (!pids && pids.code() == errc::not_found)
+          return true;
+        if (!pids)
+          return pids.error();
+        return pids->empty();
+      });
     if (!empty)
       return empty;
     for (const auto& root : unique_roots())

@@ -16,7 +16,7 @@ using namespace cgroup_detail;
 class cgroup_v2_driver final : public cgroup_driver {
 public:
   cgroup_v2_driver(std::string root, std::string parent)
-    : root_(std::move(root)), parent_(std::move(parent)) {}
+      : root_(std::move(root)), parent_(std::move(parent)) {}
 
   std::string_view name() const override { return "v2"; }
 
@@ -29,7 +29,8 @@ public:
     if (auto made = make_dir(base); !made)
       return made;
     if (limits.memory_bytes != 0) {
-      if (auto written = write_control_file(base + "/memory.max", std::to_string(limits.memory_bytes));
+      if (auto written =
+            write_control_file(base + "/memory.max", std::to_string(limits.memory_bytes));
           !written)
         return written;
       if (read_file(base + "/memory.swap.max"))
@@ -38,8 +39,8 @@ public:
     }
     if (limits.cpu_millis != 0) {
       uint64_t quota = uint64_t{limits.cpu_millis} * limits.cpu_period_us / 1000;
-      if (auto written = write_control_file(base + "/cpu.max", std::to_string(quota) + " "
-                                                                 + std::to_string(limits.cpu_period_us));
+      if (auto written = write_control_file(
+            base + "/cpu.max", std::to_string(quota) + " " + std::to_string(limits.cpu_period_us));
           !written)
         return written;
     }

@@ -100,8 +100,8 @@ void run_child(const child_plan& plan) noexcept {
     fail(sync, child_step::setresgid, errno);
   if (::setresuid(0, 0, 0) != 0)
     fail(sync, child_step::setresuid, errno);
-  if (int err = apply_mount_plan(mounts, plan.mount_host_steps, mounts.size(), rootfs_fd,
-                                 failed_mount);
+  if (int err =
+        apply_mount_plan(mounts, plan.mount_host_steps, mounts.size(), rootfs_fd, failed_mount);
       err != 0)
     fail(sync, child_step::mount, err, failed_mount);
   if (rootfs_fd >= 0)
@@ -120,11 +120,19 @@ void run_child(const child_plan& plan) noexcept {
 }
 
 std::string describe_child_failure(const child_failure& failure, const mount_plan& mounts) {
-  static const char* const names[] = {
-    "?", "receive the start signal", "drop supplementary groups",
-    "unshare the cgroup namespace", "set the hostname", "mount", "setresgid(0)", "setresuid(0)",
-    "arrange file descriptors", "drop capabilities", "set no_new_privs",
-    "install the seccomp filter", "execute the init"};
+  static const char* const names[] = {"?",
+                                      "receive the start signal",
+                                      "drop supplementary groups",
+                                      "unshare the cgroup namespace",
+                                      "set the hostname",
+                                      "mount",
+                                      "setresgid(0)",
+                                      "setresuid(0)",
+                                      "arrange file descriptors",
+                                      "drop capabilities",
+                                      "set no_new_privs",
+                                      "install the seccomp filter",
+                                      "execute the init"};
   uint32_t step = failure.step < std::size(names) ? failure.step : 0;
   std::string what = names[step];
   if (failure.step == static_cast<uint32_t>(child_step::mount))

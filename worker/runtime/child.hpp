@@ -54,21 +54,21 @@ enum class child_step : uint32_t {
 
 /// The report a failing child writes before it exits.
 struct child_failure {
-  uint32_t step = 0;     ///< a child_step
-  int32_t error = 0;     ///< errno
-  uint64_t detail = 0;   ///< the failing mount op's index
+  uint32_t step = 0;   ///< a child_step
+  int32_t error = 0;   ///< errno
+  uint64_t detail = 0; ///< the failing mount op's index
 };
 
 /// Everything the child needs, prepared by the worker before clone.
 struct child_plan {
-  int sync_fd = -1;                     ///< the child's end of the sync socket
+  int sync_fd = -1; ///< the child's end of the sync socket
   const char* hostname = nullptr;
   size_t hostname_length = 0;
   const std::vector<mount_op>* mounts = nullptr;
-  size_t mount_host_steps = 0;          ///< mount_plan::host_steps()
-  int channel_fd = -1;                  ///< -> fd 3; -1: none
-  int stdout_fd = -1;                   ///< -> fd 1; -1: /dev/null
-  int stderr_fd = -1;                   ///< -> fd 2; -1: /dev/null
+  size_t mount_host_steps = 0; ///< mount_plan::host_steps()
+  int channel_fd = -1;         ///< -> fd 3; -1: none
+  int stdout_fd = -1;          ///< -> fd 1; -1: /dev/null
+  int stderr_fd = -1;          ///< -> fd 2; -1: /dev/null
   uint64_t capabilities = 0;
   sock_fprog seccomp{};
   char* const* argv = nullptr;

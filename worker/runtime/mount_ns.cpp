@@ -21,8 +21,8 @@ const char* mount_plan::keep(const std::string& text) {
 void mount_plan::add(mount_op::kind what, const std::string& source, const std::string& target,
                      const std::string& fstype, unsigned long flags, const std::string& data,
                      bool optional) {
-  ops_.push_back(mount_op{what, keep(source), keep(target), keep(fstype), flags, keep(data),
-                          optional});
+  ops_.push_back(
+    mount_op{what, keep(source), keep(target), keep(fstype), flags, keep(data), optional});
 }
 
 size_t mount_plan::host_steps() const noexcept {
@@ -55,8 +55,8 @@ std::string mount_plan::describe(size_t index) const {
 
 const std::vector<std::string>& masked_proc_paths() {
   static const std::vector<std::string> paths = {
-    "proc/kcore",        "proc/keys",  "proc/timer_list", "proc/sched_debug",
-    "proc/latency_stats", "proc/timer_stats", "proc/acpi", "proc/scsi", "proc/asound",
+    "proc/kcore",       "proc/keys", "proc/timer_list", "proc/sched_debug", "proc/latency_stats",
+    "proc/timer_stats", "proc/acpi", "proc/scsi",       "proc/asound",
   };
   return paths;
 }
@@ -159,7 +159,7 @@ int create_file(const char* path) noexcept {
 /// gets the op's empty read-only tmpfs instead.
 int bind_over(const mount_op& op) noexcept {
   if (op.fstype != nullptr) {
-    struct stat st{};
+    struct stat st {};
     if (::stat(op.target, &st) != 0)
       return errno;
     if (S_ISDIR(st.st_mode))

@@ -22,8 +22,8 @@
 namespace airlock::worker {
 namespace {
 
-constexpr uint64_t namespace_flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET
-                                     | CLONE_NEWUTS | CLONE_NEWIPC;
+constexpr uint64_t namespace_flags =
+  CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWIPC;
 
 status with_context(std::string_view id, const status& failure) {
   return make_status(failure.code, "sandbox " + std::string(id) + ": " + failure.message);
@@ -93,7 +93,7 @@ status bring_up_loopback(const net_options& net, pid_t pid) {
 }
 
 bool is_directory(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
@@ -102,12 +102,13 @@ bool is_directory(const std::string& path) {
 namespace_runtime::namespace_runtime(namespace_runtime_options options,
                                      std::unique_ptr<cgroup_driver> cgroups, address_pool pool,
                                      seccomp_program seccomp)
-  : options_(std::move(options)), cgroups_(std::move(cgroups)), pool_(pool),
-    seccomp_(std::move(seccomp)) {}
+    : options_(std::move(options)), cgroups_(std::move(cgroups)), pool_(pool),
+      seccomp_(std::move(seccomp)) {}
 
 namespace_runtime::~namespace_runtime() = default;
 
-result<std::unique_ptr<namespace_runtime>> namespace_runtime::open(namespace_runtime_options options) {
+result<std::unique_ptr<namespace_runtime>>
+namespace_runtime::open(namespace_runtime_options options) {
   if (::geteuid() != 0)
     return make_status(errc::permission_denied,
                        "the namespace runtime needs root (uid maps, cgroups, veth, nftables)");
@@ -124,8 +125,8 @@ result<std::unique_ptr<namespace_runtime>> namespace_runtime::open(namespace_run
     return seccomp.error();
   if (auto firewall = ensure_firewall(options.net); !firewall)
     return firewall;
-  return std::unique_ptr<namespace_runtime>(new namespace_runtime(
-    std::move(options), std::move(*cgroups), *pool, std::move(*seccomp)));
+  return std::unique_ptr<namespace_runtime>(
+    new namespace_runtime(std::move(options), std::move(*cgroups), *pool, std::move(*seccomp)));
 }
 
 status namespace_runtime::validate(const sandbox_launch_spec& spec) const {
@@ -220,10 +221,10 @@ status namespace_runtime::start(const sandbox_launch_spec& spec, sandbox& box) {
     return sys_error(errc::resource_exhausted, "socketpair", errno);
   unique_fd sync(pair[0]);
   unique_fd child_end(pair[1]);
-  child_plan plan{child_end.get(), rec.id.c_str(), rec.id.size(), &mounts.ops(),
-                  mounts.host_steps(), spec.channel_fd,
-                  spec.stdout_fd, spec.stderr_fd, docker_default_capabilities, seccomp_.view(),
-                  exec.argv.data(), exec.envp.data()};
+  child_plan plan{child_end.get(), rec.id.c_str(),      rec.id.size(),
+                  &mounts.ops(),   mounts.host_steps(), spec.channel_fd,
+                  spec.stdout_fd,  spec.stderr_fd,      docker_default_capabilities,
+                  seccomp_.view(), exec.argv.data(),    exec.envp.data()};
   int pidfd = -1;
   auto pid = clone_child(plan, pidfd);
   if (!pid)
@@ -239,10 +240,10 @@ status namespace_runtime::start(const sandbox_launch_spec& spec, sandbox& box) {
     return mapped;
   if (auto joined = cgroups_->attach(rec.id, *pid); !joined)
     return joined;
-  if (auto wired = rec.network ? create_veth(options_.net, rec.host_interface, *pid,
-                                             {rec.host_address, rec.sandbox_address,
-                                              rec.prefix_length})
-                               : bring_up_loopback(options_.net, *pid);
+  if (auto wired = rec.network
+                     ? create_veth(options_.net, rec.host_interface, *pid,
+                                   {rec.host_address, rec.sandbox_address, rec.prefix_length})
+                     : bring_up_loopback(options_.net, *pid);
       !wired)
     return wired;
   unique_fd rootfs;
@@ -278,10 +279,10 @@ status namespace_runtime::release_and_wait(sandbox& box, int sync_fd, const moun
     return status::ok(); // exec closed the child's end
   if (n != static_cast<ssize_t>(sizeof failure))
     return make_status(errc::internal, "garbled report from the sandbox init");
-  errc code = failure.step == static_cast<uint32_t>(child_step::exec)
-                ? errc::invalid_argument
-                : errc::internal;
-  return make_status(code, "start failed in the sandbox: " + describe_child_failure(failure, mounts));
+  errc code = failure.step == static_cast<uint32_t>(child_step::exec) ? errc::invalid_argument
+                                                                      : errc::internal;
+  return make_status(code,
+                     "start failed in the sandbox: " + describe_child_failure(failure, mounts));
 }
 
 status namespace_runtime::teardown(sandbox& box) {

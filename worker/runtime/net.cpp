@@ -31,8 +31,8 @@ std::string format_ipv4(uint32_t address) {
 result<address_pool> parse_address_pool(std::string_view cidr, uint32_t block_prefix) {
   auto slash = cidr.find('/');
   if (slash == std::string_view::npos)
-    return make_status(errc::invalid_argument, "address pool '" + std::string(cidr)
-                                                 + "' is not a CIDR like 10.200.0.0/16");
+    return make_status(errc::invalid_argument,
+                       "address pool '" + std::string(cidr) + "' is not a CIDR like 10.200.0.0/16");
   std::string address(cidr.substr(0, slash));
   in_addr parsed{};
   int prefix = std::atoi(std::string(cidr.substr(slash + 1)).c_str());
@@ -79,28 +79,37 @@ status ensure_firewall(const net_options& o) {
   // chains in the same transaction, so a rerun never duplicates rules and
   // never drops the sets' elements.
   std::string script =
-    "table inet " + t + " {\n"
-    "  set sandbox_ifs { type ifname; }\n"
-    "  set sandbox_src { type ifname . ipv4_addr; }\n"
-    "  chain prerouting { type filter hook prerouting priority raw; policy accept; }\n"
-    "  chain forward { type filter hook forward priority filter; policy accept; }\n"
-    "  chain egress { }\n"
-    "}\n"
-    "flush chain inet " + t + " prerouting\n"
-    "flush chain inet " + t + " forward\n"
-    "flush chain inet " + t + " egress\n"
-    "table inet " + t + " {\n"
-    "  chain prerouting {\n"
-    "    iifname @sandbox_ifs iifname . ip saddr @sandbox_src goto egress\n"
-    "    iifname @sandbox_ifs counter drop comment \"spoofed source, IPv6 or other protocol\"\n"
-    "  }\n"
-    "  chain egress {\n"
-    "    counter drop comment \"egress denied until the gateway allows it\"\n"
-    "  }\n"
-    "  chain forward {\n"
-    "    oifname @sandbox_ifs counter drop comment \"nothing is routed into a sandbox\"\n"
-    "  }\n"
-    "}\n";
+    "table inet " + t
+    + " {\n"
+      "  set sandbox_ifs { type ifname; }\n"
+      "  set sandbox_src { type ifname . ipv4_addr; }\n"
+      "  chain prerouting { type filter hook prerouting priority raw; policy accept; }\n"
+      "  chain forward { type filter hook forward priority filter; policy accept; }\n"
+      "  chain egress { }\n"
+      "}\n"
+      "flush chain inet "
+    + t
+    + " prerouting\n"
+      "flush chain inet "
+    + t
+    + " forward\n"
+      "flush chain inet "
+    + t
+    + " egress\n"
+      "table inet "
+    + t
+    + " {\n"
+      "  chain prerouting {\n"
+      "    iifname @sandbox_ifs iifname . ip saddr @sandbox_src goto egress\n"
+      "    iifname @sandbox_ifs counter drop comment \"spoofed source, IPv6 or other protocol\"\n"
+      "  }\n"
+      "  chain egress {\n"
+      "    counter drop comment \"egress denied until the gateway allows it\"\n"
+      "  }\n"
+      "  chain forward {\n"
+      "    oifname @sandbox_ifs counter drop comment \"nothing is routed into a sandbox\"\n"
+      "  }\n"
+      "}\n";
   command_options run{script, -1, o.command_timeout_ms};
   return run_checked("create nftables table inet " + t, {o.nft_path, "-f", "-"}, run);
 }
@@ -141,8 +150,8 @@ status firewall_remove(const net_options& o, const std::string& host_if,
   if (!present)
     return present.error();
   if (*present)
-    return make_status(errc::io_error, "nftables entry for " + host_if
-                                         + " survived its deletion: " + first->text);
+    return make_status(errc::io_error,
+                       "nftables entry for " + host_if + " survived its deletion: " + first->text);
   return status::ok();
 }
 
@@ -165,9 +174,7 @@ status create_veth(const net_options& o, const std::string& host_if, pid_t pid,
   return run_checked("configure eth0 inside the sandbox", {o.ip_path, "-batch", "-"}, run);
 }
 
-bool interface_exists(const std::string& name) {
-  return ::if_nametoindex(name.c_str()) != 0;
-}
+bool interface_exists(const std::string& name) { return ::if_nametoindex(name.c_str()) != 0; }
 
 status remove_veth(const net_options& o, const std::string& host_if) {
   if (!interface_exists(host_if))

@@ -56,22 +56,22 @@ struct sandbox_launch_spec {
 /// What the runtime knows about a running sandbox. A copyable snapshot.
 struct sandbox_handle {
   std::string id;
-  pid_t init_pid = 0;               ///< in the worker's pid namespace
-  uint64_t init_start_time = 0;     ///< /proc/<pid>/stat field 22; with the pid, one process
+  pid_t init_pid = 0;           ///< in the worker's pid namespace
+  uint64_t init_start_time = 0; ///< /proc/<pid>/stat field 22; with the pid, one process
   /// Owned by the runtime, valid until destroy(id) or the runtime's
   /// destruction; never close it.
   int pidfd = -1;
-  uint32_t slot = 0;                ///< index of the uid range and address block
-  uint32_t uid_base = 0;            ///< host uid of the sandbox's root; gids likewise
-  uint32_t ids_count = 0;           ///< size of the mapped uid/gid range
+  uint32_t slot = 0;                     ///< index of the uid range and address block
+  uint32_t uid_base = 0;                 ///< host uid of the sandbox's root; gids likewise
+  uint32_t ids_count = 0;                ///< size of the mapped uid/gid range
   std::vector<std::string> cgroup_paths; ///< one per v1 hierarchy, or the v2 directory
-  std::string netns_path;           ///< /proc/<pid>/ns/net while the init lives
-  std::string host_interface;       ///< host side of the veth pair ("" without network)
-  std::string sandbox_interface;    ///< its name inside the sandbox (eth0)
-  std::string host_address;         ///< dotted quad on the host side
-  std::string sandbox_address;      ///< dotted quad of eth0
-  uint32_t prefix_length = 0;       ///< of both addresses
-  bool adopted = false;             ///< found by adopt() rather than created by this object
+  std::string netns_path;                ///< /proc/<pid>/ns/net while the init lives
+  std::string host_interface;            ///< host side of the veth pair ("" without network)
+  std::string sandbox_interface;         ///< its name inside the sandbox (eth0)
+  std::string host_address;              ///< dotted quad on the host side
+  std::string sandbox_address;           ///< dotted quad of eth0
+  uint32_t prefix_length = 0;            ///< of both addresses
+  bool adopted = false;                  ///< found by adopt() rather than created by this object
 };
 
 /// Usage counters, read from the sandbox's cgroups.
@@ -79,15 +79,15 @@ struct sandbox_stats {
   uint64_t memory_bytes = 0;
   uint64_t pids_current = 0;
   uint64_t cpu_usage_ns = 0;
-  uint64_t oom_kills = 0;           ///< processes the OOM killer ended inside the sandbox
+  uint64_t oom_kills = 0; ///< processes the OOM killer ended inside the sandbox
   bool frozen = false;
 };
 
 /// What adopt() found in the state directory.
 struct adopt_report {
-  std::vector<std::string> adopted;  ///< alive: re-attached
-  std::vector<std::string> cleaned;  ///< gone or half-created: resources removed
-  std::vector<status> failures;      ///< entries that could not be handled; left in place
+  std::vector<std::string> adopted; ///< alive: re-attached
+  std::vector<std::string> cleaned; ///< gone or half-created: resources removed
+  std::vector<status> failures;     ///< entries that could not be handled; left in place
 };
 
 /// A way of running sandboxes. Implementations are thread-safe; every call

@@ -96,12 +96,11 @@ status add_rule(scmp_filter_ctx ctx, uint32_t action, int nr, unsigned count,
 /// clone with any namespace flag: a new user namespace would hand back every
 /// capability and a new mount namespace would allow mounts.
 status add_clone_rules(scmp_filter_ctx ctx) {
-  constexpr uint64_t flags[] = {CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC,
-                                CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET};
+  constexpr uint64_t flags[] = {CLONE_NEWNS,   CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC,
+                                CLONE_NEWUSER, CLONE_NEWPID,    CLONE_NEWNET};
   for (uint64_t flag : flags) {
     scmp_arg_cmp arg = SCMP_A0(SCMP_CMP_MASKED_EQ, flag, flag);
-    if (auto added = add_rule(ctx, SCMP_ACT_ERRNO(EPERM), __NR_clone, 1, &arg, "clone");
-        !added)
+    if (auto added = add_rule(ctx, SCMP_ACT_ERRNO(EPERM), __NR_clone, 1, &arg, "clone"); !added)
       return added;
   }
   // clone3 takes its flags in memory a filter cannot read: ENOSYS makes
@@ -120,15 +119,13 @@ status add_personality_rules(scmp_filter_ctx ctx) {
   for (int bit = 1; bit < 32; ++bit) {
     uint64_t b = uint64_t{1} << bit;
     scmp_arg_cmp arg = SCMP_A0(SCMP_CMP_MASKED_EQ, b | 1U, 1U);
-    if (auto added = add_rule(ctx, SCMP_ACT_ERRNO(EPERM), __NR_personality, 1, &arg,
-                              "personality");
+    if (auto added = add_rule(ctx, SCMP_ACT_ERRNO(EPERM), __NR_personality, 1, &arg, "personality");
         !added)
       return added;
     if ((allowed_bits & b) != 0)
       continue;
     arg = SCMP_A0(SCMP_CMP_MASKED_EQ, b | 1U, b);
-    if (auto added = add_rule(ctx, SCMP_ACT_ERRNO(EPERM), __NR_personality, 1, &arg,
-                              "personality");
+    if (auto added = add_rule(ctx, SCMP_ACT_ERRNO(EPERM), __NR_personality, 1, &arg, "personality");
         !added)
       return added;
   }
@@ -171,8 +168,8 @@ result<seccomp_program> build_sandbox_seccomp_filter() {
       rc != 0)
     return sys_error(errc::internal, "seccomp bad-arch action", -rc);
   for (const auto& entry : deny_list)
-    if (auto added = add_rule(ctx.get(), SCMP_ACT_ERRNO(EPERM), entry.number, 0, nullptr,
-                              entry.name);
+    if (auto added =
+          add_rule(ctx.get(), SCMP_ACT_ERRNO(EPERM), entry.number, 0, nullptr, entry.name);
         !added)
       return added;
   if (auto added = add_clone_rules(ctx.get()); !added)

@@ -67,8 +67,8 @@ result<sandbox_record> decode_record(std::string_view input) {
   r.id = text(fields, "id");
   if (!valid_sandbox_id(r.id))
     return make_status(errc::corrupt_record, "state record has an invalid id");
-  const char* numeric[] = {"slot", "init_pid", "init_start_time", "uid_base", "ids_count",
-                           "network", "prefix_length"};
+  const char* numeric[] = {"slot",      "init_pid", "init_start_time", "uid_base",
+                           "ids_count", "network",  "prefix_length"};
   uint64_t values[7] = {};
   for (size_t i = 0; i < 7; ++i) {
     auto value = number(fields, numeric[i]);

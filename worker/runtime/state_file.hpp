@@ -19,11 +19,11 @@ namespace airlock::worker {
 struct sandbox_record {
   std::string id;
   uint32_t slot = 0;
-  pid_t init_pid = 0;            ///< 0 while the sandbox is being created
+  pid_t init_pid = 0; ///< 0 while the sandbox is being created
   uint64_t init_start_time = 0;
   uint32_t uid_base = 0;
   uint32_t ids_count = 0;
-  std::string cgroup_driver;     ///< "v1" or "v2"
+  std::string cgroup_driver; ///< "v1" or "v2"
   bool network = false;
   std::string host_interface;
   std::string host_address;

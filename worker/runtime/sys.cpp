@@ -2,8 +2,8 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -72,8 +72,8 @@ status write_control_file(const std::string& path, std::string_view content) {
     return sys_error(errc_from_errno(errno), "open " + path + " for writing", errno);
   ssize_t n = ::write(fd.get(), content.data(), content.size());
   if (n < 0)
-    return sys_error(errc_from_errno(errno),
-                     "write '" + std::string(content) + "' to " + path, errno);
+    return sys_error(errc_from_errno(errno), "write '" + std::string(content) + "' to " + path,
+                     errno);
   if (static_cast<size_t>(n) != content.size())
     return make_status(errc::io_error, "short write to " + path);
   return status::ok();
@@ -268,8 +268,8 @@ status wait_pidfd_exit(int pidfd, uint32_t timeout_ms) {
     if (ready < 0)
       return sys_error(errc::io_error, "poll pidfd", errno);
     if (ready == 0)
-      return make_status(errc::timeout, "process did not exit within "
-                                          + std::to_string(timeout_ms) + " ms");
+      return make_status(errc::timeout,
+                         "process did not exit within " + std::to_string(timeout_ms) + " ms");
     break;
   }
   siginfo_t info{};

@@ -36,8 +36,8 @@ status make_directories(const std::string& path);
 
 /// Outcome of a host tool run by run_command.
 struct command_output {
-  int exit_code = -1;   ///< exit status, or 128+signal
-  std::string text;     ///< stdout and stderr, interleaved, truncated at output_bytes_max
+  int exit_code = -1; ///< exit status, or 128+signal
+  std::string text;   ///< stdout and stderr, interleaved, truncated at output_bytes_max
 };
 
 /// How run_command runs a tool.

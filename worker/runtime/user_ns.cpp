@@ -47,8 +47,7 @@ status write_id_maps(pid_t pid, int pidfd, const id_range& range) {
   // proves that process is still the child we cloned (an unreaped child's
   // pid cannot be reused, and signal 0 fails once it has exited).
   if (::syscall(SYS_pidfd_send_signal, pidfd, 0, nullptr, 0) != 0)
-    return sys_error(errc::internal, "sandbox init exited before its id maps were written",
-                     errno);
+    return sys_error(errc::internal, "sandbox init exited before its id maps were written", errno);
   std::string text = id_map_text(range);
   if (auto written = write_at(proc_dir.get(), "uid_map", text); !written)
     return written;
