@@ -473,6 +473,50 @@ TEST_F(agent, a_background_process_holding_the_output_delays_the_exit_only_brief
   ::kill(background, SIGKILL);
 }
 
+TEST(agent_pid1, as_pid_1_it_reaps_orphans_and_stops_on_sigterm) {
+  auto guest = guest_process::spawn({}, {}, true);
+  if (guest == nullptr)
+    GTEST_SKIP() << "cannot create a pid namespace here";
+  auto& client = guest->client();
+  auto greeting = client.handshake(wait_ms);
+  ASSERT_TRUE(greeting) << greeting.error().message;
+  EXPECT_EQ(greeting->pid, 1);
+  start_request orphan_maker;
+  orphan_maker.shell = "sleep 0.1 >/dev/null 2>&1 & exit 0";
+  orphan_maker.env = {{"PATH", "/usr/bin:/bin"}};
+  auto ran = client.run(orphan_maker, "", wait_ms);
+  ASSERT_TRUE(ran) << ran.error().message;
+  bool reaped = false;
+  for (int attempt = 0; attempt < 200 && !reaped; ++attempt) {
+    auto stats = client.stats(wait_ms);
+    ASSERT_TRUE(stats);
+    reaped = stats->orphans_reaped >= 1;
+    if (!reaped) {
+      EXPECT_EQ(client.next_event(50).code(), errc::timeout);
+    }
+  }
+  EXPECT_TRUE(reaped) << "PID 1 left a zombie";
+  start_request sleeper;
+  sleeper.argv = {"sleep", "100"};
+  auto id = client.start(sleeper);
+  ASSERT_TRUE(id);
+  auto first = client.next_event(wait_ms);
+  ASSERT_TRUE(first && std::holds_alternative<started>(*first));
+  // From the parent namespace, as the worker would stop a sandbox.
+  ASSERT_EQ(::kill(guest->pid(), SIGTERM), 0);
+  std::optional<exited> done;
+  while (!done) {
+    auto event = client.next_event(wait_ms);
+    ASSERT_TRUE(event) << event.error().message;
+    if (auto* e = std::get_if<exited>(&*event))
+      done = *e;
+  }
+  EXPECT_EQ(done->signal, SIGTERM);
+  auto status = guest->wait_exit(wait_ms);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0);
+}
+
 /// Waits (bounded) until `name` appears in `dir`, watching with inotify.
 bool wait_for_entry(const std::string& dir, const std::string& name, int timeout_ms) {
   int watch = ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK);

@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -23,8 +24,11 @@ namespace airlock::guest::testing {
 /// (bounded) for the agent to exit, killing it if it does not.
 class guest_process {
 public:
+  /// With `pid_namespace` the agent is PID 1 of a new pid namespace, as in a
+  /// sandbox; that needs CAP_SYS_ADMIN, so it may return nullptr.
   static std::unique_ptr<guest_process> spawn(std::vector<std::string> extra_args = {},
-                                              client_options options = {}) {
+                                              client_options options = {},
+                                              bool pid_namespace = false) {
     int sv[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
       return nullptr;
@@ -34,7 +38,14 @@ public:
     for (auto& arg : args)
       argv.push_back(arg.data());
     argv.push_back(nullptr);
-    pid_t pid = ::fork();
+    // clone without a stack behaves as fork, and can open a pid namespace.
+    unsigned long flags = SIGCHLD | (pid_namespace ? CLONE_NEWPID : 0);
+    auto pid = static_cast<pid_t>(::syscall(SYS_clone, flags, nullptr, nullptr, nullptr, nullptr));
+    if (pid < 0) {
+      ::close(sv[0]);
+      ::close(sv[1]);
+      return nullptr;
+    }
     if (pid == 0) {
       // dup2 clears close-on-exec; fd 3 is the agent's channel.
       if (sv[1] == 3)
