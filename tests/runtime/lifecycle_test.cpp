@@ -89,6 +89,9 @@ TEST_F(lifecycle, pause_stops_progress_and_resume_restarts_it) {
   auto stats = runtime_->stats(box.handle.id);
   ASSERT_TRUE(stats);
   EXPECT_TRUE(stats->frozen);
+  EXPECT_GT(stats->cpu_usage_ns, 0U) << "the counter used CPU";
+  EXPECT_GT(stats->memory_bytes, 0U);
+  EXPECT_GE(stats->pids_current, 2U) << "init and the counter";
   // The freezer reported FROZEN: no process of the sandbox runs, so every
   // read must see the same value. The reads span real time on purpose.
   uint64_t frozen_value = read_counter(rootfs);

@@ -135,23 +135,30 @@ result<bool> firewall_has(const net_options& o, const std::string& host_if) {
 
 status firewall_remove(const net_options& o, const std::string& host_if,
                        const std::string& sandbox_address) {
-  // Each delete on its own: after a crash either one may already be gone.
-  command_options run{{}, -1, o.command_timeout_ms};
-  run.stdin_text = "delete element inet " + o.nft_table + " sandbox_ifs { " + host_if + " }\n";
-  auto first = run_command({o.nft_path, "-f", "-"}, run);
-  run.stdin_text = "delete element inet " + o.nft_table + " sandbox_src { " + host_if + " . "
-                   + sandbox_address + " }\n";
-  auto second = run_command({o.nft_path, "-f", "-"}, run);
-  if (!first)
-    return first.error();
-  if (!second)
-    return second.error();
+  std::string remove_ifs =
+    "delete element inet " + o.nft_table + " sandbox_ifs { " + host_if + " }\n";
+  std::string remove_src = "delete element inet " + o.nft_table + " sandbox_src { " + host_if
+                           + " . " + sandbox_address + " }\n";
+  // Usual case: both entries exist and go in one transaction (one nft run).
+  command_options run{remove_ifs + remove_src, -1, o.command_timeout_ms};
+  auto both = run_command({o.nft_path, "-f", "-"}, run);
+  if (!both)
+    return both.error();
+  if (both->exit_code == 0)
+    return status::ok();
+  // After a crash either entry may already be gone, which fails the whole
+  // transaction: delete each on its own, then check.
+  for (const std::string& script : {remove_ifs, remove_src}) {
+    run.stdin_text = script;
+    if (auto one = run_command({o.nft_path, "-f", "-"}, run); !one)
+      return one.error();
+  }
   auto present = firewall_has(o, host_if);
   if (!present)
     return present.error();
   if (*present)
     return make_status(errc::io_error,
-                       "nftables entry for " + host_if + " survived its deletion: " + first->text);
+                       "nftables entry for " + host_if + " survived its deletion: " + both->text);
   return status::ok();
 }
 
