@@ -20,7 +20,8 @@ namespace {
 
 std::filesystem::path cache_dir() {
   const char* override_dir = std::getenv("AIRLOCK_TEST_CACHE");
-  std::filesystem::path base = override_dir != nullptr ? override_dir : "/var/tmp/airlock-test-cache";
+  std::filesystem::path base =
+    override_dir != nullptr ? override_dir : "/var/tmp/airlock-test-cache";
   return base / "base";
 }
 
@@ -65,8 +66,8 @@ TEST(base_template, builds_debian_with_python_git_curl_and_bash_once_and_caches_
 
   auto root = (*driver)->template_path("base");
   ASSERT_TRUE(root);
-  for (const char* program : {"usr/bin/python3", "usr/bin/git", "usr/bin/curl", "usr/bin/bash",
-                              "sbin/airlock-guest"})
+  for (const char* program :
+       {"usr/bin/python3", "usr/bin/git", "usr/bin/curl", "usr/bin/bash", "sbin/airlock-guest"})
     EXPECT_TRUE(path_exists(*root / program)) << program;
   EXPECT_EQ(test::run_in_chroot(*root, {"python3", "-c", "print(1)"}), "1");
 

@@ -89,9 +89,7 @@ std::string run_in_chroot(const std::filesystem::path& root, const std::vector<s
   std::string output;
   command_options options;
   options.timeout_ms = 30'000;
-  options.on_line = [&output](std::string_view line) {
-    output += std::string(line) + "\n";
-  };
+  options.on_line = [&output](std::string_view line) { output += std::string(line) + "\n"; };
   auto ran = run_command(full, options);
   if (!ran)
     return "error: " + ran.error().message;

@@ -52,12 +52,13 @@ TEST(apt_sources, finds_the_bookworm_main_uri_in_deb822_format) {
 }
 
 TEST(apt_sources, deb822_honours_enabled_types_continuations_and_case) {
-  auto text = "Types: deb\nURIs: http://off.example/debian\nSuites: bookworm\nComponents: main\n"
-              "Enabled: no\n\n"
-              "Types: deb-src\nURIs: http://src.example/debian\nSuites: bookworm\nComponents: main\n"
-              "\n"
-              "types: deb deb-src\nuris: http://on.example/debian\n  http://second.example/debian\n"
-              "suites: bookworm\ncomponents: contrib\n main\n";
+  auto text =
+    "Types: deb\nURIs: http://off.example/debian\nSuites: bookworm\nComponents: main\n"
+    "Enabled: no\n\n"
+    "Types: deb-src\nURIs: http://src.example/debian\nSuites: bookworm\nComponents: main\n"
+    "\n"
+    "types: deb deb-src\nuris: http://on.example/debian\n  http://second.example/debian\n"
+    "suites: bookworm\ncomponents: contrib\n main\n";
   EXPECT_EQ(find_mirror_in_deb822(text, "bookworm"), "http://on.example/debian");
   EXPECT_EQ(find_mirror_in_deb822(text, "trixie"), std::nullopt);
 }
@@ -71,7 +72,8 @@ TEST(apt_sources, reads_the_host_files_in_apt_order_and_names_them_when_nothing_
                          "Components: main\n"));
   ASSERT_TRUE(write_file(apt / "sources.list.d" / "a.list.disabled",
                          "deb http://disabled.example/debian bookworm main\n"));
-  ASSERT_TRUE(write_file(apt / "sources.list.d" / "a.list", "deb http://a.example/x stable main\n"));
+  ASSERT_TRUE(
+    write_file(apt / "sources.list.d" / "a.list", "deb http://a.example/x stable main\n"));
   auto found = find_host_mirror(apt, "bookworm");
   ASSERT_TRUE(found) << found.error().message;
   EXPECT_EQ(*found, "http://b.example/debian");
@@ -165,8 +167,8 @@ TEST(debootstrap_progress, advances_through_the_phases_monotonically) {
       phases.emplace_back(now.phase);
   }
   EXPECT_EQ(last, 98);
-  std::vector<std::string> expected = {"resolve", "download", "extract", "unpack",
-                                       "configure", "unpack",  "configure", "installed"};
+  std::vector<std::string> expected = {"resolve",   "download", "extract",   "unpack",
+                                       "configure", "unpack",   "configure", "installed"};
   EXPECT_EQ(phases, expected);
 }
 

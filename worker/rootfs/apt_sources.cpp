@@ -38,9 +38,7 @@ std::vector<std::string_view> split_words(std::string_view text) {
   return words;
 }
 
-std::string_view strip_comment(std::string_view line) {
-  return line.substr(0, line.find('#'));
-}
+std::string_view strip_comment(std::string_view line) { return line.substr(0, line.find('#')); }
 
 bool contains(const std::vector<std::string_view>& words, std::string_view word) {
   return std::find(words.begin(), words.end(), word) != words.end();
@@ -132,12 +130,12 @@ std::optional<std::string> find_mirror_in_deb822(std::string_view text, std::str
       continue;
     auto key = lower(trim(line.substr(0, colon)));
     auto value = std::string(trim(line.substr(colon + 1)));
-    last = key == "types" ? &current.types
-           : key == "uris" ? &current.uris
-           : key == "suites" ? &current.suites
+    last = key == "types"        ? &current.types
+           : key == "uris"       ? &current.uris
+           : key == "suites"     ? &current.suites
            : key == "components" ? &current.components
-           : key == "enabled" ? &current.enabled
-                              : nullptr;
+           : key == "enabled"    ? &current.enabled
+                                 : nullptr;
     if (last != nullptr)
       *last = value;
   }
@@ -167,8 +165,10 @@ result<std::string> find_host_mirror(const std::filesystem::path& apt_dir, std::
       return *found;
   }
   return make_status(errc::not_found,
-                     "no Debian '" + std::string(suite) + "' main source in the host's apt "
-                       "configuration (read:" + (read.empty() ? std::string(" nothing") : read)
+                     "no Debian '" + std::string(suite)
+                       + "' main source in the host's apt "
+                         "configuration (read:"
+                       + (read.empty() ? std::string(" nothing") : read)
                        + "); set template_options.mirror, e.g. http://deb.debian.org/debian");
 }
 

@@ -26,13 +26,13 @@ std::filesystem::path with_suffix(const std::filesystem::path& dir, std::string_
 } // namespace
 
 btrfs_driver::btrfs_driver(const rootfs_options& options)
-  : options_(options), root_(options.data_dir / "rootfs"),
-    image_(options.data_dir / "rootfs.img") {}
+    : options_(options), root_(options.data_dir / "rootfs"),
+      image_(options.data_dir / "rootfs.img") {}
 
 result<std::unique_ptr<btrfs_driver>> btrfs_driver::open(const rootfs_options& options) {
   if (!options.data_dir.is_absolute())
-    return make_status(errc::invalid_argument,
-                       "data_dir must be an absolute path, got '" + options.data_dir.string() + "'");
+    return make_status(errc::invalid_argument, "data_dir must be an absolute path, got '"
+                                                 + options.data_dir.string() + "'");
   std::unique_ptr<btrfs_driver> driver(new btrfs_driver(options));
   if (auto prepared = driver->prepare(); !prepared)
     return prepared;
@@ -139,8 +139,8 @@ result<std::filesystem::path> btrfs_driver::template_path(std::string_view name)
 status btrfs_driver::delete_template(std::string_view name) {
   if (auto valid = check_name("template name", name); !valid)
     return valid;
-  for (auto path : {with_suffix(templates_dir(), name, staging_suffix),
-                    templates_dir() / std::string(name)})
+  for (auto path :
+       {with_suffix(templates_dir(), name, staging_suffix), templates_dir() / std::string(name)})
     if (auto deleted = btrfs_delete_subvolume(path); !deleted)
       return deleted;
   auto manifest = with_suffix(templates_dir(), name, manifest_suffix);
@@ -235,7 +235,7 @@ status btrfs_driver::delete_checkpoint(std::string_view checkpoint_id) {
 }
 
 result<std::vector<std::string>> btrfs_driver::list_subvolumes(const std::filesystem::path& dir,
-                                                              bool sealed_only) const {
+                                                               bool sealed_only) const {
   auto names = list_dir(dir);
   if (!names)
     return names.error();

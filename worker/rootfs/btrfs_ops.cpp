@@ -29,8 +29,8 @@ result<unique_fd> open_dir(const std::filesystem::path& path) {
 
 status copy_name(char* target, size_t capacity, std::string_view name) {
   if (name.empty() || name.size() >= capacity || name.find('/') != std::string_view::npos)
-    return make_status(errc::invalid_argument,
-                       "subvolume name '" + std::string(name) + "' is empty, too long or has a '/'");
+    return make_status(errc::invalid_argument, "subvolume name '" + std::string(name)
+                                                 + "' is empty, too long or has a '/'");
   std::memcpy(target, name.data(), name.size());
   target[name.size()] = '\0';
   return status::ok();

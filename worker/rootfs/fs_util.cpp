@@ -62,8 +62,8 @@ result<unique_fd> open_fd(const std::filesystem::path& path, int flags, mode_t m
 status make_dirs(const std::filesystem::path& path, mode_t mode) {
   std::string current;
   for (const auto& part : path) {
-    current = current.empty() || current == "/" ? current + part.string()
-                                                 : current + "/" + part.string();
+    current =
+      current.empty() || current == "/" ? current + part.string() : current + "/" + part.string();
     if (part == "/" || current.empty())
       continue;
     if (::mkdir(current.c_str(), mode) != 0 && errno != EEXIST)
@@ -156,7 +156,8 @@ std::string unescape_octal(std::string_view text) {
     if (text[i] == '\\' && i + 3 < text.size()) {
       auto digits = text.substr(i + 1, 3);
       if (std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '7'; })) {
-        out += static_cast<char>((digits[0] - '0') * 64 + (digits[1] - '0') * 8 + (digits[2] - '0'));
+        out +=
+          static_cast<char>((digits[0] - '0') * 64 + (digits[1] - '0') * 8 + (digits[2] - '0'));
         i += 3;
         continue;
       }
@@ -197,8 +198,8 @@ std::vector<mount_entry> parse_mountinfo(std::string_view text) {
     auto dash = std::find(fields.begin(), fields.end(), "-");
     if (fields.size() < 5 || dash == fields.end() || fields.end() - dash < 3)
       continue;
-    mounts.push_back(mount_entry{unescape_octal(fields[4]), std::string(dash[1]),
-                                 unescape_octal(dash[2])});
+    mounts.push_back(
+      mount_entry{unescape_octal(fields[4]), std::string(dash[1]), unescape_octal(dash[2])});
   }
   return mounts;
 }

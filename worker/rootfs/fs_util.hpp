@@ -59,8 +59,7 @@ status write_file_atomic(const std::filesystem::path& path, std::string_view con
                          mode_t mode = 0644);
 
 /// Writes `contents` to `path` (created or truncated).
-status write_file(const std::filesystem::path& path, std::string_view contents,
-                  mode_t mode = 0644);
+status write_file(const std::filesystem::path& path, std::string_view contents, mode_t mode = 0644);
 
 /// The whole file; not_found when absent.
 result<std::string> read_file(const std::filesystem::path& path, size_t bytes_max = 1 << 20);
@@ -93,9 +92,9 @@ status remove_tree(const std::filesystem::path& path, uint32_t timeout_ms = 600'
 /// Apparent size and block usage of a tree, best effort (entries deeper than
 /// PATH_MAX are skipped); does not cross mounts.
 struct tree_size {
-  uint64_t apparent_bytes = 0; ///< sum of regular file sizes
+  uint64_t apparent_bytes = 0;  ///< sum of regular file sizes
   uint64_t allocated_bytes = 0; ///< sum of st_blocks * 512
-  uint64_t files = 0;          ///< entries of any type
+  uint64_t files = 0;           ///< entries of any type
 };
 result<tree_size> measure_tree(const std::filesystem::path& path);
 

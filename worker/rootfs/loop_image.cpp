@@ -57,11 +57,10 @@ status create_image(const loop_image_options& options) {
   command_options run;
   run.timeout_ms = options.mkfs_timeout_ms;
   // Single profiles: duplicating metadata inside one image file buys nothing.
-  auto formatted =
-    run_checked("formatting the btrfs image " + partial.string(),
-                {options.mkfs_btrfs, "-q", "-f", "-m", "single", "-d", "single", "-L",
-                 "airlock-rootfs", partial.string()},
-                run);
+  auto formatted = run_checked("formatting the btrfs image " + partial.string(),
+                               {options.mkfs_btrfs, "-q", "-f", "-m", "single", "-d", "single",
+                                "-L", "airlock-rootfs", partial.string()},
+                               run);
   if (!formatted) {
     ::unlink(partial.c_str());
     if (formatted.code == errc::not_found)
@@ -84,8 +83,7 @@ status configure_loop(int loop_fd, int image_fd, const std::filesystem::path& im
   config.fd = static_cast<uint32_t>(image_fd);
   config.info.lo_flags = LO_FLAGS_AUTOCLEAR;
   auto name = image.string();
-  std::strncpy(reinterpret_cast<char*>(config.info.lo_file_name), name.c_str(),
-               LO_NAME_SIZE - 1);
+  std::strncpy(reinterpret_cast<char*>(config.info.lo_file_name), name.c_str(), LO_NAME_SIZE - 1);
   if (::ioctl(loop_fd, LOOP_CONFIGURE, &config) == 0)
     return status::ok();
   if (errno != EINVAL && errno != ENOTTY)
@@ -149,10 +147,11 @@ status mount_image(const loop_image_options& options, loop_image_state& state) {
 
 result<loop_image_state> ensure_image_mounted(const loop_image_options& options) {
   if (options.image.empty() || options.mount_point.empty())
-    return make_status(errc::invalid_argument, "the btrfs image needs an image path and a mount point");
+    return make_status(errc::invalid_argument,
+                       "the btrfs image needs an image path and a mount point");
   if (options.size_mb < image_size_mb_min)
-    return make_status(errc::invalid_argument, "image_size_mb must be at least "
-                                                 + std::to_string(image_size_mb_min));
+    return make_status(errc::invalid_argument,
+                       "image_size_mb must be at least " + std::to_string(image_size_mb_min));
   if (auto made = make_dirs(options.mount_point); !made)
     return made;
   loop_image_state state;
@@ -208,8 +207,8 @@ status unmount_image(const std::filesystem::path& image, const std::filesystem::
   for (int layer = 0; layer < 8 && mount_at(mount_point); ++layer) {
     if (::umount2(mount_point.c_str(), UMOUNT_NOFOLLOW) != 0) {
       if (errno == EBUSY)
-        return make_status(errc::wrong_state,
-                           mount_point.string() + " is still in use (a sandbox or a shell has "
+        return make_status(errc::wrong_state, mount_point.string()
+                                                + " is still in use (a sandbox or a shell has "
                                                   "files open in it); stop them and retry");
       return errno_status("cannot unmount " + mount_point.string());
     }

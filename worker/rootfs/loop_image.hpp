@@ -30,9 +30,9 @@ struct loop_image_options {
 
 /// What ensure_image_mounted() found or did.
 struct loop_image_state {
-  bool created = false;         ///< the image was created and formatted now
-  bool mounted_now = false;     ///< this call mounted it (else it already was)
-  std::string loop_device;      ///< /dev/loopN backing the mount, when known
+  bool created = false;     ///< the image was created and formatted now
+  bool mounted_now = false; ///< this call mounted it (else it already was)
+  std::string loop_device;  ///< /dev/loopN backing the mount, when known
 };
 
 /// Makes sure a btrfs file system from `options.image` is mounted at

@@ -46,14 +46,15 @@ std::string join_layers(const std::vector<std::filesystem::path>& lowers, char s
 } // namespace
 
 overlay_driver::overlay_driver(const rootfs_options& options)
-  : options_(options), root_(options.data_dir / "overlay") {}
+    : options_(options), root_(options.data_dir / "overlay") {}
 
 result<std::unique_ptr<overlay_driver>> overlay_driver::open(const rootfs_options& options) {
   auto dir = options.data_dir.string();
   if (!options.data_dir.is_absolute() || dir.find_first_of(":,\\") != std::string::npos)
     return make_status(errc::invalid_argument,
                        "data_dir must be an absolute path without ':', ',' or '\\' (overlay mount "
-                       "options cannot carry them), got '" + dir + "'");
+                       "options cannot carry them), got '"
+                         + dir + "'");
   std::unique_ptr<overlay_driver> driver(new overlay_driver(options));
   if (auto prepared = driver->prepare(); !prepared)
     return prepared;
@@ -134,7 +135,8 @@ status overlay_driver::delete_template(std::string_view name) {
   auto final_path = templates_dir() / std::string(name);
   if (auto unused = check_unused(final_path, "template '" + std::string(name) + "'"); !unused)
     return unused;
-  for (auto path : {templates_dir() / (std::string(name) + std::string(staging_suffix)), final_path})
+  for (auto path :
+       {templates_dir() / (std::string(name) + std::string(staging_suffix)), final_path})
     if (auto removed = remove_tree(path, options_.command_timeout_ms); !removed)
       return removed;
   auto manifest = templates_dir() / (std::string(name) + std::string(manifest_suffix));
@@ -160,7 +162,8 @@ status overlay_driver::mount_sandbox(const std::filesystem::path& dir, const lay
                                             + " is missing; delete this sandbox");
   // No redirects or metacopy: an upper directory copied into a checkpoint must
   // stand on its own as a lower layer.
-  std::string data = "lowerdir=" + join_layers(lowers, ':') + ",upperdir=" + (dir / "upper").string()
+  std::string data = "lowerdir=" + join_layers(lowers, ':')
+                     + ",upperdir=" + (dir / "upper").string()
                      + ",workdir=" + (dir / "work").string() + ",redirect_dir=off,metacopy=off";
   if (data.size() > mount_options_bytes_max)
     return make_status(errc::resource_exhausted,
@@ -197,7 +200,8 @@ result<std::filesystem::path> overlay_driver::make_sandbox(std::string_view sand
   auto dir = sandbox_dir(sandbox_id);
   if (::mkdir(dir.c_str(), 0700) != 0) {
     if (errno == EEXIST)
-      return make_status(errc::already_exists, "sandbox '" + std::string(sandbox_id) + "' already exists");
+      return make_status(errc::already_exists,
+                         "sandbox '" + std::string(sandbox_id) + "' already exists");
     return errno_status("cannot create " + dir.string());
   }
   status made = status::ok();
@@ -259,7 +263,8 @@ status overlay_driver::checkpoint(std::string_view sandbox_id, std::string_view 
              : lowers.error();
   auto target = checkpoint_dir(checkpoint_id);
   if (path_exists(target))
-    return make_status(errc::already_exists, "checkpoint '" + std::string(checkpoint_id) + "' already exists");
+    return make_status(errc::already_exists,
+                       "checkpoint '" + std::string(checkpoint_id) + "' already exists");
   auto partial = target;
   partial += std::string(partial_suffix);
   if (auto removed = remove_tree(partial, options_.command_timeout_ms); !removed)
@@ -269,10 +274,10 @@ status overlay_driver::checkpoint(std::string_view sandbox_id, std::string_view 
   command_options copy;
   copy.timeout_ms = options_.command_timeout_ms;
   // cp -a keeps whiteouts (0/0 character devices) and the overlay xattrs.
-  auto copied = run_checked("copying the upper directory of sandbox " + std::string(sandbox_id),
-                            {"cp", "-a", "--reflink=auto", "--", (source / "upper").string(),
-                             (partial / "upper").string()},
-                            copy);
+  auto copied = run_checked(
+    "copying the upper directory of sandbox " + std::string(sandbox_id),
+    {"cp", "-a", "--reflink=auto", "--", (source / "upper").string(), (partial / "upper").string()},
+    copy);
   if (copied)
     copied = write_file_atomic(partial / "lowers", join_layers(*lowers, '\n') + "\n");
   if (copied && ::rename(partial.c_str(), target.c_str()) != 0)
@@ -282,7 +287,8 @@ status overlay_driver::checkpoint(std::string_view sandbox_id, std::string_view 
   return copied;
 }
 
-result<std::filesystem::path> overlay_driver::checkpoint_path(std::string_view checkpoint_id) const {
+result<std::filesystem::path>
+overlay_driver::checkpoint_path(std::string_view checkpoint_id) const {
   if (auto valid = check_name("checkpoint id", checkpoint_id); !valid)
     return valid;
   auto dir = checkpoint_dir(checkpoint_id);
@@ -320,7 +326,8 @@ status overlay_driver::delete_sandbox(std::string_view sandbox_id) {
   return remove_tree(dir, options_.command_timeout_ms);
 }
 
-status overlay_driver::check_unused(const std::filesystem::path& layer, std::string_view what) const {
+status overlay_driver::check_unused(const std::filesystem::path& layer,
+                                    std::string_view what) const {
   for (const char* kind : {"sandboxes", "checkpoints"}) {
     auto names = list_dir(root_ / kind);
     if (!names)

@@ -132,8 +132,8 @@ result<pid_t> spawn(const std::string& program, std::vector<std::string>& argv,
   posix_spawnattr_setsigdefault(&attr, &all);
   // Its own process group, so that a kill reaches everything it started.
   posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK
-                                    | POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   auto args = c_strings(argv);
   auto envp = c_strings(env);
   pid_t pid = -1;
@@ -283,9 +283,8 @@ status run_checked(std::string_view what, const std::vector<std::string>& argv,
     return status::ok();
   std::string how = ran->signal != 0 ? "was killed by signal " + std::to_string(ran->signal)
                                      : "exited with " + std::to_string(ran->exit_code);
-  return make_status(errc::io_error, std::string(what) + " failed: `" + command_line(argv)
-                                       + "` " + how + "; its output ended with:\n"
-                                       + ran->output_tail);
+  return make_status(errc::io_error, std::string(what) + " failed: `" + command_line(argv) + "` "
+                                       + how + "; its output ended with:\n" + ran->output_tail);
 }
 
 } // namespace airlock::worker

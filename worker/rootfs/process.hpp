@@ -35,9 +35,9 @@ struct command_options {
 };
 
 struct command_result {
-  int exit_code = -1;       ///< exit status, or -1 when killed by a signal
-  int signal = 0;           ///< the signal that ended it, or 0
-  std::string output_tail;  ///< the end of stdout+stderr
+  int exit_code = -1;      ///< exit status, or -1 when killed by a signal
+  int signal = 0;          ///< the signal that ended it, or 0
+  std::string output_tail; ///< the end of stdout+stderr
 
   bool succeeded() const noexcept { return exit_code == 0; }
 };

@@ -100,9 +100,8 @@ public:
   /// `disk_mb` MiB as seen from inside (template data included; 0 = no
   /// limit). Returns the root directory to pivot into. already_exists when the
   /// id is taken, not_found without the template.
-  virtual result<std::filesystem::path> create_sandbox(std::string_view sandbox_id,
-                                                       std::string_view template_name,
-                                                       uint64_t disk_mb) = 0;
+  virtual result<std::filesystem::path>
+  create_sandbox(std::string_view sandbox_id, std::string_view template_name, uint64_t disk_mb) = 0;
 
   /// The root directory of an existing sandbox, re-mounting it if the host
   /// rebooted since (overlay). not_found when there is no such sandbox.
@@ -122,8 +121,7 @@ public:
   /// both then diverge independently. Same limits and errors as
   /// create_sandbox.
   virtual result<std::filesystem::path> fork(std::string_view checkpoint_id,
-                                             std::string_view new_sandbox_id,
-                                             uint64_t disk_mb) = 0;
+                                             std::string_view new_sandbox_id, uint64_t disk_mb) = 0;
 
   /// Deletes the sandbox's files (and anything left mounted inside them).
   /// The sandbox's processes must be gone. Idempotent.

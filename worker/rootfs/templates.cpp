@@ -73,12 +73,14 @@ result<bool> is_static_elf(const std::filesystem::path& path) {
     return fd.error();
   Elf64_Ehdr header{};
   if (::pread(fd->get(), &header, sizeof header, 0) != static_cast<ssize_t>(sizeof header)
-      || std::memcmp(header.e_ident, ELFMAG, SELFMAG) != 0 || header.e_ident[EI_CLASS] != ELFCLASS64)
+      || std::memcmp(header.e_ident, ELFMAG, SELFMAG) != 0
+      || header.e_ident[EI_CLASS] != ELFCLASS64)
     return make_status(errc::invalid_argument, path.string() + " is not a 64-bit ELF executable");
   for (uint16_t i = 0; i < header.e_phnum; ++i) {
     Elf64_Phdr program{};
     auto offset = static_cast<off_t>(header.e_phoff + uint64_t{i} * header.e_phentsize);
-    if (::pread(fd->get(), &program, sizeof program, offset) != static_cast<ssize_t>(sizeof program))
+    if (::pread(fd->get(), &program, sizeof program, offset)
+        != static_cast<ssize_t>(sizeof program))
       return make_status(errc::invalid_argument, path.string() + " has a truncated ELF header");
     if (program.p_type == PT_INTERP)
       return false;
@@ -89,13 +91,13 @@ result<bool> is_static_elf(const std::filesystem::path& path) {
 status install_busybox(const std::filesystem::path& dir, const template_options& options) {
   auto is_static = is_static_elf(options.busybox);
   if (!is_static)
-    return make_status(is_static.code(), is_static.error().message
-                                           + " (install the busybox-static package)");
+    return make_status(is_static.code(),
+                       is_static.error().message + " (install the busybox-static package)");
   if (!*is_static)
-    return make_status(errc::invalid_argument,
-                       options.busybox.string() + " is dynamically linked; install the "
-                                                  "busybox-static package or point "
-                                                  "template_options.busybox at a static busybox");
+    return make_status(errc::invalid_argument, options.busybox.string()
+                                                 + " is dynamically linked; install the "
+                                                   "busybox-static package or point "
+                                                   "template_options.busybox at a static busybox");
   return copy_executable(options.busybox, dir / "bin" / "busybox");
 }
 
@@ -108,7 +110,8 @@ result<int> link_applets(const std::filesystem::path& dir, const template_option
     if (!line.empty())
       applets.emplace_back(line);
   };
-  if (auto listed = run_checked("listing busybox applets", {options.busybox.string(), "--list-full"}, run);
+  if (auto listed =
+        run_checked("listing busybox applets", {options.busybox.string(), "--list-full"}, run);
       !listed)
     return listed;
   int linked = 0;
@@ -133,10 +136,10 @@ status write_minimal_files(const std::filesystem::path& dir) {
     const char* path;
     mode_t mode;
   };
-  for (auto [path, mode] : {directory{"etc", 0755}, directory{"root", 0700},
-                            directory{"tmp", 01777}, directory{"var/tmp", 01777},
-                            directory{"proc", 0555}, directory{"sys", 0555}, directory{"dev", 0755},
-                            directory{"run", 0755}, directory{"home", 0755}}) {
+  for (auto [path, mode] :
+       {directory{"etc", 0755}, directory{"root", 0700}, directory{"tmp", 01777},
+        directory{"var/tmp", 01777}, directory{"proc", 0555}, directory{"sys", 0555},
+        directory{"dev", 0755}, directory{"run", 0755}, directory{"home", 0755}}) {
     if (auto made = make_dirs(dir / path, mode); !made)
       return made;
     // mkdir applies the umask; the sticky world-writable bits must be exact.
@@ -171,6 +174,20 @@ std::string join(const std::vector<std::string>& items, char separator) {
   for (const auto& item : items)
     out += (out.empty() ? "" : std::string(1, separator)) + item;
   return out;
+}
+
+// debootstrap leaves the .deb files it installed (about 60 MB for base) in
+// apt's cache; every sandbox would carry them. Same as `apt-get clean`.
+status remove_downloaded_packages(const std::filesystem::path& dir) {
+  auto archives = dir / "var" / "cache" / "apt" / "archives";
+  auto names = list_dir(archives);
+  if (!names)
+    return names.code() == errc::not_found ? status::ok() : names.error();
+  for (const auto& name : *names)
+    if (name.size() > 4 && name.compare(name.size() - 4, 4, ".deb") == 0
+        && ::unlink((archives / name).c_str()) != 0)
+      return errno_status("cannot delete " + (archives / name).string());
+  return status::ok();
 }
 
 std::string describe_source(std::string_view name, const template_options& options) {
@@ -213,7 +230,8 @@ result<template_manifest> parse_manifest(std::string_view text) {
     return make_status(errc::unsupported_version,
                        "template manifest format " + std::to_string(out.format_version)
                          + " is newer than this airlock understands; rebuild the template");
-  if (!has("name", &nlohmann::json::is_string) || !has("created_unix_s", &nlohmann::json::is_number_integer)
+  if (!has("name", &nlohmann::json::is_string)
+      || !has("created_unix_s", &nlohmann::json::is_number_integer)
       || !has("size_bytes", &nlohmann::json::is_number_unsigned)
       || !has("source", &nlohmann::json::is_string))
     return make_status(errc::corrupt_record,
@@ -229,7 +247,8 @@ result<template_manifest> parse_manifest(std::string_view text) {
   return out;
 }
 
-std::filesystem::path manifest_path(const std::filesystem::path& templates_dir, std::string_view name) {
+std::filesystem::path manifest_path(const std::filesystem::path& templates_dir,
+                                    std::string_view name) {
   return templates_dir / (std::string(name) + ".manifest.json");
 }
 
@@ -283,7 +302,8 @@ debootstrap_progress::report debootstrap_progress::feed(std::string_view line) {
     advance(55, 97, unpacked_ + configured_, installed_total);
   } else if (starts_with(message, "Configuring")) {
     enter("configure", 55);
-    if (!starts_with(message, "Configuring required") && !starts_with(message, "Configuring the base"))
+    if (!starts_with(message, "Configuring required")
+        && !starts_with(message, "Configuring the base"))
       ++configured_;
     advance(55, 97, unpacked_ + configured_, installed_total);
   } else if (starts_with(message, "Base system installed")) {
@@ -334,8 +354,8 @@ status probe_mirror(std::string_view mirror, std::string_view suite, uint32_t ti
     return status::ok(); // no wget to ask; debootstrap will tell
   if (probed && probed->succeeded())
     return status::ok();
-  std::string why = probed ? "wget exited with " + std::to_string(probed->exit_code)
-                           : probed.error().message;
+  std::string why =
+    probed ? "wget exited with " + std::to_string(probed->exit_code) : probed.error().message;
   return make_status(errc::unavailable, "the Debian mirror " + std::string(mirror)
                                           + " does not answer for " + url + " (" + why
                                           + "); check the network or proxy, or set "
@@ -354,7 +374,8 @@ status populate_base(const std::filesystem::path& dir, const template_options& o
     mirror = *found;
   }
   report(control, "probe", 0, mirror);
-  if (auto reachable = probe_mirror(mirror, options.suite, options.mirror_probe_timeout_ms); !reachable)
+  if (auto reachable = probe_mirror(mirror, options.suite, options.mirror_probe_timeout_ms);
+      !reachable)
     return reachable;
   debootstrap_progress parser;
   command_options run;
@@ -366,11 +387,11 @@ status populate_base(const std::filesystem::path& dir, const template_options& o
     auto now = parser.feed(line);
     report(control, now.phase, now.percent, line);
   };
-  auto bootstrapped = run_checked(
-    "debootstrap of " + options.suite + " from " + mirror,
-    {options.debootstrap, "--variant=minbase", "--include=" + join(options.base_packages, ','),
-     options.suite, dir.string(), mirror},
-    run);
+  auto bootstrapped = run_checked("debootstrap of " + options.suite + " from " + mirror,
+                                  {options.debootstrap, "--variant=minbase",
+                                   "--include=" + join(options.base_packages, ','), options.suite,
+                                   dir.string(), mirror},
+                                  run);
   // debootstrap mounts /proc and /sys inside; a killed run leaves them there.
   auto unmounted = unmount_below(dir);
   if (!bootstrapped)
@@ -379,6 +400,8 @@ status populate_base(const std::filesystem::path& dir, const template_options& o
     return unmounted;
   if (auto written = write_file(dir / "etc" / "hostname", "airlock\n"); !written)
     return written;
+  if (auto cleaned = remove_downloaded_packages(dir); !cleaned)
+    return cleaned;
   report(control, "guest", 99);
   return install_guest(dir, options);
 }
@@ -405,8 +428,8 @@ result<template_manifest> template_builder::manifest(std::string_view name) cons
 result<template_manifest> template_builder::ensure(std::string_view name,
                                                    const build_control& control) {
   if (!is_known(name))
-    return make_status(errc::invalid_argument, "unknown template '" + std::string(name)
-                                                 + "'; known: minimal, base");
+    return make_status(errc::invalid_argument,
+                       "unknown template '" + std::string(name) + "'; known: minimal, base");
   if (driver_.has_template(name)) {
     if (auto cached = manifest(name)) {
       report(control, "cached", 100);
@@ -421,13 +444,12 @@ result<template_manifest> template_builder::ensure(std::string_view name,
 result<template_manifest> template_builder::rebuild(std::string_view name,
                                                     const build_control& control) {
   if (!is_known(name))
-    return make_status(errc::invalid_argument, "unknown template '" + std::string(name)
-                                                 + "'; known: minimal, base");
+    return make_status(errc::invalid_argument,
+                       "unknown template '" + std::string(name) + "'; known: minimal, base");
   if (auto deleted = driver_.delete_template(name); !deleted)
     return deleted;
   return build(name, control);
 }
-
 
 result<template_manifest> template_builder::build(std::string_view name,
                                                   const build_control& control) {
@@ -457,8 +479,8 @@ result<template_manifest> template_builder::build(std::string_view name,
     manifest.source = describe_source(name, options);
     manifest.guest_binary = options.guest_binary.string();
     report(control, "seal", 99);
-    built = write_file_atomic(manifest_path(driver_.templates_dir(), name),
-                              manifest_to_json(manifest));
+    built =
+      write_file_atomic(manifest_path(driver_.templates_dir(), name), manifest_to_json(manifest));
   }
   if (built)
     built = driver_.seal_template(name);

@@ -48,8 +48,8 @@ struct template_options {
   std::filesystem::path apt_dir = "/etc/apt";
   /// Packages `base` adds to minbase.
   /// Default: bash, coreutils, python3, git, curl, ca-certificates.
-  std::vector<std::string> base_packages = {"bash",    "coreutils", "python3",
-                                            "git",     "curl",      "ca-certificates"};
+  std::vector<std::string> base_packages = {"bash", "coreutils", "python3",
+                                            "git",  "curl",      "ca-certificates"};
   /// Bound on the whole debootstrap run. Default: 1800000 (30 min).
   uint32_t debootstrap_timeout_ms = 1'800'000;
   /// Bound on the quick reachability check of the mirror before debootstrap.
@@ -86,7 +86,8 @@ std::string manifest_to_json(const template_manifest& manifest);
 result<template_manifest> parse_manifest(std::string_view json);
 
 /// The manifest file of template `name` under a driver's templates_dir.
-std::filesystem::path manifest_path(const std::filesystem::path& templates_dir, std::string_view name);
+std::filesystem::path manifest_path(const std::filesystem::path& templates_dir,
+                                    std::string_view name);
 
 /// Turns debootstrap's "I: ..." lines into phases and an overall percentage.
 /// debootstrap announces no package count up front, so the download phase
@@ -95,7 +96,7 @@ std::filesystem::path manifest_path(const std::filesystem::path& templates_dir, 
 class debootstrap_progress {
 public:
   explicit debootstrap_progress(uint32_t expected_packages = 150)
-    : expected_packages_(expected_packages) {}
+      : expected_packages_(expected_packages) {}
 
   struct report {
     std::string_view phase;
@@ -135,7 +136,7 @@ class template_builder {
 public:
   /// `driver` must outlive the builder.
   template_builder(rootfs_driver& driver, template_options options)
-    : driver_(driver), options_(std::move(options)) {}
+      : driver_(driver), options_(std::move(options)) {}
 
   /// The names this builder knows: "minimal" and "base".
   static bool is_known(std::string_view name) noexcept;
