@@ -277,5 +277,46 @@ TEST_F(btrfs_driver_test, make_rootfs_driver_picks_btrfs_by_default) {
   EXPECT_EQ((*driver)->kind(), "btrfs");
 }
 
+TEST_F(btrfs_driver_test, a_data_dir_already_on_btrfs_is_used_natively_without_an_image) {
+  rootfs_options native = options_;
+  native.data_dir = driver_->root() / "native";
+  auto opened = btrfs_driver::open(native);
+  ASSERT_TRUE(opened) << opened.error().message;
+  auto& driver = **opened;
+  EXPECT_FALSE(driver.uses_image());
+  EXPECT_FALSE(path_exists(native.data_dir / "rootfs.img"));
+  auto staging = driver.create_template("t1");
+  ASSERT_TRUE(staging) << staging.error().message;
+  ASSERT_TRUE(driver.seal_template("t1"));
+  auto sandbox = driver.create_sandbox("s1", "t1", 16);
+  ASSERT_TRUE(sandbox) << sandbox.error().message;
+  EXPECT_TRUE(is_btrfs_subvolume(*sandbox));
+  auto usage = driver.usage("s1");
+  ASSERT_TRUE(usage) << usage.error().message;
+  EXPECT_EQ(usage->limit_bytes, 16u << 20);
+  EXPECT_TRUE(driver.detach()) << "nothing to detach on native btrfs";
+  ASSERT_TRUE(driver.delete_sandbox("s1"));
+  ASSERT_TRUE(driver.delete_template("t1"));
+}
+
+TEST(make_rootfs_driver, falls_back_to_overlay_when_btrfs_cannot_be_had) {
+  if (auto reason = test::overlay_unavailable_reason())
+    GTEST_SKIP() << *reason;
+  test::scratch_dir scratch;
+  rootfs_options options;
+  options.data_dir = scratch.path() / "data";
+  options.mkfs_btrfs = "/nonexistent/mkfs.btrfs"; // as on a host without btrfs-progs
+  options.image_size_mb = 512;
+  options.kind = rootfs_kind::btrfs;
+  auto forced = make_rootfs_driver(options);
+  ASSERT_FALSE(forced);
+  EXPECT_EQ(forced.code(), errc::unavailable) << forced.error().message;
+  EXPECT_FALSE(path_exists(options.data_dir / "rootfs.img"));
+  options.kind = rootfs_kind::automatic;
+  auto driver = make_rootfs_driver(options);
+  ASSERT_TRUE(driver) << driver.error().message;
+  EXPECT_EQ((*driver)->kind(), "overlay");
+}
+
 } // namespace
 } // namespace airlock::worker
