@@ -69,7 +69,9 @@ public:
   result<guest_message> next_event(int timeout_ms);
 
   /// Starts `request`, sends `input` (then closes stdin when request.stdin_open)
-  /// and collects output until the process exits.
+  /// and collects output until the process exits. Output is taken only after
+  /// all input was sent: for inputs larger than the stdin window plus what the
+  /// process's pipes hold, drive the stream with write_stdin/next_event instead.
   result<run_result> run(start_request request, std::string_view input, int timeout_ms);
 
   /// Like run() without stdin, but counts output instead of keeping it: for
