@@ -221,6 +221,8 @@ TEST_F(btrfs_driver_test, delete_removes_sandboxes_with_nested_and_read_only_sub
   ASSERT_TRUE(btrfs_create_subvolume(*sandbox / "data", "inner"));
   ASSERT_TRUE(btrfs_create_subvolume(*sandbox / "data" / "inner", "deeper"));
   ASSERT_TRUE(write_file(*sandbox / "data" / "inner" / "deeper" / "f", "x"));
+  // A read-only subvolume with one nested inside must be made writable to empty it.
+  ASSERT_TRUE(btrfs_set_read_only(*sandbox / "data" / "inner", true));
   ASSERT_TRUE(btrfs_snapshot(*sandbox / "data" / "inner", *sandbox, "frozen", true));
   ASSERT_TRUE(driver_->checkpoint("s1", "c1"));
   auto deleted = driver_->delete_sandbox("s1");

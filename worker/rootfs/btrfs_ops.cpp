@@ -36,26 +36,29 @@ status copy_name(char* target, size_t capacity, std::string_view name) {
   return status::ok();
 }
 
+// A subvolume nested in another: the directory holding it, relative to the
+// outer subvolume's root, and its name there.
 struct child_subvolume {
-  std::filesystem::path path;
+  std::string dir;
+  std::string name;
 };
 
 // The subvolumes directly nested in the subvolume open at `fd`.
-result<std::vector<child_subvolume>> nested_subvolumes(int fd, const std::filesystem::path& base) {
+result<std::vector<child_subvolume>> nested_subvolumes(int fd, const std::filesystem::path& shown) {
   std::vector<child_subvolume> children;
   btrfs_ioctl_get_subvol_rootref_args refs{};
   for (;;) {
     int rc = ::ioctl(fd, BTRFS_IOC_GET_SUBVOL_ROOTREF, &refs);
     if (rc != 0 && errno != EOVERFLOW)
-      return errno_status("cannot list the subvolumes nested in " + base.string());
+      return errno_status("cannot list the subvolumes nested in " + shown.string());
     bool more = rc != 0;
     for (int i = 0; i < refs.num_items; ++i) {
       btrfs_ioctl_ino_lookup_user_args lookup{};
       lookup.dirid = refs.rootref[i].dirid;
       lookup.treeid = refs.rootref[i].treeid;
       if (::ioctl(fd, BTRFS_IOC_INO_LOOKUP_USER, &lookup) != 0)
-        return errno_status("cannot find the path of a subvolume nested in " + base.string());
-      children.push_back({base / lookup.path / lookup.name});
+        return errno_status("cannot find the path of a subvolume nested in " + shown.string());
+      children.push_back({lookup.path, lookup.name});
     }
     if (!more)
       return children;
@@ -63,53 +66,90 @@ result<std::vector<child_subvolume>> nested_subvolumes(int fd, const std::filesy
   }
 }
 
-status destroy_one(const std::filesystem::path& path) {
-  auto parent = open_dir(path.parent_path());
-  if (!parent)
-    return parent.error();
+// Opens `relative` below `dir_fd` one component at a time without following
+// symlinks or "..": the tree belongs to a sandbox, which may have swapped a
+// directory for a symlink to another sandbox since the kernel named it.
+result<unique_fd> open_beneath(int dir_fd, std::string_view relative,
+                               const std::filesystem::path& shown) {
+  unique_fd current(::fcntl(dir_fd, F_DUPFD_CLOEXEC, 0));
+  if (!current.valid())
+    return errno_status("cannot duplicate a directory descriptor for " + shown.string());
+  for (const auto& part : std::filesystem::path(relative)) {
+    auto name = part.string();
+    if (name.empty() || name == "." || name == "/")
+      continue;
+    if (name == "..")
+      return make_status(errc::invalid_argument, "refusing '..' below " + shown.string());
+    int next =
+      ::openat(current.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (next < 0)
+      return errno_status("cannot open " + (shown / relative).string() + " without symlinks");
+    current.reset(next);
+  }
+  return current;
+}
+
+status destroy_at(int parent_fd, const std::string& name, const std::filesystem::path& shown) {
   btrfs_ioctl_vol_args_v2 args{};
-  if (auto named = copy_name(args.name, sizeof args.name, path.filename().string()); !named)
+  if (auto named = copy_name(args.name, sizeof args.name, name); !named)
     return named;
-  if (::ioctl(parent->get(), BTRFS_IOC_SNAP_DESTROY_V2, &args) == 0)
+  if (::ioctl(parent_fd, BTRFS_IOC_SNAP_DESTROY_V2, &args) == 0)
     return status::ok();
   if (errno != ENOTTY && errno != EOPNOTSUPP)
-    return errno_status("cannot delete subvolume " + path.string());
+    return errno_status("cannot delete subvolume " + shown.string());
   // Kernels before 5.7 only know the first version.
   btrfs_ioctl_vol_args old{};
-  if (auto named = copy_name(old.name, sizeof old.name, path.filename().string()); !named)
+  if (auto named = copy_name(old.name, sizeof old.name, name); !named)
     return named;
-  if (::ioctl(parent->get(), BTRFS_IOC_SNAP_DESTROY, &old) != 0)
-    return errno_status("cannot delete subvolume " + path.string());
+  if (::ioctl(parent_fd, BTRFS_IOC_SNAP_DESTROY, &old) != 0)
+    return errno_status("cannot delete subvolume " + shown.string());
   return status::ok();
 }
 
-status delete_recursive(const std::filesystem::path& path, int depth) {
-  auto first = destroy_one(path);
+status make_writable(int fd, const std::filesystem::path& shown) {
+  uint64_t flags = 0;
+  if (::ioctl(fd, BTRFS_IOC_SUBVOL_GETFLAGS, &flags) != 0)
+    return errno_status("cannot read the flags of subvolume " + shown.string());
+  if ((flags & BTRFS_SUBVOL_RDONLY) == 0)
+    return status::ok();
+  flags &= ~uint64_t{BTRFS_SUBVOL_RDONLY};
+  if (::ioctl(fd, BTRFS_IOC_SUBVOL_SETFLAGS, &flags) != 0)
+    return errno_status("cannot make subvolume " + shown.string() + " writable to empty it");
+  return status::ok();
+}
+
+// Deletes subvolume `name` in the directory open at `parent_fd`, nested ones
+// first. `shown` is its path, for messages and the mount table only.
+status delete_recursive(int parent_fd, const std::string& name, const std::filesystem::path& shown,
+                        int depth) {
+  auto first = destroy_at(parent_fd, name, shown);
   if (first || (first.code != errc::io_error && first.code != errc::wrong_state)
       || depth >= nesting_depth_max)
     return first;
   // ENOTEMPTY: subvolumes nested inside. EBUSY: something is mounted inside.
   if (first.code == errc::wrong_state) {
-    if (auto unmounted = unmount_below(path); !unmounted)
+    if (auto unmounted = unmount_below(shown); !unmounted)
       return unmounted;
   }
-  auto fd = open_dir(path);
+  auto fd = open_beneath(parent_fd, name, shown.parent_path());
   if (!fd)
     return fd.error();
-  auto children = nested_subvolumes(fd->get(), path);
+  auto children = nested_subvolumes(fd->get(), shown);
   if (!children)
     return children.error();
   if (!children->empty()) {
-    auto read_only = btrfs_is_read_only(path);
-    if (read_only && *read_only) {
-      if (auto writable = btrfs_set_read_only(path, false); !writable)
-        return writable;
-    }
+    if (auto writable = make_writable(fd->get(), shown); !writable)
+      return writable;
   }
-  for (const auto& child : *children)
-    if (auto deleted = delete_recursive(child.path, depth + 1); !deleted)
+  for (const auto& child : *children) {
+    auto dir = open_beneath(fd->get(), child.dir, shown);
+    if (!dir)
+      return dir.error();
+    auto child_shown = shown / child.dir / child.name;
+    if (auto deleted = delete_recursive(dir->get(), child.name, child_shown, depth + 1); !deleted)
       return deleted;
-  return destroy_one(path);
+  }
+  return destroy_at(parent_fd, name, shown);
 }
 
 uint64_t le64_at(const char* data, size_t offset) {
@@ -192,7 +232,10 @@ status btrfs_delete_subvolume(const std::filesystem::path& path) {
     return status::ok();
   if (!is_btrfs_subvolume(path))
     return make_status(errc::invalid_argument, path.string() + " is not a btrfs subvolume");
-  return delete_recursive(path, 0);
+  auto parent = open_dir(path.parent_path());
+  if (!parent)
+    return parent.error();
+  return delete_recursive(parent->get(), path.filename().string(), path, 0);
 }
 
 result<bool> btrfs_is_read_only(const std::filesystem::path& subvolume) {
