@@ -6,10 +6,12 @@
 
 namespace airlock::airlockd {
 
-int run_control(const control_options& options, stop_signals& signals, std::ostream& out,
-                const actors::logger& log) {
+int run_control(const control_options& options, const serve_hooks& hooks, stop_signals& signals,
+                std::ostream& out, const actors::logger& log) {
   daemon_spec spec{"control", options.data_dir, "state", options.listen, options.http};
   daemon_steps steps;
+  steps.before_listen = hooks.start_engine;
+  steps.after_stop = hooks.stop_engine;
   steps.after_listen = [&options, &log](storage::kv_store&, const gateway::endpoint&) {
     log.warn("cluster transport arrives in a later release: nothing listens on the cluster "
              "address yet, and this control plane serves only /healthz and /readyz",

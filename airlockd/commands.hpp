@@ -29,9 +29,10 @@ struct serve_hooks {
 int run_serve(const serve_options& options, const serve_hooks& hooks, stop_signals& signals,
               std::ostream& out, const actors::logger& log);
 
-/// `airlockd control`: store and listener; cluster transport arrives later.
-int run_control(const control_options& options, stop_signals& signals, std::ostream& out,
-                const actors::logger& log);
+/// `airlockd control`: store, engine (through `hooks`, as in serve) and
+/// listener; cluster transport arrives later.
+int run_control(const control_options& options, const serve_hooks& hooks, stop_signals& signals,
+                std::ostream& out, const actors::logger& log);
 
 /// `airlockd worker`: local store and data-plane listener; joining arrives later.
 int run_worker(const worker_options& options, stop_signals& signals, std::ostream& out,
