@@ -119,16 +119,18 @@ status make_writable(int fd, const std::filesystem::path& shown) {
 }
 
 // Deletes subvolume `name` in the directory open at `parent_fd`, nested ones
-// first. `shown` is its path, for messages and the mount table only.
+// first. `shown` is its path, for messages only (below `top` it is named by the
+// sandbox's own tree, so it is never resolved); `top` is the trusted path of
+// the outermost subvolume being deleted.
 status delete_recursive(int parent_fd, const std::string& name, const std::filesystem::path& shown,
-                        int depth) {
+                        const std::filesystem::path& top, int depth) {
   auto first = destroy_at(parent_fd, name, shown);
   if (first || (first.code != errc::io_error && first.code != errc::wrong_state)
       || depth >= nesting_depth_max)
     return first;
   // ENOTEMPTY: subvolumes nested inside. EBUSY: something is mounted inside.
   if (first.code == errc::wrong_state) {
-    if (auto unmounted = unmount_below(shown); !unmounted)
+    if (auto unmounted = unmount_below(top); !unmounted)
       return unmounted;
   }
   auto fd = open_beneath(parent_fd, name, shown.parent_path());
@@ -146,7 +148,8 @@ status delete_recursive(int parent_fd, const std::string& name, const std::files
     if (!dir)
       return dir.error();
     auto child_shown = shown / child.dir / child.name;
-    if (auto deleted = delete_recursive(dir->get(), child.name, child_shown, depth + 1); !deleted)
+    if (auto deleted = delete_recursive(dir->get(), child.name, child_shown, top, depth + 1);
+        !deleted)
       return deleted;
   }
   return destroy_at(parent_fd, name, shown);
@@ -235,7 +238,7 @@ status btrfs_delete_subvolume(const std::filesystem::path& path) {
   auto parent = open_dir(path.parent_path());
   if (!parent)
     return parent.error();
-  return delete_recursive(parent->get(), path.filename().string(), path, 0);
+  return delete_recursive(parent->get(), path.filename().string(), path, path, 0);
 }
 
 result<bool> btrfs_is_read_only(const std::filesystem::path& subvolume) {
