@@ -17,6 +17,7 @@
 extern char** environ; // NOLINT: POSIX declares it nowhere else
 
 namespace airlock::worker {
+inline namespace rootfs_process {
 
 namespace {
 
@@ -287,4 +288,5 @@ status run_checked(std::string_view what, const std::vector<std::string>& argv,
                                        + how + "; its output ended with:\n" + ran->output_tail);
 }
 
+} // namespace rootfs_process
 } // namespace airlock::worker

@@ -15,6 +15,10 @@
 #include "schema/errc.hpp"
 
 namespace airlock::worker {
+// An inline namespace of its own: worker/runtime/sys.hpp declares a different
+// command_options and run_command/run_checked with the same signatures, and
+// both libraries link into airlock_worker (an ODR clash at link time otherwise).
+inline namespace rootfs_process {
 
 struct command_options {
   /// The program is killed after this long. Default: 60000.
@@ -62,4 +66,5 @@ std::string find_program(std::string_view program, std::string_view path_var);
 inline constexpr std::string_view default_command_path =
   "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
+} // namespace rootfs_process
 } // namespace airlock::worker
