@@ -1,0 +1,72 @@
+#include "tests/worker/worker_fixture.hpp"
+
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "tests/rootfs/test_support.hpp"
+#include "worker/rootfs/templates.hpp"
+#include "worker/runtime/cgroup_driver.hpp"
+
+namespace airlock::worker::test {
+
+std::string worker_skip_reason() {
+  if (::geteuid() != 0)
+    return "needs root: the worker creates namespaces, cgroups, veths and btrfs subvolumes";
+  for (const char* tool : {"/bin/busybox", "/sbin/ip", "/usr/sbin/nft"})
+    if (::access(tool, X_OK) != 0)
+      return std::string(tool) + " is missing (busybox-static, iproute2, nftables)";
+  if (auto driver = detect_cgroup_driver({}); !driver)
+    return "no usable cgroups: " + driver.error().message;
+  if (auto reason = btrfs_unavailable_reason())
+    return *reason;
+  if (::access(AIRLOCK_GUEST_BINARY, X_OK) != 0)
+    return std::string("build target airlock-guest first (") + AIRLOCK_GUEST_BINARY + ")";
+  return {};
+}
+
+namespace_runtime_options worker_runtime_options(const std::string& state_dir) {
+  namespace_runtime_options options;
+  options.state_dir = state_dir;
+  options.cgroups.parent = "airlock-wtest";
+  options.net.nft_table = "airlock_wtest";
+  options.net.interface_prefix = "aw";
+  options.address_pool = "10.201.0.0/16";
+  options.id_range_base = 300000000;
+  options.slots_max = 128;
+  return options;
+}
+
+result<worker_host> worker_host::open(const std::string& data_dir) {
+  worker_host host;
+  host.data_dir = data_dir;
+  auto runtime = namespace_runtime::open(worker_runtime_options(data_dir + "/runtime"));
+  if (!runtime)
+    return runtime.error();
+  host.runtime = std::shared_ptr<namespace_runtime>(std::move(*runtime));
+  auto store = storage::open_rocksdb_store(data_dir + "/store");
+  if (!store)
+    return store.error();
+  host.store = std::shared_ptr<storage::kv_store>(std::move(*store));
+  rootfs_options rootfs;
+  rootfs.data_dir = data_dir;
+  rootfs.kind = rootfs_kind::btrfs;
+  rootfs.image_size_mb = 4096;
+  rootfs.disk_quota = false;
+  auto driver = make_rootfs_driver(rootfs);
+  if (!driver)
+    return driver.error();
+  host.rootfs = std::shared_ptr<rootfs_driver>(std::move(*driver));
+  template_options templates;
+  templates.guest_binary = AIRLOCK_GUEST_BINARY;
+  template_builder builder(*host.rootfs, templates);
+  if (auto built = builder.ensure("minimal"); !built)
+    return built.error();
+  return host;
+}
+
+worker_context worker_host::context(worker_options options) const {
+  return worker_context{runtime, rootfs, store, std::move(options)};
+}
+
+} // namespace airlock::worker::test

@@ -1,0 +1,389 @@
+// The worker and sandbox actors on a real actor system with real sandboxes:
+// create, exec, stdin, output offsets and the bounded buffer, pause/resume,
+// destroy leaving nothing behind, and a restart that cleans up.
+
+#include <gtest/gtest.h>
+
+#include <net/if.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <caf/scoped_actor.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "tests/rootfs/test_support.hpp"
+#include "tests/worker/worker_fixture.hpp"
+
+namespace airlock::worker::test {
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+constexpr auto timeout = 30s;
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+class worker_lifecycle : public ::testing::Test {
+protected:
+  void SetUp() override {
+    if (auto reason = worker_skip_reason(); !reason.empty())
+      GTEST_SKIP() << reason;
+    scratch_ = std::make_unique<scratch_dir>();
+    auto opened = worker_host::open(scratch_->path().string());
+    ASSERT_TRUE(opened) << opened.error().message;
+    host_ = std::move(*opened);
+    config_ = std::make_unique<actors::system_config>();
+    system_ = std::make_unique<caf::actor_system>(*config_);
+    start_worker();
+  }
+
+  void TearDown() override {
+    if (!scratch_)
+      return;
+    {
+      caf::scoped_actor self{*system_};
+      (void)ask<recover_report>(self, worker_, timeout, wk_recover_atom::value);
+    }
+    stop_worker();
+    worker_ = worker_actor{};
+    system_.reset();
+    config_.reset();
+    if (host_.rootfs)
+      (void)host_.rootfs->detach();
+    host_ = {};
+    scratch_.reset();
+    (void)std::system("/usr/sbin/nft delete table inet airlock_wtest 2>/dev/null");
+  }
+
+  /// Ends the worker and (linked) its sandbox actors, as a stopping airlockd does.
+  void stop_worker() {
+    caf::scoped_actor self{*system_};
+    self->send_exit(worker_, caf::exit_reason::user_shutdown);
+    self->wait_for(worker_);
+  }
+
+  void start_worker() {
+    worker_options options;
+    options.sandbox.output_buffer_bytes = 4096;
+    worker_ = spawn_worker(*system_, host_.context(options));
+    caf::scoped_actor self{*system_};
+    auto report = ask<recover_report>(self, worker_, timeout, wk_recover_atom::value);
+    ASSERT_TRUE(report) << report.error().message;
+  }
+
+  sandbox_actor create(const std::string& id) {
+    caf::scoped_actor self{*system_};
+    create_sandbox_request request;
+    request.id = id;
+    auto created = ask<sandbox_actor>(self, worker_, timeout, wk_create_atom::value, request);
+    EXPECT_TRUE(created) << created.error().message;
+    return created ? *created : sandbox_actor{};
+  }
+
+  std::string exec(const sandbox_actor& box, exec_request request) {
+    caf::scoped_actor self{*system_};
+    auto id = ask<std::string>(self, box, timeout, sbx_exec_atom::value, std::move(request));
+    EXPECT_TRUE(id) << id.error().message;
+    return id ? *id : std::string{};
+  }
+
+  /// Reads stream `fd` of `process` from `offset` until the process exits.
+  std::string collect(const sandbox_actor& box, const std::string& process, uint8_t fd = 1,
+                      uint64_t offset = 0) {
+    caf::scoped_actor self{*system_};
+    std::string out;
+    for (int round = 0; round < 10000; ++round) {
+      read_request request{process, fd, offset, 0, 5000};
+      auto reply = ask<read_reply>(self, box, timeout, sbx_read_atom::value, request);
+      EXPECT_TRUE(reply) << reply.error().message;
+      if (!reply)
+        break;
+      out += reply->bytes;
+      offset = reply->next_offset;
+      if (reply->exited)
+        return out;
+    }
+    ADD_FAILURE() << "process " << process << " did not exit";
+    return out;
+  }
+
+  process_info status_of(const sandbox_actor& box, const std::string& process) {
+    caf::scoped_actor self{*system_};
+    auto info = ask<process_info>(self, box, timeout, sbx_status_atom::value, process);
+    EXPECT_TRUE(info) << info.error().message;
+    return info ? *info : process_info{};
+  }
+
+  std::unique_ptr<scratch_dir> scratch_;
+  worker_host host_;
+  std::unique_ptr<actors::system_config> config_;
+  std::unique_ptr<caf::actor_system> system_;
+  worker_actor worker_;
+};
+
+exec_request argv(std::vector<std::string> args) {
+  exec_request request;
+  request.argv = std::move(args);
+  return request;
+}
+
+file_request file(file_op op, std::string path) {
+  file_request request;
+  request.op = op;
+  request.path = std::move(path);
+  return request;
+}
+
+exec_request shell(std::string line) {
+  exec_request request;
+  request.cmd = std::move(line);
+  return request;
+}
+
+/// What must be gone after a sandbox is destroyed.
+void expect_nothing_left(const sandbox_handle& handle, const worker_host& host) {
+  EXPECT_EQ(::kill(handle.init_pid, 0), -1) << "init " << handle.init_pid << " still alive";
+  const auto mounts = slurp("/proc/self/mountinfo");
+  EXPECT_EQ(mounts.find(handle.id), std::string::npos) << "a mount names " << handle.id;
+  for (const auto& cgroup : handle.cgroup_paths)
+    EXPECT_FALSE(fs::exists(cgroup)) << cgroup;
+  if (!handle.host_interface.empty()) {
+    EXPECT_EQ(::if_nametoindex(handle.host_interface.c_str()), 0u) << handle.host_interface;
+  }
+  for (const auto& entry : fs::directory_iterator(host.data_dir + "/runtime"))
+    EXPECT_EQ(entry.path().filename().string().find(handle.id), std::string::npos) << entry.path();
+  auto on_disk = host.rootfs->list_sandboxes();
+  ASSERT_TRUE(on_disk);
+  EXPECT_EQ(std::count(on_disk->begin(), on_disk->end(), handle.id), 0);
+  EXPECT_FALSE(host.rootfs->sandbox_path(handle.id));
+}
+
+sandbox_handle handle_of(const worker_host& host, const std::string& id) {
+  for (auto& handle : host.runtime->list())
+    if (handle.id == id)
+      return handle;
+  ADD_FAILURE() << "the runtime does not know " << id;
+  return {};
+}
+
+TEST_F(worker_lifecycle, runs_echo_and_reports_output_and_exit_code) {
+  auto box = create("wl-echo");
+  auto proc = exec(box, argv({"echo", "hi"}));
+  EXPECT_EQ(collect(box, proc), "hi\n");
+  auto info = status_of(box, proc);
+  EXPECT_EQ(info.state, process_state::exited);
+  EXPECT_EQ(info.exit_code, 0);
+  EXPECT_GT(info.pid, 0);
+  auto failing = exec(box, shell("echo oops >&2; exit 3"));
+  EXPECT_EQ(collect(box, failing, 2), "oops\n");
+  EXPECT_EQ(status_of(box, failing).exit_code, 3);
+}
+
+TEST_F(worker_lifecycle, exec_of_a_missing_program_fails_with_the_guests_error) {
+  auto box = create("wl-missing");
+  caf::scoped_actor self{*system_};
+  auto id = ask<std::string>(self, box, timeout, sbx_exec_atom::value, argv({"/nonexistent"}));
+  ASSERT_FALSE(id);
+  EXPECT_EQ(id.code(), errc::not_found) << id.error().message;
+}
+
+TEST_F(worker_lifecycle, stdin_round_trips_through_cat) {
+  auto box = create("wl-stdin");
+  auto request = argv({"cat"});
+  request.stdin_open = true;
+  auto proc = exec(box, request);
+  caf::scoped_actor self{*system_};
+  auto wrote =
+    ask<bool>(self, box, timeout, sbx_stdin_atom::value, proc, std::string("hello\n"), false);
+  ASSERT_TRUE(wrote) << wrote.error().message;
+  wrote = ask<bool>(self, box, timeout, sbx_stdin_atom::value, proc, std::string("world\n"), true);
+  ASSERT_TRUE(wrote) << wrote.error().message;
+  EXPECT_EQ(collect(box, proc), "hello\nworld\n");
+  EXPECT_EQ(status_of(box, proc).exit_code, 0);
+}
+
+TEST_F(worker_lifecycle, output_resumes_from_an_offset) {
+  auto box = create("wl-offset");
+  auto proc = exec(box, argv({"echo", "hello world"}));
+  EXPECT_EQ(collect(box, proc), "hello world\n");
+  EXPECT_EQ(collect(box, proc, 1, 6), "world\n");
+  caf::scoped_actor self{*system_};
+  auto past =
+    ask<read_reply>(self, box, timeout, sbx_read_atom::value, read_request{proc, 1, 100, 0, 0});
+  ASSERT_FALSE(past);
+  EXPECT_EQ(past.code(), errc::invalid_argument);
+}
+
+TEST_F(worker_lifecycle, bounded_buffer_drops_the_oldest_bytes_and_says_so) {
+  auto box = create("wl-bounded");
+  auto proc = exec(box, shell("yes abcdefghi | head -c 10000"));
+  // Wait for the exit without reading from 0 (which is dropped by then).
+  caf::scoped_actor self{*system_};
+  for (int round = 0; round < 1000; ++round) {
+    auto info = ask<process_info>(self, box, timeout, sbx_status_atom::value, proc);
+    ASSERT_TRUE(info);
+    if (info->state == process_state::exited)
+      break;
+    auto waited = ask<read_reply>(self, box, 5000ms, sbx_read_atom::value,
+                                  read_request{proc, 1, info->stdout_bytes, 0, 1000});
+    (void)waited;
+  }
+  auto info = status_of(box, proc);
+  ASSERT_EQ(info.state, process_state::exited);
+  EXPECT_EQ(info.stdout_bytes, 10000u);
+  auto old =
+    ask<read_reply>(self, box, timeout, sbx_read_atom::value, read_request{proc, 1, 0, 0, 0});
+  ASSERT_FALSE(old);
+  EXPECT_EQ(old.code(), errc::wrong_state);
+  EXPECT_NE(old.error().message.find("resume from offset 5904"), std::string::npos)
+    << old.error().message;
+  auto tail = collect(box, proc, 1, 10000 - 4096);
+  EXPECT_EQ(tail.size(), 4096u);
+  EXPECT_EQ(tail.substr(tail.size() - 4), "ghi\n"); // 10000 = 1000 lines of 10 bytes
+}
+
+TEST_F(worker_lifecycle, files_pass_through_to_the_guest) {
+  auto box = create("wl-files");
+  caf::scoped_actor self{*system_};
+  auto write = file(file_op::write, "/work/a.txt");
+  write.data = "data";
+  write.parents = true;
+  auto wrote = ask<file_reply>(self, box, timeout, sbx_file_atom::value, write);
+  ASSERT_TRUE(wrote) << wrote.error().message;
+  EXPECT_EQ(wrote->bytes, 4u);
+  auto read = file(file_op::read, "/work/a.txt");
+  auto data = ask<file_reply>(self, box, timeout, sbx_file_atom::value, read);
+  ASSERT_TRUE(data) << data.error().message;
+  EXPECT_EQ(data->data, "data");
+  auto list = file(file_op::list, "/work");
+  auto listed = ask<file_reply>(self, box, timeout, sbx_file_atom::value, list);
+  ASSERT_TRUE(listed) << listed.error().message;
+  ASSERT_EQ(listed->entries.size(), 1u);
+  EXPECT_EQ(listed->entries[0].name, "a.txt");
+  auto missing = file(file_op::stat, "/work/none");
+  auto stat = ask<file_reply>(self, box, timeout, sbx_file_atom::value, missing);
+  ASSERT_FALSE(stat);
+  EXPECT_EQ(stat.code(), errc::not_found);
+}
+
+TEST_F(worker_lifecycle, pause_stops_progress_and_resume_restarts_it) {
+  auto box = create("wl-pause");
+  auto proc = exec(box, shell("i=0; while true; do i=$((i+1)); echo $i > /counter.tmp; "
+                              "mv /counter.tmp /counter; done"));
+  caf::scoped_actor self{*system_};
+  auto read_counter = [&]() -> long {
+    for (int attempt = 0; attempt < 1000; ++attempt) {
+      auto data =
+        ask<file_reply>(self, box, timeout, sbx_file_atom::value, file(file_op::read, "/counter"));
+      if (data && !data->data.empty())
+        return std::stol(data->data);
+    }
+    ADD_FAILURE() << "no counter";
+    return -1;
+  };
+  const long before = read_counter();
+  ASSERT_GT(before, 0);
+  auto paused = ask<bool>(self, worker_, timeout, wk_pause_atom::value, std::string("wl-pause"));
+  ASSERT_TRUE(paused) << paused.error().message;
+  auto stats = ask<sandbox_stats>(self, box, timeout, sbx_stats_atom::value);
+  ASSERT_TRUE(stats) << stats.error().message;
+  EXPECT_TRUE(stats->frozen);
+  // While frozen the guest answers nothing: the actor refuses guest work.
+  auto refused =
+    ask<file_reply>(self, box, timeout, sbx_file_atom::value, file(file_op::read, "/counter"));
+  EXPECT_EQ(refused.code(), errc::wrong_state);
+  // The counter, read from the host side of the rootfs, does not move; the
+  // sleep is an observation window, not synchronisation.
+  auto root = host_.rootfs->sandbox_path("wl-pause");
+  ASSERT_TRUE(root);
+  const auto frozen_value = slurp((*root / "counter").string());
+  const auto cpu_before = stats->cpu_usage_ns;
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(slurp((*root / "counter").string()), frozen_value);
+  auto still = ask<sandbox_stats>(self, box, timeout, sbx_stats_atom::value);
+  ASSERT_TRUE(still);
+  EXPECT_EQ(still->cpu_usage_ns, cpu_before);
+  auto resumed = ask<bool>(self, worker_, timeout, wk_resume_atom::value, std::string("wl-pause"));
+  ASSERT_TRUE(resumed) << resumed.error().message;
+  auto thawed = ask<sandbox_stats>(self, box, timeout, sbx_stats_atom::value);
+  ASSERT_TRUE(thawed);
+  EXPECT_FALSE(thawed->frozen);
+  long after = before;
+  for (int attempt = 0; attempt < 10000 && after <= std::stol("0" + frozen_value); ++attempt)
+    after = read_counter();
+  EXPECT_GT(after, std::stol("0" + frozen_value));
+  auto killed = ask<bool>(self, box, timeout, sbx_signal_atom::value, proc, int32_t{SIGKILL});
+  EXPECT_TRUE(killed) << killed.error().message;
+  (void)collect(box, proc);
+  EXPECT_EQ(status_of(box, proc).signal, SIGKILL);
+}
+
+TEST_F(worker_lifecycle, destroy_leaves_no_mount_cgroup_veth_state_file_or_subvolume) {
+  auto box = create("wl-destroy");
+  auto proc = exec(box, argv({"sleep", "1000"}));
+  ASSERT_FALSE(proc.empty());
+  auto handle = handle_of(host_, "wl-destroy");
+  ASSERT_GT(handle.init_pid, 0);
+  caf::scoped_actor self{*system_};
+  auto destroyed =
+    ask<bool>(self, worker_, timeout, wk_destroy_atom::value, std::string("wl-destroy"));
+  ASSERT_TRUE(destroyed) << destroyed.error().message;
+  expect_nothing_left(handle, host_);
+  auto listed = ask<std::vector<sandbox_entry>>(self, worker_, timeout, wk_list_atom::value);
+  ASSERT_TRUE(listed);
+  EXPECT_TRUE(listed->empty());
+  auto record = host_.store->get(storage::keyspace::sandboxes, "wl-destroy");
+  ASSERT_TRUE(record);
+  EXPECT_FALSE(record->has_value());
+  // Idempotent.
+  destroyed = ask<bool>(self, worker_, timeout, wk_destroy_atom::value, std::string("wl-destroy"));
+  EXPECT_TRUE(destroyed);
+}
+
+TEST_F(worker_lifecycle, a_restarted_worker_cleans_up_what_the_earlier_run_left) {
+  auto box = create("wl-restart");
+  (void)exec(box, argv({"sleep", "1000"}));
+  auto handle = handle_of(host_, "wl-restart");
+  auto record = host_.store->get(storage::keyspace::sandboxes, "wl-restart");
+  ASSERT_TRUE(record && record->has_value());
+  // The earlier run goes away without destroying anything: actors, runtime
+  // object and store close (what a crashed or stopped airlockd leaves).
+  box = sandbox_actor{};
+  stop_worker();
+  worker_ = worker_actor{};
+  system_.reset();
+  host_.runtime.reset();
+  host_.store.reset();
+  auto runtime = namespace_runtime::open(worker_runtime_options(host_.data_dir + "/runtime"));
+  ASSERT_TRUE(runtime) << runtime.error().message;
+  host_.runtime = std::shared_ptr<namespace_runtime>(std::move(*runtime));
+  auto store = storage::open_rocksdb_store(host_.data_dir + "/store");
+  ASSERT_TRUE(store) << store.error().message;
+  host_.store = std::shared_ptr<storage::kv_store>(std::move(*store));
+  system_ = std::make_unique<caf::actor_system>(*config_);
+  worker_ = spawn_worker(*system_, host_.context());
+  caf::scoped_actor self{*system_};
+  auto report = ask<recover_report>(self, worker_, timeout, wk_recover_atom::value);
+  ASSERT_TRUE(report) << report.error().message;
+  EXPECT_TRUE(report->failures.empty()) << report->failures.front();
+  EXPECT_EQ(std::count(report->cleaned.begin(), report->cleaned.end(), "wl-restart"), 1);
+  expect_nothing_left(handle, host_);
+  auto gone = host_.store->get(storage::keyspace::sandboxes, "wl-restart");
+  ASSERT_TRUE(gone);
+  EXPECT_FALSE(gone->has_value());
+  // The id is free again and the new worker serves it.
+  auto again = create("wl-restart");
+  EXPECT_EQ(collect(again, exec(again, argv({"echo", "back"}))), "back\n");
+}
+
+} // namespace
+} // namespace airlock::worker::test

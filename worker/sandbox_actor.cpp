@@ -1,0 +1,664 @@
+#include "worker/sandbox_actor.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/blocking_actor.hpp>
+#include <caf/send.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <map>
+#include <variant>
+
+#include "actors/errors.hpp"
+
+namespace airlock::worker {
+
+namespace {
+
+struct process_entry {
+  process_info info;
+  uint32_t stream = 0;
+  bool pty = false;
+  bool stdin_open = false;
+  output_ring out;
+  output_ring err;
+  explicit process_entry(size_t capacity) : out(capacity), err(capacity) {}
+};
+
+struct waiting_reader {
+  read_request request;
+  caf::typed_response_promise<read_reply> promise;
+};
+
+} // namespace
+
+struct sandbox_state {
+  static inline const char* name = "sandbox";
+  sandbox_parts parts;
+  sandbox_actor_options options;
+  std::shared_ptr<guest_link> link;
+  std::map<std::string, process_entry> processes;
+  std::deque<std::string> process_order; ///< ids, oldest first
+  std::map<uint32_t, std::string> by_stream;
+  std::map<uint32_t, caf::typed_response_promise<std::string>> pending_exec; ///< by stream
+  std::map<uint64_t, std::function<void(job_result&)>> pending_jobs;
+  std::map<uint64_t, waiting_reader> readers;
+  std::vector<caf::typed_response_promise<bool>> destroy_waiters;
+  uint64_t next_token = 0;
+  uint64_t next_process = 0;
+  bool paused = false;
+  bool destroying = false;
+  bool channel_closed = false;
+};
+
+namespace {
+
+using self_ptr = sandbox_actor::stateful_pointer<sandbox_state>;
+
+int64_t now_ms(self_ptr self) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+           self->clock().now().time_since_epoch())
+    .count();
+}
+
+/// Sends to the actor if it still lives; callable from any thread.
+void send_weak(const caf::weak_actor_ptr& weak, uint64_t token, job_result result) {
+  if (auto strong = weak.lock())
+    caf::anon_send(caf::actor_cast<sandbox_actor>(strong), sbx_done_atom::value, token,
+                   std::move(result));
+}
+
+/// Runs `work` on the guest link thread; `then` runs on the actor with its result.
+status post_guest(self_ptr self, std::function<job_result(guest::guest_client&)> work,
+                  std::function<void(job_result&)> then) {
+  auto& st = self->state;
+  if (st.destroying || !st.link)
+    return make_status(errc::wrong_state, "sandbox " + st.parts.id + " is being destroyed");
+  if (st.channel_closed)
+    return make_status(errc::unavailable, "the guest of sandbox " + st.parts.id
+                                            + " is gone; destroy the sandbox and create it again");
+  const uint64_t token = ++st.next_token;
+  caf::weak_actor_ptr weak = self->ctrl();
+  auto posted = st.link->post([weak, token, work = std::move(work)](guest::guest_client& client) {
+    send_weak(weak, token, work(client));
+  });
+  if (posted)
+    st.pending_jobs.emplace(token, std::move(then));
+  return posted;
+}
+
+/// Runs `work` on a fresh blocking actor (own thread): runtime and rootfs calls.
+void post_blocking(self_ptr self, std::function<job_result()> work,
+                   std::function<void(job_result&)> then) {
+  const uint64_t token = ++self->state.next_token;
+  self->state.pending_jobs.emplace(token, std::move(then));
+  caf::weak_actor_ptr weak = self->ctrl();
+  self->home_system().spawn([weak, token, work = std::move(work)](caf::blocking_actor*) {
+    send_weak(weak, token, work());
+  });
+}
+
+template <class T>
+void deliver_status(caf::typed_response_promise<T>& promise, const status& failure) {
+  promise.deliver(make_error(failure));
+}
+
+process_entry* find_process(self_ptr self, const std::string& id) {
+  auto it = self->state.processes.find(id);
+  return it == self->state.processes.end() ? nullptr : &it->second;
+}
+
+status unknown_process(const std::string& id) {
+  return make_status(errc::not_found, "no process " + id
+                                        + " in this sandbox (finished processes are forgotten "
+                                          "oldest first beyond the table's bound)");
+}
+
+/// What `request` can get right now; nullopt-like empty result when it must wait.
+result<read_reply> try_read(self_ptr self, const read_request& request, bool& must_wait) {
+  must_wait = false;
+  auto* proc = find_process(self, request.process_id);
+  if (proc == nullptr)
+    return unknown_process(request.process_id);
+  if (request.fd != 1 && request.fd != 2)
+    return make_status(errc::invalid_argument, "fd must be 1 (stdout) or 2 (stderr)");
+  const auto& ring = request.fd == 1 ? proc->out : proc->err;
+  const size_t max = request.max_bytes == 0
+                       ? self->state.options.read_bytes_max
+                       : std::min(request.max_bytes, self->state.options.read_bytes_max);
+  auto bytes = ring.read(request.offset, max);
+  if (!bytes)
+    return bytes.error();
+  read_reply reply;
+  reply.offset = request.offset;
+  reply.next_offset = request.offset + bytes->size();
+  reply.start_offset = ring.start_offset();
+  const bool ended =
+    proc->info.state == process_state::exited || proc->info.state == process_state::failed;
+  reply.exited = ended && reply.next_offset == ring.end_offset();
+  must_wait = bytes->empty() && !ended;
+  reply.bytes = std::move(*bytes);
+  return reply;
+}
+
+/// Answers every waiting reader of `process_id` that can now be answered.
+void wake_readers(self_ptr self, const std::string& process_id) {
+  auto& readers = self->state.readers;
+  for (auto it = readers.begin(); it != readers.end();) {
+    if (it->second.request.process_id != process_id) {
+      ++it;
+      continue;
+    }
+    bool must_wait = false;
+    auto reply = try_read(self, it->second.request, must_wait);
+    if (!reply)
+      deliver_status(it->second.promise, reply.error());
+    else if (!must_wait)
+      it->second.promise.deliver(std::move(*reply));
+    else {
+      ++it;
+      continue;
+    }
+    it = readers.erase(it);
+  }
+}
+
+void fail_all_readers(self_ptr self, const status& why) {
+  for (auto& [token, reader] : self->state.readers)
+    deliver_status(reader.promise, why);
+  self->state.readers.clear();
+}
+
+/// Makes room in the process table: forgets the oldest finished process.
+bool make_room(self_ptr self) {
+  auto& st = self->state;
+  if (st.processes.size() < st.options.processes_max)
+    return true;
+  for (auto it = st.process_order.begin(); it != st.process_order.end(); ++it) {
+    auto found = st.processes.find(*it);
+    if (found == st.processes.end()) {
+      st.process_order.erase(it);
+      return make_room(self);
+    }
+    const auto state = found->second.info.state;
+    if (state == process_state::exited || state == process_state::failed) {
+      st.by_stream.erase(found->second.stream);
+      st.processes.erase(found);
+      st.process_order.erase(it);
+      return true;
+    }
+  }
+  return false;
+}
+
+void on_started(self_ptr self, const guest::started& msg) {
+  auto& st = self->state;
+  auto id = st.by_stream.find(msg.stream_id);
+  if (id == st.by_stream.end())
+    return;
+  if (auto* proc = find_process(self, id->second)) {
+    proc->info.state = process_state::running;
+    proc->info.pid = msg.pid;
+  }
+  if (auto pending = st.pending_exec.find(msg.stream_id); pending != st.pending_exec.end()) {
+    pending->second.deliver(id->second);
+    st.pending_exec.erase(pending);
+  }
+}
+
+void on_exited(self_ptr self, const guest::exited& msg) {
+  auto& st = self->state;
+  auto id = st.by_stream.find(msg.stream_id);
+  if (id == st.by_stream.end())
+    return;
+  if (auto* proc = find_process(self, id->second)) {
+    proc->info.state = process_state::exited;
+    proc->info.exit_code = msg.exit_code;
+    proc->info.signal = msg.signal;
+    proc->info.ended_at_ms = now_ms(self);
+  }
+  wake_readers(self, id->second);
+}
+
+void on_output(self_ptr self, const guest::output_chunk& msg) {
+  auto& st = self->state;
+  if (st.link)
+    st.link->consumed(msg.bytes.size());
+  auto id = st.by_stream.find(msg.stream_id);
+  if (id == st.by_stream.end())
+    return;
+  if (auto* proc = find_process(self, id->second)) {
+    if (msg.fd == 2) {
+      proc->err.append(msg.bytes);
+      proc->info.stderr_bytes += msg.bytes.size();
+    } else {
+      proc->out.append(msg.bytes);
+      proc->info.stdout_bytes += msg.bytes.size();
+    }
+  }
+  wake_readers(self, id->second);
+}
+
+void on_error(self_ptr self, const guest::error_reply& msg) {
+  auto& st = self->state;
+  const status failure = make_status(msg.code, msg.message);
+  if (msg.stream_id == 0 && msg.request_id == 0) { // the channel itself
+    if (msg.code == errc::unavailable) {
+      st.channel_closed = true;
+      for (auto& [stream, promise] : st.pending_exec)
+        deliver_status(promise, failure);
+      st.pending_exec.clear();
+      for (auto& [pid, proc] : st.processes)
+        if (proc.info.state == process_state::starting
+            || proc.info.state == process_state::running) {
+          proc.info.state = process_state::failed;
+          proc.info.error = failure.message;
+          proc.info.ended_at_ms = now_ms(self);
+        }
+      fail_all_readers(self, failure);
+    }
+    return;
+  }
+  auto id = st.by_stream.find(msg.stream_id);
+  if (id == st.by_stream.end() || !msg.ended)
+    return;
+  if (auto* proc = find_process(self, id->second);
+      proc != nullptr && proc->info.state != process_state::exited) {
+    proc->info.state = process_state::failed;
+    proc->info.error = msg.message;
+    proc->info.ended_at_ms = now_ms(self);
+  }
+  if (auto pending = st.pending_exec.find(msg.stream_id); pending != st.pending_exec.end()) {
+    deliver_status(pending->second, failure);
+    st.pending_exec.erase(pending);
+  }
+  wake_readers(self, id->second);
+}
+
+guest::start_request to_start(const exec_request& request) {
+  guest::start_request start;
+  start.argv = request.argv;
+  start.shell = request.cmd;
+  start.env = request.env;
+  start.cwd = request.cwd;
+  start.set_user = request.set_user;
+  start.uid = request.uid;
+  start.gid = request.gid;
+  start.pty = request.pty;
+  start.rows = request.rows;
+  start.cols = request.cols;
+  start.stdin_open = request.stdin_open;
+  return start;
+}
+
+caf::result<std::string> handle_exec(self_ptr self, const exec_request& request) {
+  auto& st = self->state;
+  if (st.paused)
+    return make_error(errc::wrong_state, "sandbox " + st.parts.id + " is paused; resume it first");
+  if (request.argv.empty() == request.cmd.empty())
+    return make_error(errc::invalid_argument, "give exactly one of argv and cmd");
+  if (!make_room(self))
+    return make_error(errc::resource_exhausted,
+                      "all " + std::to_string(st.options.processes_max)
+                        + " processes of the table are running; wait for one to end");
+  const std::string id = "proc_" + std::to_string(++st.next_process);
+  auto promise = self->make_response_promise<std::string>();
+  const int timeout = st.options.guest_call_timeout_ms;
+  auto start = to_start(request);
+  auto posted = post_guest(
+    self,
+    [start, timeout](guest::guest_client& client) {
+      job_result out;
+      auto stream = client.start(start, timeout);
+      if (stream)
+        out.stream = *stream;
+      else
+        out.outcome = stream.error();
+      return out;
+    },
+    [self, id, promise, request](job_result& done) mutable {
+      auto& state = self->state;
+      if (!done.outcome) {
+        promise.deliver(make_error(done.outcome));
+        return;
+      }
+      process_entry entry(state.options.output_buffer_bytes);
+      entry.info.id = id;
+      entry.info.started_at_ms = now_ms(self);
+      entry.stream = done.stream;
+      entry.pty = request.pty;
+      entry.stdin_open = request.stdin_open;
+      state.processes.emplace(id, std::move(entry));
+      state.process_order.push_back(id);
+      state.by_stream[done.stream] = id;
+      state.pending_exec.emplace(done.stream, promise);
+    });
+  if (!posted)
+    return make_error(posted);
+  return promise;
+}
+
+caf::result<read_reply> handle_read(self_ptr self, const read_request& request) {
+  bool must_wait = false;
+  auto reply = try_read(self, request, must_wait);
+  if (!reply)
+    return make_error(reply.error());
+  if (!must_wait || request.wait_ms == 0)
+    return std::move(*reply);
+  auto& st = self->state;
+  if (st.readers.size() >= st.options.waiting_readers_max)
+    return make_error(errc::resource_exhausted, "too many readers wait on this sandbox");
+  const uint64_t token = ++st.next_token;
+  auto promise = self->make_response_promise<read_reply>();
+  st.readers.emplace(token, waiting_reader{request, promise});
+  const auto wait = std::min(request.wait_ms, st.options.read_wait_ms_max);
+  self->delayed_send(self, std::chrono::milliseconds(wait), sbx_wake_atom::value, token);
+  return promise;
+}
+
+void on_reader_timeout(self_ptr self, uint64_t token) {
+  auto it = self->state.readers.find(token);
+  if (it == self->state.readers.end())
+    return;
+  bool must_wait = false;
+  auto reply = try_read(self, it->second.request, must_wait);
+  if (reply)
+    it->second.promise.deliver(std::move(*reply));
+  else
+    deliver_status(it->second.promise, reply.error());
+  self->state.readers.erase(it);
+}
+
+/// Posts a guest job for a stream-directed call and replies true or the error.
+caf::result<bool> stream_call(self_ptr self, const std::string& process_id,
+                              std::function<status(guest::guest_client&, uint32_t)> call) {
+  auto* proc = find_process(self, process_id);
+  if (proc == nullptr)
+    return make_error(unknown_process(process_id));
+  if (self->state.paused)
+    return make_error(errc::wrong_state, "the sandbox is paused; resume it first");
+  if (proc->info.state == process_state::exited || proc->info.state == process_state::failed)
+    return true;
+  const uint32_t stream = proc->stream;
+  auto promise = self->make_response_promise<bool>();
+  auto posted = post_guest(
+    self,
+    [stream, call = std::move(call)](guest::guest_client& client) {
+      return job_result{call(client, stream), stream, {}, {}};
+    },
+    [promise](job_result& done) mutable {
+      if (done.outcome)
+        promise.deliver(true);
+      else
+        promise.deliver(make_error(done.outcome));
+    });
+  if (!posted)
+    return make_error(posted);
+  return promise;
+}
+
+job_result run_file_op(guest::guest_client& client, const file_request& req, int timeout,
+                       uint64_t bytes_max) {
+  job_result out;
+  switch (req.op) {
+    case file_op::read: {
+      const uint64_t length = req.length == 0 ? bytes_max : std::min(req.length, bytes_max);
+      auto data = client.read_file(req.path, timeout, req.offset, length);
+      if (data)
+        out.file.data = std::move(*data);
+      else
+        out.outcome = data.error();
+      break;
+    }
+    case file_op::write: {
+      if (req.data.size() > bytes_max) {
+        out.outcome = make_status(errc::resource_exhausted, "file larger than file_bytes_max");
+        break;
+      }
+      auto written = client.write_file(req.path, req.data, timeout, req.mode, req.parents);
+      if (written)
+        out.file.bytes = *written;
+      else
+        out.outcome = written.error();
+      break;
+    }
+    case file_op::list: {
+      auto listed = client.list(req.path, timeout);
+      if (listed) {
+        out.file.entries = std::move(listed->entries);
+        out.file.truncated = listed->truncated;
+      } else
+        out.outcome = listed.error();
+      break;
+    }
+    case file_op::stat: {
+      auto info = client.stat(req.path, timeout, req.follow);
+      if (info)
+        out.file.info = std::move(*info);
+      else
+        out.outcome = info.error();
+      break;
+    }
+    case file_op::mkdir:
+      out.outcome = client.mkdir(req.path, timeout, req.mode, req.parents);
+      break;
+    case file_op::remove: out.outcome = client.remove(req.path, timeout, req.recursive); break;
+    case file_op::rename: out.outcome = client.rename(req.path, req.to, timeout); break;
+  }
+  return out;
+}
+
+caf::result<file_reply> handle_file(self_ptr self, const file_request& request) {
+  auto& st = self->state;
+  if (st.paused)
+    return make_error(errc::wrong_state, "sandbox " + st.parts.id
+                                           + " is paused: file operations would block; resume it");
+  auto promise = self->make_response_promise<file_reply>();
+  const int timeout = st.options.guest_call_timeout_ms;
+  const uint64_t bytes_max = st.options.file_bytes_max;
+  auto posted = post_guest(
+    self,
+    [request, timeout, bytes_max](guest::guest_client& client) {
+      return run_file_op(client, request, timeout, bytes_max);
+    },
+    [promise](job_result& done) mutable {
+      if (done.outcome)
+        promise.deliver(std::move(done.file));
+      else
+        promise.deliver(make_error(done.outcome));
+    });
+  if (!posted)
+    return make_error(posted);
+  return promise;
+}
+
+caf::result<bool> handle_freeze(self_ptr self, bool pause) {
+  auto& st = self->state;
+  if (st.destroying)
+    return make_error(errc::wrong_state, "sandbox " + st.parts.id + " is being destroyed");
+  auto promise = self->make_response_promise<bool>();
+  auto runtime = st.parts.runtime;
+  auto id = st.parts.id;
+  post_blocking(
+    self,
+    [runtime, id, pause] {
+      job_result out;
+      out.outcome = pause ? runtime->pause(id) : runtime->resume(id);
+      return out;
+    },
+    [self, promise, pause](job_result& done) mutable {
+      if (!done.outcome) {
+        promise.deliver(make_error(done.outcome));
+        return;
+      }
+      self->state.paused = pause;
+      promise.deliver(true);
+    });
+  // Block new guest work at once when pausing (a frozen guest answers nothing).
+  if (pause)
+    st.paused = true;
+  return promise;
+}
+
+caf::result<sandbox_stats> handle_stats(self_ptr self) {
+  auto promise = self->make_response_promise<sandbox_stats>();
+  auto runtime = self->state.parts.runtime;
+  auto id = self->state.parts.id;
+  post_blocking(
+    self,
+    [runtime, id] {
+      job_result out;
+      auto stats = runtime->stats(id);
+      if (stats)
+        out.stats = *stats;
+      else
+        out.outcome = stats.error();
+      return out;
+    },
+    [promise](job_result& done) mutable {
+      if (done.outcome)
+        promise.deliver(done.stats);
+      else
+        promise.deliver(make_error(done.outcome));
+    });
+  return promise;
+}
+
+caf::result<bool> handle_destroy(self_ptr self) {
+  auto& st = self->state;
+  auto promise = self->make_response_promise<bool>();
+  st.destroy_waiters.push_back(promise);
+  if (st.destroying)
+    return promise;
+  st.destroying = true;
+  const status gone = make_status(errc::unavailable, "sandbox " + st.parts.id + " was destroyed");
+  fail_all_readers(self, gone);
+  for (auto& [stream, pending] : st.pending_exec)
+    deliver_status(pending, gone);
+  st.pending_exec.clear();
+  auto link = std::move(st.link); // the helper drops the last reference: joins off the actor
+  auto runtime = st.parts.runtime;
+  auto rootfs = st.parts.rootfs;
+  auto id = st.parts.id;
+  post_blocking(
+    self,
+    [link, runtime, rootfs, id]() mutable {
+      job_result out;
+      if (link)
+        link->stop();
+      link.reset();
+      out.outcome = runtime->destroy(id);
+      if (out.outcome && rootfs)
+        out.outcome = rootfs->delete_sandbox(id);
+      return out;
+    },
+    [self](job_result& done) {
+      for (auto& waiter : self->state.destroy_waiters) {
+        if (done.outcome)
+          waiter.deliver(true);
+        else
+          waiter.deliver(make_error(done.outcome));
+      }
+      self->state.destroy_waiters.clear();
+      if (done.outcome)
+        self->quit();
+      else
+        self->state.destroying = false; // a later destroy retries
+    });
+  return promise;
+}
+
+void on_event(self_ptr self, guest_event& event) {
+  std::visit(
+    [self](auto& msg) {
+      using T = std::decay_t<decltype(msg)>;
+      if constexpr (std::is_same_v<T, guest::started>)
+        on_started(self, msg);
+      else if constexpr (std::is_same_v<T, guest::output_chunk>)
+        on_output(self, msg);
+      else if constexpr (std::is_same_v<T, guest::exited>)
+        on_exited(self, msg);
+      else if constexpr (std::is_same_v<T, guest::error_reply>)
+        on_error(self, msg);
+    },
+    event.message);
+}
+
+sandbox_actor::behavior_type sandbox_impl(self_ptr self, sandbox_parts parts,
+                                          sandbox_actor_options options) {
+  auto& st = self->state;
+  st.options = options;
+  auto guest_conn = std::move(parts.client);
+  const int channel_fd = parts.channel_fd;
+  st.parts = std::move(parts);
+  caf::weak_actor_ptr weak = self->ctrl();
+  st.link = std::make_shared<guest_link>(
+    std::move(guest_conn), channel_fd,
+    [weak](guest::guest_message message) {
+      if (auto strong = weak.lock())
+        caf::anon_send(caf::actor_cast<sandbox_actor>(strong), sbx_event_atom::value,
+                       guest_event{std::move(message)});
+    },
+    options.link);
+  return {
+    [self](sbx_exec_atom, const exec_request& request) { return handle_exec(self, request); },
+    [self](sbx_read_atom, const read_request& request) { return handle_read(self, request); },
+    [self](sbx_stdin_atom, const std::string& id, std::string& bytes, bool close) {
+      const int timeout = self->state.options.guest_call_timeout_ms;
+      return stream_call(
+        self, id,
+        [bytes = std::move(bytes), close, timeout](guest::guest_client& client, uint32_t stream) {
+          if (!bytes.empty())
+            if (auto wrote = client.write_stdin(stream, bytes, timeout); !wrote)
+              return wrote;
+          return close ? client.close_stdin(stream, timeout) : status::ok();
+        });
+    },
+    [self](sbx_signal_atom, const std::string& id, int32_t signo) {
+      const int timeout = self->state.options.guest_call_timeout_ms;
+      return stream_call(self, id, [signo, timeout](guest::guest_client& client, uint32_t stream) {
+        return client.signal(stream, signo, true, timeout);
+      });
+    },
+    [self](sbx_resize_atom, const std::string& id, uint16_t rows, uint16_t cols) {
+      const int timeout = self->state.options.guest_call_timeout_ms;
+      return stream_call(self, id,
+                         [rows, cols, timeout](guest::guest_client& client, uint32_t stream) {
+                           return client.resize(stream, rows, cols, timeout);
+                         });
+    },
+    [self](sbx_status_atom, const std::string& id) -> caf::result<process_info> {
+      auto* proc = find_process(self, id);
+      if (proc == nullptr)
+        return make_error(unknown_process(id));
+      return proc->info;
+    },
+    [self](sbx_file_atom, const file_request& request) { return handle_file(self, request); },
+    [self](sbx_pause_atom) { return handle_freeze(self, true); },
+    [self](sbx_resume_atom) { return handle_freeze(self, false); },
+    [self](sbx_stats_atom) { return handle_stats(self); },
+    [self](sbx_destroy_atom) { return handle_destroy(self); },
+    [self](sbx_event_atom, guest_event& event) { on_event(self, event); },
+    [self](sbx_done_atom, uint64_t token, job_result& done) {
+      auto it = self->state.pending_jobs.find(token);
+      if (it == self->state.pending_jobs.end())
+        return;
+      auto then = std::move(it->second);
+      self->state.pending_jobs.erase(it);
+      then(done);
+    },
+    [self](sbx_wake_atom, uint64_t token) { on_reader_timeout(self, token); },
+  };
+}
+
+} // namespace
+
+sandbox_actor spawn_sandbox(caf::actor_system& system, sandbox_parts parts,
+                            sandbox_actor_options options) {
+  return system.spawn(sandbox_impl, std::move(parts), options);
+}
+
+} // namespace airlock::worker

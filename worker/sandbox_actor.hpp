@@ -1,0 +1,229 @@
+#pragma once
+// sandbox_actor: one per running sandbox. Owns the runtime's handle of it
+// (by id), the guest channel (through a guest_link thread: the actor itself
+// never blocks), the process table and a bounded output buffer per process
+// stream from which readers resume at a byte offset.
+//
+// Messages are local only (the worker and airlockd's API actors live in one
+// process): they are registered as unsafe message types and never serialized.
+
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/atom.hpp>
+#include <caf/typed_actor.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "guest/client.hpp"
+#include "guest/protocol.hpp"
+#include "worker/guest_link.hpp"
+#include "worker/output_ring.hpp"
+#include "worker/rootfs/rootfs_driver.hpp"
+#include "worker/runtime/sandbox_runtime.hpp"
+
+namespace airlock::worker {
+
+// Atoms: at most 10 characters, unique in airlock.
+using sbx_exec_atom = caf::atom_constant<caf::atom("sbxexec")>;
+using sbx_read_atom = caf::atom_constant<caf::atom("sbxread")>;
+using sbx_stdin_atom = caf::atom_constant<caf::atom("sbxstdin")>;
+using sbx_signal_atom = caf::atom_constant<caf::atom("sbxsignal")>;
+using sbx_resize_atom = caf::atom_constant<caf::atom("sbxresize")>;
+using sbx_status_atom = caf::atom_constant<caf::atom("sbxstatus")>;
+using sbx_file_atom = caf::atom_constant<caf::atom("sbxfile")>;
+using sbx_pause_atom = caf::atom_constant<caf::atom("sbxpause")>;
+using sbx_resume_atom = caf::atom_constant<caf::atom("sbxresume")>;
+using sbx_stats_atom = caf::atom_constant<caf::atom("sbxstats")>;
+using sbx_destroy_atom = caf::atom_constant<caf::atom("sbxdestroy")>;
+// Internal to the sandbox actor.
+using sbx_event_atom = caf::atom_constant<caf::atom("sbxevent")>;
+using sbx_done_atom = caf::atom_constant<caf::atom("sbxdone")>;
+using sbx_wake_atom = caf::atom_constant<caf::atom("sbxwake")>;
+
+/// Limits and timeouts of one sandbox actor.
+struct sandbox_actor_options {
+  /// Bytes retained per process stream (stdout and stderr each); older bytes
+  /// are dropped and reading them fails. Default: 1 MiB.
+  size_t output_buffer_bytes = size_t{1} << 20;
+  /// Most bytes one read returns. Default: 256 KiB.
+  size_t read_bytes_max = size_t{256} << 10;
+  /// Longest a read may wait for new output. Default: 60000.
+  uint32_t read_wait_ms_max = 60'000;
+  /// Processes kept in the table (running ones and finished ones whose output
+  /// may still be read); the oldest finished one is forgotten first, and exec
+  /// fails with resource_exhausted when all are running. Default: 256.
+  size_t processes_max = 256;
+  /// Readers waiting for output at once. Default: 1024.
+  size_t waiting_readers_max = 1024;
+  /// Bound on one guest call (start, stdin, signal, one file operation).
+  /// Default: 10000.
+  int guest_call_timeout_ms = 10'000;
+  /// Largest file read or written through the files pass-through. Default: 64 MiB.
+  uint64_t file_bytes_max = uint64_t{64} << 20;
+  /// The guest link's bounds. Default: see guest_link_options.
+  guest_link_options link;
+};
+
+/// What to run. Exactly one of argv and cmd (cmd runs `/bin/sh -c cmd`).
+struct exec_request {
+  std::vector<std::string> argv;
+  std::string cmd;
+  std::vector<std::pair<std::string, std::string>> env; ///< the whole environment
+  std::string cwd;                                      ///< empty: /
+  bool set_user = false;
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  bool pty = false;
+  uint16_t rows = 24;
+  uint16_t cols = 80;
+  bool stdin_open = false; ///< false: the process reads EOF at once
+};
+
+/// Read output of process `process_id`, stream `fd` (1 or 2), from `offset`.
+struct read_request {
+  std::string process_id;
+  uint8_t fd = 1;
+  uint64_t offset = 0;
+  size_t max_bytes = 0; ///< 0: options.read_bytes_max
+  uint32_t wait_ms = 0; ///< wait this long for bytes when none are available
+};
+
+struct read_reply {
+  std::string bytes;
+  uint64_t offset = 0;       ///< where `bytes` start
+  uint64_t next_offset = 0;  ///< the offset to read from next
+  uint64_t start_offset = 0; ///< oldest byte still retained
+  bool exited = false;       ///< the process ended and every byte up to next_offset is all
+};
+
+enum class process_state : uint8_t { starting, running, exited, failed };
+
+/// One row of the process table. Times are the actor clock's (monotonic) ms.
+struct process_info {
+  std::string id;
+  process_state state = process_state::starting;
+  int32_t pid = 0;       ///< in the sandbox's pid namespace
+  int32_t exit_code = 0; ///< -1 when killed by a signal
+  int32_t signal = 0;
+  int64_t started_at_ms = 0;
+  int64_t ended_at_ms = 0;
+  uint64_t stdout_bytes = 0;
+  uint64_t stderr_bytes = 0;
+  std::string error; ///< why it failed to start (state failed)
+};
+
+enum class file_op : uint8_t { read, write, list, stat, mkdir, remove, rename };
+
+/// One file operation, resolved inside the sandbox by the guest.
+struct file_request {
+  file_op op = file_op::stat;
+  std::string path;
+  std::string to;   ///< rename target
+  std::string data; ///< write
+  uint64_t offset = 0;
+  uint64_t length = 0; ///< read; 0: to the end (bounded by file_bytes_max)
+  uint32_t mode = 0;
+  bool parents = false;   ///< write, mkdir
+  bool recursive = false; ///< remove
+  bool follow = false;    ///< stat
+};
+
+struct file_reply {
+  std::string data;   ///< read
+  uint64_t bytes = 0; ///< write: bytes written
+  std::vector<guest::file_info> entries;
+  bool truncated = false;
+  guest::file_info info; ///< stat
+};
+
+/// Internal: a guest message forwarded by the link thread.
+struct guest_event {
+  guest::guest_message message;
+};
+
+/// Internal: the outcome of a job run off the actor.
+struct job_result {
+  status outcome;
+  uint32_t stream = 0;
+  file_reply file;
+  sandbox_stats stats;
+};
+
+/// Everything a sandbox actor takes over from its creator.
+struct sandbox_parts {
+  std::string id;
+  sandbox_handle handle;
+  std::shared_ptr<sandbox_runtime> runtime;
+  std::shared_ptr<rootfs_driver> rootfs;
+  std::unique_ptr<guest::guest_client> client; ///< handshaken
+  int channel_fd = -1;                         ///< the client's descriptor (polled only)
+};
+
+using sandbox_actor = caf::typed_actor<
+  /// Starts a process; replies with its id ("proc_<n>") once the guest has
+  /// started it. Errors: wrong_state (paused or destroying), invalid_argument
+  /// (no argv/cmd), resource_exhausted (process table full), and the guest's
+  /// error (not_found for a missing program, ...). Not idempotent.
+  caf::replies_to<sbx_exec_atom, exec_request>::with<std::string>,
+  /// Output from an offset. Returns at once when bytes are available or the
+  /// process ended, else waits up to wait_ms (then replies with no bytes).
+  /// Errors: not_found (unknown process), wrong_state (offset before the
+  /// retained window: the bytes were dropped; resume from start_offset, like
+  /// HTTP 410), invalid_argument (offset past the end, fd not 1/2). Idempotent.
+  caf::replies_to<sbx_read_atom, read_request>::with<read_reply>,
+  /// Writes stdin bytes (process id, bytes, then close stdin if true). Errors:
+  /// not_found, wrong_state (started without stdin, or stdin closed),
+  /// timeout (no stdin credit: the process does not read). Not idempotent.
+  caf::replies_to<sbx_stdin_atom, std::string, std::string, bool>::with<bool>,
+  /// Sends a signal to the process's group. Errors: not_found. Idempotent
+  /// for an exited process (ok, no effect).
+  caf::replies_to<sbx_signal_atom, std::string, int32_t>::with<bool>,
+  /// Resizes the process's PTY (rows, cols). Errors: not_found, wrong_state
+  /// (no PTY). Idempotent.
+  caf::replies_to<sbx_resize_atom, std::string, uint16_t, uint16_t>::with<bool>,
+  /// The process's row in the table. Errors: not_found. Idempotent.
+  caf::replies_to<sbx_status_atom, std::string>::with<process_info>,
+  /// A file operation inside the sandbox. Errors: the guest's (not_found,
+  /// permission_denied, invalid_argument for paths escaping the root, ...),
+  /// resource_exhausted beyond file_bytes_max, wrong_state while paused.
+  /// read/list/stat are idempotent; write is atomic.
+  caf::replies_to<sbx_file_atom, file_request>::with<file_reply>,
+  /// Freezes every process of the sandbox (runtime freezer). Idempotent.
+  caf::replies_to<sbx_pause_atom>::with<bool>,
+  /// Thaws it. Idempotent.
+  caf::replies_to<sbx_resume_atom>::with<bool>,
+  /// cgroup counters from the runtime (memory, pids, cpu, frozen). Idempotent.
+  caf::replies_to<sbx_stats_atom>::with<sandbox_stats>,
+  /// Closes the guest channel, destroys the runtime sandbox and deletes its
+  /// root filesystem, then the actor exits. Pending reads fail with
+  /// unavailable. Idempotent while it runs (later calls join it).
+  caf::replies_to<sbx_destroy_atom>::with<bool>,
+  /// Internal: a guest message from the link thread.
+  caf::reacts_to<sbx_event_atom, guest_event>,
+  /// Internal: a job (token) finished off the actor.
+  caf::reacts_to<sbx_done_atom, uint64_t, job_result>,
+  /// Internal: a waiting reader (token) timed out.
+  caf::reacts_to<sbx_wake_atom, uint64_t>>;
+
+/// Spawns the actor for a created, guest-ready sandbox and starts its guest
+/// link. When the actor ends without destroy (its owner went away), the link
+/// closes the channel: the guest then kills its processes and exits, which
+/// ends the sandbox's init; the runtime's and rootfs's leftovers are for the
+/// next worker start to clean up (see docs/worker.md).
+sandbox_actor spawn_sandbox(caf::actor_system& system, sandbox_parts parts,
+                            sandbox_actor_options options = {});
+
+} // namespace airlock::worker
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::exec_request)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::read_request)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::read_reply)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::process_info)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::file_request)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::file_reply)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::guest_event)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::job_result)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::sandbox_stats)

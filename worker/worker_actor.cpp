@@ -1,0 +1,312 @@
+#include "worker/worker_actor.hpp"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <caf/actor_system.hpp>
+#include <caf/blocking_actor.hpp>
+#include <caf/send.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include <chrono>
+#include <map>
+#include <set>
+
+#include "actors/errors.hpp"
+
+namespace airlock::worker {
+
+namespace {
+
+struct tracked_sandbox {
+  schema::sandbox_record record;
+  sandbox_actor actor; ///< invalid while creating
+};
+
+struct pending_create {
+  create_sandbox_request request;
+  caf::typed_response_promise<sandbox_actor> promise;
+};
+
+} // namespace
+
+struct worker_state {
+  static inline const char* name = "worker";
+  worker_context context;
+  std::map<std::string, tracked_sandbox> sandboxes;
+  std::map<uint64_t, pending_create> creates;
+  std::map<uint64_t, caf::typed_response_promise<recover_report>> recovers;
+  uint64_t next_token = 0;
+};
+
+namespace {
+
+using self_ptr = worker_actor::stateful_pointer<worker_state>;
+
+/// The blocking part of create, on a helper thread: rootfs, runtime, handshake.
+/// Undoes what it did on failure.
+created_sandbox create_blocking(const worker_context& ctx, const create_sandbox_request& req) {
+  created_sandbox out;
+  auto root = ctx.rootfs->create_sandbox(req.id, req.template_name, req.disk_mb);
+  if (!root) {
+    out.outcome = root.error();
+    return out;
+  }
+  int pair[2] = {-1, -1};
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+    out.outcome = make_status(errc::resource_exhausted, "socketpair failed: out of descriptors?");
+    (void)ctx.rootfs->delete_sandbox(req.id);
+    return out;
+  }
+  guest::unique_fd host_end(pair[0]);
+  sandbox_launch_spec spec;
+  spec.id = req.id;
+  spec.rootfs_path = root->string();
+  spec.init_argv = ctx.options.guest_argv;
+  spec.channel_fd = pair[1];
+  spec.limits = req.limits;
+  spec.network.enabled = req.network;
+  auto handle = ctx.runtime->create(spec);
+  ::close(pair[1]);
+  if (!handle) {
+    out.outcome = handle.error();
+    (void)ctx.rootfs->delete_sandbox(req.id);
+    return out;
+  }
+  const int fd = host_end.get();
+  auto client = std::make_unique<guest::guest_client>(std::move(host_end));
+  if (auto hello = client->handshake(ctx.options.guest_handshake_timeout_ms); !hello) {
+    out.outcome = make_status(hello.code(), "the guest of sandbox " + req.id
+                                              + " did not say hello: " + hello.error().message);
+    client.reset();
+    (void)ctx.runtime->destroy(req.id);
+    (void)ctx.rootfs->delete_sandbox(req.id);
+    return out;
+  }
+  out.parts = std::make_shared<sandbox_parts>();
+  out.parts->id = req.id;
+  out.parts->handle = std::move(*handle);
+  out.parts->runtime = ctx.runtime;
+  out.parts->rootfs = ctx.rootfs;
+  out.parts->client = std::move(client);
+  out.parts->channel_fd = fd;
+  return out;
+}
+
+status persist(self_ptr self, const schema::sandbox_record& record) {
+  return self->state.context.store->put(storage::keyspace::sandboxes, record.id,
+                                        schema::encode(record));
+}
+
+void forget(self_ptr self, const std::string& id) {
+  self->state.sandboxes.erase(id);
+  storage::write_batch batch;
+  batch.erase(storage::keyspace::sandboxes, id);
+  (void)self->state.context.store->write(batch);
+}
+
+caf::result<sandbox_actor> handle_create(self_ptr self, const create_sandbox_request& req) {
+  auto& st = self->state;
+  if (st.sandboxes.count(req.id) != 0)
+    return make_error(errc::already_exists, "sandbox " + req.id + " exists on this worker");
+  if (st.sandboxes.size() >= st.context.options.sandboxes_max)
+    return make_error(errc::resource_exhausted,
+                      "this worker runs its maximum of "
+                        + std::to_string(st.context.options.sandboxes_max)
+                        + " sandboxes; destroy one or use another worker");
+  tracked_sandbox entry;
+  entry.record.id = req.id;
+  entry.record.state = schema::sandbox_state::creating;
+  entry.record.spec.template_name = req.template_name;
+  entry.record.spec.cpu_millis = req.limits.cpu_millis;
+  entry.record.spec.memory_mb = req.limits.memory_mb;
+  entry.record.spec.disk_mb = static_cast<uint32_t>(req.disk_mb);
+  entry.record.worker_id = st.context.options.worker_id;
+  // Recorded before anything exists, so a crash mid-create is cleaned up by recover.
+  if (auto saved = persist(self, entry.record); !saved)
+    return make_error(saved);
+  st.sandboxes.emplace(req.id, std::move(entry));
+  const uint64_t token = ++st.next_token;
+  auto promise = self->make_response_promise<sandbox_actor>();
+  st.creates.emplace(token, pending_create{req, promise});
+  auto ctx = st.context;
+  worker_actor me = self;
+  self->home_system().spawn([ctx, req, me, token](caf::blocking_actor*) {
+    caf::anon_send(me, wk_created_atom::value, token, create_blocking(ctx, req));
+  });
+  return promise;
+}
+
+void on_created(self_ptr self, uint64_t token, created_sandbox& done) {
+  auto& st = self->state;
+  auto it = st.creates.find(token);
+  if (it == st.creates.end())
+    return;
+  auto pending = std::move(it->second);
+  st.creates.erase(it);
+  const auto& id = pending.request.id;
+  if (!done.outcome) {
+    forget(self, id);
+    pending.promise.deliver(make_error(done.outcome));
+    return;
+  }
+  auto actor =
+    spawn_sandbox(self->home_system(), std::move(*done.parts), st.context.options.sandbox);
+  auto& entry = st.sandboxes[id];
+  entry.actor = actor;
+  entry.record.state = schema::sandbox_state::running;
+  if (auto saved = persist(self, entry.record); !saved) {
+    // Not recorded as running: a crash now would still be cleaned up (it is
+    // recorded as creating), so serve it.
+  }
+  // Linked: when the worker goes away its sandbox actors go too (closing their
+  // guest channels); monitored: a sandbox actor that ends is forgotten.
+  self->link_to(actor);
+  self->monitor(actor);
+  pending.promise.deliver(actor);
+}
+
+caf::result<bool> forward_freeze(self_ptr self, const std::string& id, bool pause) {
+  auto it = self->state.sandboxes.find(id);
+  if (it == self->state.sandboxes.end())
+    return make_error(errc::not_found, "no sandbox " + id + " on this worker");
+  if (!it->second.actor)
+    return make_error(errc::wrong_state, "sandbox " + id + " is still being created");
+  auto promise = self->make_response_promise<bool>();
+  auto timeout =
+    std::chrono::milliseconds(self->state.context.options.sandbox.guest_call_timeout_ms);
+  auto on_done = [self, id, promise, pause](bool) mutable {
+    if (auto found = self->state.sandboxes.find(id); found != self->state.sandboxes.end()) {
+      found->second.record.state =
+        pause ? schema::sandbox_state::paused : schema::sandbox_state::running;
+      (void)persist(self, found->second.record);
+    }
+    promise.deliver(true);
+  };
+  auto on_error = [promise](caf::error& err) mutable { promise.deliver(std::move(err)); };
+  if (pause)
+    self->request(it->second.actor, timeout, sbx_pause_atom::value).then(on_done, on_error);
+  else
+    self->request(it->second.actor, timeout, sbx_resume_atom::value).then(on_done, on_error);
+  return promise;
+}
+
+caf::result<bool> handle_destroy(self_ptr self, const std::string& id) {
+  auto it = self->state.sandboxes.find(id);
+  if (it == self->state.sandboxes.end())
+    return true;
+  if (!it->second.actor)
+    return make_error(errc::wrong_state, "sandbox " + id + " is still being created; retry");
+  auto promise = self->make_response_promise<bool>();
+  auto timeout =
+    std::chrono::milliseconds(self->state.context.options.sandbox.guest_call_timeout_ms * 3);
+  it->second.record.state = schema::sandbox_state::destroying;
+  (void)persist(self, it->second.record);
+  self->request(it->second.actor, timeout, sbx_destroy_atom::value)
+    .then(
+      [self, id, promise](bool) mutable {
+        forget(self, id);
+        promise.deliver(true);
+      },
+      [promise](caf::error& err) mutable { promise.deliver(std::move(err)); });
+  return promise;
+}
+
+/// The blocking part of recover (see worker_actor.hpp).
+recover_report recover_blocking(const worker_context& ctx) {
+  recover_report report;
+  std::set<std::string> ids;
+  if (auto adopted = ctx.runtime->adopt(); adopted) {
+    ids.insert(adopted->adopted.begin(), adopted->adopted.end());
+    for (const auto& id : adopted->cleaned)
+      ids.insert(id);
+    for (const auto& failure : adopted->failures)
+      report.failures.push_back("runtime adopt: " + failure.message);
+  } else {
+    report.failures.push_back("runtime adopt: " + adopted.error().message);
+  }
+  (void)ctx.store->scan(storage::keyspace::sandboxes, "", "",
+                        [&ids](std::string_view key, std::string_view) {
+                          ids.emplace(key);
+                          return true;
+                        });
+  if (auto on_disk = ctx.rootfs->list_sandboxes(); on_disk)
+    ids.insert(on_disk->begin(), on_disk->end());
+  for (const auto& id : ids) {
+    auto gone = ctx.runtime->destroy(id);
+    if (gone)
+      gone = ctx.rootfs->delete_sandbox(id);
+    if (!gone) {
+      report.failures.push_back(id + ": " + gone.message);
+      continue;
+    }
+    storage::write_batch batch;
+    batch.erase(storage::keyspace::sandboxes, id);
+    if (auto erased = ctx.store->write(batch); !erased) {
+      report.failures.push_back(id + ": " + erased.message);
+      continue;
+    }
+    report.cleaned.push_back(id);
+  }
+  return report;
+}
+
+worker_actor::behavior_type worker_impl(self_ptr self, worker_context context) {
+  self->state.context = std::move(context);
+  self->set_down_handler([self](caf::down_msg& down) {
+    for (auto it = self->state.sandboxes.begin(); it != self->state.sandboxes.end(); ++it)
+      if (it->second.actor && it->second.actor.address() == down.source) {
+        // Destroyed through the sandbox actor directly, or it failed: forget it.
+        forget(self, it->first);
+        return;
+      }
+  });
+  return {
+    [self](wk_create_atom, const create_sandbox_request& req) { return handle_create(self, req); },
+    [self](wk_get_atom, const std::string& id) -> caf::result<sandbox_actor> {
+      auto it = self->state.sandboxes.find(id);
+      if (it == self->state.sandboxes.end() || !it->second.actor)
+        return make_error(errc::not_found, "no running sandbox " + id + " on this worker");
+      return it->second.actor;
+    },
+    [self](wk_pause_atom, const std::string& id) { return forward_freeze(self, id, true); },
+    [self](wk_resume_atom, const std::string& id) { return forward_freeze(self, id, false); },
+    [self](wk_destroy_atom, const std::string& id) { return handle_destroy(self, id); },
+    [self](wk_list_atom) {
+      std::vector<sandbox_entry> out;
+      for (const auto& [id, entry] : self->state.sandboxes)
+        out.push_back(sandbox_entry{id, entry.record.state, entry.actor});
+      return out;
+    },
+    [self](wk_recover_atom) -> caf::result<recover_report> {
+      auto promise = self->make_response_promise<recover_report>();
+      const uint64_t token = ++self->state.next_token;
+      self->state.recovers.emplace(token, promise);
+      auto ctx = self->state.context;
+      worker_actor me = self;
+      self->home_system().spawn([ctx, me, token](caf::blocking_actor*) {
+        caf::anon_send(me, wk_recovered_atom::value, token, recover_blocking(ctx));
+      });
+      return promise;
+    },
+    [self](wk_recovered_atom, uint64_t token, recover_report& report) {
+      auto it = self->state.recovers.find(token);
+      if (it == self->state.recovers.end())
+        return;
+      it->second.deliver(std::move(report));
+      self->state.recovers.erase(it);
+    },
+    [self](wk_created_atom, uint64_t token, created_sandbox& done) {
+      on_created(self, token, done);
+    },
+  };
+}
+
+} // namespace
+
+worker_actor spawn_worker(caf::actor_system& system, worker_context context) {
+  return system.spawn(worker_impl, std::move(context));
+}
+
+} // namespace airlock::worker

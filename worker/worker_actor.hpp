@@ -1,0 +1,128 @@
+#pragma once
+// worker_actor: creates, pauses, resumes, destroys and lists the sandboxes of
+// one host, and records them in a worker-local store (keyspace sandboxes:
+// sandbox id -> schema::sandbox_record). Each sandbox is served by its own
+// sandbox_actor, returned by create and get.
+//
+// Restart: the guest channel is a socketpair whose host end lives in the
+// worker process; when that process (or its sandbox actor) ends, the guest
+// sees the channel close, kills what it started and exits, which ends the
+// sandbox. A new worker therefore cannot re-attach to an earlier run's
+// sandboxes: `recover` (call it once before the first create) cleans up every
+// sandbox the store, the runtime's state directory or the rootfs driver still
+// knows about. See docs/worker.md.
+
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/atom.hpp>
+#include <caf/typed_actor.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "schema/sandbox.hpp"
+#include "storage/kv_store.hpp"
+#include "worker/rootfs/rootfs_driver.hpp"
+#include "worker/runtime/sandbox_runtime.hpp"
+#include "worker/sandbox_actor.hpp"
+
+namespace airlock::worker {
+
+using wk_create_atom = caf::atom_constant<caf::atom("wkcreate")>;
+using wk_get_atom = caf::atom_constant<caf::atom("wkget")>;
+using wk_pause_atom = caf::atom_constant<caf::atom("wkpause")>;
+using wk_resume_atom = caf::atom_constant<caf::atom("wkresume")>;
+using wk_destroy_atom = caf::atom_constant<caf::atom("wkdestroy")>;
+using wk_list_atom = caf::atom_constant<caf::atom("wklist")>;
+using wk_recover_atom = caf::atom_constant<caf::atom("wkrecover")>;
+// Internal to the worker actor.
+using wk_created_atom = caf::atom_constant<caf::atom("wkcreated")>;
+using wk_recovered_atom = caf::atom_constant<caf::atom("wkrecovd")>;
+
+struct worker_options {
+  /// This worker's id, stored in every sandbox record. Default: "local".
+  std::string worker_id = "local";
+  /// Bound on the guest's hello after the sandbox's init started. Default: 5000.
+  int guest_handshake_timeout_ms = 5000;
+  /// Sandboxes at once on this worker. Default: 256.
+  size_t sandboxes_max = 256;
+  /// Options of every sandbox actor. Default: see sandbox_actor_options.
+  sandbox_actor_options sandbox;
+  /// The guest's argv inside the sandbox. Default: /sbin/airlock-guest --fd 3.
+  std::vector<std::string> guest_argv = {"/sbin/airlock-guest", "--fd", "3"};
+};
+
+/// What the worker is given at spawn. All three are shared with the sandbox
+/// actors and their helper threads (each is thread-safe).
+struct worker_context {
+  std::shared_ptr<sandbox_runtime> runtime;
+  std::shared_ptr<rootfs_driver> rootfs;
+  std::shared_ptr<storage::kv_store> store; ///< worker-local
+  worker_options options;
+};
+
+/// What to create.
+struct create_sandbox_request {
+  std::string id;                        ///< [a-z0-9_-], 1..63
+  std::string template_name = "minimal"; ///< must be built already
+  sandbox_limits limits;
+  uint64_t disk_mb = 0; ///< 0: no disk limit
+  bool network = true;
+};
+
+/// One row of list.
+struct sandbox_entry {
+  std::string id;
+  schema::sandbox_state state = schema::sandbox_state::creating;
+  sandbox_actor actor;
+};
+
+/// What recover found and did.
+struct recover_report {
+  std::vector<std::string> cleaned;  ///< sandboxes of an earlier run, now gone
+  std::vector<std::string> failures; ///< could not be cleaned (reason included); retry recover
+};
+
+/// Internal: a finished create.
+struct created_sandbox {
+  status outcome;
+  std::shared_ptr<sandbox_parts> parts;
+};
+
+using worker_actor = caf::typed_actor<
+  /// Creates a sandbox: writable rootfs from the template, runtime create with
+  /// the guest as init, guest handshake. Replies with the sandbox's actor once
+  /// the guest is ready. Errors: already_exists, invalid_argument,
+  /// not_found (no such template: build it first), resource_exhausted
+  /// (sandboxes_max or runtime slots), unavailable/timeout (the guest did not
+  /// say hello; nothing is left behind). Not idempotent.
+  caf::replies_to<wk_create_atom, create_sandbox_request>::with<sandbox_actor>,
+  /// The actor of a running sandbox. Errors: not_found. Idempotent.
+  caf::replies_to<wk_get_atom, std::string>::with<sandbox_actor>,
+  /// Freezes a sandbox. Errors: not_found, wrong_state. Idempotent.
+  caf::replies_to<wk_pause_atom, std::string>::with<bool>,
+  /// Thaws a sandbox. Errors: not_found, wrong_state. Idempotent.
+  caf::replies_to<wk_resume_atom, std::string>::with<bool>,
+  /// Destroys a sandbox (processes, cgroups, veth, state file, rootfs) and
+  /// forgets it. Idempotent: ok for an unknown id.
+  caf::replies_to<wk_destroy_atom, std::string>::with<bool>,
+  /// Every sandbox this worker runs. Idempotent.
+  caf::replies_to<wk_list_atom>::with<std::vector<sandbox_entry>>,
+  /// Cleans up what an earlier run left (see the file comment). Call once,
+  /// before the first create. Idempotent.
+  caf::replies_to<wk_recover_atom>::with<recover_report>,
+  /// Internal: a create finished off the actor (token).
+  caf::reacts_to<wk_created_atom, uint64_t, created_sandbox>,
+  /// Internal: a recover finished off the actor (token).
+  caf::reacts_to<wk_recovered_atom, uint64_t, recover_report>>;
+
+worker_actor spawn_worker(caf::actor_system& system, worker_context context);
+
+} // namespace airlock::worker
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::create_sandbox_request)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::sandbox_entry)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<airlock::worker::sandbox_entry>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::recover_report)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::created_sandbox)
