@@ -23,7 +23,7 @@ function(airlock_library name)
   airlock_settings(airlock_${name})
 endfunction()
 
-# airlock_test(NAME SOURCES ... DEPS ... LABEL ...): one GoogleTest executable per folder.
+# airlock_test(NAME SOURCES ... DEPS ... LABELS label [TIMEOUT s]): one GoogleTest executable per folder.
 # One label per executable: gtest_discover_tests splits a list of labels into
 # separate property arguments.
 function(airlock_test name)

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -14,23 +16,31 @@ namespace airlock::worker {
 
 class output_ring {
 public:
-  /// `capacity_bytes` > 0: the most bytes retained.
-  explicit output_ring(size_t capacity_bytes) : buffer_(std::max<size_t>(capacity_bytes, 1)) {}
+  /// `capacity_bytes` > 0: the most bytes retained. Memory is taken at the
+  /// first append, so a silent process costs nothing.
+  explicit output_ring(size_t capacity_bytes) : capacity_(std::max<size_t>(capacity_bytes, 1)) {}
 
   /// Appends `bytes`; the oldest bytes fall out of the window when full.
   void append(std::string_view bytes) {
-    const size_t cap = buffer_.size();
+    if (bytes.empty())
+      return;
+    if (buffer_.empty())
+      buffer_.resize(capacity_);
+    const size_t cap = capacity_;
     if (bytes.size() > cap) { // only the tail can be retained
       end_ += bytes.size() - cap;
       bytes.remove_prefix(bytes.size() - cap);
     }
-    for (char c : bytes)
-      buffer_[static_cast<size_t>(end_++ % cap)] = c;
+    const size_t at = static_cast<size_t>(end_ % cap);
+    const size_t first = std::min(bytes.size(), cap - at);
+    std::memcpy(buffer_.data() + at, bytes.data(), first);
+    std::memcpy(buffer_.data(), bytes.data() + first, bytes.size() - first);
+    end_ += bytes.size();
   }
 
   /// Offset of the oldest retained byte.
   uint64_t start_offset() const noexcept {
-    return end_ > buffer_.size() ? end_ - buffer_.size() : 0;
+    return end_ > capacity_ ? end_ - capacity_ : 0;
   }
   /// Offset one past the newest byte (= total bytes ever appended).
   uint64_t end_offset() const noexcept { return end_; }
@@ -41,7 +51,7 @@ public:
     if (offset < start_offset())
       return make_status(errc::wrong_state,
                          "output before offset " + std::to_string(start_offset())
-                           + " was dropped (buffer of " + std::to_string(buffer_.size())
+                           + " was dropped (buffer of " + std::to_string(capacity_)
                            + " bytes); resume from offset " + std::to_string(start_offset()));
     if (offset > end_)
       return make_status(errc::invalid_argument, "offset " + std::to_string(offset)
@@ -49,14 +59,19 @@ public:
                                                    + std::to_string(end_) + ")");
     const size_t n = static_cast<size_t>(std::min<uint64_t>(end_ - offset, max_bytes));
     std::string out(n, '\0');
-    const size_t cap = buffer_.size();
-    for (size_t i = 0; i < n; ++i)
-      out[i] = buffer_[static_cast<size_t>((offset + i) % cap)];
+    if (n == 0)
+      return out;
+    const size_t cap = capacity_;
+    const size_t at = static_cast<size_t>(offset % cap);
+    const size_t first = std::min(n, cap - at);
+    std::memcpy(out.data(), buffer_.data() + at, first);
+    std::memcpy(out.data() + first, buffer_.data(), n - first);
     return out;
   }
 
 private:
-  std::vector<char> buffer_;
+  size_t capacity_;
+  std::vector<char> buffer_; ///< empty until the first append, then capacity_ bytes
   uint64_t end_ = 0;
 };
 
