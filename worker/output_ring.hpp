@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <string_view>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "schema/errc.hpp"
@@ -39,9 +39,7 @@ public:
   }
 
   /// Offset of the oldest retained byte.
-  uint64_t start_offset() const noexcept {
-    return end_ > capacity_ ? end_ - capacity_ : 0;
-  }
+  uint64_t start_offset() const noexcept { return end_ > capacity_ ? end_ - capacity_ : 0; }
   /// Offset one past the newest byte (= total bytes ever appended).
   uint64_t end_offset() const noexcept { return end_; }
 

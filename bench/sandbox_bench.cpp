@@ -1,0 +1,433 @@
+// Sandboxes on this host, side by side with the nearest host-only baseline:
+//   create   cold create to guest-ready through the worker actor (btrfs
+//            snapshot of `minimal` + namespace runtime + guest hello)
+//            vs `bwrap --unshare-all --ro-bind / / true` (fork/exec/wait)
+//   exec     round trip of `true` through the sandbox actor and the guest
+//            (exec reply + read until exited) vs fork+exec+wait of /bin/true
+//   output   `head -c SIZE /dev/zero` through the guest (guest_client, output
+//            counted and discarded; and into the sandbox actor's ring) vs the
+//            same command into a pipe read in-process
+//   memory   host memory per idle sandbox (PSS of its processes + its memory
+//            cgroup) and MemAvailable before/after N idle sandboxes
+//
+//   sandbox_bench [--data-dir DIR] [--guest PATH] [--creates N] [--execs N]
+//                 [--output-mb N] [--idle N]
+//
+// Needs root. DIR holds the btrfs image, the runtime state and the store; it
+// is left in place (its loop mount too) for the next run. Default:
+// /var/tmp/airlock-sandbox-bench.
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <caf/actor_system.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "actors/errors.hpp"
+#include "actors/system_config.hpp"
+#include "guest/client.hpp"
+#include "storage/kv_store.hpp"
+#include "worker/rootfs/templates.hpp"
+#include "worker/runtime/namespace_runtime.hpp"
+#include "worker/worker_actor.hpp"
+
+#ifndef AIRLOCK_GUEST_BINARY
+#define AIRLOCK_GUEST_BINARY ""
+#endif
+
+namespace airlock::bench {
+namespace {
+
+using namespace airlock::worker;
+using clock_type = std::chrono::steady_clock;
+constexpr auto timeout = std::chrono::seconds(60);
+
+struct bench_options {
+  std::string data_dir = "/var/tmp/airlock-sandbox-bench";
+  std::string guest = AIRLOCK_GUEST_BINARY;
+  int creates = 40;
+  int execs = 300;
+  uint64_t output_mb = 1024;
+  int idle = 50;
+};
+
+double ms_since(clock_type::time_point start) {
+  return std::chrono::duration<double, std::milli>(clock_type::now() - start).count();
+}
+
+std::string percentiles(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  auto at = [&v](double q) { return v[std::min(v.size() - 1, static_cast<size_t>(q * v.size()))]; };
+  char line[128];
+  std::snprintf(line, sizeof line, "p50 %8.3f  p90 %8.3f  p99 %8.3f ms  (n=%zu)", at(0.5), at(0.9),
+                at(0.99), v.size());
+  return line;
+}
+
+template <class R, class Handle, class... Ts>
+result<R> ask(caf::scoped_actor& self, const Handle& dest, Ts&&... xs) {
+  std::optional<result<R>> out;
+  self->request(dest, timeout, std::forward<Ts>(xs)...)
+    .receive([&out](R& reply) { out.emplace(std::move(reply)); },
+             [&out](caf::error& err) { out.emplace(to_status(err)); });
+  return std::move(*out);
+}
+
+/// fork + exec + wait of argv; returns the exit status.
+int spawn_wait(const std::vector<std::string>& argv, int stdout_fd = -1) {
+  std::vector<char*> args;
+  for (const auto& a : argv)
+    args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int null = ::open("/dev/null", O_RDWR);
+    ::dup2(stdout_fd >= 0 ? stdout_fd : null, 1);
+    ::dup2(null, 2);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  if (stdout_fd >= 0)
+    ::close(stdout_fd);
+  int wstatus = 0;
+  ::waitpid(pid, &wstatus, 0);
+  return wstatus;
+}
+
+uint64_t mem_available_kb() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  uint64_t value = 0;
+  std::string unit;
+  while (in >> key >> value >> unit)
+    if (key == "MemAvailable:")
+      return value;
+  return 0;
+}
+
+uint64_t pss_kb(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/smaps_rollup");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("Pss:", 0) == 0)
+      return std::stoull(line.substr(4));
+  return 0;
+}
+
+std::vector<pid_t> cgroup_pids(const sandbox_handle& handle) {
+  std::vector<pid_t> pids;
+  for (const auto& dir : handle.cgroup_paths) {
+    std::ifstream in(dir + "/cgroup.procs");
+    pid_t pid = 0;
+    while (in >> pid)
+      pids.push_back(pid);
+    if (!pids.empty())
+      break;
+  }
+  return pids;
+}
+
+struct host_pieces {
+  std::shared_ptr<namespace_runtime> runtime;
+  std::shared_ptr<rootfs_driver> rootfs;
+  std::shared_ptr<storage::kv_store> store;
+};
+
+result<host_pieces> open_host(const bench_options& opt) {
+  host_pieces host;
+  namespace_runtime_options rt;
+  rt.state_dir = opt.data_dir + "/runtime";
+  rt.cgroups.parent = "airlock-bench";
+  rt.net.nft_table = "airlock_bench";
+  rt.net.interface_prefix = "ab";
+  rt.address_pool = "10.202.0.0/16";
+  rt.id_range_base = 400000000;
+  rt.slots_max = 256;
+  auto runtime = namespace_runtime::open(rt);
+  if (!runtime)
+    return runtime.error();
+  host.runtime = std::move(*runtime);
+  auto store = storage::open_rocksdb_store(opt.data_dir + "/store");
+  if (!store)
+    return store.error();
+  host.store = std::move(*store);
+  rootfs_options fs;
+  fs.data_dir = opt.data_dir;
+  fs.image_size_mb = 8192;
+  fs.disk_quota = false;
+  auto driver = make_rootfs_driver(fs);
+  if (!driver)
+    return driver.error();
+  host.rootfs = std::move(*driver);
+  template_options templates;
+  templates.guest_binary = opt.guest;
+  template_builder builder(*host.rootfs, templates);
+  if (auto built = builder.ensure("minimal"); !built)
+    return built.error();
+  return host;
+}
+
+sandbox_handle handle_of(const host_pieces& host, const std::string& id) {
+  for (auto& handle : host.runtime->list())
+    if (handle.id == id)
+      return handle;
+  return {};
+}
+
+void bench_create(caf::scoped_actor& self, const worker_actor& worker, const bench_options& opt) {
+  std::vector<double> sandbox_ms;
+  for (int i = 0; i < opt.creates; ++i) {
+    create_sandbox_request request;
+    request.id = "bc-" + std::to_string(i);
+    auto start = clock_type::now();
+    auto created = ask<sandbox_actor>(self, worker, wk_create_atom::value, request);
+    sandbox_ms.push_back(ms_since(start));
+    if (!created) {
+      std::cerr << "create failed: " << created.error().message << "\n";
+      return;
+    }
+    (void)ask<bool>(self, worker, wk_destroy_atom::value, request.id);
+  }
+  std::vector<double> bwrap_ms;
+  for (int i = 0; i < opt.creates; ++i) {
+    auto start = clock_type::now();
+    int rc = spawn_wait({"/usr/bin/bwrap", "--unshare-all", "--ro-bind", "/", "/", "true"});
+    bwrap_ms.push_back(ms_since(start));
+    if (rc != 0) {
+      std::cerr << "bwrap failed: status " << rc << "\n";
+      break;
+    }
+  }
+  std::cout << "create to guest-ready   sandbox  " << percentiles(sandbox_ms) << "\n"
+            << "                        bwrap    " << percentiles(bwrap_ms) << "\n";
+}
+
+void bench_exec(caf::scoped_actor& self, const worker_actor& worker, const bench_options& opt) {
+  create_sandbox_request request;
+  request.id = "bench-exec";
+  auto box = ask<sandbox_actor>(self, worker, wk_create_atom::value, request);
+  if (!box) {
+    std::cerr << "create failed: " << box.error().message << "\n";
+    return;
+  }
+  std::vector<double> guest_ms;
+  for (int i = 0; i < opt.execs; ++i) {
+    exec_request exec;
+    exec.argv = {"true"};
+    auto start = clock_type::now();
+    auto proc = ask<std::string>(self, *box, sbx_exec_atom::value, exec);
+    if (!proc) {
+      std::cerr << "exec failed: " << proc.error().message << "\n";
+      return;
+    }
+    for (;;) {
+      auto reply =
+        ask<read_reply>(self, *box, sbx_read_atom::value, read_request{*proc, 1, 0, 0, 10000});
+      if (!reply || reply->exited)
+        break;
+    }
+    guest_ms.push_back(ms_since(start));
+  }
+  std::vector<double> host_ms;
+  for (int i = 0; i < opt.execs; ++i) {
+    auto start = clock_type::now();
+    (void)spawn_wait({"/bin/true"});
+    host_ms.push_back(ms_since(start));
+  }
+  std::cout << "exec round trip `true`  sandbox  " << percentiles(guest_ms) << "\n"
+            << "                        host     " << percentiles(host_ms) << "\n";
+
+  // Output into the sandbox actor (ring buffers; nobody reads: measures ingest).
+  exec_request big;
+  big.cmd = "head -c " + std::to_string(opt.output_mb << 20) + " /dev/zero";
+  auto start = clock_type::now();
+  auto proc = ask<std::string>(self, *box, sbx_exec_atom::value, big);
+  if (proc) {
+    for (;;) {
+      auto info = ask<process_info>(self, *box, sbx_status_atom::value, *proc);
+      if (!info || info->state == process_state::exited) {
+        double s = ms_since(start) / 1000;
+        if (info)
+          std::printf("output into sandbox actor %8.1f MiB/s (%llu bytes)\n",
+                      static_cast<double>(info->stdout_bytes) / (1 << 20) / s,
+                      static_cast<unsigned long long>(info->stdout_bytes));
+        break;
+      }
+      (void)ask<read_reply>(self, *box, sbx_read_atom::value,
+                            read_request{*proc, 1, info->stdout_bytes, 1, 1000});
+    }
+  }
+  (void)ask<bool>(self, worker, wk_destroy_atom::value, request.id);
+}
+
+/// The guest's throughput without actors: one sandbox driven by guest_client.
+void bench_output_direct(host_pieces& host, const bench_options& opt) {
+  const std::string id = "bench-out";
+  auto root = host.rootfs->create_sandbox(id, "minimal", 0);
+  if (!root) {
+    std::cerr << "rootfs: " << root.error().message << "\n";
+    return;
+  }
+  int pair[2];
+  ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair);
+  sandbox_launch_spec spec;
+  spec.id = id;
+  spec.rootfs_path = root->string();
+  spec.init_argv = {"/sbin/airlock-guest", "--fd", "3"};
+  spec.channel_fd = pair[1];
+  auto handle = host.runtime->create(spec);
+  ::close(pair[1]);
+  if (handle) {
+    guest::guest_client client{guest::unique_fd(pair[0])};
+    if (client.handshake(5000)) {
+      guest::start_request head;
+      head.shell = "head -c " + std::to_string(opt.output_mb << 20) + " /dev/zero";
+      auto start = clock_type::now();
+      auto done = client.run_discarding(head, 600000);
+      double s = ms_since(start) / 1000;
+      if (done)
+        std::printf("output through guest     %8.1f MiB/s (%llu bytes)\n",
+                    static_cast<double>(done->stdout_bytes) / (1 << 20) / s,
+                    static_cast<unsigned long long>(done->stdout_bytes));
+    }
+  } else {
+    ::close(pair[0]);
+  }
+  (void)host.runtime->destroy(id);
+  (void)host.rootfs->delete_sandbox(id);
+
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0)
+    return;
+  auto start = clock_type::now();
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(fds[1], 1);
+    std::string n = std::to_string(opt.output_mb << 20);
+    ::execl("/usr/bin/head", "head", "-c", n.c_str(), "/dev/zero", nullptr);
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  std::vector<char> buffer(1 << 16);
+  uint64_t total = 0;
+  for (ssize_t n; (n = ::read(fds[0], buffer.data(), buffer.size())) > 0;)
+    total += static_cast<uint64_t>(n);
+  ::close(fds[0]);
+  ::waitpid(pid, nullptr, 0);
+  double s = ms_since(start) / 1000;
+  std::printf("output raw pipe          %8.1f MiB/s (%llu bytes)\n",
+              static_cast<double>(total) / (1 << 20) / s, static_cast<unsigned long long>(total));
+}
+
+void bench_memory(caf::scoped_actor& self, const worker_actor& worker, host_pieces& host,
+                  const bench_options& opt) {
+  const uint64_t before = mem_available_kb();
+  std::vector<std::string> ids;
+  for (int i = 0; i < opt.idle; ++i) {
+    create_sandbox_request request;
+    request.id = "idle-" + std::to_string(i);
+    request.network = true;
+    auto box = ask<sandbox_actor>(self, worker, wk_create_atom::value, request);
+    if (!box) {
+      std::cerr << "idle create " << i << " failed: " << box.error().message << "\n";
+      break;
+    }
+    ids.push_back(request.id);
+  }
+  ::sync();
+  const uint64_t after = mem_available_kb();
+  uint64_t pss_total = 0;
+  uint64_t cgroup_total = 0;
+  for (const auto& id : ids) {
+    auto handle = handle_of(host, id);
+    for (pid_t pid : cgroup_pids(handle))
+      pss_total += pss_kb(pid);
+    if (auto stats = host.runtime->stats(id))
+      cgroup_total += stats->memory_bytes / 1024;
+  }
+  const double n = static_cast<double>(std::max<size_t>(ids.size(), 1));
+  const double delta_kb = before > after ? static_cast<double>(before - after) : 0;
+  std::printf("idle sandboxes           %zu\n", ids.size());
+  std::printf("  PSS of processes       %8.1f KiB per sandbox\n",
+              static_cast<double>(pss_total) / n);
+  std::printf("  memory cgroup usage    %8.1f KiB per sandbox\n",
+              static_cast<double>(cgroup_total) / n);
+  std::printf("  MemAvailable delta     %8.1f KiB per sandbox (%.1f MiB total)\n", delta_kb / n,
+              delta_kb / 1024);
+  if (delta_kb > 0)
+    std::printf("  fit in MemAvailable    ~%.0f idle sandboxes (MemAvailable now %llu MiB)\n",
+                static_cast<double>(after) / (delta_kb / n),
+                static_cast<unsigned long long>(after / 1024));
+  for (const auto& id : ids)
+    (void)ask<bool>(self, worker, wk_destroy_atom::value, id);
+}
+
+int run(const bench_options& opt) {
+  if (::geteuid() != 0) {
+    std::cerr << "sandbox_bench needs root\n";
+    return 2;
+  }
+  auto host = open_host(opt);
+  if (!host) {
+    std::cerr << "setup failed: " << host.error().message << "\n";
+    return 1;
+  }
+  actors::system_config config;
+  caf::actor_system system{config};
+  auto worker = spawn_worker(system, worker_context{host->runtime, host->rootfs, host->store, {}});
+  {
+    caf::scoped_actor self{system};
+    auto report = ask<recover_report>(self, worker, wk_recover_atom::value);
+    if (report && !report->cleaned.empty())
+      std::cout << "cleaned " << report->cleaned.size() << " sandboxes of an earlier run\n";
+    std::cout << "sandbox_bench: " << std::thread::hardware_concurrency() << " cores, rootfs "
+              << host->rootfs->kind() << ", cgroups " << host->runtime->cgroup_driver_name()
+              << "\n";
+    bench_create(self, worker, opt);
+    bench_exec(self, worker, opt);
+    bench_output_direct(*host, opt);
+    bench_memory(self, worker, *host, opt);
+    self->send_exit(worker, caf::exit_reason::user_shutdown);
+    self->wait_for(worker);
+  }
+  return 0;
+}
+
+} // namespace
+} // namespace airlock::bench
+
+int main(int argc, char** argv) {
+  airlock::bench::bench_options opt;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string key = argv[i];
+    std::string value = argv[i + 1];
+    if (key == "--data-dir")
+      opt.data_dir = value;
+    else if (key == "--guest")
+      opt.guest = value;
+    else if (key == "--creates")
+      opt.creates = std::stoi(value);
+    else if (key == "--execs")
+      opt.execs = std::stoi(value);
+    else if (key == "--output-mb")
+      opt.output_mb = std::stoull(value);
+    else if (key == "--idle")
+      opt.idle = std::stoi(value);
+    else {
+      std::cerr << "unknown option " << key << "\n";
+      return 64;
+    }
+  }
+  return airlock::bench::run(opt);
+}
