@@ -60,6 +60,8 @@ struct bench_options {
   int execs = 300;
   uint64_t output_mb = 1024;
   int idle = 50;
+  uint32_t cpu_millis = 1000; ///< cpu limit of the throughput sandbox (the default limit)
+  uint32_t window_kb = 0; ///< output window of the throughput run; 0: the guest default
 };
 
 double ms_since(clock_type::time_point start) {
@@ -286,6 +288,7 @@ void bench_output_direct(host_pieces& host, const bench_options& opt) {
   spec.rootfs_path = root->string();
   spec.init_argv = {"/sbin/airlock-guest", "--fd", "3"};
   spec.channel_fd = pair[1];
+  spec.limits.cpu_millis = opt.cpu_millis;
   auto handle = host.runtime->create(spec);
   ::close(pair[1]);
   if (handle) {
@@ -293,6 +296,7 @@ void bench_output_direct(host_pieces& host, const bench_options& opt) {
     if (client.handshake(5000)) {
       guest::start_request head;
       head.shell = "head -c " + std::to_string(opt.output_mb << 20) + " /dev/zero";
+      head.window_bytes = opt.window_kb * 1024;
       auto start = clock_type::now();
       auto done = client.run_discarding(head, 600000);
       double s = ms_since(start) / 1000;
@@ -422,6 +426,10 @@ int main(int argc, char** argv) {
       opt.execs = std::stoi(value);
     else if (key == "--output-mb")
       opt.output_mb = std::stoull(value);
+    else if (key == "--cpu-millis")
+      opt.cpu_millis = static_cast<uint32_t>(std::stoul(value));
+    else if (key == "--window-kb")
+      opt.window_kb = static_cast<uint32_t>(std::stoul(value));
     else if (key == "--idle")
       opt.idle = std::stoi(value);
     else {
