@@ -61,7 +61,7 @@ struct bench_options {
   uint64_t output_mb = 1024;
   int idle = 50;
   uint32_t cpu_millis = 1000; ///< cpu limit of the throughput sandbox (the default limit)
-  uint32_t window_kb = 0; ///< output window of the throughput run; 0: the guest default
+  uint32_t window_kb = 0;     ///< output window of the throughput run; 0: the guest default
 };
 
 double ms_since(clock_type::time_point start) {
@@ -252,7 +252,7 @@ void bench_exec(caf::scoped_actor& self, const worker_actor& worker, const bench
 
   // Output into the sandbox actor (ring buffers; nobody reads: measures ingest).
   exec_request big;
-  big.cmd = "head -c " + std::to_string(opt.output_mb << 20) + " /dev/zero";
+  big.cmd = "dd if=/dev/zero bs=65536 count=" + std::to_string(opt.output_mb * 16) + " 2>/dev/null";
   auto start = clock_type::now();
   auto proc = ask<std::string>(self, *box, sbx_exec_atom::value, big);
   if (proc) {
@@ -261,7 +261,7 @@ void bench_exec(caf::scoped_actor& self, const worker_actor& worker, const bench
       if (!info || info->state == process_state::exited) {
         double s = ms_since(start) / 1000;
         if (info)
-          std::printf("output into sandbox actor %8.1f MiB/s (%llu bytes)\n",
+          std::printf("output %-24s %8.1f MiB/s (%llu bytes)\n", "actor ring, busybox dd",
                       static_cast<double>(info->stdout_bytes) / (1 << 20) / s,
                       static_cast<unsigned long long>(info->stdout_bytes));
         break;
@@ -271,6 +271,36 @@ void bench_exec(caf::scoped_actor& self, const worker_actor& worker, const bench
     }
   }
   (void)ask<bool>(self, worker, wk_destroy_atom::value, request.id);
+}
+
+/// Reads everything `argv` writes to a pipe, in-process, and prints the rate.
+void raw_pipe(const char* label, const std::vector<std::string>& argv) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0)
+    return;
+  std::vector<char*> args;
+  for (const auto& a : argv)
+    args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  auto start = clock_type::now();
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(fds[1], 1);
+    int null = ::open("/dev/null", O_RDWR);
+    ::dup2(null, 2);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  std::vector<char> buffer(1 << 16);
+  uint64_t total = 0;
+  for (ssize_t n; (n = ::read(fds[0], buffer.data(), buffer.size())) > 0;)
+    total += static_cast<uint64_t>(n);
+  ::close(fds[0]);
+  ::waitpid(pid, nullptr, 0);
+  double s = ms_since(start) / 1000;
+  std::printf("output %-24s %8.1f MiB/s (%llu bytes)\n", label,
+              static_cast<double>(total) / (1 << 20) / s, static_cast<unsigned long long>(total));
 }
 
 /// The guest's throughput without actors: one sandbox driven by guest_client.
@@ -294,16 +324,22 @@ void bench_output_direct(host_pieces& host, const bench_options& opt) {
   if (handle) {
     guest::guest_client client{guest::unique_fd(pair[0])};
     if (client.handshake(5000)) {
-      guest::start_request head;
-      head.shell = "head -c " + std::to_string(opt.output_mb << 20) + " /dev/zero";
-      head.window_bytes = opt.window_kb * 1024;
-      auto start = clock_type::now();
-      auto done = client.run_discarding(head, 600000);
-      double s = ms_since(start) / 1000;
-      if (done)
-        std::printf("output through guest     %8.1f MiB/s (%llu bytes)\n",
-                    static_cast<double>(done->stdout_bytes) / (1 << 20) / s,
-                    static_cast<unsigned long long>(done->stdout_bytes));
+      const std::pair<const char*, std::string> commands[] = {
+        {"guest, busybox head", "head -c " + std::to_string(opt.output_mb << 20) + " /dev/zero"},
+        {"guest, busybox dd",
+         "dd if=/dev/zero bs=65536 count=" + std::to_string(opt.output_mb * 16) + " 2>/dev/null"}};
+      for (const auto& [label, line] : commands) {
+        guest::start_request head;
+        head.shell = line;
+        head.window_bytes = opt.window_kb * 1024;
+        auto start = clock_type::now();
+        auto done = client.run_discarding(head, 600000);
+        double s = ms_since(start) / 1000;
+        if (done)
+          std::printf("output %-24s %8.1f MiB/s (%llu bytes)\n", label,
+                      static_cast<double>(done->stdout_bytes) / (1 << 20) / s,
+                      static_cast<unsigned long long>(done->stdout_bytes));
+      }
     }
   } else {
     ::close(pair[0]);
@@ -311,27 +347,12 @@ void bench_output_direct(host_pieces& host, const bench_options& opt) {
   (void)host.runtime->destroy(id);
   (void)host.rootfs->delete_sandbox(id);
 
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0)
-    return;
-  auto start = clock_type::now();
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::dup2(fds[1], 1);
-    std::string n = std::to_string(opt.output_mb << 20);
-    ::execl("/usr/bin/head", "head", "-c", n.c_str(), "/dev/zero", nullptr);
-    ::_exit(127);
-  }
-  ::close(fds[1]);
-  std::vector<char> buffer(1 << 16);
-  uint64_t total = 0;
-  for (ssize_t n; (n = ::read(fds[0], buffer.data(), buffer.size())) > 0;)
-    total += static_cast<uint64_t>(n);
-  ::close(fds[0]);
-  ::waitpid(pid, nullptr, 0);
-  double s = ms_since(start) / 1000;
-  std::printf("output raw pipe          %8.1f MiB/s (%llu bytes)\n",
-              static_cast<double>(total) / (1 << 20) / s, static_cast<unsigned long long>(total));
+  raw_pipe("raw pipe, GNU head",
+           {"/usr/bin/head", "-c", std::to_string(opt.output_mb << 20), "/dev/zero"});
+  raw_pipe("raw pipe, busybox head",
+           {"/bin/busybox", "head", "-c", std::to_string(opt.output_mb << 20), "/dev/zero"});
+  raw_pipe("raw pipe, busybox dd", {"/bin/busybox", "dd", "if=/dev/zero", "bs=65536",
+                                    "count=" + std::to_string(opt.output_mb * 16)});
 }
 
 void bench_memory(caf::scoped_actor& self, const worker_actor& worker, host_pieces& host,
