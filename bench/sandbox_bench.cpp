@@ -419,10 +419,12 @@ void bench_memory(caf::scoped_actor& self, const worker_actor& worker, host_piec
   std::printf("  MemAvailable delta     %8.1f KiB per sandbox (%.1f MiB total; %llu -> %llu KiB)\n",
               delta_kb / n, delta_kb / 1024, static_cast<unsigned long long>(before),
               static_cast<unsigned long long>(after));
-  // Not reclaimable per sandbox: its anonymous memory, the kernel's objects for
-  // it and the worker's share. File pages (busybox, the guest binary) are
-  // shared page cache and reclaimable.
-  const double own_kb = (static_cast<double>(anon_total) + static_cast<double>(kernel_after)
+  // Held per sandbox: the PSS of its processes (the guest's text is mapped
+  // from the sandbox's own snapshot, a page-cache copy per sandbox, and mapped
+  // text is not reclaimed in practice), the kernel's objects for it and the
+  // worker's share. MemAvailable moves by more than this with the rest of the
+  // host's activity, so its delta is shown but not used.
+  const double own_kb = (static_cast<double>(pss_total) + static_cast<double>(kernel_after)
                          - static_cast<double>(kernel_before) + static_cast<double>(worker_after)
                          - static_cast<double>(worker_before))
                         / n;
