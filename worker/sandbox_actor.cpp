@@ -489,8 +489,9 @@ caf::result<bool> handle_freeze(self_ptr self, bool pause) {
       out.outcome = pause ? runtime->pause(id) : runtime->resume(id);
       return out;
     },
-    [self, promise, pause](job_result& done) mutable {
+    [self, promise, pause, was_paused = st.paused](job_result& done) mutable {
       if (!done.outcome) {
+        self->state.paused = was_paused;
         promise.deliver(make_error(done.outcome));
         return;
       }

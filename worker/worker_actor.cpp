@@ -280,6 +280,10 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_context context) {
       return out;
     },
     [self](wk_recover_atom) -> caf::result<recover_report> {
+      if (!self->state.sandboxes.empty())
+        return make_error(errc::wrong_state,
+                          "recover cleans up an earlier run; this worker already runs sandboxes "
+                          "(destroy them instead)");
       auto promise = self->make_response_promise<recover_report>();
       const uint64_t token = ++self->state.next_token;
       self->state.recovers.emplace(token, promise);

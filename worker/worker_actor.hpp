@@ -110,7 +110,8 @@ using worker_actor = caf::typed_actor<
   /// Every sandbox this worker runs. Idempotent.
   caf::replies_to<wk_list_atom>::with<std::vector<sandbox_entry>>,
   /// Cleans up what an earlier run left (see the file comment). Call once,
-  /// before the first create. Idempotent.
+  /// before the first create; wrong_state once this worker runs sandboxes.
+  /// Idempotent.
   caf::replies_to<wk_recover_atom>::with<recover_report>,
   /// Internal: a create finished off the actor (token).
   caf::reacts_to<wk_created_atom, uint64_t, created_sandbox>,

@@ -49,9 +49,13 @@ protected:
   void TearDown() override {
     if (!scratch_)
       return;
+    // What a restart does: the worker goes, a new one cleans up after it.
+    stop_worker();
+    worker_ = spawn_worker(*system_, host_.context());
     {
       caf::scoped_actor self{*system_};
-      (void)ask<recover_report>(self, worker_, timeout, wk_recover_atom::value);
+      auto report = ask<recover_report>(self, worker_, timeout, wk_recover_atom::value);
+      EXPECT_TRUE(report && report->failures.empty());
     }
     stop_worker();
     worker_ = worker_actor{};
