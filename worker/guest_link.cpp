@@ -1,6 +1,8 @@
 #include "worker/guest_link.hpp"
 
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -74,6 +76,12 @@ void guest_link::drain_events() {
 }
 
 void guest_link::run() {
+  // guest_client writes with write(2): a guest that died must give EPIPE here,
+  // not a SIGPIPE that ends the worker. Blocked for this thread only.
+  sigset_t pipe_only;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_only, nullptr);
   for (;;) {
     std::deque<job> batch;
     {

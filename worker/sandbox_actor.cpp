@@ -337,7 +337,7 @@ caf::result<std::string> handle_exec(self_ptr self, const exec_request& request)
       state.pending_exec.emplace(done.stream, promise);
     });
   if (!posted)
-    return make_error(posted);
+    promise.deliver(make_error(posted)); // the promise owns the reply now
   return promise;
 }
 
@@ -396,7 +396,7 @@ caf::result<bool> stream_call(self_ptr self, const std::string& process_id,
         promise.deliver(make_error(done.outcome));
     });
   if (!posted)
-    return make_error(posted);
+    promise.deliver(make_error(posted)); // the promise owns the reply now
   return promise;
 }
 
@@ -471,7 +471,7 @@ caf::result<file_reply> handle_file(self_ptr self, const file_request& request) 
         promise.deliver(make_error(done.outcome));
     });
   if (!posted)
-    return make_error(posted);
+    promise.deliver(make_error(posted)); // the promise owns the reply now
   return promise;
 }
 

@@ -353,6 +353,31 @@ TEST_F(worker_lifecycle, destroy_leaves_no_mount_cgroup_veth_state_file_or_subvo
   EXPECT_TRUE(destroyed);
 }
 
+TEST_F(worker_lifecycle, a_dead_guest_fails_requests_and_destroy_still_cleans_up) {
+  auto box = create("wl-dead");
+  auto proc = exec(box, argv({"sleep", "1000"}));
+  auto handle = handle_of(host_, "wl-dead");
+  ASSERT_EQ(::kill(handle.init_pid, SIGKILL), 0);
+  caf::scoped_actor self{*system_};
+  // The sleeping process dies with the guest; its reader learns it.
+  auto reply =
+    ask<read_reply>(self, box, timeout, sbx_read_atom::value, read_request{proc, 1, 0, 0, 20000});
+  if (reply) {
+    EXPECT_TRUE(reply->exited);
+  } else {
+    EXPECT_EQ(reply.code(), errc::unavailable) << reply.error().message;
+  }
+  auto info = status_of(box, proc);
+  EXPECT_EQ(info.state, process_state::failed);
+  auto refused = ask<std::string>(self, box, timeout, sbx_exec_atom::value, argv({"true"}));
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.code(), errc::unavailable) << refused.error().message;
+  auto destroyed =
+    ask<bool>(self, worker_, timeout, wk_destroy_atom::value, std::string("wl-dead"));
+  ASSERT_TRUE(destroyed) << destroyed.error().message;
+  expect_nothing_left(handle, host_);
+}
+
 TEST_F(worker_lifecycle, a_restarted_worker_cleans_up_what_the_earlier_run_left) {
   auto box = create("wl-restart");
   (void)exec(box, argv({"sleep", "1000"}));
