@@ -99,6 +99,17 @@ status persist(self_ptr self, const schema::sandbox_record& record) {
                                         schema::encode(record));
 }
 
+/// A forwarded request that timed out may still take effect: say so.
+caf::error reconcile_timeout(const caf::error& err) {
+  auto failure = to_status(err);
+  if (failure.code == errc::timeout)
+    return make_error(errc::outcome_unknown,
+                      "the sandbox did not answer in time; the change may still happen: "
+                      "read the sandbox's state before retrying ("
+                        + failure.message + ")");
+  return err;
+}
+
 void forget(self_ptr self, const std::string& id) {
   self->state.sandboxes.erase(id);
   storage::write_batch batch;
@@ -174,8 +185,7 @@ caf::result<bool> forward_freeze(self_ptr self, const std::string& id, bool paus
   if (!it->second.actor)
     return make_error(errc::wrong_state, "sandbox " + id + " is still being created");
   auto promise = self->make_response_promise<bool>();
-  auto timeout =
-    std::chrono::milliseconds(self->state.context.options.sandbox.guest_call_timeout_ms);
+  auto timeout = std::chrono::milliseconds(self->state.context.options.freeze_timeout_ms);
   auto on_done = [self, id, promise, pause](bool) mutable {
     if (auto found = self->state.sandboxes.find(id); found != self->state.sandboxes.end()) {
       found->second.record.state =
@@ -184,7 +194,7 @@ caf::result<bool> forward_freeze(self_ptr self, const std::string& id, bool paus
     }
     promise.deliver(true);
   };
-  auto on_error = [promise](caf::error& err) mutable { promise.deliver(std::move(err)); };
+  auto on_error = [promise](caf::error& err) mutable { promise.deliver(reconcile_timeout(err)); };
   if (pause)
     self->request(it->second.actor, timeout, sbx_pause_atom::value).then(on_done, on_error);
   else
@@ -199,8 +209,7 @@ caf::result<bool> handle_destroy(self_ptr self, const std::string& id) {
   if (!it->second.actor)
     return make_error(errc::wrong_state, "sandbox " + id + " is still being created; retry");
   auto promise = self->make_response_promise<bool>();
-  auto timeout =
-    std::chrono::milliseconds(self->state.context.options.sandbox.guest_call_timeout_ms * 3);
+  auto timeout = std::chrono::milliseconds(self->state.context.options.destroy_timeout_ms);
   it->second.record.state = schema::sandbox_state::destroying;
   (void)persist(self, it->second.record);
   self->request(it->second.actor, timeout, sbx_destroy_atom::value)
@@ -209,7 +218,7 @@ caf::result<bool> handle_destroy(self_ptr self, const std::string& id) {
         forget(self, id);
         promise.deliver(true);
       },
-      [promise](caf::error& err) mutable { promise.deliver(std::move(err)); });
+      [promise](caf::error& err) mutable { promise.deliver(reconcile_timeout(err)); });
   return promise;
 }
 

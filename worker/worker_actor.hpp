@@ -45,6 +45,11 @@ struct worker_options {
   std::string worker_id = "local";
   /// Bound on the guest's hello after the sandbox's init started. Default: 5000.
   int guest_handshake_timeout_ms = 5000;
+  /// Bound on a pause or resume forwarded to a sandbox actor. Default: 15000.
+  uint32_t freeze_timeout_ms = 15'000;
+  /// Bound on a destroy forwarded to a sandbox actor (closing the channel,
+  /// runtime destroy, rootfs delete). Default: 30000.
+  uint32_t destroy_timeout_ms = 30'000;
   /// Sandboxes at once on this worker. Default: 256.
   size_t sandboxes_max = 256;
   /// Options of every sandbox actor. Default: see sandbox_actor_options.
