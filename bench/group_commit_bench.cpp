@@ -12,11 +12,10 @@
 // not a measurement, and the RocksDB-concurrent column is then not shown (the
 // sleep would happen outside RocksDB's write group and overlap freely).
 
-#include <stdlib.h>
-
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -233,6 +232,7 @@ cell_result run_cell(const bench_options& options, mode how, int writers) {
   std::atomic<bool> stop{false};
   std::vector<std::atomic<uint64_t>> done(static_cast<size_t>(writers));
   std::vector<std::thread> threads;
+  threads.reserve(static_cast<size_t>(writers));
   for (int w = 0; w < writers; ++w)
     threads.emplace_back(
       [&target, &stop, &done, w] { writer_loop(target, w, stop, done[size_t(w)]); });

@@ -255,6 +255,7 @@ family_descriptors(const rocksdb::DBOptions& db_options, const std::string& dire
         names.push_back(std::move(name));
   }
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  descriptors.reserve(names.size());
   for (auto& name : names)
     descriptors.emplace_back(std::move(name), family);
   return descriptors;

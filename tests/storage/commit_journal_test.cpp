@@ -30,8 +30,8 @@ class outcomes {
 public:
   explicit outcomes(std::ptrdiff_t expected) : remaining_(expected) {}
 
-  commit_callback record(std::string name) {
-    return [this, name](status s) {
+  commit_callback record(const std::string& name) {
+    return [this, name](const status& s) {
       {
         std::lock_guard lock(mutex_);
         codes_[name] = s.code;
@@ -73,14 +73,15 @@ TEST(group_commit_journal, commit_returns_once_the_transition_is_written) {
 }
 
 TEST(group_commit_journal, many_threads_committing_at_once_all_succeed_and_all_data_is_there) {
-  constexpr int threads = 8;
-  constexpr int per_thread = 200;
+  constexpr size_t threads = 8;
+  constexpr size_t per_thread = 200;
   auto kv = make_memory_store();
   group_commit_journal journal(*kv);
   std::vector<std::thread> writers;
-  for (int t = 0; t < threads; ++t) {
+  writers.reserve(threads);
+  for (size_t t = 0; t < threads; ++t) {
     writers.emplace_back([&journal, t] {
-      for (int i = 0; i < per_thread; ++i) {
+      for (size_t i = 0; i < per_thread; ++i) {
         auto s = journal.commit(transition("op_" + std::to_string(t) + "_" + std::to_string(i)));
         EXPECT_TRUE(s) << s.message;
       }
@@ -88,8 +89,8 @@ TEST(group_commit_journal, many_threads_committing_at_once_all_succeed_and_all_d
   }
   for (auto& writer : writers)
     writer.join();
-  for (int t = 0; t < threads; ++t)
-    for (int i = 0; i < per_thread; ++i)
+  for (size_t t = 0; t < threads; ++t)
+    for (size_t i = 0; i < per_thread; ++i)
       ASSERT_TRUE(stored(*kv, "op_" + std::to_string(t) + "_" + std::to_string(i)));
   const auto stats = journal.stats();
   EXPECT_EQ(stats.transitions, uint64_t{threads * per_thread});
@@ -100,19 +101,20 @@ TEST(group_commit_journal, many_threads_committing_at_once_all_succeed_and_all_d
 TEST(group_commit_journal, transitions_queued_during_a_sync_share_the_next_sync) {
   // 8 threads x 200 submit while the first sync is held at the gate: every
   // one of them must go out in the single sync that follows.
-  constexpr int threads = 8;
-  constexpr int per_thread = 200;
+  constexpr size_t threads = 8;
+  constexpr size_t per_thread = 200;
   auto memory = make_memory_store();
   test::gated_store kv(*memory, /*open=*/false);
   group_commit_journal journal(kv);
-  outcomes done(threads * per_thread + 1);
+  outcomes done(static_cast<std::ptrdiff_t>(threads * per_thread + 1));
   journal.submit(transition("op_first"), done.record("op_first"));
   kv.wait_until_blocked(1);
 
   std::vector<std::thread> submitters;
-  for (int t = 0; t < threads; ++t) {
+  submitters.reserve(threads);
+  for (size_t t = 0; t < threads; ++t) {
     submitters.emplace_back([&journal, &done, t] {
-      for (int i = 0; i < per_thread; ++i) {
+      for (size_t i = 0; i < per_thread; ++i) {
         const std::string id = "op_" + std::to_string(t) + "_" + std::to_string(i);
         journal.submit(transition(id), done.record(id));
       }
@@ -131,7 +133,7 @@ TEST(group_commit_journal, transitions_queued_during_a_sync_share_the_next_sync)
   EXPECT_EQ(stats.transitions, uint64_t{threads * per_thread + 1});
   EXPECT_EQ(stats.syncs, 2u);
   EXPECT_LT(stats.syncs, stats.transitions);
-  EXPECT_EQ(kv.write_sizes(), (std::vector<size_t>{2, 2u * threads * per_thread}));
+  EXPECT_EQ(kv.write_sizes(), (std::vector<size_t>{2, 2 * threads * per_thread}));
 }
 
 TEST(group_commit_journal, a_group_never_exceeds_batch_transitions_max) {
@@ -266,6 +268,7 @@ TEST(group_commit_journal, committed_transitions_survive_reopening_a_rocksdb_sto
     ASSERT_TRUE(opened) << opened.error().message;
     group_commit_journal journal(**opened);
     std::vector<std::thread> writers;
+    writers.reserve(4);
     for (int t = 0; t < 4; ++t) {
       writers.emplace_back([&journal, t] {
         for (int i = 0; i < 25; ++i)

@@ -191,6 +191,7 @@ TEST_P(kv_store_contract, scan_stops_when_the_visitor_returns_false) {
 TEST_P(kv_store_contract, a_long_scan_is_complete_and_ordered) {
   // More keys than the memory store copies per chunk.
   std::vector<std::string> keys;
+  keys.reserve(1000);
   for (int i = 0; i < 1000; ++i)
     keys.push_back("k" + std::to_string(100000 + i));
   put_all(keyspace::operations, keys);
