@@ -48,7 +48,9 @@ struct journal_stats {
 /// One writer thread drains the queue: everything queued while the previous
 /// sync ran becomes the next single synced write. If a merged write fails,
 /// each of its transitions is retried alone so one bad transition cannot fail
-/// the others.
+/// the others. Callbacks run on the writer thread (a rejected submit's on the
+/// caller's), one at a time and without the queue lock: they must be quick and
+/// must not throw, since the next sync waits for them.
 class group_commit_journal final : public commit_journal {
 public:
   /// `store` must outlive the journal.
