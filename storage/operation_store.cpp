@@ -1,5 +1,7 @@
 #include "storage/operation_store.hpp"
 
+#include "storage/typed_records.hpp"
+
 #include <utility>
 
 namespace airlock::storage {
@@ -10,23 +12,6 @@ bool matches(const operation_filter& filter, const schema::operation_record& rec
   return (filter.tenant_id.empty() || record.tenant_id == filter.tenant_id)
          && (filter.target_id.empty() || record.target_id == filter.target_id)
          && (!filter.state || record.state == *filter.state);
-}
-
-/// Names the record in a decode failure so an operator can find it.
-status about_record(std::string_view id, const status& failure) {
-  return make_status(failure.code, "operation " + std::string(id) + ": " + failure.message);
-}
-
-result<std::optional<schema::operation_record>>
-decode_found(std::string_view id, result<std::optional<std::string>> found) {
-  if (!found)
-    return found.error();
-  if (!found->has_value())
-    return std::optional<schema::operation_record>{};
-  auto record = schema::decode_operation(**found);
-  if (!record)
-    return about_record(id, record.error());
-  return std::optional<schema::operation_record>(std::move(*record));
 }
 
 /// Ids in the active index, collected before any record is read so that no
@@ -46,7 +31,9 @@ result<std::vector<std::string>> active_ids(const kv_snapshot& view) {
 } // namespace
 
 result<std::optional<schema::operation_record>> operation_store::get(std::string_view id) const {
-  return decode_found(id, store_.get(keyspace::operations, id));
+  return detail::get_record<schema::operation_record>(store_, keyspace::operations,
+                                                          "operation", id,
+                                                          schema::decode_operation);
 }
 
 void operation_store::stage_put(write_batch& batch, const schema::operation_record& record) {
@@ -90,7 +77,7 @@ result<std::vector<schema::operation_record>> operation_store::load_active(
     auto record = schema::decode_operation(**found);
     if (!record) {
       if (on_bad)
-        on_bad(id, about_record(id, record.error()));
+        on_bad(id, detail::about_record("operation", id, record.error()));
       continue;
     }
     records.push_back(std::move(*record));
@@ -100,35 +87,10 @@ result<std::vector<schema::operation_record>> operation_store::load_active(
 
 result<page<schema::operation_record>>
 operation_store::list(const operation_filter& filter, size_t limit, std::string_view cursor) const {
-  if (limit == 0)
-    return make_status(errc::invalid_argument, "list limit must be at least 1");
-  page<schema::operation_record> out;
-  status failure;
-  bool more = false;
-  auto scanned = store_.scan(keyspace::operations, "", cursor,
-                             [&](std::string_view key, std::string_view value) {
-                               auto record = schema::decode_operation(value);
-                               if (!record) {
-                                 failure = about_record(key, record.error());
-                                 return false;
-                               }
-                               if (!matches(filter, *record))
-                                 return true;
-                               if (out.items.size() == limit) {
-                                 more = true; // one match beyond the page: there is a next page
-                                 return false;
-                               }
-                               out.items.push_back(std::move(*record));
-                               out.next_cursor = key;
-                               return true;
-                             });
-  if (!scanned)
-    return scanned;
-  if (!failure)
-    return failure;
-  if (!more)
-    out.next_cursor.clear();
-  return out;
+  return detail::list_records<schema::operation_record>(
+    store_, keyspace::operations, "operation", schema::decode_operation,
+    [&filter](const schema::operation_record& record) { return matches(filter, record); }, limit,
+    cursor);
 }
 
 std::string operation_store::idempotency_index_key(std::string_view tenant_id,
