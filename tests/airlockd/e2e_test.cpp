@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "storage/kv_store.hpp"
+#include "storage/operation_store.hpp"
 #include "tests/airlockd/test_support.hpp"
 
 namespace airlock::test {
@@ -290,6 +292,68 @@ TEST_F(airlockd_e2e, control_answers_healthz_and_worker_needs_join) {
   EXPECT_EQ(line->rfind("listening on 127.0.0.1:", 0), 0u) << *line;
   joined->send_signal(SIGTERM);
   EXPECT_EQ(joined->wait_exit(), 0);
+}
+
+} // namespace
+} // namespace airlock::test
+
+namespace airlock::test {
+namespace {
+
+/// Stores operations as an earlier airlockd would have left them after a crash.
+void leave_unfinished_operations(const std::string& state_dir) {
+  auto store = storage::open_rocksdb_store(state_dir);
+  ASSERT_TRUE(store) << store.error().message;
+  storage::write_batch batch;
+  for (int i = 0; i < 3; ++i) {
+    schema::operation_record record;
+    record.id = "op_left" + std::to_string(i);
+    record.kind = "retired.kind"; // no procedure in this build: must end as failed
+    record.state = i == 0 ? schema::operation_state::pending : schema::operation_state::running;
+    record.step_started = i != 0;
+    record.sequence = 1;
+    storage::operation_store::stage_put(batch, record);
+  }
+  ASSERT_TRUE((*store)->write(batch));
+}
+
+size_t unfinished(const std::string& state_dir) {
+  auto store = storage::open_rocksdb_store(state_dir);
+  EXPECT_TRUE(store) << store.error().message;
+  if (!store)
+    return 0;
+  auto active = storage::operation_store{**store}.load_active();
+  EXPECT_TRUE(active);
+  return active ? active->size() : 0;
+}
+
+TEST_F(airlockd_e2e, serve_recovers_unfinished_operations_and_drives_each_to_an_end) {
+  auto first = serve_default();
+  ASSERT_TRUE(first.process);
+  ASSERT_EQ(stop(first), 0);
+  auto state_dir = data_dir() + "/state";
+  leave_unfinished_operations(state_dir);
+  ASSERT_EQ(unfinished(state_dir), 3u);
+  // Recovery runs before the listener starts; the failure transitions follow
+  // within moments. A stop may cut them short, and the next start resumes
+  // them, so a few starts at most must end them all.
+  size_t left = 3;
+  for (int start = 0; start < 5 && left > 0; ++start) {
+    auto daemon = serve_default();
+    ASSERT_TRUE(daemon.process);
+    ASSERT_EQ(stop(daemon), 0);
+    left = unfinished(state_dir);
+  }
+  EXPECT_EQ(left, 0u);
+  auto store = storage::open_rocksdb_store(state_dir);
+  ASSERT_TRUE(store);
+  for (int i = 0; i < 3; ++i) {
+    auto record = storage::operation_store{**store}.get("op_left" + std::to_string(i));
+    ASSERT_TRUE(record && *record);
+    EXPECT_EQ((*record)->state, schema::operation_state::failed);
+    ASSERT_TRUE((*record)->error);
+    EXPECT_EQ((*record)->error->code, "unknown_kind");
+  }
 }
 
 } // namespace
