@@ -70,7 +70,9 @@ double ms_since(clock_type::time_point start) {
 
 std::string percentiles(std::vector<double> v) {
   std::sort(v.begin(), v.end());
-  auto at = [&v](double q) { return v[std::min(v.size() - 1, static_cast<size_t>(q * v.size()))]; };
+  auto at = [&v](double q) {
+    return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
+  };
   char line[128];
   std::snprintf(line, sizeof line, "p50 %8.3f  p90 %8.3f  p99 %8.3f ms  (n=%zu)", at(0.5), at(0.9),
                 at(0.99), v.size());
@@ -89,6 +91,7 @@ result<R> ask(caf::scoped_actor& self, const Handle& dest, Ts&&... xs) {
 /// fork + exec + wait of argv; returns the exit status.
 int spawn_wait(const std::vector<std::string>& argv, int stdout_fd = -1) {
   std::vector<char*> args;
+  args.reserve(argv.size());
   for (const auto& a : argv)
     args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -276,10 +279,11 @@ void bench_exec(caf::scoped_actor& self, const worker_actor& worker, const bench
       auto info = ask<process_info>(self, *box, sbx_status_atom::value, *proc);
       if (!info || info->state == process_state::exited) {
         double s = ms_since(start) / 1000;
-        if (info)
+        if (info) {
           std::printf("output %-24s %8.1f MiB/s (%llu bytes)\n", "actor ring, busybox dd",
                       static_cast<double>(info->stdout_bytes) / (1 << 20) / s,
                       static_cast<unsigned long long>(info->stdout_bytes));
+        }
         break;
       }
       (void)ask<read_reply>(self, *box, sbx_read_atom::value,
@@ -295,6 +299,7 @@ void raw_pipe(const char* label, const std::vector<std::string>& argv) {
   if (::pipe2(fds, O_CLOEXEC) != 0)
     return;
   std::vector<char*> args;
+  args.reserve(argv.size());
   for (const auto& a : argv)
     args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -351,10 +356,11 @@ void bench_output_direct(host_pieces& host, const bench_options& opt) {
         auto start = clock_type::now();
         auto done = client.run_discarding(head, 600000);
         double s = ms_since(start) / 1000;
-        if (done)
+        if (done) {
           std::printf("output %-24s %8.1f MiB/s (%llu bytes)\n", label,
                       static_cast<double>(done->stdout_bytes) / (1 << 20) / s,
                       static_cast<unsigned long long>(done->stdout_bytes));
+        }
       }
     }
   } else {
@@ -428,11 +434,12 @@ void bench_memory(caf::scoped_actor& self, const worker_actor& worker, host_piec
                          - static_cast<double>(kernel_before) + static_cast<double>(worker_after)
                          - static_cast<double>(worker_before))
                         / n;
-  if (own_kb > 0)
+  if (own_kb > 0) {
     std::printf("  host memory held       %8.1f KiB per sandbox -> ~%.0f idle sandboxes fit in "
                 "MemAvailable (%llu MiB)\n",
                 own_kb, static_cast<double>(after) / own_kb,
                 static_cast<unsigned long long>(after / 1024));
+  }
   for (const auto& id : ids)
     (void)ask<bool>(self, worker, wk_destroy_atom::value, id);
 }
@@ -471,7 +478,7 @@ int run(const bench_options& opt) {
 } // namespace
 } // namespace airlock::bench
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   airlock::bench::bench_options opt;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string key = argv[i];
@@ -498,4 +505,7 @@ int main(int argc, char** argv) {
     }
   }
   return airlock::bench::run(opt);
+} catch (const std::exception& e) {
+  std::cerr << "sandbox_bench: " << e.what() << " (options take numbers where shown)\n";
+  return 64;
 }

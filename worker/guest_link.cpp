@@ -1,8 +1,8 @@
 #include "worker/guest_link.hpp"
 
+#include <csignal>
 #include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 

@@ -31,7 +31,7 @@ public:
       end_ += bytes.size() - cap;
       bytes.remove_prefix(bytes.size() - cap);
     }
-    const size_t at = static_cast<size_t>(end_ % cap);
+    const auto at = static_cast<size_t>(end_ % cap);
     const size_t first = std::min(bytes.size(), cap - at);
     std::memcpy(buffer_.data() + at, bytes.data(), first);
     std::memcpy(buffer_.data(), bytes.data() + first, bytes.size() - first);
@@ -46,21 +46,23 @@ public:
   /// Up to `max_bytes` from `offset`. wrong_state ("gone") when `offset` is
   /// before the retained window; invalid_argument when it is past the end.
   result<std::string> read(uint64_t offset, size_t max_bytes) const {
-    if (offset < start_offset())
+    if (offset < start_offset()) {
       return make_status(errc::wrong_state,
                          "output before offset " + std::to_string(start_offset())
                            + " was dropped (buffer of " + std::to_string(capacity_)
                            + " bytes); resume from offset " + std::to_string(start_offset()));
-    if (offset > end_)
+    }
+    if (offset > end_) {
       return make_status(errc::invalid_argument, "offset " + std::to_string(offset)
                                                    + " is past the end of the output ("
                                                    + std::to_string(end_) + ")");
+    }
     const size_t n = static_cast<size_t>(std::min<uint64_t>(end_ - offset, max_bytes));
     std::string out(n, '\0');
     if (n == 0)
       return out;
     const size_t cap = capacity_;
-    const size_t at = static_cast<size_t>(offset % cap);
+    const auto at = static_cast<size_t>(offset % cap);
     const size_t first = std::min(n, cap - at);
     std::memcpy(out.data(), buffer_.data() + at, first);
     std::memcpy(out.data() + first, buffer_.data(), n - first);

@@ -251,13 +251,14 @@ void on_error(self_ptr self, const guest::error_reply& msg) {
       for (auto& [stream, promise] : st.pending_exec)
         deliver_status(promise, failure);
       st.pending_exec.clear();
-      for (auto& [pid, proc] : st.processes)
+      for (auto& [pid, proc] : st.processes) {
         if (proc.info.state == process_state::starting
             || proc.info.state == process_state::running) {
           proc.info.state = process_state::failed;
           proc.info.error = failure.message;
           proc.info.ended_at_ms = now_ms(self);
         }
+      }
       fail_all_readers(self, failure);
     }
     return;
@@ -300,10 +301,11 @@ caf::result<std::string> handle_exec(self_ptr self, const exec_request& request)
     return make_error(errc::wrong_state, "sandbox " + st.parts.id + " is paused; resume it first");
   if (request.argv.empty() == request.cmd.empty())
     return make_error(errc::invalid_argument, "give exactly one of argv and cmd");
-  if (!make_room(self))
+  if (!make_room(self)) {
     return make_error(errc::resource_exhausted,
                       "all " + std::to_string(st.options.processes_max)
                         + " processes of the table are running; wait for one to end");
+  }
   const std::string id = "proc_" + std::to_string(++st.next_process);
   auto promise = self->make_response_promise<std::string>();
   const int timeout = st.options.guest_call_timeout_ms;
@@ -575,14 +577,14 @@ caf::result<bool> handle_destroy(self_ptr self) {
 void on_event(self_ptr self, guest_event& event) {
   std::visit(
     [self](auto& msg) {
-      using T = std::decay_t<decltype(msg)>;
-      if constexpr (std::is_same_v<T, guest::started>)
+      using message_type = std::decay_t<decltype(msg)>;
+      if constexpr (std::is_same_v<message_type, guest::started>)
         on_started(self, msg);
-      else if constexpr (std::is_same_v<T, guest::output_chunk>)
+      else if constexpr (std::is_same_v<message_type, guest::output_chunk>)
         on_output(self, msg);
-      else if constexpr (std::is_same_v<T, guest::exited>)
+      else if constexpr (std::is_same_v<message_type, guest::exited>)
         on_exited(self, msg);
-      else if constexpr (std::is_same_v<T, guest::error_reply>)
+      else if constexpr (std::is_same_v<message_type, guest::error_reply>)
         on_error(self, msg);
     },
     event.message);

@@ -102,11 +102,12 @@ status persist(self_ptr self, const schema::sandbox_record& record) {
 /// A forwarded request that timed out may still take effect: say so.
 caf::error reconcile_timeout(const caf::error& err) {
   auto failure = to_status(err);
-  if (failure.code == errc::timeout)
+  if (failure.code == errc::timeout) {
     return make_error(errc::outcome_unknown,
                       "the sandbox did not answer in time; the change may still happen: "
                       "read the sandbox's state before retrying ("
                         + failure.message + ")");
+  }
   return err;
 }
 
@@ -121,11 +122,12 @@ caf::result<sandbox_actor> handle_create(self_ptr self, const create_sandbox_req
   auto& st = self->state;
   if (st.sandboxes.count(req.id) != 0)
     return make_error(errc::already_exists, "sandbox " + req.id + " exists on this worker");
-  if (st.sandboxes.size() >= st.context.options.sandboxes_max)
+  if (st.sandboxes.size() >= st.context.options.sandboxes_max) {
     return make_error(errc::resource_exhausted,
                       "this worker runs its maximum of "
                         + std::to_string(st.context.options.sandboxes_max)
                         + " sandboxes; destroy one or use another worker");
+  }
   tracked_sandbox entry;
   entry.record.id = req.id;
   entry.record.state = schema::sandbox_state::creating;
@@ -264,12 +266,13 @@ recover_report recover_blocking(const worker_context& ctx) {
 worker_actor::behavior_type worker_impl(self_ptr self, worker_context context) {
   self->state.context = std::move(context);
   self->set_down_handler([self](caf::down_msg& down) {
-    for (auto it = self->state.sandboxes.begin(); it != self->state.sandboxes.end(); ++it)
+    for (auto it = self->state.sandboxes.begin(); it != self->state.sandboxes.end(); ++it) {
       if (it->second.actor && it->second.actor.address() == down.source) {
         // Destroyed through the sandbox actor directly, or it failed: forget it.
         forget(self, it->first);
         return;
       }
+    }
   });
   return {
     [self](wk_create_atom, const create_sandbox_request& req) { return handle_create(self, req); },
@@ -289,10 +292,11 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_context context) {
       return out;
     },
     [self](wk_recover_atom) -> caf::result<recover_report> {
-      if (!self->state.sandboxes.empty())
+      if (!self->state.sandboxes.empty()) {
         return make_error(errc::wrong_state,
                           "recover cleans up an earlier run; this worker already runs sandboxes "
                           "(destroy them instead)");
+      }
       auto promise = self->make_response_promise<recover_report>();
       const uint64_t token = ++self->state.next_token;
       self->state.recovers.emplace(token, promise);

@@ -4,8 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <net/if.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <caf/scoped_actor.hpp>
