@@ -3,14 +3,9 @@
 // points, reopen the store, and check that every fact it printed is there.
 // Finally one run without kills must drive every operation to an end.
 
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <poll.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#include <stdlib.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -24,83 +19,13 @@
 
 #include "storage/kv_store.hpp"
 #include "storage/operation_store.hpp"
-
-extern char** environ;
+#include "tests/airlockd/test_support.hpp"
 
 namespace airlock {
 namespace {
 
 namespace fs = std::filesystem;
 using schema::operation_state;
-
-/// A child process whose stdout we read line by line, with bounded waits.
-class child_process {
-public:
-  explicit child_process(const std::vector<std::string>& argv) {
-    int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0)
-      throw std::runtime_error("pipe2 failed");
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
-    std::vector<char*> args;
-    for (const auto& arg : argv)
-      args.push_back(const_cast<char*>(arg.c_str()));
-    args.push_back(nullptr);
-    if (posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), environ) != 0)
-      throw std::runtime_error("posix_spawn failed for " + argv[0]);
-    posix_spawn_file_actions_destroy(&actions);
-    ::close(fds[1]);
-    fd_ = fds[0];
-  }
-
-  ~child_process() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      wait();
-    }
-    ::close(fd_);
-  }
-
-  /// The next whole line, or nullopt at end of output or after `timeout`.
-  std::optional<std::string> read_line(std::chrono::milliseconds timeout) {
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    for (;;) {
-      if (auto end = buffer_.find('\n'); end != std::string::npos) {
-        auto line = buffer_.substr(0, end);
-        buffer_.erase(0, end + 1);
-        return line;
-      }
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0)
-        return std::nullopt;
-      pollfd pfd{fd_, POLLIN, 0};
-      if (::poll(&pfd, 1, static_cast<int>(left.count())) <= 0)
-        continue;
-      char chunk[4096];
-      auto n = ::read(fd_, chunk, sizeof(chunk));
-      if (n <= 0)
-        return std::nullopt;
-      buffer_.append(chunk, static_cast<size_t>(n));
-    }
-  }
-
-  void kill_hard() { ::kill(pid_, SIGKILL); }
-
-  /// Reaps the child; its exit status as waitpid reports it.
-  int wait() {
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return status;
-  }
-
-private:
-  pid_t pid_ = -1;
-  int fd_ = -1;
-  std::string buffer_;
-};
 
 struct acknowledged {
   std::map<std::string, std::pair<uint64_t, operation_state>> states; ///< id -> newest
@@ -161,9 +86,14 @@ protected:
   }
   void TearDown() override { fs::remove_all(root_); }
 
-  std::vector<std::string> writer_args(const std::string& batch) const {
-    return {AIRLOCK_DURABILITY_WRITER, (root_ / "state").string(), (root_ / "effects").string(),
-            batch, std::to_string(ops_per_round), std::to_string(steps)};
+  std::unique_ptr<test::child_process> start_writer(const std::string& batch) const {
+    std::vector<std::string> argv{AIRLOCK_DURABILITY_WRITER, (root_ / "state").string(),
+                                  (root_ / "effects").string(), batch,
+                                  std::to_string(ops_per_round), std::to_string(steps)};
+    auto writer = test::child_process::spawn(argv, {"PATH=/usr/bin:/bin"},
+                                             (root_ / "writer.stderr").string());
+    EXPECT_TRUE(writer) << "cannot start " << AIRLOCK_DURABILITY_WRITER;
+    return writer;
   }
 
   fs::path root_;
@@ -184,16 +114,17 @@ TEST_F(durability, every_acknowledged_transition_survives_kill_9_and_every_opera
     // Up to most of one round's lines: early kills hit
     // start-up and recovery, late ones the middle of the workload.
     auto kill_after = std::uniform_int_distribution<size_t>(0, ops_per_round * (steps + 1))(random);
-    child_process writer(writer_args("r" + std::to_string(round)));
+    auto writer = start_writer("r" + std::to_string(round));
+    ASSERT_TRUE(writer);
     bool done = false;
     for (size_t read = 0; read < kill_after && !done; ++read) {
-      auto line = writer.read_line(std::chrono::seconds(60));
+      auto line = writer->read_line(std::chrono::seconds(60));
       if (!line)
         break;
       done = absorb(*line, facts);
     }
-    writer.kill_hard();
-    writer.wait();
+    writer->send_signal(SIGKILL);
+    writer->wait_exit();
     killed_mid_flight += done ? 0 : 1;
     expect_all_acknowledged_facts_stored((root_ / "state").string(), facts, round);
     if (HasFatalFailure())
@@ -201,15 +132,16 @@ TEST_F(durability, every_acknowledged_transition_survives_kill_9_and_every_opera
   }
   EXPECT_GE(killed_mid_flight, rounds / 2) << "too few kills landed mid-workload to mean much";
 
-  child_process final_run(writer_args("-"));
+  auto final_run = start_writer("-");
+  ASSERT_TRUE(final_run);
   bool done = false;
   while (!done) {
-    auto line = final_run.read_line(std::chrono::seconds(120));
-    ASSERT_TRUE(line) << "the recovery run stopped before every operation ended";
+    auto line = final_run->read_line(std::chrono::seconds(120));
+    ASSERT_TRUE(line) << "the recovery run stopped before every operation ended; stderr:\n"
+                      << test::read_file(final_run->stderr_path());
     done = absorb(*line, facts);
   }
-  auto status = final_run.wait();
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_EQ(final_run->wait_exit(), 0);
   expect_all_acknowledged_facts_stored((root_ / "state").string(), facts, rounds);
 
   auto opened = storage::open_rocksdb_store((root_ / "state").string());
