@@ -6,6 +6,7 @@
 
 #include <csignal>
 #include <net/if.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <caf/scoped_actor.hpp>
@@ -66,6 +67,10 @@ protected:
     host_ = {};
     scratch_.reset();
     (void)std::system("/usr/sbin/nft delete table inet airlock_wtest 2>/dev/null");
+    // The (now empty) cgroup parents of the test runtime, v1 and v2.
+    std::error_code ignored;
+    for (const auto& hierarchy : fs::directory_iterator("/sys/fs/cgroup", ignored))
+      ::rmdir((hierarchy.path() / "airlock-wtest").c_str());
   }
 
   /// Ends the worker and (linked) its sandbox actors, as a stopping airlockd does.
