@@ -114,10 +114,12 @@ private:
       finish(group.front(), write_synced(group.front().batch));
       return;
     }
-    write_batch merged;
+    std::vector<const write_batch*> batches;
+    batches.reserve(group.size());
     for (const auto& transition : group)
-      merged.append(transition.batch);
-    if (auto s = write_synced(merged); s.is_ok()) {
+      batches.push_back(&transition.batch);
+    syncs_.fetch_add(1, std::memory_order_relaxed);
+    if (auto s = store_.write_all(batches, durability::synced); s.is_ok()) {
       for (auto& transition : group)
         finish(transition, status::ok());
       return;

@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -41,6 +42,10 @@ public:
                      durability mode = durability::synced) = 0;
   /// Applies every op of `batch` or none.
   virtual status write(const write_batch& batch, durability mode = durability::synced) = 0;
+  /// Applies every op of every batch, in order, as one atomic write (group
+  /// commit). The default merges copies; stores override it to avoid that.
+  virtual status write_all(std::span<const write_batch* const> batches,
+                           durability mode = durability::synced);
   /// Same contract as kv_snapshot::scan, over the live store.
   virtual status scan(keyspace space, std::string_view prefix, std::string_view start_after,
                       const scan_visitor& visit) const = 0;

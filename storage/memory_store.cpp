@@ -156,3 +156,14 @@ private:
 std::unique_ptr<kv_store> make_memory_store() { return std::make_unique<memory_store>(); }
 
 } // namespace airlock::storage
+
+namespace airlock::storage {
+
+status kv_store::write_all(std::span<const write_batch* const> batches, durability mode) {
+  write_batch merged;
+  for (const auto* batch : batches)
+    merged.append(*batch);
+  return write(merged, mode);
+}
+
+} // namespace airlock::storage

@@ -105,6 +105,19 @@ TEST_P(kv_store_contract, batch_erase_deletes_and_erasing_a_missing_key_is_fine)
   EXPECT_FALSE(store_->get(keyspace::active_ops, "op_1")->has_value());
 }
 
+TEST_P(kv_store_contract, write_all_applies_every_batch_in_order_as_one_write) {
+  write_batch first, second;
+  first.put(keyspace::operations, "op_1", "v1");
+  first.put(keyspace::meta, "shared", "from-first");
+  second.put(keyspace::active_ops, "op_2", "");
+  second.put(keyspace::meta, "shared", "from-second");
+  const write_batch* batches[] = {&first, &second};
+  ASSERT_TRUE(store_->write_all(batches));
+  EXPECT_EQ(store_->get(keyspace::operations, "op_1")->value_or(""), "v1");
+  EXPECT_TRUE(store_->get(keyspace::active_ops, "op_2")->has_value());
+  EXPECT_EQ(store_->get(keyspace::meta, "shared")->value_or(""), "from-second");
+}
+
 TEST_P(kv_store_contract, later_ops_in_a_batch_win_over_earlier_ones) {
   write_batch batch;
   batch.put(keyspace::meta, "a", "1");
