@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <net/if.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -38,6 +40,12 @@ protected:
   void SetUp() override {
     if (auto reason = worker_skip_reason(); !reason.empty())
       GTEST_SKIP() << reason;
+    // One worker test process at a time on this host: they share the test
+    // nft table, cgroup parent, address pool and uid range, and TearDown
+    // removes the shared table and parents.
+    lock_fd_ = ::open("/run/airlock-worker-tests.lock", O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+    ASSERT_GE(lock_fd_, 0);
+    ASSERT_EQ(::flock(lock_fd_, LOCK_EX), 0);
     scratch_ = std::make_unique<scratch_dir>();
     auto opened = worker_host::open(scratch_->path().string());
     ASSERT_TRUE(opened) << opened.error().message;
@@ -71,7 +79,18 @@ protected:
     std::error_code ignored;
     for (const auto& hierarchy : fs::directory_iterator("/sys/fs/cgroup", ignored))
       ::rmdir((hierarchy.path() / "airlock-wtest").c_str());
+    release_lock();
   }
+
+  ~worker_lifecycle() override { release_lock(); }
+
+  void release_lock() {
+    if (lock_fd_ >= 0)
+      ::close(lock_fd_); // closing drops the flock
+    lock_fd_ = -1;
+  }
+
+  int lock_fd_ = -1;
 
   /// Ends the worker and (linked) its sandbox actors, as a stopping airlockd does.
   void stop_worker() {
@@ -362,6 +381,8 @@ TEST_F(worker_lifecycle, a_dead_guest_fails_requests_and_destroy_still_cleans_up
   auto box = create("wl-dead");
   auto proc = exec(box, argv({"sleep", "1000"}));
   auto handle = handle_of(host_, "wl-dead");
+  // kill(0, ...) would signal the test's whole process group (ctest included).
+  ASSERT_GT(handle.init_pid, 0);
   ASSERT_EQ(::kill(handle.init_pid, SIGKILL), 0);
   caf::scoped_actor self{*system_};
   // The sleeping process dies with the guest; its reader learns it.
