@@ -127,15 +127,6 @@ bool btrfs_driver::has_template(std::string_view name) const {
   return read_only && *read_only;
 }
 
-result<std::filesystem::path> btrfs_driver::template_path(std::string_view name) const {
-  if (auto valid = check_name("template name", name); !valid)
-    return valid;
-  if (!has_template(name))
-    return make_status(errc::not_found, "template '" + std::string(name)
-                                          + "' is not built; build it with the template builder");
-  return templates_dir() / std::string(name);
-}
-
 status btrfs_driver::delete_template(std::string_view name) {
   if (auto valid = check_name("template name", name); !valid)
     return valid;

@@ -120,15 +120,6 @@ bool overlay_driver::has_template(std::string_view name) const {
   return is_valid_name(name) && is_real_directory(templates_dir() / std::string(name));
 }
 
-result<std::filesystem::path> overlay_driver::template_path(std::string_view name) const {
-  if (auto valid = check_name("template name", name); !valid)
-    return valid;
-  if (!has_template(name))
-    return make_status(errc::not_found, "template '" + std::string(name)
-                                          + "' is not built; build it with the template builder");
-  return templates_dir() / std::string(name);
-}
-
 status overlay_driver::delete_template(std::string_view name) {
   if (auto valid = check_name("template name", name); !valid)
     return valid;

@@ -24,6 +24,15 @@ result<std::unique_ptr<rootfs_driver>> open_overlay(const rootfs_options& option
 
 } // namespace
 
+result<std::filesystem::path> rootfs_driver::template_path(std::string_view name) const {
+  if (auto valid = check_name("template name", name); !valid)
+    return valid;
+  if (!has_template(name))
+    return make_status(errc::not_found, "template '" + std::string(name)
+                                          + "' is not built; build it with the template builder");
+  return templates_dir() / std::string(name);
+}
+
 result<std::unique_ptr<rootfs_driver>> make_rootfs_driver(const rootfs_options& options) {
   switch (options.kind) {
     case rootfs_kind::btrfs: return open_btrfs(options);

@@ -89,8 +89,9 @@ public:
   /// Whether a sealed template `name` exists (a staging tree does not count).
   virtual bool has_template(std::string_view name) const = 0;
 
-  /// The sealed template's tree; not_found when there is none.
-  virtual result<std::filesystem::path> template_path(std::string_view name) const = 0;
+  /// The sealed template's tree; not_found when there is none. Every driver
+  /// keeps sealed templates at templates_dir()/name, so this is shared.
+  result<std::filesystem::path> template_path(std::string_view name) const;
 
   /// Deletes the template, its staging tree and its manifest. Idempotent.
   /// Overlay: wrong_state while a sandbox or checkpoint is layered on it.
