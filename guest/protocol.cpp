@@ -18,7 +18,7 @@ namespace cs = airlock::capnp_schema;
 /// Bounds what a decoder walks, whatever a frame claims.
 constexpr uint64_t decode_traversal_words_max = uint64_t{4} * 1024 * 1024;
 constexpr int decode_nesting_max = 16;
-constexpr errc last_errc = errc::conflict;
+constexpr errc last_errc = errc::too_large;
 
 /// Appends to a std::string so that a message is serialized once, in place.
 class string_output final : public kj::OutputStream {

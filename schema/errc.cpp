@@ -23,6 +23,8 @@ std::string_view to_string(errc code) noexcept {
     case errc::unauthenticated: return "unauthenticated";
     case errc::permission_denied: return "permission_denied";
     case errc::conflict: return "conflict";
+    case errc::gone: return "gone";
+    case errc::too_large: return "too_large";
   }
   return "unknown_error";
 }

@@ -31,6 +31,8 @@ enum class errc : uint8_t {
   unauthenticated = 16,
   permission_denied = 17,
   conflict = 18,           ///< the request contradicts an earlier one (idempotency key reuse)
+  gone = 19,               ///< existed once, no longer retained (output dropped from a buffer)
+  too_large = 20,          ///< the input or the result exceeds an explicit size limit
 };
 
 /// snake_case name used in logs and the HTTP API's error codes.
