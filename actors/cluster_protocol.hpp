@@ -14,16 +14,69 @@
 //   send heartbeats; lifecycle procedures ask it where to place a sandbox.
 
 #include <caf/atom.hpp>
+#include <caf/detail/stringification_inspector.hpp>
+#include <caf/meta/load_callback.hpp>
+#include <caf/meta/type_name.hpp>
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
 #include <cstdint>
+#include <string_view>
+#include <type_traits>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "actors/errors.hpp"
 #include "schema/sandbox.hpp"
 #include "schema/worker.hpp"
+
+namespace airlock::schema {
+
+/// Records that cross hosts travel as their Cap'n Proto bytes (see messages.hpp
+/// for operation_record): a mixed-version cluster still reads them.
+template <class Inspector, class Record, class Decode>
+typename Inspector::result_type inspect_as_capnp(Inspector& f, Record& x, const char* name,
+                                                 Decode decode) {
+  auto type_name = caf::meta::type_name(name);
+  if constexpr (std::is_same_v<Inspector, caf::detail::stringification_inspector>) {
+    auto bytes = encode(x);
+    return f(type_name, bytes.size());
+  } else if constexpr (Inspector::reads_state) {
+    auto bytes = encode(x);
+    return f(type_name, bytes);
+  } else {
+    std::string bytes;
+    auto load = caf::meta::load_callback([&x, &bytes, decode]() -> caf::error {
+      auto decoded = decode(bytes);
+      if (!decoded)
+        return ::airlock::make_error(decoded.error());
+      x = std::move(*decoded);
+      return caf::none;
+    });
+    return f(type_name, bytes, load);
+  }
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sandbox_record& x) {
+  return inspect_as_capnp(f, x, "sandbox_record",
+                          [](std::string_view bytes) { return decode_sandbox(bytes); });
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, worker_registration& x) {
+  return inspect_as_capnp(f, x, "worker_registration", [](std::string_view bytes) {
+    return decode_worker_registration(bytes);
+  });
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, worker_heartbeat& x) {
+  return inspect_as_capnp(f, x, "worker_heartbeat", [](std::string_view bytes) {
+    return decode_worker_heartbeat(bytes);
+  });
+}
+
+} // namespace airlock::schema
 
 namespace airlock::actors {
 
@@ -139,6 +192,52 @@ struct file_result {
   file_entry info; ///< stat (name = the path's last component)
 };
 
+
+// Serialization. For now field by field through CAF's inspector; to become
+// Cap'n Proto bytes (schema/cluster.capnp) like operation_record.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, node_sandbox& x) {
+  return f(caf::meta::type_name("node_sandbox"), x.sandbox_id, x.state);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, exec_spec& x) {
+  return f(caf::meta::type_name("exec_spec"), x.argv, x.cmd, x.env, x.cwd, x.user, x.pty, x.rows,
+           x.cols, x.stdin_open, x.timeout_s);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, process_view& x) {
+  return f(caf::meta::type_name("process_view"), x.process_id, x.state, x.exit_code, x.signal,
+           x.started_at_ms, x.ended_at_ms, x.error);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, output_request& x) {
+  return f(caf::meta::type_name("output_request"), x.process_id, x.offset, x.want_stdout,
+           x.want_stderr, x.max_bytes, x.wait_ms);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, output_segment& x) {
+  return f(caf::meta::type_name("output_segment"), x.fd, x.end_offset, x.bytes);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, output_batch& x) {
+  return f(caf::meta::type_name("output_batch"), x.segments, x.next_offset, x.start_offset,
+           x.exited, x.exit_code, x.signal);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, file_spec& x) {
+  return f(caf::meta::type_name("file_spec"), x.verb, x.path, x.to, x.data, x.offset, x.length,
+           x.mode, x.recursive);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, file_entry& x) {
+  return f(caf::meta::type_name("file_entry"), x.name, x.type, x.size_bytes, x.mode,
+           x.modified_at_ms);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, file_result& x) {
+  return f(caf::meta::type_name("file_result"), x.data, x.written, x.entries, x.truncated, x.info);
+}
+
 using node_actor = caf::typed_actor<
   /// Creates the sandbox `record` describes (id, tenant, spec) and replies
   /// once its guest is ready. Errors: already_exists, not_found (template),
@@ -203,6 +302,28 @@ struct worker_view {
   schema::resources allocated;
   int64_t last_heartbeat_at_ms = 0;
 };
+
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, placement& x) {
+  return f(caf::meta::type_name("placement"), x.worker_id, x.data_url, x.node);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, placement_request& x) {
+  return f(caf::meta::type_name("placement_request"), x.sandbox_id, x.template_name,
+           x.needs.cpu_millis, x.needs.memory_mb, x.needs.disk_mb, x.needs.sandboxes);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, registration_ack& x) {
+  return f(caf::meta::type_name("registration_ack"), x.worker_id, x.token_public_key,
+           x.heartbeat_interval_ms);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, worker_view& x) {
+  return f(caf::meta::type_name("worker_view"), x.registration, x.state, x.allocated.cpu_millis,
+           x.allocated.memory_mb, x.allocated.disk_mb, x.allocated.sandboxes,
+           x.last_heartbeat_at_ms);
+}
 
 using scheduler_actor = caf::typed_actor<
   /// A worker joins (or rejoins after a restart or a lost connection: same
