@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "schema/auth.capnp.h"
+#include "schema/cluster.capnp.h"
 #include "schema/common.capnp.h"
 #include "schema/guest.capnp.h"
 #include "schema/operation.capnp.h"
@@ -119,6 +120,19 @@ std::string describe_compiled_schema() {
   describe(capnp::Schema::from<cs::GuestPong>(), lines);
   describe(capnp::Schema::from<cs::GuestStats>(), lines);
   describe(capnp::Schema::from<cs::GuestToHost>(), lines);
+  describe(capnp::Schema::from<cs::NodeSandbox>(), lines);
+  describe(capnp::Schema::from<cs::ExecSpec>(), lines);
+  describe(capnp::Schema::from<cs::ProcessView>(), lines);
+  describe(capnp::Schema::from<cs::OutputRequest>(), lines);
+  describe(capnp::Schema::from<cs::OutputSegment>(), lines);
+  describe(capnp::Schema::from<cs::OutputBatch>(), lines);
+  describe(capnp::Schema::from<cs::FileVerb>(), lines);
+  describe(capnp::Schema::from<cs::FileSpec>(), lines);
+  describe(capnp::Schema::from<cs::FileEntry>(), lines);
+  describe(capnp::Schema::from<cs::FileResult>(), lines);
+  describe(capnp::Schema::from<cs::PlacementRequest>(), lines);
+  describe(capnp::Schema::from<cs::RegistrationAck>(), lines);
+  describe(capnp::Schema::from<cs::WorkerView>(), lines);
   std::string out;
   for (const auto& line : lines)
     out += line + '\n';

@@ -1,0 +1,132 @@
+@0xa0f7f8208762772c;
+# The payloads of the messages between the control plane and workers
+# (actors/cluster_protocol.hpp). They cross hosts as CAF remote messages whose
+# elements are these structs' bytes, so that a control plane and workers of
+# different versions still read each other during a rolling upgrade.
+# Rule: field ordinals only ever grow (schema/schema.lock pins them).
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("airlock::capnp_schema");
+using Common = import "common.capnp";
+using Sandbox = import "sandbox.capnp";
+
+struct NodeSandbox {
+  schemaVersion @0 :UInt16;
+  sandboxId @1 :Text;
+  state @2 :Sandbox.SandboxState;
+}
+
+struct ExecSpec {
+  schemaVersion @0 :UInt16;
+  argv @1 :List(Text);          # exactly one of argv and cmd
+  cmd @2 :Text;                 # runs /bin/sh -c cmd
+  env @3 :List(Common.KeyValue);
+  cwd @4 :Text;
+  user @5 :Text;
+  pty @6 :Bool;
+  rows @7 :UInt16;
+  cols @8 :UInt16;
+  stdinOpen @9 :Bool;
+  timeoutS @10 :UInt32;         # 0: none
+}
+
+struct ProcessView {
+  schemaVersion @0 :UInt16;
+  processId @1 :Text;
+  state @2 :Text;               # running | exited
+  exitCode @3 :Int32;
+  signal @4 :Int32;
+  startedAtMs @5 :Int64;
+  endedAtMs @6 :Int64;          # 0 while running
+  error @7 :Text;               # why it failed to start
+}
+
+struct OutputRequest {
+  schemaVersion @0 :UInt16;
+  processId @1 :Text;
+  offset @2 :UInt64;
+  wantStdout @3 :Bool;
+  wantStderr @4 :Bool;
+  maxBytes @5 :UInt32;          # 0: the worker's default
+  waitMs @6 :UInt32;
+}
+
+struct OutputSegment {
+  schemaVersion @0 :UInt16;     # set only when sent on its own
+  fd @1 :UInt8;                 # 1 stdout, 2 stderr
+  endOffset @2 :UInt64;
+  bytes @3 :Data;
+}
+
+struct OutputBatch {
+  schemaVersion @0 :UInt16;
+  segments @1 :List(OutputSegment);
+  nextOffset @2 :UInt64;
+  startOffset @3 :UInt64;
+  exited @4 :Bool;
+  exitCode @5 :Int32;
+  signal @6 :Int32;
+}
+
+enum FileVerb {
+  read @0;
+  write @1;
+  list @2;
+  stat @3;
+  mkdir @4;
+  remove @5;
+  rename @6;
+}
+
+struct FileSpec {
+  schemaVersion @0 :UInt16;
+  verb @1 :FileVerb;
+  path @2 :Text;
+  to @3 :Text;                  # rename target
+  data @4 :Data;                # write
+  offset @5 :UInt64;
+  length @6 :UInt64;            # read; 0: to the end
+  mode @7 :UInt32;
+  recursive @8 :Bool;
+}
+
+struct FileEntry {
+  schemaVersion @0 :UInt16;     # set only when sent on its own
+  name @1 :Text;
+  type @2 :Text;                # file | dir | symlink | other
+  sizeBytes @3 :UInt64;
+  mode @4 :UInt32;
+  modifiedAtMs @5 :Int64;
+}
+
+struct FileResult {
+  schemaVersion @0 :UInt16;
+  data @1 :Data;
+  written @2 :UInt64;
+  entries @3 :List(FileEntry);
+  truncated @4 :Bool;
+  info @5 :FileEntry;
+}
+
+struct PlacementRequest {
+  schemaVersion @0 :UInt16;
+  sandboxId @1 :Text;
+  templateName @2 :Text;
+  needs @3 :Common.Resources;
+}
+
+struct RegistrationAck {
+  schemaVersion @0 :UInt16;
+  workerId @1 :Text;
+  tokenPublicKey @2 :Data;      # raw Ed25519 public key
+  heartbeatIntervalMs @3 :UInt32;
+}
+
+struct WorkerView {
+  schemaVersion @0 :UInt16;
+  registration @1 :Data;        # a WorkerRegistration message (worker.capnp)
+  state @2 :Text;               # ready | cordoned | draining | lost
+  allocated @3 :Common.Resources;   # as the worker last reported it
+  lastHeartbeatAtMs @4 :Int64;
+  reserved @5 :Common.Resources;    # placed by the scheduler, not yet released
+  sandboxIds @6 :List(Text);        # as the worker last reported them
+}

@@ -1,0 +1,355 @@
+#include "schema/cluster.hpp"
+
+#include "schema/capnp_codec.hpp"
+#include "schema/cluster.capnp.h"
+
+namespace airlock::schema {
+
+namespace {
+
+namespace cs = airlock::capnp_schema;
+
+void fill_resources(cs::Resources::Builder b, const resources& r) {
+  b.setCpuMillis(r.cpu_millis);
+  b.setMemoryMb(r.memory_mb);
+  b.setDiskMb(r.disk_mb);
+  b.setSandboxes(r.sandboxes);
+}
+
+resources read_resources(cs::Resources::Reader b) {
+  return resources{b.getCpuMillis(), b.getMemoryMb(), b.getDiskMb(), b.getSandboxes()};
+}
+
+void fill_texts(capnp::List<capnp::Text>::Builder list, const std::vector<std::string>& values) {
+  for (unsigned i = 0; i < values.size(); ++i)
+    list.set(i, values[i]);
+}
+
+std::vector<std::string> read_texts(capnp::List<capnp::Text>::Reader list) {
+  std::vector<std::string> out;
+  out.reserve(list.size());
+  for (auto value : list)
+    out.push_back(detail::text(value));
+  return out;
+}
+
+unsigned count(size_t n) { return static_cast<unsigned>(n); }
+
+// -- nested parts: filled and read without a schema version of their own ----
+
+void fill_segment(cs::OutputSegment::Builder b, const output_segment& x) {
+  b.setFd(x.fd);
+  b.setEndOffset(x.end_offset);
+  b.setBytes(detail::as_data(x.bytes));
+}
+
+output_segment read_segment(cs::OutputSegment::Reader b) {
+  return output_segment{b.getFd(), b.getEndOffset(), detail::data(b.getBytes())};
+}
+
+void fill_entry(cs::FileEntry::Builder b, const file_entry& x) {
+  b.setName(x.name);
+  b.setType(x.type);
+  b.setSizeBytes(x.size_bytes);
+  b.setMode(x.mode);
+  b.setModifiedAtMs(x.modified_at_ms);
+}
+
+file_entry read_entry(cs::FileEntry::Reader b) {
+  return file_entry{detail::text(b.getName()), detail::text(b.getType()), b.getSizeBytes(),
+                    b.getMode(), b.getModifiedAtMs()};
+}
+
+} // namespace
+
+std::string encode(const node_sandbox& x) {
+  return detail::to_bytes<cs::NodeSandbox>([&x](cs::NodeSandbox::Builder b) {
+    b.setSchemaVersion(cluster_schema_version);
+    b.setSandboxId(x.sandbox_id);
+    b.setState(static_cast<cs::SandboxState>(x.state));
+  });
+}
+
+result<node_sandbox> decode_node_sandbox(std::string_view bytes) {
+  return detail::from_bytes<cs::NodeSandbox, node_sandbox>(
+    bytes, cluster_schema_version, "node sandbox",
+    [](cs::NodeSandbox::Reader b) -> result<node_sandbox> {
+      if (!detail::enum_in_range(b.getState(), cs::SandboxState::ERROR))
+        return detail::enum_too_new("node sandbox");
+      return node_sandbox{detail::text(b.getSandboxId()),
+                          static_cast<sandbox_state>(b.getState())};
+    });
+}
+
+std::string encode(const exec_spec& x) {
+  return detail::to_bytes<cs::ExecSpec>([&x](cs::ExecSpec::Builder b) {
+    b.setSchemaVersion(cluster_schema_version);
+    fill_texts(b.initArgv(count(x.argv.size())), x.argv);
+    b.setCmd(x.cmd);
+    auto env = b.initEnv(count(x.env.size()));
+    for (unsigned i = 0; i < x.env.size(); ++i) {
+      env[i].setKey(x.env[i].first);
+      env[i].setValue(x.env[i].second);
+    }
+    b.setCwd(x.cwd);
+    b.setUser(x.user);
+    b.setPty(x.pty);
+    b.setRows(x.rows);
+    b.setCols(x.cols);
+    b.setStdinOpen(x.stdin_open);
+    b.setTimeoutS(x.timeout_s);
+  });
+}
+
+result<exec_spec> decode_exec_spec(std::string_view bytes) {
+  return detail::from_bytes<cs::ExecSpec, exec_spec>(
+    bytes, cluster_schema_version, "exec spec", [](cs::ExecSpec::Reader b) -> result<exec_spec> {
+      exec_spec x;
+      x.argv = read_texts(b.getArgv());
+      x.cmd = detail::text(b.getCmd());
+      for (auto kv : b.getEnv())
+        x.env.emplace_back(detail::text(kv.getKey()), detail::text(kv.getValue()));
+      x.cwd = detail::text(b.getCwd());
+      x.user = detail::text(b.getUser());
+      x.pty = b.getPty();
+      x.rows = b.getRows();
+      x.cols = b.getCols();
+      x.stdin_open = b.getStdinOpen();
+      x.timeout_s = b.getTimeoutS();
+      return x;
+    });
+}
+
+std::string encode(const process_view& x) {
+  return detail::to_bytes<cs::ProcessView>([&x](cs::ProcessView::Builder b) {
+    b.setSchemaVersion(cluster_schema_version);
+    b.setProcessId(x.process_id);
+    b.setState(x.state);
+    b.setExitCode(x.exit_code);
+    b.setSignal(x.signal);
+    b.setStartedAtMs(x.started_at_ms);
+    b.setEndedAtMs(x.ended_at_ms);
+    b.setError(x.error);
+  });
+}
+
+result<process_view> decode_process_view(std::string_view bytes) {
+  return detail::from_bytes<cs::ProcessView, process_view>(
+    bytes, cluster_schema_version, "process view",
+    [](cs::ProcessView::Reader b) -> result<process_view> {
+      return process_view{detail::text(b.getProcessId()), detail::text(b.getState()),
+                          b.getExitCode(),
+                          b.getSignal(),
+                          b.getStartedAtMs(),
+                          b.getEndedAtMs(),
+                          detail::text(b.getError())};
+    });
+}
+
+std::string encode(const output_request& x) {
+  return detail::to_bytes<cs::OutputRequest>([&x](cs::OutputRequest::Builder b) {
+    b.setSchemaVersion(cluster_schema_version);
+    b.setProcessId(x.process_id);
+    b.setOffset(x.offset);
+    b.setWantStdout(x.want_stdout);
+    b.setWantStderr(x.want_stderr);
+    b.setMaxBytes(x.max_bytes);
+    b.setWaitMs(x.wait_ms);
+  });
+}
+
+result<output_request> decode_output_request(std::string_view bytes) {
+  return detail::from_bytes<cs::OutputRequest, output_request>(
+    bytes, cluster_schema_version, "output request",
+    [](cs::OutputRequest::Reader b) -> result<output_request> {
+      return output_request{detail::text(b.getProcessId()), b.getOffset(), b.getWantStdout(),
+                            b.getWantStderr(), b.getMaxBytes(), b.getWaitMs()};
+    });
+}
+
+std::string encode(const output_segment& x) {
+  return detail::to_bytes<cs::OutputSegment>([&x](cs::OutputSegment::Builder b) {
+    b.setSchemaVersion(cluster_schema_version);
+    fill_segment(b, x);
+  });
+}
+
+result<output_segment> decode_output_segment(std::string_view bytes) {
+  return detail::from_bytes<cs::OutputSegment, output_segment>(
+    bytes, cluster_schema_version, "output segment",
+    [](cs::OutputSegment::Reader b) -> result<output_segment> { return read_segment(b); });
+}
+
+std::string encode(const output_batch& x) {
+  return detail::to_bytes<cs::OutputBatch>([&x](cs::OutputBatch::Builder b) {
+    b.setSchemaVersion(cluster_schema_version);
+    auto segments = b.initSegments(count(x.segments.size()));
+    for (unsigned i = 0; i < x.segments.size(); ++i)
+      fill_segment(segments[i], x.segments[i]);
+    b.setNextOffset(x.next_offset);
+    b.setStartOffset(x.start_offset);
+    b.setExited(x.exited);
+    b.setExitCode(x.exit_code);
+    b.setSignal(x.signal);
+  });
+}
+
+result<output_batch> decode_output_batch(std::string_view bytes) {
+  return detail::from_bytes<cs::OutputBatch, output_batch>(
+    bytes, cluster_schema_version, "output batch",
+    [](cs::OutputBatch::Reader b) -> result<output_batch> {
+      output_batch x;
+      x.segments.reserve(b.getSegments().size());
+      for (auto segment : b.getSegments())
+        x.segments.push_back(read_segment(segment));
+      x.next_offset = b.getNextOffset();
+      x.start_offset = b.getStartOffset();
+      x.exited = b.getExited();
+      x.exit_code = b.getExitCode();
+      x.signal = b.getSignal();
+      return x;
+    });
+}
+
+std::string encode(const file_spec& x) {
+  return detail::to_bytes<cs::FileSpec>([&x](cs::FileSpec::Builder b) {
+    b.setSchemaVersion(cluster_schema_version);
+    b.setVerb(static_cast<cs::FileVerb>(x.verb));
+    b.setPath(x.path);
+    b.setTo(x.to);
+    b.setData(detail::as_data(x.data));
+    b.setOffset(x.offset);
+    b.setLength(x.length);
+    b.setMode(x.mode);
+    b.setRecursive(x.recursive);
+  });
+}
+
+result<file_spec> decode_file_spec(std::string_view bytes) {
+  return detail::from_bytes<cs::FileSpec, file_spec>(
+    bytes, cluster_schema_version, "file spec", [](cs::FileSpec::Reader b) -> result<file_spec> {
+      if (!detail::enum_in_range(b.getVerb(), cs::FileVerb::RENAME))
+        return detail::enum_too_new("file spec");
+      file_spec x;
+      x.verb = static_cast<file_verb>(b.getVerb());
+      x.path = detail::text(b.getPath());
+      x.to = detail::text(b.getTo());
+      x.data = detail::data(b.getData());
+      x.offset = b.getOffset();
+      x.length = b.getLength();
+      x.mode = b.getMode();
+      x.recursive = b.getRecursive();
+      return x;
+    });
+}
+
+std::string encode(const file_entry& x) {
+  return detail::to_bytes<cs::FileEntry>([&x](cs::FileEntry::Builder b) {
+    b.setSchemaVersion(cluster_schema_version);
+    fill_entry(b, x);
+  });
+}
+
+result<file_entry> decode_file_entry(std::string_view bytes) {
+  return detail::from_bytes<cs::FileEntry, file_entry>(
+    bytes, cluster_schema_version, "file entry",
+    [](cs::FileEntry::Reader b) -> result<file_entry> { return read_entry(b); });
+}
+
+std::string encode(const file_result& x) {
+  return detail::to_bytes<cs::FileResult>([&x](cs::FileResult::Builder b) {
+    b.setSchemaVersion(cluster_schema_version);
+    b.setData(detail::as_data(x.data));
+    b.setWritten(x.written);
+    auto entries = b.initEntries(count(x.entries.size()));
+    for (unsigned i = 0; i < x.entries.size(); ++i)
+      fill_entry(entries[i], x.entries[i]);
+    b.setTruncated(x.truncated);
+    fill_entry(b.initInfo(), x.info);
+  });
+}
+
+result<file_result> decode_file_result(std::string_view bytes) {
+  return detail::from_bytes<cs::FileResult, file_result>(
+    bytes, cluster_schema_version, "file result",
+    [](cs::FileResult::Reader b) -> result<file_result> {
+      file_result x;
+      x.data = detail::data(b.getData());
+      x.written = b.getWritten();
+      x.entries.reserve(b.getEntries().size());
+      for (auto entry : b.getEntries())
+        x.entries.push_back(read_entry(entry));
+      x.truncated = b.getTruncated();
+      x.info = read_entry(b.getInfo());
+      return x;
+    });
+}
+
+std::string encode(const placement_request& x) {
+  return detail::to_bytes<cs::PlacementRequest>([&x](cs::PlacementRequest::Builder b) {
+    b.setSchemaVersion(cluster_schema_version);
+    b.setSandboxId(x.sandbox_id);
+    b.setTemplateName(x.template_name);
+    fill_resources(b.initNeeds(), x.needs);
+  });
+}
+
+result<placement_request> decode_placement_request(std::string_view bytes) {
+  return detail::from_bytes<cs::PlacementRequest, placement_request>(
+    bytes, cluster_schema_version, "placement request",
+    [](cs::PlacementRequest::Reader b) -> result<placement_request> {
+      return placement_request{detail::text(b.getSandboxId()), detail::text(b.getTemplateName()),
+                               read_resources(b.getNeeds())};
+    });
+}
+
+std::string encode(const registration_ack& x) {
+  return detail::to_bytes<cs::RegistrationAck>([&x](cs::RegistrationAck::Builder b) {
+    b.setSchemaVersion(cluster_schema_version);
+    b.setWorkerId(x.worker_id);
+    b.setTokenPublicKey(detail::as_data(x.token_public_key));
+    b.setHeartbeatIntervalMs(x.heartbeat_interval_ms);
+  });
+}
+
+result<registration_ack> decode_registration_ack(std::string_view bytes) {
+  return detail::from_bytes<cs::RegistrationAck, registration_ack>(
+    bytes, cluster_schema_version, "registration ack",
+    [](cs::RegistrationAck::Reader b) -> result<registration_ack> {
+      return registration_ack{detail::text(b.getWorkerId()), detail::data(b.getTokenPublicKey()),
+                              b.getHeartbeatIntervalMs()};
+    });
+}
+
+std::string encode(const worker_view& x) {
+  auto registration = encode(x.registration);
+  return detail::to_bytes<cs::WorkerView>([&x, &registration](cs::WorkerView::Builder b) {
+    b.setSchemaVersion(cluster_schema_version);
+    b.setRegistration(detail::as_data(registration));
+    b.setState(x.state);
+    fill_resources(b.initAllocated(), x.allocated);
+    b.setLastHeartbeatAtMs(x.last_heartbeat_at_ms);
+    fill_resources(b.initReserved(), x.reserved);
+    fill_texts(b.initSandboxIds(count(x.sandbox_ids.size())), x.sandbox_ids);
+  });
+}
+
+result<worker_view> decode_worker_view(std::string_view bytes) {
+  return detail::from_bytes<cs::WorkerView, worker_view>(
+    bytes, cluster_schema_version, "worker view",
+    [](cs::WorkerView::Reader b) -> result<worker_view> {
+      auto registration = decode_worker_registration(detail::data(b.getRegistration()));
+      if (!registration)
+        return registration.error();
+      worker_view x;
+      x.registration = std::move(*registration);
+      x.state = detail::text(b.getState());
+      x.allocated = read_resources(b.getAllocated());
+      x.last_heartbeat_at_ms = b.getLastHeartbeatAtMs();
+      x.reserved = read_resources(b.getReserved());
+      x.sandbox_ids = read_texts(b.getSandboxIds());
+      return x;
+    });
+}
+
+} // namespace airlock::schema

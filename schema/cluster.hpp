@@ -1,0 +1,177 @@
+#pragma once
+// C++ value types of the cluster messages (schema/cluster.capnp) and their
+// codecs. actors/cluster_protocol.hpp names them in airlock::actors and sends
+// them between control plane and workers as these bytes. They live here, not
+// in actors/, because schema/ is the one place that turns values into
+// Cap'n Proto bytes and it depends on nothing above it.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "schema/errc.hpp"
+#include "schema/sandbox.hpp"
+#include "schema/worker.hpp"
+
+namespace airlock::schema {
+
+/// Version written into every cluster message; readers refuse newer ones.
+inline constexpr uint16_t cluster_schema_version = 1;
+
+/// One sandbox as a worker reports it.
+struct node_sandbox {
+  std::string sandbox_id;
+  sandbox_state state = sandbox_state::creating;
+  bool operator==(const node_sandbox&) const = default;
+};
+
+/// What to run (POST /v1/sandboxes/{id}/processes). Exactly one of argv and
+/// cmd (cmd runs `/bin/sh -c cmd`).
+struct exec_spec {
+  std::vector<std::string> argv;
+  std::string cmd;
+  std::vector<std::pair<std::string, std::string>> env; ///< added to the sandbox's env
+  std::string cwd;                                      ///< empty: /
+  std::string user;                                     ///< empty or "root": root; else a name or uid
+  bool pty = false;
+  uint16_t rows = 24;
+  uint16_t cols = 80;
+  bool stdin_open = false; ///< false: the process reads EOF at once
+  uint32_t timeout_s = 0;  ///< 0: none; else the process is killed (SIGKILL) after it
+  bool operator==(const exec_spec&) const = default;
+};
+
+/// A process as the data plane reports it. Times are Unix ms.
+struct process_view {
+  std::string process_id;
+  std::string state; ///< "running" | "exited"
+  int32_t exit_code = 0;
+  int32_t signal = 0; ///< the signal that ended it, 0 if none
+  int64_t started_at_ms = 0;
+  int64_t ended_at_ms = 0; ///< 0 while running
+  std::string error;       ///< why it failed to start (then state is "exited", exit_code 127)
+  bool operator==(const process_view&) const = default;
+};
+
+/// Output of one process from `offset` of its combined stream (stdout and
+/// stderr interleaved in arrival order; offsets count bytes of both).
+struct output_request {
+  std::string process_id;
+  uint64_t offset = 0;
+  bool want_stdout = true;
+  bool want_stderr = true;
+  uint32_t max_bytes = 0; ///< 0: the worker's default
+  uint32_t wait_ms = 0;   ///< wait this long for bytes when none are available
+  bool operator==(const output_request&) const = default;
+};
+
+/// A run of bytes from one stream. `end_offset` is the combined-stream offset
+/// just past its last byte (the SSE event id).
+struct output_segment {
+  uint8_t fd = 1; ///< 1 stdout, 2 stderr
+  uint64_t end_offset = 0;
+  std::string bytes;
+  bool operator==(const output_segment&) const = default;
+};
+
+struct output_batch {
+  std::vector<output_segment> segments; ///< in order; filtered streams omitted
+  uint64_t next_offset = 0;             ///< where to read next
+  uint64_t start_offset = 0;            ///< oldest byte still retained
+  bool exited = false;                  ///< the process ended and next_offset is the end
+  int32_t exit_code = 0;                ///< valid when exited
+  int32_t signal = 0;                   ///< valid when exited
+  bool operator==(const output_batch&) const = default;
+};
+
+enum class file_verb : uint8_t { read, write, list, stat, mkdir, remove, rename };
+
+/// One file operation, resolved inside the sandbox (symlinks and `..` never
+/// leave its root).
+struct file_spec {
+  file_verb verb = file_verb::stat;
+  std::string path;
+  std::string to;   ///< rename target
+  std::string data; ///< write
+  uint64_t offset = 0;
+  uint64_t length = 0; ///< read; 0: to the end (bounded by the worker's limit)
+  uint32_t mode = 0644;
+  bool recursive = false; ///< remove
+  bool operator==(const file_spec&) const = default;
+};
+
+struct file_entry {
+  std::string name;
+  std::string type; ///< "file" | "dir" | "symlink" | "other"
+  uint64_t size_bytes = 0;
+  uint32_t mode = 0;
+  int64_t modified_at_ms = 0;
+  bool operator==(const file_entry&) const = default;
+};
+
+struct file_result {
+  std::string data;     ///< read
+  uint64_t written = 0; ///< write
+  std::vector<file_entry> entries;
+  bool truncated = false;
+  file_entry info; ///< stat (name = the path's last component)
+  bool operator==(const file_result&) const = default;
+};
+
+/// What a procedure asks the scheduler for.
+struct placement_request {
+  std::string sandbox_id;
+  std::string template_name;
+  resources needs; ///< sandboxes = 1
+  bool operator==(const placement_request&) const = default;
+};
+
+/// The scheduler's answer to a registration.
+struct registration_ack {
+  std::string worker_id;
+  std::string token_public_key; ///< raw Ed25519 public key that signs data-plane tokens
+  uint32_t heartbeat_interval_ms = 0;
+  bool operator==(const registration_ack&) const = default;
+};
+
+/// One row of GET /v1/workers.
+struct worker_view {
+  worker_registration registration;
+  std::string state; ///< ready | cordoned | draining | lost
+  resources allocated; ///< as the worker's last heartbeat reported it
+  int64_t last_heartbeat_at_ms = 0;
+  resources reserved; ///< placed by the scheduler and not yet released
+  std::vector<std::string> sandbox_ids; ///< as the worker's last heartbeat reported them
+  bool operator==(const worker_view&) const = default;
+};
+
+// Codecs. Decoders fail with corrupt_record (bytes that do not decode) or
+// unsupported_version (written by a newer airlock).
+std::string encode(const node_sandbox& x);
+result<node_sandbox> decode_node_sandbox(std::string_view bytes);
+std::string encode(const exec_spec& x);
+result<exec_spec> decode_exec_spec(std::string_view bytes);
+std::string encode(const process_view& x);
+result<process_view> decode_process_view(std::string_view bytes);
+std::string encode(const output_request& x);
+result<output_request> decode_output_request(std::string_view bytes);
+std::string encode(const output_segment& x);
+result<output_segment> decode_output_segment(std::string_view bytes);
+std::string encode(const output_batch& x);
+result<output_batch> decode_output_batch(std::string_view bytes);
+std::string encode(const file_spec& x);
+result<file_spec> decode_file_spec(std::string_view bytes);
+std::string encode(const file_entry& x);
+result<file_entry> decode_file_entry(std::string_view bytes);
+std::string encode(const file_result& x);
+result<file_result> decode_file_result(std::string_view bytes);
+std::string encode(const placement_request& x);
+result<placement_request> decode_placement_request(std::string_view bytes);
+std::string encode(const registration_ack& x);
+result<registration_ack> decode_registration_ack(std::string_view bytes);
+std::string encode(const worker_view& x);
+result<worker_view> decode_worker_view(std::string_view bytes);
+
+} // namespace airlock::schema
