@@ -2,8 +2,11 @@
 // The messages between the control plane and workers. These are the only
 // way the control plane reaches a worker: in `airlockd serve` they are local
 // messages, between `airlockd control` and `airlockd worker` they cross hosts
-// as CAF remote messages. Everything here is serializable: stored and
-// cross-host records (schema::*) travel as their Cap'n Proto bytes.
+// as CAF remote messages. Everything here is serializable: every value
+// message is a schema:: type that travels as its Cap'n Proto bytes
+// (schema/cluster.capnp, schema/worker.capnp, schema/sandbox.capnp), so a
+// control plane and workers of different versions still read each other.
+// The one exception is `placement`, whose actor handle only CAF can encode.
 //
 // Two interfaces:
 // - node_actor: one per worker host. Lifecycle verbs for the control plane's
@@ -28,6 +31,7 @@
 #include <vector>
 
 #include "actors/errors.hpp"
+#include "schema/cluster.hpp"
 #include "schema/sandbox.hpp"
 #include "schema/worker.hpp"
 
@@ -76,6 +80,67 @@ typename Inspector::result_type inspect(Inspector& f, worker_heartbeat& x) {
   });
 }
 
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, node_sandbox& x) {
+  return inspect_as_capnp(f, x, "node_sandbox",
+                          [](std::string_view bytes) { return decode_node_sandbox(bytes); });
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, exec_spec& x) {
+  return inspect_as_capnp(f, x, "exec_spec",
+                          [](std::string_view bytes) { return decode_exec_spec(bytes); });
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, process_view& x) {
+  return inspect_as_capnp(f, x, "process_view",
+                          [](std::string_view bytes) { return decode_process_view(bytes); });
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, output_request& x) {
+  return inspect_as_capnp(f, x, "output_request",
+                          [](std::string_view bytes) { return decode_output_request(bytes); });
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, output_segment& x) {
+  return inspect_as_capnp(f, x, "output_segment",
+                          [](std::string_view bytes) { return decode_output_segment(bytes); });
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, output_batch& x) {
+  return inspect_as_capnp(f, x, "output_batch",
+                          [](std::string_view bytes) { return decode_output_batch(bytes); });
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, file_spec& x) {
+  return inspect_as_capnp(f, x, "file_spec",
+                          [](std::string_view bytes) { return decode_file_spec(bytes); });
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, file_entry& x) {
+  return inspect_as_capnp(f, x, "file_entry",
+                          [](std::string_view bytes) { return decode_file_entry(bytes); });
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, file_result& x) {
+  return inspect_as_capnp(f, x, "file_result",
+                          [](std::string_view bytes) { return decode_file_result(bytes); });
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, placement_request& x) {
+  return inspect_as_capnp(f, x, "placement_request",
+                          [](std::string_view bytes) { return decode_placement_request(bytes); });
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, registration_ack& x) {
+  return inspect_as_capnp(f, x, "registration_ack",
+                          [](std::string_view bytes) { return decode_registration_ack(bytes); });
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, worker_view& x) {
+  return inspect_as_capnp(f, x, "worker_view",
+                          [](std::string_view bytes) { return decode_worker_view(bytes); });
+}
+
 } // namespace airlock::schema
 
 namespace airlock::actors {
@@ -101,142 +166,18 @@ using sc_release_atom = caf::atom_constant<caf::atom("screlease")>;
 using sc_node_atom = caf::atom_constant<caf::atom("scnode")>;
 using sc_workers_atom = caf::atom_constant<caf::atom("scworkers")>;
 
-/// One sandbox as a worker reports it.
-struct node_sandbox {
-  std::string sandbox_id;
-  schema::sandbox_state state = schema::sandbox_state::creating;
-};
-
-/// What to run (POST /v1/sandboxes/{id}/processes). Exactly one of argv and
-/// cmd (cmd runs `/bin/sh -c cmd`).
-struct exec_spec {
-  std::vector<std::string> argv;
-  std::string cmd;
-  std::vector<std::pair<std::string, std::string>> env; ///< added to the sandbox's env
-  std::string cwd;                                      ///< empty: /
-  std::string user;                                     ///< empty or "root": root; else a name or uid
-  bool pty = false;
-  uint16_t rows = 24;
-  uint16_t cols = 80;
-  bool stdin_open = false; ///< false: the process reads EOF at once
-  uint32_t timeout_s = 0;  ///< 0: none; else the process is killed (SIGKILL) after it
-};
-
-/// A process as the data plane reports it. Times are Unix ms.
-struct process_view {
-  std::string process_id;
-  std::string state; ///< "running" | "exited"
-  int32_t exit_code = 0;
-  int32_t signal = 0; ///< the signal that ended it, 0 if none
-  int64_t started_at_ms = 0;
-  int64_t ended_at_ms = 0; ///< 0 while running
-  std::string error;       ///< why it failed to start (then state is "exited", exit_code 127)
-};
-
-/// Output of one process from `offset` of its combined stream (stdout and
-/// stderr interleaved in arrival order; offsets count bytes of both).
-struct output_request {
-  std::string process_id;
-  uint64_t offset = 0;
-  bool want_stdout = true;
-  bool want_stderr = true;
-  uint32_t max_bytes = 0; ///< 0: the worker's default
-  uint32_t wait_ms = 0;   ///< wait this long for bytes when none are available
-};
-
-/// A run of bytes from one stream. `end_offset` is the combined-stream offset
-/// just past its last byte (the SSE event id).
-struct output_segment {
-  uint8_t fd = 1; ///< 1 stdout, 2 stderr
-  uint64_t end_offset = 0;
-  std::string bytes;
-};
-
-struct output_batch {
-  std::vector<output_segment> segments; ///< in order; filtered streams omitted
-  uint64_t next_offset = 0;             ///< where to read next
-  uint64_t start_offset = 0;            ///< oldest byte still retained
-  bool exited = false;                  ///< the process ended and next_offset is the end
-  int32_t exit_code = 0;                ///< valid when exited
-  int32_t signal = 0;                   ///< valid when exited
-};
-
-enum class file_verb : uint8_t { read, write, list, stat, mkdir, remove, rename };
-
-/// One file operation, resolved inside the sandbox (symlinks and `..` never
-/// leave its root).
-struct file_spec {
-  file_verb verb = file_verb::stat;
-  std::string path;
-  std::string to;   ///< rename target
-  std::string data; ///< write
-  uint64_t offset = 0;
-  uint64_t length = 0; ///< read; 0: to the end (bounded by the worker's limit)
-  uint32_t mode = 0644;
-  bool recursive = false; ///< remove
-};
-
-struct file_entry {
-  std::string name;
-  std::string type; ///< "file" | "dir" | "symlink" | "other"
-  uint64_t size_bytes = 0;
-  uint32_t mode = 0;
-  int64_t modified_at_ms = 0;
-};
-
-struct file_result {
-  std::string data;     ///< read
-  uint64_t written = 0; ///< write
-  std::vector<file_entry> entries;
-  bool truncated = false;
-  file_entry info; ///< stat (name = the path's last component)
-};
-
-
-// Serialization. For now field by field through CAF's inspector; to become
-// Cap'n Proto bytes (schema/cluster.capnp) like operation_record.
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, node_sandbox& x) {
-  return f(caf::meta::type_name("node_sandbox"), x.sandbox_id, x.state);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, exec_spec& x) {
-  return f(caf::meta::type_name("exec_spec"), x.argv, x.cmd, x.env, x.cwd, x.user, x.pty, x.rows,
-           x.cols, x.stdin_open, x.timeout_s);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, process_view& x) {
-  return f(caf::meta::type_name("process_view"), x.process_id, x.state, x.exit_code, x.signal,
-           x.started_at_ms, x.ended_at_ms, x.error);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, output_request& x) {
-  return f(caf::meta::type_name("output_request"), x.process_id, x.offset, x.want_stdout,
-           x.want_stderr, x.max_bytes, x.wait_ms);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, output_segment& x) {
-  return f(caf::meta::type_name("output_segment"), x.fd, x.end_offset, x.bytes);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, output_batch& x) {
-  return f(caf::meta::type_name("output_batch"), x.segments, x.next_offset, x.start_offset,
-           x.exited, x.exit_code, x.signal);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, file_spec& x) {
-  return f(caf::meta::type_name("file_spec"), x.verb, x.path, x.to, x.data, x.offset, x.length,
-           x.mode, x.recursive);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, file_entry& x) {
-  return f(caf::meta::type_name("file_entry"), x.name, x.type, x.size_bytes, x.mode,
-           x.modified_at_ms);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, file_result& x) {
-  return f(caf::meta::type_name("file_result"), x.data, x.written, x.entries, x.truncated, x.info);
-}
+// The value messages are defined in schema/cluster.hpp (their Cap'n Proto
+// codecs live there); these names keep them part of this contract.
+using schema::exec_spec;
+using schema::file_entry;
+using schema::file_result;
+using schema::file_spec;
+using schema::file_verb;
+using schema::node_sandbox;
+using schema::output_batch;
+using schema::output_request;
+using schema::output_segment;
+using schema::process_view;
 
 using node_actor = caf::typed_actor<
   /// Creates the sandbox `record` describes (id, tenant, spec) and replies
@@ -274,56 +215,26 @@ using node_actor = caf::typed_actor<
   /// a file is needed, a path escaping the root), too_large, wrong_state.
   caf::replies_to<dp_file_atom, std::string, file_spec>::with<file_result>>;
 
-/// Where a sandbox goes, or where a worker is.
+using schema::placement_request;
+using schema::registration_ack;
+using schema::worker_view;
+
+/// Where a sandbox goes, or where a worker is. Carries an actor handle, so it
+/// is the one message here that CAF serializes field by field: the handle
+/// is CAF's to encode (node id and actor id), the strings are plain.
 struct placement {
   std::string worker_id;
   std::string data_url;
   node_actor node;
 };
 
-/// What a procedure asks the scheduler for.
-struct placement_request {
-  std::string sandbox_id;
-  std::string template_name;
-  schema::resources needs; ///< sandboxes = 1
-};
-
-/// The scheduler's answer to a registration.
-struct registration_ack {
-  std::string worker_id;
-  std::string token_public_key; ///< raw Ed25519 public key that signs data-plane tokens
-  uint32_t heartbeat_interval_ms = 0;
-};
-
-/// One row of GET /v1/workers.
-struct worker_view {
-  schema::worker_registration registration;
-  std::string state; ///< ready | cordoned | draining | lost
-  schema::resources allocated;
-  int64_t last_heartbeat_at_ms = 0;
-};
-
-
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, placement& x) {
   return f(caf::meta::type_name("placement"), x.worker_id, x.data_url, x.node);
 }
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, placement_request& x) {
-  return f(caf::meta::type_name("placement_request"), x.sandbox_id, x.template_name,
-           x.needs.cpu_millis, x.needs.memory_mb, x.needs.disk_mb, x.needs.sandboxes);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, registration_ack& x) {
-  return f(caf::meta::type_name("registration_ack"), x.worker_id, x.token_public_key,
-           x.heartbeat_interval_ms);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, worker_view& x) {
-  return f(caf::meta::type_name("worker_view"), x.registration, x.state, x.allocated.cpu_millis,
-           x.allocated.memory_mb, x.allocated.disk_mb, x.allocated.sandboxes,
-           x.last_heartbeat_at_ms);
-}
+
+/// Internal to the scheduler: its periodic look for silent workers.
+using sc_check_atom = caf::atom_constant<caf::atom("sccheck")>;
 
 using scheduler_actor = caf::typed_actor<
   /// A worker joins (or rejoins after a restart or a lost connection: same
@@ -342,7 +253,10 @@ using scheduler_actor = caf::typed_actor<
   caf::replies_to<sc_release_atom, std::string, std::string>::with<bool>,
   /// Where worker `id` is. Errors: not_found, unavailable (lost).
   caf::replies_to<sc_node_atom, std::string>::with<placement>,
-  /// The fleet. Idempotent.
-  caf::replies_to<sc_workers_atom>::with<std::vector<worker_view>>>;
+  /// The fleet, ordered by worker id. Idempotent.
+  caf::replies_to<sc_workers_atom>::with<std::vector<worker_view>>,
+  /// Internal: marks workers lost whose last heartbeat is older than the
+  /// heartbeat timeout, then schedules the next check.
+  caf::reacts_to<sc_check_atom>>;
 
 } // namespace airlock::actors

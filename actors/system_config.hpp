@@ -2,6 +2,7 @@
 // The CAF actor system configuration every airlock process starts from.
 
 #include <caf/actor_system_config.hpp>
+#include <caf/io/middleman.hpp>
 
 #include <cstddef>
 
@@ -21,5 +22,14 @@ public:
 /// Switches `config` to CAF's deterministic test scheduler: nothing runs
 /// until a test drives it, and time moves only when the test advances it.
 void use_test_scheduler(caf::actor_system_config& config);
+
+/// Loads CAF's network layer (caf::io::middleman) into `config`, so that the
+/// system can publish actors to and reach actors on other hosts (the cluster
+/// transport: scheduler/cluster_listener.hpp, worker/cluster_join.hpp). Call
+/// before constructing the actor system. Inline so that only binaries and
+/// libraries that call it link caf::io.
+inline void use_middleman(caf::actor_system_config& config) {
+  config.load<caf::io::middleman>();
+}
 
 } // namespace airlock::actors

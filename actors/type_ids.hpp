@@ -4,6 +4,9 @@
 
 #include <caf/type_id.hpp>
 
+#include <vector>
+
+#include "actors/cluster_protocol.hpp"
 #include "actors/messages.hpp"
 #include "schema/operation.hpp"
 
@@ -14,4 +17,27 @@ CAF_BEGIN_TYPE_ID_BLOCK(airlock, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(airlock, (airlock::actors::step_request))
   CAF_ADD_TYPE_ID(airlock, (airlock::actors::step_outcome))
   CAF_ADD_TYPE_ID(airlock, (airlock::actors::engine_stats))
+  // The cluster protocol (actors/cluster_protocol.hpp): everything a worker
+  // and the control plane send each other, so either side can decode it.
+  CAF_ADD_TYPE_ID(airlock, (airlock::schema::sandbox_record))
+  CAF_ADD_TYPE_ID(airlock, (airlock::schema::worker_registration))
+  CAF_ADD_TYPE_ID(airlock, (airlock::schema::worker_heartbeat))
+  CAF_ADD_TYPE_ID(airlock, (airlock::schema::node_sandbox))
+  CAF_ADD_TYPE_ID(airlock, (std::vector<airlock::schema::node_sandbox>))
+  CAF_ADD_TYPE_ID(airlock, (airlock::schema::exec_spec))
+  CAF_ADD_TYPE_ID(airlock, (airlock::schema::process_view))
+  CAF_ADD_TYPE_ID(airlock, (std::vector<airlock::schema::process_view>))
+  CAF_ADD_TYPE_ID(airlock, (airlock::schema::output_request))
+  CAF_ADD_TYPE_ID(airlock, (airlock::schema::output_segment))
+  CAF_ADD_TYPE_ID(airlock, (airlock::schema::output_batch))
+  CAF_ADD_TYPE_ID(airlock, (airlock::schema::file_spec))
+  CAF_ADD_TYPE_ID(airlock, (airlock::schema::file_entry))
+  CAF_ADD_TYPE_ID(airlock, (airlock::schema::file_result))
+  CAF_ADD_TYPE_ID(airlock, (airlock::schema::placement_request))
+  CAF_ADD_TYPE_ID(airlock, (airlock::schema::registration_ack))
+  CAF_ADD_TYPE_ID(airlock, (airlock::schema::worker_view))
+  CAF_ADD_TYPE_ID(airlock, (std::vector<airlock::schema::worker_view>))
+  CAF_ADD_TYPE_ID(airlock, (airlock::actors::placement))
+  CAF_ADD_TYPE_ID(airlock, (airlock::actors::node_actor))
+  CAF_ADD_TYPE_ID(airlock, (airlock::actors::scheduler_actor))
 CAF_END_TYPE_ID_BLOCK(airlock)
