@@ -1,0 +1,322 @@
+#include "cli/commands.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <iostream>
+
+namespace airlock::cli {
+
+namespace {
+
+using nlohmann::json;
+using steady = std::chrono::steady_clock;
+
+constexpr int exit_api_error = 1;
+constexpr int exit_usage = 2;
+/// The API holds a ?wait= request at most this long.
+constexpr uint64_t server_wait_s_max = 60;
+
+bool is_terminal(const json& operation) {
+  auto state = operation.value("state", "");
+  return state == "succeeded" || state == "failed" || state == "cancelled";
+}
+
+std::string text_of(const json& value) {
+  if (value.is_string())
+    return value.get<std::string>();
+  if (value.is_null())
+    return "-";
+  return value.dump();
+}
+
+/// Columns padded to their widest cell.
+void print_table(std::ostream& out, const std::vector<std::string>& headers,
+                 const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> widths(headers.size());
+  for (size_t c = 0; c < headers.size(); ++c) {
+    widths[c] = headers[c].size();
+    for (const auto& row : rows)
+      widths[c] = std::max(widths[c], row[c].size());
+  }
+  auto line = [&out, &widths](const std::vector<std::string>& cells) {
+    for (size_t c = 0; c < cells.size(); ++c) {
+      out << cells[c];
+      if (c + 1 < cells.size())
+        out << std::string(widths[c] - cells[c].size() + 2, ' ');
+    }
+    out << "\n";
+  };
+  line(headers);
+  for (const auto& row : rows)
+    line(row);
+}
+
+std::string path_id(const std::string& id) { return url_encode(id); }
+
+using query_params = std::vector<std::pair<std::string, std::string>>;
+
+std::string with_query(std::string path, const query_params& query) {
+  char separator = '?';
+  for (const auto& [key, value] : query) {
+    path += separator + url_encode(key) + "=" + url_encode(value);
+    separator = '&';
+  }
+  return path;
+}
+
+/// Every item of a paged list, following next_cursor up to `limit` items (0: all).
+result<json> list_all(context& ctx, const std::string& path, query_params query, uint64_t limit) {
+  json items = json::array();
+  std::string cursor;
+  for (uint32_t page = 0; page < ctx.options.list_pages_max; ++page) {
+    query_params page_query = query;
+    if (limit != 0)
+      page_query.emplace_back("limit", std::to_string(std::min<uint64_t>(limit - items.size(), 1000)));
+    if (!cursor.empty())
+      page_query.emplace_back("cursor", cursor);
+    auto answer = ctx.api.call("GET", with_query(path, page_query));
+    if (!answer)
+      return answer.error();
+    for (auto& item : answer->value("items", json::array())) {
+      if (limit != 0 && items.size() >= limit)
+        break;
+      items.push_back(std::move(item));
+    }
+    auto next = answer->value("next_cursor", json(nullptr));
+    if (!next.is_string() || next.get<std::string>().empty() || (limit != 0 && items.size() >= limit))
+      return json{{"items", items}, {"next_cursor", nullptr}};
+    cursor = next.get<std::string>();
+  }
+  return make_status(errc::resource_exhausted, "the list has more than " +
+                                                 std::to_string(ctx.options.list_pages_max) +
+                                                 " pages; narrow it with --state or --limit");
+}
+
+/// 0 for a succeeded operation; 1 after printing the error of another.
+int operation_outcome(context& ctx, const json& operation) {
+  if (operation.value("state", "") == "succeeded")
+    return 0;
+  auto error = operation.value("error", json(nullptr));
+  std::string why = error.is_object()
+                      ? error.value("code", "error") + ": " + error.value("message", "")
+                      : "no error given";
+  ctx.io.err << "airlock: operation " << operation.value("id", "?") << " "
+             << operation.value("state", "?") << ": " << why << "\n";
+  return exit_api_error;
+}
+
+uint64_t wait_timeout(context& ctx) {
+  return ctx.inv.number("timeout").value_or(ctx.options.wait_timeout_s);
+}
+
+int run_create(context& ctx) {
+  json body = {{"template", ctx.inv.value("template").value_or("base")}};
+  auto add_number = [&ctx, &body](const char* flag, const char* field) {
+    if (auto n = ctx.inv.number(flag))
+      body[field] = *n;
+  };
+  add_number("cpu", "cpu_millis");
+  add_number("memory", "memory_mb");
+  add_number("disk", "disk_mb");
+  add_number("idle-timeout", "idle_timeout_s");
+  if (ctx.inv.has("env"))
+    body["env"] = ctx.inv.pairs("env");
+  if (ctx.inv.has("metadata"))
+    body["metadata"] = ctx.inv.pairs("metadata");
+  auto created = ctx.api.call("POST", "/v1/sandboxes", &body);
+  if (!created)
+    return report(ctx, created.error());
+  if (ctx.inv.has("wait")) {
+    auto done = wait_operation(ctx, created->value("operation_id", ""), wait_timeout(ctx));
+    if (!done)
+      return report(ctx, done.error());
+    if (int code = operation_outcome(ctx, *done); code != 0)
+      return code;
+  }
+  if (ctx.inv.json)
+    ctx.io.out << created->dump(2) << "\n";
+  else
+    ctx.io.out << created->value("sandbox_id", "") << "\n";
+  return 0;
+}
+
+int run_ls(context& ctx) {
+  query_params query;
+  if (auto state = ctx.inv.value("state"))
+    query.emplace_back("state", *state);
+  for (const auto& [key, value] : ctx.inv.pairs("metadata"))
+    query.emplace_back("metadata." + key, value);
+  auto listed = list_all(ctx, "/v1/sandboxes", std::move(query), ctx.inv.number("limit").value_or(0));
+  if (!listed)
+    return report(ctx, listed.error());
+  if (ctx.inv.json) {
+    ctx.io.out << listed->dump(2) << "\n";
+    return 0;
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& item : (*listed)["items"])
+    rows.push_back({text_of(item.value("id", json())), text_of(item.value("state", json())),
+                    text_of(item.value("template", json())),
+                    text_of(item.value("created_at", json()))});
+  print_table(ctx.io.out, {"ID", "STATE", "TEMPLATE", "CREATED"}, rows);
+  return 0;
+}
+
+int run_get(context& ctx) {
+  auto sandbox = ctx.api.call("GET", "/v1/sandboxes/" + path_id(ctx.inv.positionals[0]));
+  if (!sandbox)
+    return report(ctx, sandbox.error());
+  if (ctx.inv.json) {
+    ctx.io.out << sandbox->dump(2) << "\n";
+    return 0;
+  }
+  for (const auto& [key, value] : sandbox->items()) {
+    if (key == "metadata" && value.is_object()) {
+      std::string pairs;
+      for (const auto& [k, v] : value.items())
+        pairs += (pairs.empty() ? "" : ", ") + k + "=" + text_of(v);
+      ctx.io.out << key << ": " << pairs << "\n";
+    } else {
+      ctx.io.out << key << ": " << text_of(value) << "\n";
+    }
+  }
+  return 0;
+}
+
+/// pause, resume, rm: a 202 operation, printed; --wait waits for it.
+int run_lifecycle(context& ctx) {
+  std::string id = path_id(ctx.inv.positionals[0]);
+  auto answer = ctx.inv.command == "rm"
+                  ? ctx.api.call("DELETE", "/v1/sandboxes/" + id)
+                  : ctx.api.call("POST", "/v1/sandboxes/" + id + "/" + ctx.inv.command);
+  if (!answer)
+    return report(ctx, answer.error());
+  std::string operation_id = answer->value("operation_id", "");
+  if (!ctx.inv.has("wait")) {
+    ctx.io.out << (ctx.inv.json ? answer->dump(2) : operation_id) << "\n";
+    return 0;
+  }
+  auto done = wait_operation(ctx, operation_id, wait_timeout(ctx));
+  if (!done)
+    return report(ctx, done.error());
+  ctx.io.out << (ctx.inv.json ? done->dump(2) : operation_id) << "\n";
+  return operation_outcome(ctx, *done);
+}
+
+int run_ops(context& ctx) {
+  query_params query;
+  if (auto target = ctx.inv.value("target"))
+    query.emplace_back("target_id", *target);
+  if (auto state = ctx.inv.value("state"))
+    query.emplace_back("state", *state);
+  auto listed = list_all(ctx, "/v1/operations", std::move(query), ctx.inv.number("limit").value_or(0));
+  if (!listed)
+    return report(ctx, listed.error());
+  if (ctx.inv.json) {
+    ctx.io.out << listed->dump(2) << "\n";
+    return 0;
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& op : (*listed)["items"])
+    rows.push_back({text_of(op.value("id", json())), text_of(op.value("kind", json())),
+                    text_of(op.value("target_id", json())), text_of(op.value("state", json())),
+                    text_of(op.value("updated_at", json()))});
+  print_table(ctx.io.out, {"ID", "KIND", "TARGET", "STATE", "UPDATED"}, rows);
+  return 0;
+}
+
+int run_wait(context& ctx) {
+  auto done = wait_operation(ctx, ctx.inv.positionals[0], wait_timeout(ctx));
+  if (!done)
+    return report(ctx, done.error());
+  if (ctx.inv.json)
+    ctx.io.out << done->dump(2) << "\n";
+  else
+    ctx.io.out << done->value("state", "") << "\n";
+  return operation_outcome(ctx, *done);
+}
+
+int dispatch(context& ctx) {
+  static const std::map<std::string_view, std::function<int(context&)>> commands{
+    {"create", run_create}, {"ls", run_ls},          {"get", run_get},
+    {"exec", run_exec},     {"cp", run_cp},          {"pause", run_lifecycle},
+    {"resume", run_lifecycle}, {"rm", run_lifecycle}, {"ops", run_ops},
+    {"wait", run_wait}};
+  return commands.at(ctx.inv.command)(ctx);
+}
+
+} // namespace
+
+int report(context& ctx, const status& failure) {
+  ctx.io.err << "airlock: " << failure.message << "\n";
+  return exit_api_error;
+}
+
+std::optional<remote_path> parse_remote(std::string_view arg) {
+  auto colon = arg.find(':');
+  if (colon == std::string_view::npos || colon == 0)
+    return std::nullopt;
+  std::string_view prefix = arg.substr(0, colon);
+  if (prefix.find('/') != std::string_view::npos)
+    return std::nullopt;
+  return remote_path{std::string(prefix), std::string(arg.substr(colon + 1))};
+}
+
+result<json> wait_operation(context& ctx, const std::string& operation_id, uint64_t timeout_s) {
+  auto deadline = steady::now() + std::chrono::seconds(timeout_s);
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::seconds>(deadline - steady::now()).count();
+    uint64_t wait_s = std::clamp<int64_t>(left, 0, static_cast<int64_t>(server_wait_s_max));
+    auto operation = ctx.api.call("GET", "/v1/operations/" + path_id(operation_id) +
+                                           "?wait=" + std::to_string(wait_s));
+    if (!operation)
+      return operation.error();
+    if (is_terminal(*operation))
+      return operation;
+    if (steady::now() >= deadline || wait_s == 0)
+      return make_status(errc::timeout, "operation " + operation_id + " is still " +
+                                          operation->value("state", "running") + " after " +
+                                          std::to_string(timeout_s) +
+                                          " s\nhint: airlock wait " + operation_id +
+                                          " waits longer");
+  }
+}
+
+int exit_code_of(std::optional<int> exit_code, std::optional<int> signal) {
+  if (signal && *signal > 0)
+    return 128 + std::min(*signal, 127);
+  if (!exit_code)
+    return 1;
+  return std::clamp(*exit_code, 0, 255);
+}
+
+int run_cli(std::span<const std::string> args, const env_map& env, cli_io io,
+            const cli_options& options) {
+  auto inv = parse_args(args);
+  if (!inv) {
+    io.err << "airlock: " << inv.error().message << "\n";
+    return exit_usage;
+  }
+  if (inv->help) {
+    const command_spec* spec = find_command(inv->command);
+    io.out << (spec ? command_help(*spec) : usage_text());
+    return 0;
+  }
+  auto config = resolve_connection(inv->connection, env);
+  if (!config) {
+    io.err << "airlock: " << config.error().message << "\n";
+    return exit_usage;
+  }
+  if (config->api_key.empty()) {
+    io.err << "airlock: no API key: set AIRLOCK_API_KEY, pass --api-key, or run airlockd serve "
+              "once (it writes "
+           << config->config_path << ")\n";
+    return exit_usage;
+  }
+  api_client api(*config, options.http);
+  context ctx{*inv, api, io, options};
+  return dispatch(ctx);
+}
+
+} // namespace airlock::cli
