@@ -4,7 +4,9 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/io/middleman.hpp>
 
+#include <chrono>
 #include <cstddef>
+#include <cstdint>
 
 namespace airlock::actors {
 
@@ -23,13 +25,27 @@ public:
 /// until a test drives it, and time moves only when the test advances it.
 void use_test_scheduler(caf::actor_system_config& config);
 
+struct middleman_options {
+  /// Keep-alive between connected hosts, so that a peer that vanished
+  /// without closing its socket is noticed. 0: none. Default: 1000.
+  uint32_t heartbeat_interval_ms = 1'000;
+  /// A connection that carried nothing (not even a keep-alive) for this long
+  /// is closed; monitors of actors behind it receive down messages.
+  /// Default: 10000.
+  uint32_t connection_timeout_ms = 10'000;
+};
+
 /// Loads CAF's network layer (caf::io::middleman) into `config`, so that the
 /// system can publish actors to and reach actors on other hosts (the cluster
 /// transport: scheduler/cluster_listener.hpp, worker/cluster_join.hpp). Call
 /// before constructing the actor system. Inline so that only binaries and
 /// libraries that call it link caf::io.
-inline void use_middleman(caf::actor_system_config& config) {
+inline void use_middleman(caf::actor_system_config& config, const middleman_options& options = {}) {
   config.load<caf::io::middleman>();
+  config.set("middleman.heartbeat-interval",
+             caf::timespan{std::chrono::milliseconds(options.heartbeat_interval_ms)});
+  config.set("middleman.connection-timeout",
+             caf::timespan{std::chrono::milliseconds(options.connection_timeout_ms)});
 }
 
 } // namespace airlock::actors

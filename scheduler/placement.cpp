@@ -22,6 +22,22 @@ std::string describe(const schema::resources& r) {
          + std::to_string(r.disk_mb) + " MiB disk";
 }
 
+/// The most of each resource that any one schedulable worker has free.
+schema::resources most_free(const std::vector<worker_view>& workers) {
+  schema::resources best;
+  for (const auto& w : workers) {
+    if (!w.schedulable)
+      continue;
+    const auto& c = w.capacity;
+    const auto& a = w.allocated;
+    best.cpu_millis = std::max(best.cpu_millis, free_of(c.cpu_millis, a.cpu_millis));
+    best.memory_mb = std::max(best.memory_mb, free_of(c.memory_mb, a.memory_mb));
+    best.disk_mb = std::max(best.disk_mb, free_of(c.disk_mb, a.disk_mb));
+    best.sandboxes = std::max(best.sandboxes, free_of(c.sandboxes, a.sandboxes));
+  }
+  return best;
+}
+
 } // namespace
 
 bool fits(const worker_view& worker, const schema::resources& need) {
@@ -55,8 +71,13 @@ result<std::string> place(const std::vector<worker_view>& workers,
       candidates.push_back(&worker);
   if (candidates.empty()) {
     std::string message = "no worker has room for " + describe(request.need);
-    message += workers.empty() ? "; no worker is registered: start one with airlockd worker"
-                               : "; free capacity or add a worker";
+    if (workers.empty()) {
+      message += "; no worker is registered: start one with airlockd worker";
+    } else {
+      auto best = most_free(workers);
+      message += "; the most any worker has free is " + describe(best) + " and "
+                 + std::to_string(best.sandboxes) + " sandbox slots: free capacity or add a worker";
+    }
     return make_status(errc::resource_exhausted, std::move(message));
   }
   // Partial Fisher-Yates: the first K entries become a uniform sample.

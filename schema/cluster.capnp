@@ -127,6 +127,6 @@ struct WorkerView {
   state @2 :Text;               # ready | cordoned | draining | lost
   allocated @3 :Common.Resources;   # as the worker last reported it
   lastHeartbeatAtMs @4 :Int64;
-  reserved @5 :Common.Resources;    # placed by the scheduler, not yet released
+  reserved @5 :Common.Resources;    # placed, not yet released nor in a heartbeat
   sandboxIds @6 :List(Text);        # as the worker last reported them
 }

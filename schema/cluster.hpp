@@ -142,7 +142,7 @@ struct worker_view {
   std::string state; ///< ready | cordoned | draining | lost
   resources allocated; ///< as the worker's last heartbeat reported it
   int64_t last_heartbeat_at_ms = 0;
-  resources reserved; ///< placed by the scheduler and not yet released
+  resources reserved; ///< placed by the scheduler, not yet released nor in a heartbeat
   std::vector<std::string> sandbox_ids; ///< as the worker's last heartbeat reported them
   bool operator==(const worker_view&) const = default;
 };

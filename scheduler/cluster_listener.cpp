@@ -1,0 +1,28 @@
+#include "scheduler/cluster_listener.hpp"
+
+#include <caf/io/middleman.hpp>
+
+#include "actors/errors.hpp"
+
+namespace airlock::scheduler {
+
+result<uint16_t> publish_scheduler(caf::actor_system& system, actors::scheduler_actor scheduler,
+                                   const std::string& host, uint16_t port) {
+  if (host.empty())
+    return make_status(errc::invalid_argument, "the cluster listener needs a host to bind");
+  if (!scheduler)
+    return make_status(errc::invalid_argument, "no scheduler to publish");
+  if (!system.has_middleman())
+    return make_status(errc::invalid_argument,
+                       "the actor system has no middleman: configure it with use_middleman");
+  // Reusing the address lets a restarted control plane bind its port again
+  // while connections of its previous run linger in TIME_WAIT.
+  auto bound = system.middleman().publish(std::move(scheduler), port, host.c_str(), true);
+  if (!bound)
+    return make_status(errc::unavailable, "cannot listen for workers on " + host + ":"
+                                            + std::to_string(port) + ": "
+                                            + system.render(bound.error()));
+  return *bound;
+}
+
+} // namespace airlock::scheduler

@@ -1,0 +1,293 @@
+#include "scheduler/scheduler_actor.hpp"
+
+#include <caf/actor_cast.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include <chrono>
+#include <map>
+#include <set>
+#include <vector>
+
+#include "actors/errors.hpp"
+#include "schema/assert.hpp"
+
+namespace airlock::scheduler {
+
+namespace {
+
+using actors::node_actor;
+using actors::placement;
+using actors::registration_ack;
+using actors::scheduler_actor;
+using clock_point = caf::actor_clock::time_point;
+
+/// One worker as the scheduler knows it.
+struct worker_entry {
+  schema::worker_registration registration;
+  node_actor node;
+  bool lost = false;
+  bool node_down = false;        ///< lost because its node actor went down
+  schema::resources allocated;   ///< as its last heartbeat said
+  std::set<std::string> running; ///< sandbox ids of its last heartbeat
+  uint64_t last_sequence = 0;
+  int64_t last_heartbeat_at_ms = 0;
+  clock_point last_beat;
+  std::map<std::string, schema::resources> reservations; ///< by sandbox id
+};
+
+struct scheduler_state {
+  static inline const char* name = "airlock.scheduler";
+
+  scheduler_options options;
+  scheduler_deps deps;
+  std::map<std::string, worker_entry> workers;
+  std::map<std::string, std::string> placed; ///< sandbox id -> worker id
+};
+
+using self_ptr = scheduler_actor::stateful_pointer<scheduler_state>;
+
+void add(schema::resources& sum, const schema::resources& r) {
+  sum.cpu_millis += r.cpu_millis;
+  sum.memory_mb += r.memory_mb;
+  sum.disk_mb += r.disk_mb;
+  sum.sandboxes += r.sandboxes;
+}
+
+/// Reservations the worker's heartbeats do not cover yet.
+schema::resources pending_reservations(const worker_entry& w) {
+  schema::resources sum;
+  for (const auto& [sandbox_id, needs] : w.reservations)
+    if (!w.running.count(sandbox_id))
+      add(sum, needs);
+  return sum;
+}
+
+actors::worker_view view_of(const worker_entry& w) {
+  actors::worker_view view;
+  view.registration = w.registration;
+  view.state = w.lost ? "lost" : "ready";
+  view.allocated = w.allocated;
+  view.last_heartbeat_at_ms = w.last_heartbeat_at_ms;
+  view.reserved = pending_reservations(w);
+  view.sandbox_ids.assign(w.running.begin(), w.running.end());
+  return view;
+}
+
+placement placement_of(const worker_entry& w) {
+  return placement{w.registration.id, w.registration.data_url, w.node};
+}
+
+std::optional<caf::error> validate(const scheduler_state& st,
+                                   const schema::worker_registration& r, const node_actor& node) {
+  auto limit = st.options.registration_field_bytes_max;
+  if (r.id.empty())
+    return make_error(errc::invalid_argument, "a worker registration needs an id");
+  if (!node)
+    return make_error(errc::invalid_argument, "worker " + r.id + " registered without a node");
+  for (const auto* field : {&r.id, &r.name, &r.cluster_address, &r.data_url})
+    if (field->size() > limit)
+      return make_error(errc::invalid_argument,
+                        "worker " + r.id.substr(0, 64) + " has a registration field over "
+                          + std::to_string(limit) + " bytes");
+  if (!st.workers.count(r.id) && st.workers.size() >= st.options.workers_max)
+    return make_error(errc::resource_exhausted,
+                      "the fleet already holds " + std::to_string(st.options.workers_max)
+                        + " workers; remove lost ones or raise workers_max");
+  return std::nullopt;
+}
+
+caf::result<registration_ack> on_register(self_ptr self, schema::worker_registration& r,
+                                          node_actor& node) {
+  auto& st = self->state;
+  if (auto refused = validate(st, r, node))
+    return std::move(*refused);
+  auto& w = st.workers[r.id];
+  // A rejoin keeps the reservations: its sandboxes may still run there.
+  if (w.node != node) {
+    if (w.node)
+      self->demonitor(w.node.address());
+    self->monitor(node);
+    w.node = node;
+  }
+  w.registration = std::move(r);
+  w.lost = false;
+  w.node_down = false;
+  w.last_sequence = 0;
+  w.last_beat = self->clock().now();
+  return registration_ack{w.registration.id, st.deps.token_public_key,
+                          st.options.heartbeat_interval_ms};
+}
+
+caf::result<bool> on_beat(self_ptr self, schema::worker_heartbeat& beat) {
+  auto& st = self->state;
+  auto i = st.workers.find(beat.worker_id);
+  if (i == st.workers.end() || i->second.node_down)
+    return make_error(errc::not_found,
+                      "worker " + beat.worker_id + " is not registered: register again");
+  if (beat.sandbox_ids.size() > st.options.heartbeat_sandboxes_max)
+    return make_error(errc::too_large, "a heartbeat lists more than "
+                                         + std::to_string(st.options.heartbeat_sandboxes_max)
+                                         + " sandboxes");
+  auto& w = i->second;
+  // Messages of one connection arrive in order; a lower sequence is a beat
+  // that an earlier session of this worker sent.
+  if (w.last_sequence != 0 && beat.sequence <= w.last_sequence)
+    return true;
+  w.last_sequence = beat.sequence;
+  w.allocated = beat.allocated;
+  w.running = std::set<std::string>(std::make_move_iterator(beat.sandbox_ids.begin()),
+                                    std::make_move_iterator(beat.sandbox_ids.end()));
+  w.last_heartbeat_at_ms = st.deps.clock->now_ms();
+  w.last_beat = self->clock().now();
+  // Silent but connected: a beat brings it back.
+  w.lost = false;
+  return true;
+}
+
+/// The fleet as the placement library sees it: lost workers are kept (so the
+/// failure message can say what exists) but not schedulable.
+std::vector<worker_view> fleet_for_placement(const scheduler_state& st) {
+  std::vector<worker_view> fleet;
+  fleet.reserve(st.workers.size());
+  for (const auto& [id, w] : st.workers) {
+    worker_view v;
+    v.id = id;
+    v.capacity = w.registration.capacity;
+    v.allocated = w.allocated;
+    add(v.allocated, pending_reservations(w));
+    v.schedulable = !w.lost;
+    fleet.push_back(std::move(v));
+  }
+  return fleet;
+}
+
+bool any_ready(const scheduler_state& st) {
+  for (const auto& [id, w] : st.workers)
+    if (!w.lost)
+      return true;
+  return false;
+}
+
+caf::result<placement> already_placed(const scheduler_state& st, const std::string& sandbox_id,
+                                      const std::string& worker_id) {
+  const auto& w = st.workers.at(worker_id);
+  if (w.lost)
+    return make_error(errc::unavailable, "sandbox " + sandbox_id + " is placed on worker "
+                                           + worker_id
+                                           + ", which is lost; release it to place it again");
+  return placement_of(w);
+}
+
+caf::result<placement> on_place(self_ptr self, actors::placement_request& request) {
+  auto& st = self->state;
+  if (request.sandbox_id.empty())
+    return make_error(errc::invalid_argument, "a placement needs a sandbox id");
+  if (auto i = st.placed.find(request.sandbox_id); i != st.placed.end())
+    return already_placed(st, request.sandbox_id, i->second);
+  if (!any_ready(st))
+    return make_error(errc::unavailable,
+                      st.workers.empty()
+                        ? "no worker is registered: start one with airlockd worker --join"
+                        : "no worker is ready: every registered worker is lost");
+  if (st.placed.size() >= st.options.reservations_max)
+    return make_error(errc::resource_exhausted,
+                      "the scheduler holds " + std::to_string(st.options.reservations_max)
+                        + " placed sandboxes; release some first");
+  placement_request wanted{request.needs, request.template_name};
+  auto chosen = place(fleet_for_placement(st), wanted, st.options.placement, *st.deps.entropy);
+  if (!chosen)
+    return make_error(chosen.error());
+  auto& w = st.workers.at(*chosen);
+  auto needs = request.needs;
+  needs.sandboxes = 1;
+  w.reservations[request.sandbox_id] = needs;
+  st.placed.emplace(request.sandbox_id, *chosen);
+  return placement_of(w);
+}
+
+bool on_release(self_ptr self, const std::string& worker_id, const std::string& sandbox_id) {
+  auto& st = self->state;
+  auto i = st.placed.find(sandbox_id);
+  if (i == st.placed.end() || i->second != worker_id)
+    return true;
+  st.placed.erase(i);
+  if (auto w = st.workers.find(worker_id); w != st.workers.end())
+    w->second.reservations.erase(sandbox_id);
+  return true;
+}
+
+caf::result<placement> on_node(self_ptr self, const std::string& worker_id) {
+  auto& st = self->state;
+  auto i = st.workers.find(worker_id);
+  if (i == st.workers.end())
+    return make_error(errc::not_found, "no worker " + worker_id);
+  if (i->second.lost)
+    return make_error(errc::unavailable, "worker " + worker_id + " is lost");
+  return placement_of(i->second);
+}
+
+void schedule_check(self_ptr self) {
+  self->delayed_send(self, std::chrono::milliseconds(self->state.options.check_interval_ms),
+                     actors::sc_check_atom::value);
+}
+
+void on_check(self_ptr self) {
+  auto& st = self->state;
+  auto now = self->clock().now();
+  auto timeout = std::chrono::milliseconds(st.options.heartbeat_timeout_ms);
+  for (auto& [id, w] : st.workers)
+    if (!w.lost && now - w.last_beat > timeout)
+      w.lost = true;
+  schedule_check(self);
+}
+
+void on_down(self_ptr self, const caf::down_msg& down) {
+  for (auto& [id, w] : self->state.workers) {
+    if (w.node && w.node.address() == down.source) {
+      w.lost = true;
+      w.node_down = true;
+      return;
+    }
+  }
+}
+
+scheduler_actor::behavior_type scheduler(self_ptr self, scheduler_options options,
+                                         scheduler_deps deps) {
+  AIRLOCK_ASSERT(deps.clock != nullptr && deps.entropy != nullptr, "scheduler_deps incomplete");
+  AIRLOCK_ASSERT(options.check_interval_ms > 0, "check_interval_ms must be positive");
+  self->state.options = std::move(options);
+  self->state.deps = std::move(deps);
+  self->set_down_handler([self](caf::down_msg& down) { on_down(self, down); });
+  schedule_check(self);
+  return {
+    [self](actors::sc_register_atom, schema::worker_registration& r, node_actor& node) {
+      return on_register(self, r, node);
+    },
+    [self](actors::sc_beat_atom, schema::worker_heartbeat& beat) { return on_beat(self, beat); },
+    [self](actors::sc_place_atom, actors::placement_request& request) {
+      return on_place(self, request);
+    },
+    [self](actors::sc_release_atom, const std::string& worker_id, const std::string& sandbox_id) {
+      return on_release(self, worker_id, sandbox_id);
+    },
+    [self](actors::sc_node_atom, const std::string& worker_id) { return on_node(self, worker_id); },
+    [self](actors::sc_workers_atom) {
+      std::vector<actors::worker_view> views;
+      views.reserve(self->state.workers.size());
+      for (const auto& [id, w] : self->state.workers)
+        views.push_back(view_of(w));
+      return views;
+    },
+    [self](actors::sc_check_atom) { on_check(self); },
+  };
+}
+
+} // namespace
+
+actors::scheduler_actor spawn_scheduler(caf::actor_system& system, scheduler_options options,
+                                        scheduler_deps deps) {
+  return system.spawn(scheduler, std::move(options), std::move(deps));
+}
+
+} // namespace airlock::scheduler

@@ -1,0 +1,65 @@
+#pragma once
+// The scheduler actor: the control plane's fleet view. Workers register
+// (sc_register) and beat (sc_beat); a worker that stops beating for
+// heartbeat_timeout_ms, or whose node actor goes down (its host died or the
+// connection broke), is lost until it registers again. Lifecycle procedures
+// ask it where a sandbox goes (sc_place), which reserves room on that worker
+// until sc_release. The interface is actors::scheduler_actor
+// (actors/cluster_protocol.hpp); this header adds its options and spawn.
+//
+// Free room on a worker is its capacity minus what its last heartbeat says is
+// allocated, minus the reservations of sandboxes that heartbeat does not yet
+// list (once a worker reports a sandbox, its usage is in `allocated`).
+
+#include <caf/actor_system.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "actors/clock.hpp"
+#include "actors/cluster_protocol.hpp"
+#include "scheduler/placement.hpp"
+
+namespace airlock::scheduler {
+
+struct scheduler_options {
+  /// Interval at which workers are told to beat (in registration_ack).
+  /// Default: 1000.
+  uint32_t heartbeat_interval_ms = 1'000;
+  /// A ready worker without a beat for this long is marked lost. Default: 5000.
+  uint32_t heartbeat_timeout_ms = 5'000;
+  /// How often the scheduler looks for silent workers. Default: 500.
+  uint32_t check_interval_ms = 500;
+  /// Workers the fleet may hold; a new one past it is refused with
+  /// resource_exhausted. Default: 10000.
+  size_t workers_max = 10'000;
+  /// Reservations (placed and not yet released sandboxes) across the fleet;
+  /// past it sc_place fails with resource_exhausted. Default: 1000000.
+  size_t reservations_max = 1'000'000;
+  /// Sandbox ids kept per worker from its heartbeats; a heartbeat listing
+  /// more is refused with too_large. Default: 100000.
+  size_t heartbeat_sandboxes_max = 100'000;
+  /// Longest worker id, name, address or data URL accepted. Default: 1024.
+  size_t registration_field_bytes_max = 1'024;
+  /// Policy knobs of the placement library.
+  placement_options placement;
+};
+
+/// What the scheduler works with; the pointees outlive the actor.
+struct scheduler_deps {
+  /// Handed to every worker in registration_ack: the raw public key that
+  /// verifies data-plane tokens. Opaque here.
+  std::string token_public_key;
+  /// Timestamps shown in worker views (last_heartbeat_at_ms). Silence is
+  /// measured on the actor clock instead, so tests can drive it.
+  const wall_clock* clock = nullptr;
+  /// Randomness for placement's sampling.
+  entropy_source* entropy = nullptr;
+};
+
+/// Spawns the scheduler. Precondition: deps.clock and deps.entropy are set.
+actors::scheduler_actor spawn_scheduler(caf::actor_system& system, scheduler_options options,
+                                        scheduler_deps deps);
+
+} // namespace airlock::scheduler

@@ -1,0 +1,316 @@
+// The scheduler actor on CAF's deterministic test scheduler: time moves only
+// when a test advances it, so heartbeat timeouts are exact.
+#include <caf/all.hpp>
+#include <caf/scheduler/test_coordinator.hpp>
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "actors/errors.hpp"
+#include "actors/system_config.hpp"
+#include "scheduler/scheduler_actor.hpp"
+#include "tests/scheduler/stub_node.hpp"
+
+namespace airlock::actors {
+namespace {
+
+using scheduler::scheduler_deps;
+using scheduler::scheduler_options;
+using scheduler::spawn_scheduler;
+
+caf::actor_system_config& prepared(system_config& config) {
+  use_test_scheduler(config);
+  return config;
+}
+
+schema::worker_registration registration(std::string id, uint32_t cpu_millis = 1000,
+                                         uint32_t memory_mb = 1024) {
+  schema::worker_registration r;
+  r.id = std::move(id);
+  r.name = "host-" + r.id;
+  r.cluster_address = "10.0.0.1:7100";
+  r.data_url = "http://" + r.id + ":7071";
+  r.capacity = {cpu_millis, memory_mb, 100'000, 10};
+  r.runtimes = {"namespace"};
+  return r;
+}
+
+placement_request ask_for(std::string sandbox_id, uint32_t cpu_millis, uint32_t memory_mb = 100) {
+  return placement_request{std::move(sandbox_id), "base", {cpu_millis, memory_mb, 100, 1}};
+}
+
+class scheduler_test : public ::testing::Test {
+protected:
+  scheduler_test()
+    : system(prepared(config)),
+      sched(dynamic_cast<caf::scheduler::test_coordinator&>(system.scheduler())) {
+    options.heartbeat_interval_ms = 100;
+    options.heartbeat_timeout_ms = 1'000;
+    options.check_interval_ms = 100;
+    options.placement.sample_k = 0;
+    scheduler_deps deps;
+    deps.token_public_key = std::string(32, '\x2a');
+    deps.clock = &clock;
+    deps.entropy = &entropy;
+    scheduler = spawn_scheduler(system, options, std::move(deps));
+    sched.run();
+  }
+
+  ~scheduler_test() override {
+    caf::anon_send_exit(scheduler, caf::exit_reason::user_shutdown);
+    for (auto& node : nodes)
+      caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
+    sched.run();
+    // Pending timers would keep the test scheduler alive.
+    while (sched.trigger_timeouts() > 0)
+      sched.run();
+  }
+
+  /// Sends a request, runs the system and returns the reply or the error.
+  template <class T, class... Ts>
+  caf::expected<T> ask(Ts&&... xs) {
+    caf::scoped_actor asker{system};
+    auto handle = asker->request(scheduler, caf::infinite, std::forward<Ts>(xs)...);
+    sched.run();
+    if (asker->mailbox().empty())
+      return caf::make_error(caf::sec::request_timeout);
+    caf::expected<T> result{caf::make_error(caf::sec::unexpected_response)};
+    handle.receive([&result](T& value) { result = std::move(value); },
+                   [&result](caf::error& err) { result = std::move(err); });
+    return result;
+  }
+
+  node_actor new_node() {
+    nodes.push_back(spawn_stub_node(system, script));
+    return nodes.back();
+  }
+
+  caf::expected<registration_ack> join(const std::string& id, uint32_t cpu_millis = 1000) {
+    return ask<registration_ack>(sc_register_atom::value, registration(id, cpu_millis), new_node());
+  }
+
+  caf::expected<bool> beat(const std::string& id, uint64_t sequence,
+                           std::vector<std::string> sandbox_ids = {},
+                           schema::resources allocated = {}) {
+    schema::worker_heartbeat h;
+    h.worker_id = id;
+    h.sequence = sequence;
+    h.allocated = allocated;
+    h.sandbox_ids = std::move(sandbox_ids);
+    return ask<bool>(sc_beat_atom::value, h);
+  }
+
+  caf::expected<placement> place(placement_request request) {
+    return ask<placement>(sc_place_atom::value, std::move(request));
+  }
+
+  std::vector<worker_view> workers() {
+    auto views = ask<std::vector<worker_view>>(sc_workers_atom::value);
+    EXPECT_TRUE(views);
+    return views ? *views : std::vector<worker_view>{};
+  }
+
+  /// Moves the actor clock in small steps so the periodic check fires.
+  void advance_ms(int64_t ms) {
+    for (int64_t i = 0; i < ms; i += 10) {
+      clock.advance_ms(10);
+      sched.advance_time(std::chrono::milliseconds(10));
+      sched.run();
+    }
+  }
+
+  static errc code_of(const caf::error& error) { return to_status(error).code; }
+
+  manual_wall_clock clock;
+  seeded_entropy entropy{11};
+  system_config config;
+  caf::actor_system system;
+  caf::scheduler::test_coordinator& sched;
+  scheduler_options options;
+  scheduler_actor scheduler;
+  std::shared_ptr<testing::stub_node_script> script =
+    std::make_shared<testing::stub_node_script>();
+  std::vector<node_actor> nodes;
+};
+
+TEST_F(scheduler_test, acknowledges_a_registration_with_the_token_key_and_beat_interval) {
+  auto ack = join("wk_a");
+  ASSERT_TRUE(ack) << system.render(ack.error());
+  EXPECT_EQ(ack->worker_id, "wk_a");
+  EXPECT_EQ(ack->token_public_key, std::string(32, '\x2a'));
+  EXPECT_EQ(ack->heartbeat_interval_ms, 100u);
+  auto fleet = workers();
+  ASSERT_EQ(fleet.size(), 1u);
+  EXPECT_EQ(fleet[0].state, "ready");
+  EXPECT_EQ(fleet[0].registration, registration("wk_a"));
+}
+
+TEST_F(scheduler_test, refuses_a_registration_without_an_id) {
+  auto ack = ask<registration_ack>(sc_register_atom::value, registration(""), new_node());
+  ASSERT_FALSE(ack);
+  EXPECT_EQ(code_of(ack.error()), errc::invalid_argument);
+}
+
+TEST_F(scheduler_test, is_unavailable_when_no_worker_is_registered) {
+  auto placed = place(ask_for("sb_1", 100));
+  ASSERT_FALSE(placed);
+  EXPECT_EQ(code_of(placed.error()), errc::unavailable);
+}
+
+TEST_F(scheduler_test, reserves_what_it_places_and_says_what_is_free_when_nothing_fits) {
+  ASSERT_TRUE(join("wk_a"));
+  auto first = place(ask_for("sb_1", 600));
+  ASSERT_TRUE(first) << system.render(first.error());
+  EXPECT_EQ(first->worker_id, "wk_a");
+  EXPECT_EQ(first->data_url, "http://wk_a:7071");
+  EXPECT_EQ(first->node, nodes[0]);
+  auto second = place(ask_for("sb_2", 600));
+  ASSERT_FALSE(second);
+  auto failure = to_status(second.error());
+  EXPECT_EQ(failure.code, errc::resource_exhausted);
+  EXPECT_NE(failure.message.find("600 mCPU"), std::string::npos) << failure.message;
+  EXPECT_NE(failure.message.find("most any worker has free is 400 mCPU"), std::string::npos)
+    << failure.message;
+  auto fleet = workers();
+  ASSERT_EQ(fleet.size(), 1u);
+  EXPECT_EQ(fleet[0].reserved.cpu_millis, 600u);
+  EXPECT_EQ(fleet[0].reserved.sandboxes, 1u);
+}
+
+TEST_F(scheduler_test, a_release_frees_the_reservation_and_is_idempotent) {
+  ASSERT_TRUE(join("wk_a"));
+  ASSERT_TRUE(place(ask_for("sb_1", 600)));
+  EXPECT_TRUE(ask<bool>(sc_release_atom::value, std::string("wk_a"), std::string("sb_1")));
+  EXPECT_TRUE(ask<bool>(sc_release_atom::value, std::string("wk_a"), std::string("sb_1")));
+  EXPECT_EQ(workers()[0].reserved, schema::resources{});
+  EXPECT_TRUE(place(ask_for("sb_2", 600)));
+}
+
+TEST_F(scheduler_test, placing_the_same_sandbox_twice_returns_the_first_placement) {
+  ASSERT_TRUE(join("wk_a"));
+  ASSERT_TRUE(join("wk_b"));
+  auto first = place(ask_for("sb_1", 400));
+  ASSERT_TRUE(first);
+  for (int i = 0; i < 5; ++i) {
+    auto again = place(ask_for("sb_1", 400));
+    ASSERT_TRUE(again);
+    EXPECT_EQ(again->worker_id, first->worker_id);
+  }
+  uint32_t reserved = 0;
+  for (const auto& view : workers())
+    reserved += view.reserved.cpu_millis;
+  EXPECT_EQ(reserved, 400u) << "a repeated place must not reserve again";
+}
+
+TEST_F(scheduler_test, places_on_the_worker_with_the_most_room_left) {
+  ASSERT_TRUE(join("wk_small", 1000));
+  ASSERT_TRUE(join("wk_big", 4000));
+  auto placed = place(ask_for("sb_1", 500));
+  ASSERT_TRUE(placed);
+  EXPECT_EQ(placed->worker_id, "wk_big");
+}
+
+TEST_F(scheduler_test, a_sandbox_in_a_heartbeat_counts_once_not_as_reservation_and_allocation) {
+  ASSERT_TRUE(join("wk_a"));
+  ASSERT_TRUE(place(ask_for("sb_1", 600)));
+  // The worker now runs it and reports its usage as allocated.
+  ASSERT_TRUE(beat("wk_a", 1, {"sb_1"}, {600, 100, 100, 1}));
+  auto view = workers()[0];
+  EXPECT_EQ(view.reserved, schema::resources{});
+  EXPECT_EQ(view.allocated.cpu_millis, 600u);
+  EXPECT_EQ(view.sandbox_ids, std::vector<std::string>{"sb_1"});
+  EXPECT_EQ(view.last_heartbeat_at_ms, clock.now_ms());
+  auto fits = place(ask_for("sb_2", 400));
+  ASSERT_TRUE(fits) << system.render(fits.error());
+  EXPECT_FALSE(place(ask_for("sb_3", 100))) << "1000 mCPU are all taken";
+}
+
+TEST_F(scheduler_test, a_heartbeat_from_an_unknown_worker_is_not_found) {
+  auto result = beat("wk_nobody", 1);
+  ASSERT_FALSE(result);
+  EXPECT_EQ(code_of(result.error()), errc::not_found);
+}
+
+TEST_F(scheduler_test, marks_a_silent_worker_lost_after_the_heartbeat_timeout) {
+  ASSERT_TRUE(join("wk_a"));
+  for (int i = 1; i <= 5; ++i) {
+    advance_ms(500);
+    ASSERT_TRUE(beat("wk_a", static_cast<uint64_t>(i)));
+  }
+  EXPECT_EQ(workers()[0].state, "ready") << "beats every 500 ms keep it ready";
+  advance_ms(900);
+  EXPECT_EQ(workers()[0].state, "ready");
+  advance_ms(300);
+  EXPECT_EQ(workers()[0].state, "lost");
+  auto placed = place(ask_for("sb_1", 100));
+  ASSERT_FALSE(placed);
+  EXPECT_EQ(code_of(placed.error()), errc::unavailable);
+  auto node = ask<placement>(sc_node_atom::value, std::string("wk_a"));
+  ASSERT_FALSE(node);
+  EXPECT_EQ(code_of(node.error()), errc::unavailable);
+  // Still connected: its next beat brings it back.
+  ASSERT_TRUE(beat("wk_a", 6));
+  EXPECT_EQ(workers()[0].state, "ready");
+}
+
+TEST_F(scheduler_test, a_down_node_marks_its_worker_lost_until_it_registers_again) {
+  ASSERT_TRUE(join("wk_a"));
+  ASSERT_TRUE(place(ask_for("sb_1", 600)));
+  caf::anon_send_exit(nodes[0], caf::exit_reason::user_shutdown);
+  sched.run();
+  EXPECT_EQ(workers()[0].state, "lost");
+  auto refused = beat("wk_a", 1);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(code_of(refused.error()), errc::not_found) << "a beat cannot revive a dead node";
+  auto again = place(ask_for("sb_1", 600));
+  ASSERT_FALSE(again);
+  EXPECT_EQ(code_of(again.error()), errc::unavailable);
+}
+
+TEST_F(scheduler_test, a_rejoining_worker_gets_its_new_node_and_keeps_its_reservations) {
+  ASSERT_TRUE(join("wk_a"));
+  ASSERT_TRUE(place(ask_for("sb_1", 600)));
+  caf::anon_send_exit(nodes[0], caf::exit_reason::user_shutdown);
+  sched.run();
+  ASSERT_EQ(workers()[0].state, "lost");
+  auto ack = join("wk_a");
+  ASSERT_TRUE(ack);
+  auto fleet = workers();
+  ASSERT_EQ(fleet.size(), 1u);
+  EXPECT_EQ(fleet[0].state, "ready");
+  EXPECT_EQ(fleet[0].reserved.cpu_millis, 600u);
+  auto where = ask<placement>(sc_node_atom::value, std::string("wk_a"));
+  ASSERT_TRUE(where);
+  EXPECT_EQ(where->node, nodes[1]);
+  auto first = place(ask_for("sb_1", 600));
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->node, nodes[1]);
+  ASSERT_TRUE(beat("wk_a", 1));
+}
+
+TEST_F(scheduler_test, the_old_node_going_down_after_a_rejoin_changes_nothing) {
+  ASSERT_TRUE(join("wk_a"));
+  ASSERT_TRUE(join("wk_a"));
+  caf::anon_send_exit(nodes[0], caf::exit_reason::user_shutdown);
+  sched.run();
+  EXPECT_EQ(workers()[0].state, "ready");
+}
+
+TEST_F(scheduler_test, names_an_unknown_worker_not_found) {
+  auto where = ask<placement>(sc_node_atom::value, std::string("wk_x"));
+  ASSERT_FALSE(where);
+  EXPECT_EQ(code_of(where.error()), errc::not_found);
+}
+
+TEST_F(scheduler_test, lists_workers_in_id_order) {
+  ASSERT_TRUE(join("wk_c"));
+  ASSERT_TRUE(join("wk_a"));
+  ASSERT_TRUE(join("wk_b"));
+  auto fleet = workers();
+  ASSERT_EQ(fleet.size(), 3u);
+  EXPECT_EQ(fleet[0].registration.id, "wk_a");
+  EXPECT_EQ(fleet[2].registration.id, "wk_c");
+}
+
+} // namespace
+} // namespace airlock::actors

@@ -1,0 +1,87 @@
+#include "tests/scheduler/stub_node.hpp"
+
+#include <caf/typed_event_based_actor.hpp>
+
+namespace airlock::testing {
+
+void stub_node_script::record_create(schema::sandbox_record record) {
+  std::lock_guard lock(mutex_);
+  created_.push_back(std::move(record));
+}
+void stub_node_script::record_exec(std::string sandbox_id, actors::exec_spec spec) {
+  std::lock_guard lock(mutex_);
+  execs_.emplace_back(std::move(sandbox_id), std::move(spec));
+}
+void stub_node_script::record_output(std::string sandbox_id, actors::output_request request) {
+  std::lock_guard lock(mutex_);
+  outputs_.emplace_back(std::move(sandbox_id), std::move(request));
+}
+void stub_node_script::record_file(std::string sandbox_id, actors::file_spec spec) {
+  std::lock_guard lock(mutex_);
+  files_.emplace_back(std::move(sandbox_id), std::move(spec));
+}
+std::vector<schema::sandbox_record> stub_node_script::created() const {
+  std::lock_guard lock(mutex_);
+  return created_;
+}
+std::vector<std::pair<std::string, actors::exec_spec>> stub_node_script::execs() const {
+  std::lock_guard lock(mutex_);
+  return execs_;
+}
+std::vector<std::pair<std::string, actors::output_request>> stub_node_script::outputs() const {
+  std::lock_guard lock(mutex_);
+  return outputs_;
+}
+std::vector<std::pair<std::string, actors::file_spec>> stub_node_script::files() const {
+  std::lock_guard lock(mutex_);
+  return files_;
+}
+
+namespace {
+
+using namespace airlock::actors;
+using schema::sandbox_state;
+
+node_actor::behavior_type stub_node(node_actor::pointer, std::shared_ptr<stub_node_script> s) {
+  return {
+    [s](nd_create_atom, schema::sandbox_record& record) {
+      auto id = record.id;
+      s->record_create(std::move(record));
+      return node_sandbox{id, sandbox_state::running};
+    },
+    [](nd_pause_atom, std::string& id) { return node_sandbox{id, sandbox_state::paused}; },
+    [](nd_resume_atom, std::string& id) { return node_sandbox{id, sandbox_state::running}; },
+    [](nd_destroy_atom, std::string& id) { return node_sandbox{id, sandbox_state::destroyed}; },
+    [s](nd_list_atom) {
+      std::vector<node_sandbox> out;
+      for (const auto& record : s->created())
+        out.push_back(node_sandbox{record.id, sandbox_state::running});
+      return out;
+    },
+    [s](dp_exec_atom, std::string& id, exec_spec& spec) {
+      s->record_exec(std::move(id), std::move(spec));
+      return s->exec_reply;
+    },
+    [s](dp_output_atom, std::string& id, output_request& request) {
+      s->record_output(std::move(id), std::move(request));
+      return s->output_reply;
+    },
+    [](dp_stdin_atom, std::string&, std::string&, std::string&, bool) { return true; },
+    [](dp_signal_atom, std::string&, std::string&, int32_t) { return true; },
+    [](dp_resize_atom, std::string&, std::string&, uint16_t, uint16_t) { return true; },
+    [s](dp_proc_atom, std::string&, std::string&, uint32_t) { return s->exec_reply; },
+    [s](dp_procs_atom, std::string&) { return std::vector<process_view>{s->exec_reply}; },
+    [s](dp_file_atom, std::string& id, file_spec& spec) {
+      s->record_file(std::move(id), std::move(spec));
+      return s->file_reply;
+    },
+  };
+}
+
+} // namespace
+
+node_actor spawn_stub_node(caf::actor_system& system, std::shared_ptr<stub_node_script> script) {
+  return system.spawn(stub_node, std::move(script));
+}
+
+} // namespace airlock::testing
