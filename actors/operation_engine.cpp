@@ -316,6 +316,8 @@ operation_engine_actor::behavior_type engine_impl(self_ptr self, operation_engin
     [self](op_event_atom, const operation_record& record) {
       auto& engine = self->state;
       count_terminal(engine, record);
+      if (engine.deps.on_terminal)
+        engine.deps.on_terminal(record);
       if (auto i = engine.live.find(record.id); i != engine.live.end()) {
         engine.live_ids.erase(i->second.address());
         engine.live.erase(i);

@@ -9,6 +9,7 @@
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
+#include <functional>
 #include <map>
 #include <string>
 
@@ -47,6 +48,9 @@ struct operation_engine_deps {
   const wall_clock* clock = nullptr;
   entropy_source* entropy = nullptr;
   procedure_table procedures;
+  /// Called on the engine's thread when an operation ends (metrics). Must be
+  /// cheap and thread-safe; may be empty.
+  std::function<void(const schema::operation_record&)> on_terminal;
 };
 
 using operation_engine_actor = caf::typed_actor<

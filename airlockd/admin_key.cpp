@@ -4,15 +4,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <array>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
-#include <openssl/evp.h>
-#include <openssl/rand.h>
 
 #include "storage/sandbox_store.hpp"
 #include "storage/write_batch.hpp"
@@ -21,28 +18,8 @@ namespace airlock::airlockd {
 
 namespace {
 
-constexpr size_t key_id_bytes = 8;
-constexpr size_t secret_bytes = 32;
 /// An existing CLI config larger than this is not ours to merge into.
 constexpr std::uintmax_t cli_config_bytes_max = 1 << 20;
-
-std::string to_hex(const unsigned char* bytes, size_t size) {
-  static constexpr char digits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(size * 2);
-  for (size_t i = 0; i < size; ++i) {
-    out += digits[bytes[i] >> 4];
-    out += digits[bytes[i] & 0xf];
-  }
-  return out;
-}
-
-result<std::string> random_hex(size_t size) {
-  std::array<unsigned char, 64> bytes{};
-  if (size > bytes.size() || RAND_bytes(bytes.data(), static_cast<int>(size)) != 1)
-    return make_status(errc::internal, "the OpenSSL random generator failed");
-  return to_hex(bytes.data(), size);
-}
 
 status io_failure(const std::string& what, const std::string& path, int error) {
   return make_status(errc::io_error, what + " " + path + ": " + std::strerror(error));
@@ -94,32 +71,8 @@ status write_file_atomically(const std::string& path, const std::string& content
 
 } // namespace
 
-result<api_key> generate_api_key() {
-  auto id = random_hex(key_id_bytes);
-  if (!id)
-    return id.error();
-  auto secret = random_hex(secret_bytes);
-  if (!secret)
-    return secret.error();
-  return api_key{std::move(*id), std::move(*secret)};
-}
-
-std::string sha256(std::string_view text) {
-  std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
-  unsigned int size = 0;
-  // EVP_Digest with SHA-256 cannot fail short of memory exhaustion.
-  EVP_Digest(text.data(), text.size(), digest.data(), &size, EVP_sha256(), nullptr);
-  return {reinterpret_cast<const char*>(digest.data()), size};
-}
-
 schema::api_key_record make_admin_record(const api_key& key, int64_t created_at_ms) {
-  schema::api_key_record record;
-  record.key_id = key.key_id;
-  record.tenant_id = "admin";
-  record.secret_sha256 = sha256(key.text());
-  record.role = schema::api_key_role::admin;
-  record.created_at_ms = created_at_ms;
-  return record;
+  return actors::make_key_record(key, "admin", schema::api_key_role::admin, created_at_ms);
 }
 
 status write_cli_config(const std::string& path, std::string_view url, std::string_view key) {
@@ -140,7 +93,7 @@ result<std::optional<std::string>> bootstrap_admin_key(storage::kv_store& store,
     return has_keys.error();
   if (has_keys.value())
     return std::optional<std::string>{};
-  auto key = generate_api_key();
+  auto key = actors::generate_api_key();
   if (!key)
     return key.error();
   if (auto written = write_cli_config(cli_config_path, url, key->text()); !written)

@@ -2,33 +2,23 @@
 // The first admin API key: created on the first start of an empty data
 // directory, shown once, stored only as a hash.
 //
-// Key format: "ak_" + key id (16 hex digits, the lookup id) + "_" + secret
-// (64 hex digits, 32 random bytes). The record stores SHA-256 of the whole key.
+// Key format and generation: actors/api_keys.hpp.
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 
+#include "actors/api_keys.hpp"
 #include "schema/auth.hpp"
 #include "schema/errc.hpp"
 #include "storage/kv_store.hpp"
 
 namespace airlock::airlockd {
 
-struct api_key {
-  std::string key_id;     ///< 16 hex digits
-  std::string secret_hex; ///< 64 hex digits
-
-  /// The text a client sends: ak_<key_id>_<secret_hex>.
-  std::string text() const { return "ak_" + key_id + "_" + secret_hex; }
-};
-
-/// A fresh key from OpenSSL's CSPRNG; internal if the CSPRNG fails.
-result<api_key> generate_api_key();
-
-/// SHA-256 of `text` (32 raw bytes), through OpenSSL EVP.
-std::string sha256(std::string_view text);
+using actors::api_key;
+using actors::generate_api_key;
+using actors::sha256;
 
 /// The stored record of an admin key for tenant "admin".
 schema::api_key_record make_admin_record(const api_key& key, int64_t created_at_ms);

@@ -1,0 +1,314 @@
+#include "actors/sandbox_procedures.hpp"
+
+#include <caf/typed_event_based_actor.hpp>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "actors/errors.hpp"
+
+namespace airlock::actors {
+
+namespace {
+
+using std::chrono::milliseconds;
+using schema::sandbox_record;
+using schema::sandbox_state;
+
+/// What every procedure step works with.
+struct lifecycle_deps {
+  sandbox_registry_actor registry;
+  scheduler_actor scheduler;
+  sandbox_procedure_options options;
+};
+
+using runner_pointer = step_runner_actor::pointer;
+using promise_type = caf::typed_response_promise<step_outcome>;
+
+/// Errors that say the worker may be back soon (restart, reconnect) or that
+/// the effect may have happened: reconcile later rather than fail.
+bool retry_later(errc code) noexcept {
+  return code == errc::timeout || code == errc::unavailable || code == errc::outcome_unknown ||
+         code == errc::not_found;
+}
+
+step_outcome fail_with(const status& failure) {
+  return step_outcome::fail(std::string(to_string(failure.code)), failure.message);
+}
+
+/// One step in flight: the promise, and the shared helpers to chain calls.
+struct step_context : std::enable_shared_from_this<step_context> {
+  runner_pointer self;
+  lifecycle_deps deps;
+  step_request request;
+  promise_type promise;
+
+  milliseconds control_timeout() const {
+    return milliseconds(deps.options.control_call_timeout_ms);
+  }
+
+  void deliver(step_outcome outcome) { promise.deliver(std::move(outcome)); }
+
+  /// A failure of a control-plane call (registry, scheduler): unknown, so the
+  /// engine reconciles and runs the step again.
+  void deliver_unknown(const caf::error&) { deliver(step_outcome::unknown()); }
+
+  void with_record(std::function<void(sandbox_record)> next) {
+    auto ctx = shared_from_this();
+    self->request(deps.registry, control_timeout(), rg_get_atom::value, request.target_id,
+                  std::string{})
+      .then([ctx, next](sandbox_record& record) { next(std::move(record)); },
+            [ctx](caf::error& error) {
+              auto failure = to_status(error);
+              if (failure.code == errc::not_found)
+                ctx->deliver(fail_with(failure));
+              else
+                ctx->deliver_unknown(error);
+            });
+  }
+
+  void save(sandbox_record record, std::function<void(sandbox_record)> next) {
+    auto ctx = shared_from_this();
+    self->request(deps.registry, control_timeout(), rg_save_atom::value, std::move(record))
+      .then([next](sandbox_record& saved) { next(std::move(saved)); },
+            [ctx](caf::error& error) { ctx->deliver_unknown(error); });
+  }
+
+  /// The worker's node; unknown when it is not (yet) registered, so that a
+  /// step recovered right after a control-plane restart waits for workers
+  /// to rejoin instead of failing.
+  void with_node(const std::string& worker_id, std::function<void(node_actor)> next) {
+    auto ctx = shared_from_this();
+    self->request(deps.scheduler, control_timeout(), sc_node_atom::value, worker_id)
+      .then([next](placement& where) { next(where.node); },
+            [ctx](caf::error& error) { ctx->deliver_unknown(error); });
+  }
+
+  /// Records `reason` on the sandbox (state error) and fails the operation.
+  void fail_sandbox(sandbox_record record, const status& reason) {
+    auto ctx = shared_from_this();
+    record.state = sandbox_state::error;
+    record.error_reason = schema::error_info{std::string(to_string(reason.code)), reason.message};
+    save(std::move(record), [ctx, reason](sandbox_record) { ctx->deliver(fail_with(reason)); });
+  }
+};
+
+std::string sandbox_result(const sandbox_record& record) {
+  return nlohmann::json{{"sandbox_id", record.id},
+                        {"state", std::string(schema::to_string(record.state))}}
+    .dump();
+}
+
+// --- sandbox.create ---------------------------------------------------------
+
+void create_place(std::shared_ptr<step_context> ctx, sandbox_record record) {
+  if (record.state != sandbox_state::creating) {
+    if (record.state == sandbox_state::running)
+      return ctx->deliver(step_outcome::complete(sandbox_result(record)));
+    return ctx->deliver(fail_with(make_status(
+      errc::wrong_state, "sandbox " + record.id + " is " +
+                           std::string(schema::to_string(record.state)))));
+  }
+  placement_request wanted{record.id, record.spec.template_name,
+                           schema::resources{record.spec.cpu_millis, record.spec.memory_mb,
+                                             record.spec.disk_mb, 1}};
+  ctx->self->request(ctx->deps.scheduler, ctx->control_timeout(), sc_place_atom::value, wanted)
+    .then(
+      [ctx, record](placement& where) mutable {
+        record.worker_id = where.worker_id;
+        record.data_url = where.data_url;
+        ctx->save(std::move(record),
+                  [ctx](sandbox_record) { ctx->deliver(step_outcome::advance()); });
+      },
+      [ctx, record](caf::error& error) mutable {
+        auto failure = to_status(error);
+        if (failure.code == errc::timeout)
+          return ctx->deliver_unknown(error);
+        ctx->fail_sandbox(std::move(record), failure);
+      });
+}
+
+void create_on_worker(std::shared_ptr<step_context> ctx, sandbox_record record) {
+  if (record.state == sandbox_state::running)
+    return ctx->deliver(step_outcome::complete(sandbox_result(record)));
+  if (record.state != sandbox_state::creating)
+    return ctx->deliver(fail_with(make_status(
+      errc::wrong_state,
+      "sandbox " + record.id + " is " + std::string(schema::to_string(record.state)))));
+  ctx->with_node(record.worker_id, [ctx, record](node_actor node) mutable {
+    auto timeout = milliseconds(ctx->deps.options.node_create_timeout_ms);
+    ctx->self->request(node, timeout, nd_create_atom::value, record)
+      .then(
+        [ctx, record](node_sandbox&) mutable {
+          record.state = sandbox_state::running;
+          record.error_reason.reset();
+          ctx->save(std::move(record), [ctx](sandbox_record saved) {
+            ctx->deliver(step_outcome::complete(sandbox_result(saved)));
+          });
+        },
+        [ctx, record](caf::error& error) mutable {
+          auto failure = to_status(error);
+          if (failure.code == errc::timeout || failure.code == errc::outcome_unknown)
+            return ctx->deliver_unknown(error);
+          // Nothing is left on the worker after a failed create: free the
+          // reservation so the capacity is not lost.
+          ctx->self->request(ctx->deps.scheduler, ctx->control_timeout(),
+                             sc_release_atom::value, record.worker_id, record.id)
+            .then([](bool) {}, [](caf::error&) {});
+          ctx->fail_sandbox(std::move(record), failure);
+        });
+  });
+}
+
+// --- sandbox.delete ---------------------------------------------------------
+
+void delete_mark(std::shared_ptr<step_context> ctx, sandbox_record record) {
+  if (record.state == sandbox_state::destroyed)
+    return ctx->deliver(step_outcome::complete(sandbox_result(record)));
+  record.state = sandbox_state::destroying;
+  ctx->save(std::move(record), [ctx](sandbox_record) { ctx->deliver(step_outcome::advance()); });
+}
+
+void delete_finish(std::shared_ptr<step_context> ctx, sandbox_record record) {
+  record.state = sandbox_state::destroyed;
+  ctx->save(std::move(record), [ctx](sandbox_record saved) {
+    ctx->deliver(step_outcome::complete(sandbox_result(saved)));
+  });
+}
+
+void delete_on_worker(std::shared_ptr<step_context> ctx, sandbox_record record) {
+  if (record.state == sandbox_state::destroyed)
+    return ctx->deliver(step_outcome::complete(sandbox_result(record)));
+  if (record.worker_id.empty()) // never placed
+    return delete_finish(ctx, std::move(record));
+  ctx->with_node(record.worker_id, [ctx, record](node_actor node) mutable {
+    auto timeout = milliseconds(ctx->deps.options.node_call_timeout_ms);
+    ctx->self->request(node, timeout, nd_destroy_atom::value, record.id)
+      .then(
+        [ctx, record](node_sandbox&) mutable {
+          ctx->self->request(ctx->deps.scheduler, ctx->control_timeout(),
+                             sc_release_atom::value, record.worker_id, record.id)
+            .then([ctx, record](bool) mutable { delete_finish(ctx, std::move(record)); },
+                  [ctx](caf::error& error) { ctx->deliver_unknown(error); });
+        },
+        [ctx](caf::error& error) {
+          auto failure = to_status(error);
+          if (retry_later(failure.code))
+            return ctx->deliver_unknown(error);
+          ctx->deliver(fail_with(failure));
+        });
+  });
+}
+
+// --- sandbox.pause and sandbox.resume ---------------------------------------
+
+/// pause: running -> pausing -> paused; resume: paused -> resuming -> running.
+struct freeze_states {
+  sandbox_state from;
+  sandbox_state during;
+  sandbox_state to;
+};
+
+freeze_states states_of(const std::string& kind) {
+  if (kind == kind_sandbox_pause)
+    return {sandbox_state::running, sandbox_state::pausing, sandbox_state::paused};
+  return {sandbox_state::paused, sandbox_state::resuming, sandbox_state::running};
+}
+
+void freeze_mark(std::shared_ptr<step_context> ctx, sandbox_record record) {
+  auto states = states_of(ctx->request.kind);
+  if (record.state == states.to)
+    return ctx->deliver(step_outcome::complete(sandbox_result(record)));
+  if (record.state != states.from && record.state != states.during)
+    return ctx->deliver(fail_with(make_status(
+      errc::wrong_state,
+      "sandbox " + record.id + " is " + std::string(schema::to_string(record.state)))));
+  record.state = states.during;
+  ctx->save(std::move(record), [ctx](sandbox_record) { ctx->deliver(step_outcome::advance()); });
+}
+
+void freeze_on_worker(std::shared_ptr<step_context> ctx, sandbox_record record) {
+  auto states = states_of(ctx->request.kind);
+  if (record.state == states.to)
+    return ctx->deliver(step_outcome::complete(sandbox_result(record)));
+  ctx->with_node(record.worker_id, [ctx, record, states](node_actor node) mutable {
+    auto timeout = milliseconds(ctx->deps.options.node_call_timeout_ms);
+    auto on_done = [ctx, record, states](node_sandbox&) mutable {
+      record.state = states.to;
+      ctx->save(std::move(record), [ctx](sandbox_record saved) {
+        ctx->deliver(step_outcome::complete(sandbox_result(saved)));
+      });
+    };
+    auto on_error = [ctx, record, states](caf::error& error) mutable {
+      auto failure = to_status(error);
+      if (retry_later(failure.code))
+        return ctx->deliver_unknown(error);
+      // The worker refused: the sandbox stays as it was.
+      record.state = states.from;
+      ctx->save(std::move(record),
+                [ctx, failure](sandbox_record) { ctx->deliver(fail_with(failure)); });
+    };
+    if (ctx->request.kind == kind_sandbox_pause)
+      ctx->self->request(node, timeout, nd_pause_atom::value, record.id).then(on_done, on_error);
+    else
+      ctx->self->request(node, timeout, nd_resume_atom::value, record.id).then(on_done, on_error);
+  });
+}
+
+// --- the runner -------------------------------------------------------------
+
+using step_function = void (*)(std::shared_ptr<step_context>, sandbox_record);
+
+step_function step_of(const std::string& kind, uint32_t step) {
+  if (kind == kind_sandbox_create)
+    return step == 0 ? create_place : step == 1 ? create_on_worker : nullptr;
+  if (kind == kind_sandbox_delete)
+    return step == 0 ? delete_mark : step == 1 ? delete_on_worker : nullptr;
+  if (kind == kind_sandbox_pause || kind == kind_sandbox_resume)
+    return step == 0 ? freeze_mark : step == 1 ? freeze_on_worker : nullptr;
+  return nullptr;
+}
+
+step_runner_actor::behavior_type lifecycle_runner(runner_pointer self, lifecycle_deps deps) {
+  return {
+    [self, deps](step_run_atom, step_request& request) -> caf::result<step_outcome> {
+      auto step = step_of(request.kind, request.step);
+      if (step == nullptr)
+        return step_outcome::fail("internal", "no step " + std::to_string(request.step) +
+                                                " in procedure " + request.kind);
+      auto ctx = std::make_shared<step_context>();
+      ctx->self = self;
+      ctx->deps = deps;
+      ctx->request = std::move(request);
+      ctx->promise = self->make_response_promise<step_outcome>();
+      auto promise = ctx->promise;
+      ctx->with_record([ctx, step](sandbox_record record) { step(ctx, std::move(record)); });
+      return promise;
+    },
+    // Every step is idempotent: one whose outcome was lost is run again.
+    [](step_check_atom, step_request&) -> caf::result<step_outcome> {
+      return step_outcome::not_done();
+    },
+  };
+}
+
+} // namespace
+
+procedure_table spawn_sandbox_procedures(caf::actor_system& system,
+                                         sandbox_registry_actor registry,
+                                         scheduler_actor scheduler,
+                                         sandbox_procedure_options options) {
+  lifecycle_deps deps{std::move(registry), std::move(scheduler), options};
+  auto runner = system.spawn(lifecycle_runner, deps);
+  return {{kind_sandbox_create, runner},
+          {kind_sandbox_delete, runner},
+          {kind_sandbox_pause, runner},
+          {kind_sandbox_resume, runner}};
+}
+
+} // namespace airlock::actors

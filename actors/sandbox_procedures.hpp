@@ -1,0 +1,43 @@
+#pragma once
+// The sandbox lifecycle as operation procedures: every step is idempotent,
+// so a step whose outcome was lost (a control-plane crash, a timeout) is
+// simply run again. Each step reads the sandbox record from the registry,
+// acts through the scheduler and the worker's node actor, and writes the
+// record's new state back through the registry.
+//
+// Kinds: sandbox.create, sandbox.delete, sandbox.pause, sandbox.resume.
+
+#include <caf/actor_system.hpp>
+
+#include <cstdint>
+
+#include "actors/cluster_protocol.hpp"
+#include "actors/operation_engine.hpp"
+#include "actors/sandbox_registry.hpp"
+
+namespace airlock::actors {
+
+inline constexpr const char* kind_sandbox_create = "sandbox.create";
+inline constexpr const char* kind_sandbox_delete = "sandbox.delete";
+inline constexpr const char* kind_sandbox_pause = "sandbox.pause";
+inline constexpr const char* kind_sandbox_resume = "sandbox.resume";
+
+struct sandbox_procedure_options {
+  /// Bound on one call to the registry or the scheduler. Default: 10000.
+  uint32_t control_call_timeout_ms = 10'000;
+  /// Bound on a create on the worker (a template built on demand takes
+  /// longer: the step then counts as unknown and is run again, which joins
+  /// the build). Default: 50000.
+  uint32_t node_create_timeout_ms = 50'000;
+  /// Bound on pause, resume and destroy on the worker. Default: 30000.
+  uint32_t node_call_timeout_ms = 30'000;
+};
+
+/// The procedure table entries for the four kinds. The actors live until the
+/// system stops.
+procedure_table spawn_sandbox_procedures(caf::actor_system& system,
+                                         sandbox_registry_actor registry,
+                                         scheduler_actor scheduler,
+                                         sandbox_procedure_options options = {});
+
+} // namespace airlock::actors

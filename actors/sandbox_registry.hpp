@@ -1,0 +1,125 @@
+#pragma once
+// sandbox_registry: the control plane's own records, behind one actor so that
+// HTTP handlers never touch the store: who an API key belongs to, the sandbox
+// records (what clients see through GET /v1/sandboxes) and the operation
+// listing. Lifecycle procedures write sandbox state through it too, so every
+// write to a sandbox record is serialized here.
+//
+// Messages are local to the control plane (never cross hosts).
+
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/atom.hpp>
+#include <caf/typed_actor.hpp>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/clock.hpp"
+#include "schema/operation.hpp"
+#include "schema/sandbox.hpp"
+#include "storage/kv_store.hpp"
+
+namespace airlock::actors {
+
+using rg_auth_atom = caf::atom_constant<caf::atom("rgauth")>;
+using rg_create_atom = caf::atom_constant<caf::atom("rgcreate")>;
+using rg_get_atom = caf::atom_constant<caf::atom("rgget")>;
+using rg_list_atom = caf::atom_constant<caf::atom("rglist")>;
+using rg_patch_atom = caf::atom_constant<caf::atom("rgpatch")>;
+using rg_save_atom = caf::atom_constant<caf::atom("rgsave")>;
+using rg_verb_atom = caf::atom_constant<caf::atom("rgverb")>;
+using rg_ops_atom = caf::atom_constant<caf::atom("rgops")>;
+using rg_opkey_atom = caf::atom_constant<caf::atom("rgopkey")>;
+using rg_count_atom = caf::atom_constant<caf::atom("rgcount")>;
+using rg_newkey_atom = caf::atom_constant<caf::atom("rgnewkey")>;
+
+/// Who made a request.
+struct caller_identity {
+  std::string tenant_id;
+  bool admin = false;
+};
+
+struct sandbox_query {
+  std::string tenant_id; ///< empty: every tenant (admin)
+  std::optional<schema::sandbox_state> state;
+  std::map<std::string, std::string> metadata;
+  size_t limit = 100;
+  std::string cursor;
+};
+
+struct sandbox_page {
+  std::vector<schema::sandbox_record> items;
+  std::string next_cursor;
+};
+
+/// PATCH /v1/sandboxes/{id}: the fields present change.
+struct sandbox_patch {
+  std::optional<std::map<std::string, std::string>> metadata;
+  std::optional<schema::egress_policy> egress;
+  std::optional<uint32_t> idle_timeout_s;
+};
+
+struct operation_query {
+  std::string tenant_id;
+  std::string target_id;
+  std::optional<schema::operation_state> state;
+  size_t limit = 100;
+  std::string cursor;
+};
+
+struct operation_page {
+  std::vector<schema::operation_record> items;
+  std::string next_cursor;
+};
+
+/// The lifecycle verbs a client asks for.
+enum class sandbox_verb : uint8_t { pause, resume, destroy };
+
+/// Whether `verb` may start from `state` (API: 409 otherwise).
+bool verb_allowed(sandbox_verb verb, schema::sandbox_state state) noexcept;
+
+using sandbox_registry_actor = caf::typed_actor<
+  /// The caller behind an API key ("ak_<id>_<secret>"). Errors:
+  /// unauthenticated (malformed, unknown, revoked or wrong secret; one
+  /// sentence for all so keys cannot be probed). Idempotent.
+  caf::replies_to<rg_auth_atom, std::string>::with<caller_identity>,
+  /// Stores a new record (state creating) unless one with its id exists, and
+  /// replies with what is stored. Idempotent.
+  caf::replies_to<rg_create_atom, schema::sandbox_record>::with<schema::sandbox_record>,
+  /// A record. Errors: not_found (also another tenant's; tenant "" sees all).
+  caf::replies_to<rg_get_atom, std::string, std::string>::with<schema::sandbox_record>,
+  caf::replies_to<rg_list_atom, sandbox_query>::with<sandbox_page>,
+  /// Applies a patch (id, tenant). Errors: not_found, wrong_state (destroyed).
+  caf::replies_to<rg_patch_atom, std::string, std::string, sandbox_patch>::with<
+    schema::sandbox_record>,
+  /// Replaces a record (lifecycle procedures). Stamps updated_at. Idempotent.
+  caf::replies_to<rg_save_atom, schema::sandbox_record>::with<schema::sandbox_record>,
+  /// Checks that `verb` is allowed now (id, tenant, verb). Errors: not_found,
+  /// wrong_state with a sentence naming the state. Idempotent, no effect.
+  caf::replies_to<rg_verb_atom, std::string, std::string, sandbox_verb>::with<
+    schema::sandbox_record>,
+  caf::replies_to<rg_ops_atom, operation_query>::with<operation_page>,
+  /// The operation first created with (tenant, Idempotency-Key), or "".
+  caf::replies_to<rg_opkey_atom, std::string, std::string>::with<std::string>,
+  /// Sandboxes by state, for /metrics.
+  caf::replies_to<rg_count_atom>::with<std::map<std::string, uint64_t>>,
+  /// Creates an API key for tenant `tenant` (role tenant) and replies with its
+  /// text, which is shown once. Errors: invalid_argument (tenant name), io_error.
+  caf::replies_to<rg_newkey_atom, std::string>::with<std::string>>;
+
+/// `store` and `clock` outlive the actor.
+sandbox_registry_actor spawn_sandbox_registry(caf::actor_system& system, storage::kv_store& store,
+                                              const wall_clock& clock);
+
+} // namespace airlock::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::actors::caller_identity)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::actors::sandbox_query)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::actors::sandbox_page)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::actors::sandbox_patch)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::actors::operation_query)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::actors::operation_page)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::actors::sandbox_verb)

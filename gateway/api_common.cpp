@@ -1,0 +1,59 @@
+#include "gateway/api_common.hpp"
+
+#include <charconv>
+
+namespace airlock::gateway::detail {
+
+std::optional<std::string> bearer_of(const exchange& ex) {
+  auto field = ex.request()[http::field::authorization];
+  std::string_view header(field.data(), field.size());
+  constexpr std::string_view scheme = "Bearer ";
+  if (header.size() > scheme.size() && header.substr(0, scheme.size()) == scheme)
+    return std::string(header.substr(scheme.size()));
+  if (auto token = ex.query("token"); token && !token->empty())
+    return token;
+  return std::nullopt;
+}
+
+http_response missing_credentials() {
+  return json_error(http::status::unauthorized, "unauthenticated",
+                    "send Authorization: Bearer <API key> (see the admin key printed by the "
+                    "first `airlockd serve`)");
+}
+
+void authenticate(caf::actor_system& system, const actors::sandbox_registry_actor& registry,
+                  std::chrono::milliseconds timeout, exchange_ptr ex,
+                  std::function<void(actors::caller_identity)> next) {
+  auto key = bearer_of(*ex);
+  if (!key)
+    return ex->respond(missing_credentials());
+  call_actor(
+    system, registry, timeout,
+    [next = std::move(next)](actors::caller_identity& who) { next(std::move(who)); },
+    answer_error(ex), actors::rg_auth_atom::value, *key);
+}
+
+result<std::optional<uint64_t>> query_uint(const exchange& ex, std::string_view name,
+                                           uint64_t max) {
+  auto text = ex.query(name);
+  if (!text)
+    return std::optional<uint64_t>{};
+  uint64_t value = 0;
+  auto [end, error] = std::from_chars(text->data(), text->data() + text->size(), value);
+  if (error != std::errc{} || end != text->data() + text->size() || value > max)
+    return make_status(errc::invalid_argument, "?" + std::string(name) +
+                                                 "= must be a whole number from 0 to " +
+                                                 std::to_string(max));
+  return std::optional<uint64_t>(value);
+}
+
+result<size_t> list_limit(const exchange& ex, size_t max) {
+  auto limit = query_uint(ex, "limit", max);
+  if (!limit)
+    return limit.error();
+  if (*limit && **limit == 0)
+    return make_status(errc::invalid_argument, "?limit= must be 1.." + std::to_string(max));
+  return static_cast<size_t>(limit->value_or(100));
+}
+
+} // namespace airlock::gateway::detail

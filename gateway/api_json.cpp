@@ -1,0 +1,409 @@
+#include "gateway/api_json.hpp"
+
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <map>
+#include <optional>
+
+namespace airlock::gateway {
+
+using nlohmann::json;
+
+http::status http_status_of(errc code) noexcept {
+  switch (code) {
+    case errc::invalid_argument: return http::status::bad_request;
+    case errc::unauthenticated: return http::status::unauthorized;
+    case errc::permission_denied: return http::status::forbidden;
+    case errc::not_found: return http::status::not_found;
+    case errc::already_exists:
+    case errc::wrong_state:
+    case errc::conflict: return http::status::conflict;
+    case errc::gone: return http::status::gone;
+    case errc::too_large: return http::status::payload_too_large;
+    case errc::resource_exhausted: return http::status::too_many_requests;
+    case errc::unavailable: return http::status::service_unavailable;
+    case errc::timeout:
+    case errc::outcome_unknown:
+    case errc::deadline_exceeded: return http::status::gateway_timeout;
+    case errc::cancelled: return http::status::conflict;
+    default: return http::status::internal_server_error;
+  }
+}
+
+http_response error_response(const status& failure) {
+  return json_error(http_status_of(failure.code), to_string(failure.code), failure.message);
+}
+
+nlohmann::json timestamp_json(int64_t unix_ms) {
+  if (unix_ms <= 0)
+    return nullptr;
+  std::time_t seconds = unix_ms / 1000;
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  char text[64];
+  std::snprintf(text, sizeof text, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", utc.tm_year + 1900,
+                utc.tm_mon + 1, utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec,
+                static_cast<int>(unix_ms % 1000));
+  return std::string(text);
+}
+
+namespace {
+
+json parsed_or_raw(const std::string& text) {
+  if (text.empty())
+    return nullptr;
+  auto value = json::parse(text, nullptr, false);
+  return value.is_discarded() ? json(text) : value;
+}
+
+json map_json(const std::map<std::string, std::string>& values) {
+  json out = json::object();
+  for (const auto& [key, value] : values)
+    out[key] = value;
+  return out;
+}
+
+status bad(std::string message) { return make_status(errc::invalid_argument, std::move(message)); }
+
+/// Reads an optional unsigned field in [min, max].
+result<std::optional<uint64_t>> read_uint(const json& body, const char* field, uint64_t min,
+                                          uint64_t max) {
+  auto found = body.find(field);
+  if (found == body.end() || found->is_null())
+    return std::optional<uint64_t>{};
+  if (!found->is_number_integer() && !found->is_number_unsigned())
+    return bad(std::string(field) + " must be an integer");
+  if (found->is_number_integer() && found->get<int64_t>() < 0)
+    return bad(std::string(field) + " must not be negative");
+  auto value = found->get<uint64_t>();
+  if (value < min || value > max)
+    return bad(std::string(field) + " must be between " + std::to_string(min) + " and " +
+               std::to_string(max));
+  return std::optional<uint64_t>(value);
+}
+
+result<std::optional<std::string>> read_text(const json& body, const char* field,
+                                             const spec_limits& limits) {
+  auto found = body.find(field);
+  if (found == body.end() || found->is_null())
+    return std::optional<std::string>{};
+  if (!found->is_string())
+    return bad(std::string(field) + " must be a string");
+  auto text = found->get<std::string>();
+  if (text.size() > limits.text_bytes_max)
+    return bad(std::string(field) + " is longer than " + std::to_string(limits.text_bytes_max) +
+               " bytes");
+  return std::optional<std::string>(std::move(text));
+}
+
+result<std::optional<std::map<std::string, std::string>>> read_map(const json& body,
+                                                                   const char* field,
+                                                                   const spec_limits& limits) {
+  auto found = body.find(field);
+  if (found == body.end() || found->is_null())
+    return std::optional<std::map<std::string, std::string>>{};
+  if (!found->is_object())
+    return bad(std::string(field) + " must be an object of strings");
+  if (found->size() > limits.map_entries_max)
+    return bad(std::string(field) + " has more than " + std::to_string(limits.map_entries_max) +
+               " entries");
+  std::map<std::string, std::string> out;
+  for (const auto& [key, value] : found->items()) {
+    if (!value.is_string())
+      return bad(std::string(field) + "." + key + " must be a string");
+    if (key.empty() || key.size() > limits.text_bytes_max ||
+        value.get_ref<const std::string&>().size() > limits.text_bytes_max)
+      return bad(std::string(field) + " has an empty or oversized key or value");
+    out[key] = value.get<std::string>();
+  }
+  return std::optional<std::map<std::string, std::string>>(std::move(out));
+}
+
+result<std::optional<schema::egress_policy>> read_egress(const json& body,
+                                                        const spec_limits& limits) {
+  auto found = body.find("egress");
+  if (found == body.end() || found->is_null())
+    return std::optional<schema::egress_policy>{};
+  if (!found->is_object())
+    return bad("egress must be an object {\"profile\": \"none|allowlist|open\", \"allow\": [...]}");
+  schema::egress_policy policy;
+  auto profile = read_text(*found, "profile", limits);
+  if (!profile)
+    return bad("egress." + profile.error().message);
+  if (*profile) {
+    auto parsed = schema::parse_egress_profile(**profile);
+    if (!parsed)
+      return bad("egress.profile must be one of none, allowlist, open");
+    policy.profile = *parsed;
+  }
+  if (auto allow = found->find("allow"); allow != found->end() && !allow->is_null()) {
+    if (!allow->is_array() || allow->size() > limits.allow_entries_max)
+      return bad("egress.allow must be an array of at most " +
+                 std::to_string(limits.allow_entries_max) + " host names");
+    for (const auto& host : *allow) {
+      if (!host.is_string() || host.get_ref<const std::string&>().empty() ||
+          host.get_ref<const std::string&>().size() > 253)
+        return bad("egress.allow entries must be host names");
+      policy.allow.push_back(host.get<std::string>());
+    }
+  }
+  return std::optional<schema::egress_policy>(std::move(policy));
+}
+
+} // namespace
+
+json to_json(const schema::operation_record& record) {
+  json error = nullptr;
+  if (record.error)
+    error = {{"code", record.error->code}, {"message", record.error->message}};
+  return {{"id", record.id},
+          {"kind", record.kind},
+          {"target_id", record.target_id},
+          {"state", std::string(schema::to_string(record.state))},
+          {"error", error},
+          {"result", parsed_or_raw(record.result_json)},
+          {"created_at", timestamp_json(record.created_at_ms)},
+          {"updated_at", timestamp_json(record.updated_at_ms)}};
+}
+
+json to_json(const schema::sandbox_record& record) {
+  const auto& spec = record.spec;
+  json egress = {{"profile", std::string(schema::to_string(spec.egress.profile))},
+                 {"allow", spec.egress.allow}};
+  json out = {{"id", record.id},
+              {"state", std::string(schema::to_string(record.state))},
+              {"template", spec.template_name},
+              {"worker_id", record.worker_id.empty() ? json(nullptr) : json(record.worker_id)},
+              {"data_url", record.data_url.empty() ? json(nullptr) : json(record.data_url)},
+              {"cpu_millis", spec.cpu_millis},
+              {"memory_mb", spec.memory_mb},
+              {"disk_mb", spec.disk_mb},
+              {"idle_timeout_s", spec.idle_timeout_s},
+              {"metadata", map_json(spec.metadata)},
+              {"egress", egress},
+              {"created_at", timestamp_json(record.created_at_ms)},
+              {"last_active_at", timestamp_json(record.last_active_at_ms)}};
+  if (record.error_reason)
+    out["error"] = {{"code", record.error_reason->code},
+                    {"message", record.error_reason->message}};
+  return out;
+}
+
+json to_json(const actors::process_view& process) {
+  bool exited = process.state != "running";
+  return {{"process_id", process.process_id},
+          {"state", process.state},
+          {"exit_code", exited ? json(process.exit_code) : json(nullptr)},
+          {"signal", exited && process.signal != 0 ? json(process.signal) : json(nullptr)},
+          {"error", process.error.empty() ? json(nullptr) : json(process.error)},
+          {"started_at", timestamp_json(process.started_at_ms)},
+          {"ended_at", timestamp_json(process.ended_at_ms)}};
+}
+
+json to_json(const actors::file_entry& entry) {
+  return {{"name", entry.name},
+          {"type", entry.type},
+          {"size_bytes", entry.size_bytes},
+          {"mode", entry.mode},
+          {"modified_at", timestamp_json(entry.modified_at_ms)}};
+}
+
+result<json> parse_object(std::string_view body) {
+  if (body.empty())
+    return bad("the request body is empty; send a JSON object");
+  auto value = json::parse(body, nullptr, false);
+  if (value.is_discarded())
+    return bad("the request body is not valid JSON");
+  if (!value.is_object())
+    return bad("the request body must be a JSON object");
+  return value;
+}
+
+result<schema::sandbox_spec> parse_sandbox_spec(const json& body, const spec_limits& limits) {
+  schema::sandbox_spec spec;
+  auto name = read_text(body, "template", limits);
+  if (!name)
+    return name.error();
+  if (!*name || (*name)->empty())
+    return bad("template is required, e.g. {\"template\": \"base\"}");
+  spec.template_name = **name;
+  auto cpu = read_uint(body, "cpu_millis", 1, limits.cpu_millis_max);
+  auto memory = read_uint(body, "memory_mb", 16, limits.memory_mb_max);
+  auto disk = read_uint(body, "disk_mb", 0, limits.disk_mb_max);
+  auto idle = read_uint(body, "idle_timeout_s", 0, 30 * 24 * 3600);
+  for (const auto* field : {&cpu, &memory, &disk, &idle})
+    if (!*field)
+      return field->error();
+  spec.cpu_millis = static_cast<uint32_t>(cpu->value_or(spec.cpu_millis));
+  spec.memory_mb = static_cast<uint32_t>(memory->value_or(spec.memory_mb));
+  spec.disk_mb = static_cast<uint32_t>(disk->value_or(spec.disk_mb));
+  spec.idle_timeout_s = static_cast<uint32_t>(idle->value_or(spec.idle_timeout_s));
+  auto env = read_map(body, "env", limits);
+  auto metadata = read_map(body, "metadata", limits);
+  if (!env)
+    return env.error();
+  if (!metadata)
+    return metadata.error();
+  spec.env = env->value_or(std::map<std::string, std::string>{});
+  spec.metadata = metadata->value_or(std::map<std::string, std::string>{});
+  auto egress = read_egress(body, limits);
+  if (!egress)
+    return egress.error();
+  if (*egress)
+    spec.egress = **egress;
+  auto checkpoint = read_text(body, "from_checkpoint", limits);
+  if (!checkpoint)
+    return checkpoint.error();
+  if (*checkpoint && !(*checkpoint)->empty())
+    return make_status(errc::unavailable,
+                       "from_checkpoint is not supported yet: checkpoints come in a later release");
+  return spec;
+}
+
+result<actors::sandbox_patch> parse_sandbox_patch(const json& body, const spec_limits& limits) {
+  actors::sandbox_patch patch;
+  auto metadata = read_map(body, "metadata", limits);
+  if (!metadata)
+    return metadata.error();
+  patch.metadata = *metadata;
+  auto egress = read_egress(body, limits);
+  if (!egress)
+    return egress.error();
+  patch.egress = *egress;
+  auto idle = read_uint(body, "idle_timeout_s", 0, 30 * 24 * 3600);
+  if (!idle)
+    return idle.error();
+  if (*idle)
+    patch.idle_timeout_s = static_cast<uint32_t>(**idle);
+  if (!patch.metadata && !patch.egress && !patch.idle_timeout_s)
+    return bad("send at least one of metadata, egress, idle_timeout_s");
+  return patch;
+}
+
+result<actors::exec_spec> parse_exec_spec(const json& body, const spec_limits& limits) {
+  actors::exec_spec spec;
+  if (auto argv = body.find("argv"); argv != body.end() && !argv->is_null()) {
+    if (!argv->is_array() || argv->empty() || argv->size() > limits.map_entries_max)
+      return bad("argv must be a non-empty array of strings");
+    for (const auto& arg : *argv) {
+      if (!arg.is_string() || arg.get_ref<const std::string&>().size() > limits.text_bytes_max)
+        return bad("argv must be a non-empty array of strings");
+      spec.argv.push_back(arg.get<std::string>());
+    }
+  }
+  auto cmd = read_text(body, "cmd", limits);
+  auto cwd = read_text(body, "cwd", limits);
+  auto user = read_text(body, "user", limits);
+  for (const auto* field : {&cmd, &cwd, &user})
+    if (!*field)
+      return field->error();
+  spec.cmd = cmd->value_or("");
+  spec.cwd = cwd->value_or("");
+  spec.user = user->value_or("");
+  if (spec.argv.empty() == spec.cmd.empty())
+    return bad("send exactly one of argv (an array) and cmd (a shell line)");
+  auto env = read_map(body, "env", limits);
+  if (!env)
+    return env.error();
+  for (auto& [key, value] : env->value_or(std::map<std::string, std::string>{}))
+    spec.env.emplace_back(key, value);
+  if (auto pty = body.find("pty"); pty != body.end() && !pty->is_null()) {
+    if (!pty->is_object())
+      return bad("pty must be an object {\"rows\": 24, \"cols\": 80}");
+    auto rows = read_uint(*pty, "rows", 1, 1000);
+    auto cols = read_uint(*pty, "cols", 1, 1000);
+    if (!rows)
+      return rows.error();
+    if (!cols)
+      return cols.error();
+    spec.pty = true;
+    spec.rows = static_cast<uint16_t>(rows->value_or(24));
+    spec.cols = static_cast<uint16_t>(cols->value_or(80));
+  }
+  if (auto in = body.find("stdin"); in != body.end() && !in->is_null()) {
+    if (!in->is_boolean())
+      return bad("stdin must be true or false");
+    spec.stdin_open = in->get<bool>();
+  }
+  auto timeout = read_uint(body, "timeout_s", 0, 7 * 24 * 3600);
+  if (!timeout)
+    return timeout.error();
+  spec.timeout_s = static_cast<uint32_t>(timeout->value_or(0));
+  return spec;
+}
+
+result<int32_t> parse_signal(const json& value) {
+  static const std::map<std::string, int32_t> names = {
+    {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"KILL", SIGKILL},
+    {"TERM", SIGTERM}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"STOP", SIGSTOP},
+    {"CONT", SIGCONT}, {"ALRM", SIGALRM}, {"WINCH", SIGWINCH}};
+  if (value.is_number_integer()) {
+    auto number = value.get<int64_t>();
+    if (number < 1 || number > 64)
+      return bad("signal must be 1..64 or a name such as TERM");
+    return static_cast<int32_t>(number);
+  }
+  if (!value.is_string())
+    return bad("signal must be a name such as \"TERM\" or a number");
+  auto name = value.get<std::string>();
+  if (name.rfind("SIG", 0) == 0)
+    name = name.substr(3);
+  auto found = names.find(name);
+  if (found == names.end())
+    return bad("unknown signal '" + value.get<std::string>() + "'; use e.g. TERM, KILL, INT");
+  return found->second;
+}
+
+bool is_utf8(std::string_view bytes) noexcept {
+  size_t i = 0;
+  while (i < bytes.size()) {
+    auto lead = static_cast<uint8_t>(bytes[i]);
+    size_t extra = 0;
+    if (lead < 0x80)
+      extra = 0;
+    else if ((lead >> 5) == 0x6)
+      extra = 1;
+    else if ((lead >> 4) == 0xE)
+      extra = 2;
+    else if ((lead >> 3) == 0x1E)
+      extra = 3;
+    else
+      return false;
+    if (bytes.size() - i <= extra)
+      return false;
+    for (size_t k = 1; k <= extra; ++k)
+      if ((static_cast<uint8_t>(bytes[i + k]) >> 6) != 0x2)
+        return false;
+    i += extra + 1;
+  }
+  return true;
+}
+
+std::string base64_encode(std::string_view bytes) {
+  static constexpr char alphabet[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  size_t i = 0;
+  for (; i + 2 < bytes.size(); i += 3) {
+    uint32_t n = (uint32_t(uint8_t(bytes[i])) << 16) | (uint32_t(uint8_t(bytes[i + 1])) << 8) |
+                 uint8_t(bytes[i + 2]);
+    out += alphabet[(n >> 18) & 63];
+    out += alphabet[(n >> 12) & 63];
+    out += alphabet[(n >> 6) & 63];
+    out += alphabet[n & 63];
+  }
+  if (i < bytes.size()) {
+    uint32_t n = uint32_t(uint8_t(bytes[i])) << 16;
+    if (i + 1 < bytes.size())
+      n |= uint32_t(uint8_t(bytes[i + 1])) << 8;
+    out += alphabet[(n >> 18) & 63];
+    out += alphabet[(n >> 12) & 63];
+    out += i + 1 < bytes.size() ? alphabet[(n >> 6) & 63] : '=';
+    out += '=';
+  }
+  return out;
+}
+
+} // namespace airlock::gateway

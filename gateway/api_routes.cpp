@@ -1,0 +1,486 @@
+#include "gateway/api_routes.hpp"
+
+#include <caf/event_based_actor.hpp>
+#include <caf/send.hpp>
+
+#include <chrono>
+#include <string>
+#include <utility>
+
+#include "actors/sandbox_procedures.hpp"
+#include "gateway/api_common.hpp"
+#include "gateway/sse.hpp"
+
+namespace airlock::gateway {
+
+namespace {
+
+using namespace detail;
+using nlohmann::json;
+using std::chrono::milliseconds;
+
+struct control_api {
+  control_api_deps deps;
+  milliseconds call_timeout() const { return milliseconds(deps.options.actor_call_timeout_ms); }
+};
+
+using api_ptr = std::shared_ptr<const control_api>;
+using caller = actors::caller_identity;
+
+/// The tenant whose records a caller sees: admin keys see every tenant.
+std::string scope_of(const caller& who) { return who.admin ? std::string{} : who.tenant_id; }
+
+/// Wraps a handler that needs an authenticated caller.
+template <class Handler>
+async_route_handler authed(api_ptr api, Handler handler) {
+  return [api, handler](exchange_ptr ex) {
+    authenticate(*api->deps.system, api->deps.registry, api->call_timeout(), ex,
+                 [api, handler, ex](caller who) { handler(api, ex, std::move(who)); });
+  };
+}
+
+http_response accepted(const schema::operation_record& record) {
+  json body = {{"operation_id", record.id}, {"state", std::string(to_string(record.state))}};
+  if (record.kind.rfind("sandbox.", 0) == 0)
+    body["sandbox_id"] = record.target_id;
+  return json_response(http::status::accepted, body);
+}
+
+// --- operations ---------------------------------------------------------------
+
+void get_operation(api_ptr api, exchange_ptr ex, caller who) {
+  auto id = std::string(ex->path_param("id"));
+  auto wait_s = query_uint(*ex, "wait", api->deps.options.wait_max_s);
+  if (!wait_s)
+    return ex->respond(error_response(wait_s.error()));
+  auto reply = [ex](schema::operation_record& record) {
+    ex->respond(json_response(http::status::ok, to_json(record)));
+  };
+  if (!*wait_s || **wait_s == 0)
+    return call_actor(*api->deps.system, api->deps.engine, api->call_timeout(), reply,
+                      answer_error(ex), actors::op_get_atom::value, id, scope_of(who));
+  uint64_t wait_ms = **wait_s * 1000;
+  call_actor(*api->deps.system, api->deps.engine, milliseconds(wait_ms) + api->call_timeout(),
+             reply, answer_error(ex), actors::op_wait_atom::value, id, scope_of(who), wait_ms);
+}
+
+void list_operations(api_ptr api, exchange_ptr ex, caller who) {
+  auto limit = list_limit(*ex, api->deps.options.list_limit_max);
+  if (!limit)
+    return ex->respond(error_response(limit.error()));
+  actors::operation_query query;
+  query.tenant_id = scope_of(who);
+  query.target_id = ex->query("target_id").value_or("");
+  query.limit = *limit;
+  query.cursor = ex->query("cursor").value_or("");
+  if (auto state = ex->query("state")) {
+    query.state = schema::parse_operation_state(*state);
+    if (!query.state)
+      return ex->respond(json_error(http::status::bad_request, "invalid_argument",
+                                    "?state= must be pending, running, succeeded, failed or "
+                                    "cancelled"));
+  }
+  call_actor(
+    *api->deps.system, api->deps.registry, api->call_timeout(),
+    [ex](actors::operation_page& page) {
+      json items = json::array();
+      for (const auto& record : page.items)
+        items.push_back(to_json(record));
+      json next = page.next_cursor.empty() ? json(nullptr) : json(page.next_cursor);
+      ex->respond(json_response(http::status::ok, {{"items", items}, {"next_cursor", next}}));
+    },
+    answer_error(ex), actors::rg_ops_atom::value, query);
+}
+
+void cancel_operation(api_ptr api, exchange_ptr ex, caller who) {
+  call_actor(
+    *api->deps.system, api->deps.engine, api->call_timeout(),
+    [ex](schema::operation_record& record) {
+      ex->respond(json_response(http::status::accepted, to_json(record)));
+    },
+    answer_error(ex), actors::op_cancel_atom::value, std::string(ex->path_param("id")),
+    scope_of(who));
+}
+
+/// Streams one `state` event per persisted transition, then ends.
+void watch_operation(api_ptr api, exchange_ptr ex, caller who) {
+  auto id = std::string(ex->path_param("id"));
+  auto tenant = scope_of(who);
+  // First make sure the operation exists (404 as JSON, not an empty stream).
+  call_actor(
+    *api->deps.system, api->deps.engine, api->call_timeout(),
+    [api, ex, id, tenant](schema::operation_record&) {
+      auto stream = ex->open_sse();
+      auto watcher = api->deps.system->spawn([stream](caf::event_based_actor* self)
+                                               -> caf::behavior {
+        return {[self, stream](actors::op_event_atom, const schema::operation_record& record) {
+          auto event = to_json(record).dump();
+          if (!stream->send("state", event, std::to_string(record.sequence)) ||
+              schema::is_terminal(record.state)) {
+            stream->close();
+            self->quit();
+          }
+        }};
+      });
+      stream->on_close([watcher](std::string_view) {
+        caf::anon_send_exit(watcher, caf::exit_reason::user_shutdown);
+      });
+      call_actor(
+        *api->deps.system, api->deps.engine, api->call_timeout(),
+        [stream, watcher](schema::operation_record& record) {
+          // The current state first; transitions follow from the engine.
+          caf::anon_send(watcher, actors::op_event_atom::value, record);
+        },
+        [stream](caf::error&) { stream->close(); }, actors::op_watch_atom::value, id, tenant,
+        caf::actor_cast<caf::actor>(watcher));
+    },
+    answer_error(ex), actors::op_get_atom::value, id, tenant);
+}
+
+// --- sandboxes ------------------------------------------------------------------
+
+/// Creates operation `kind` on sandbox `id` and answers 202.
+void start_operation(api_ptr api, exchange_ptr ex, const caller& who, std::string kind,
+                     std::string sandbox_id) {
+  actors::operation_request request;
+  request.kind = std::move(kind);
+  request.target_id = std::move(sandbox_id);
+  request.tenant_id = who.tenant_id;
+  request.params_json = "{}";
+  auto key = ex->request()["Idempotency-Key"];
+  request.idempotency_key = std::string(key.data(), key.size());
+  call_actor(
+    *api->deps.system, api->deps.engine, api->call_timeout(),
+    [ex](actors::create_reply& reply) { ex->respond(accepted(reply.record)); }, answer_error(ex),
+    actors::op_create_atom::value, request);
+}
+
+/// With an Idempotency-Key already used by this tenant: answers with that
+/// first operation and returns true.
+void replay_or(api_ptr api, exchange_ptr ex, const caller& who,
+               std::function<void()> otherwise) {
+  auto field = ex->request()["Idempotency-Key"];
+  auto key = std::string(field.data(), field.size());
+  if (key.empty())
+    return otherwise();
+  if (key.size() > 256)
+    return ex->respond(json_error(http::status::bad_request, "invalid_argument",
+                                  "Idempotency-Key is longer than 256 bytes"));
+  call_actor(
+    *api->deps.system, api->deps.registry, api->call_timeout(),
+    [api, ex, who, otherwise](std::string& operation_id) {
+      if (operation_id.empty())
+        return otherwise();
+      call_actor(
+        *api->deps.system, api->deps.engine, api->call_timeout(),
+        [ex](schema::operation_record& record) { ex->respond(accepted(record)); },
+        answer_error(ex), actors::op_get_atom::value, operation_id, who.tenant_id);
+    },
+    answer_error(ex), actors::rg_opkey_atom::value, who.tenant_id, key);
+}
+
+void create_sandbox(api_ptr api, exchange_ptr ex, caller who) {
+  auto body = parse_object(ex->request().body());
+  if (!body)
+    return ex->respond(error_response(body.error()));
+  auto spec = parse_sandbox_spec(*body, api->deps.options.limits);
+  if (!spec)
+    return ex->respond(error_response(spec.error()));
+  replay_or(api, ex, who, [api, ex, who, spec = std::move(*spec)]() {
+    auto now = api->deps.clock->now_ms();
+    schema::sandbox_record record;
+    record.id = make_id("sb_", now, *api->deps.entropy);
+    record.tenant_id = who.tenant_id;
+    record.state = schema::sandbox_state::creating;
+    record.spec = spec;
+    record.created_at_ms = now;
+    record.last_active_at_ms = now;
+    // The record first, so that GET works the moment the client has an id
+    // and the procedure always finds it.
+    call_actor(
+      *api->deps.system, api->deps.registry, api->call_timeout(),
+      [api, ex, who](schema::sandbox_record& stored) {
+        start_operation(api, ex, who, actors::kind_sandbox_create, stored.id);
+      },
+      answer_error(ex), actors::rg_create_atom::value, record);
+  });
+}
+
+void get_sandbox(api_ptr api, exchange_ptr ex, caller who) {
+  call_actor(
+    *api->deps.system, api->deps.registry, api->call_timeout(),
+    [ex](schema::sandbox_record& record) {
+      ex->respond(json_response(http::status::ok, to_json(record)));
+    },
+    answer_error(ex), actors::rg_get_atom::value, std::string(ex->path_param("id")),
+    scope_of(who));
+}
+
+void list_sandboxes(api_ptr api, exchange_ptr ex, caller who) {
+  auto limit = list_limit(*ex, api->deps.options.list_limit_max);
+  if (!limit)
+    return ex->respond(error_response(limit.error()));
+  actors::sandbox_query query;
+  query.tenant_id = scope_of(who);
+  query.limit = *limit;
+  query.cursor = ex->query("cursor").value_or("");
+  for (const auto& [name, value] : ex->query_params()) {
+    if (name.rfind("metadata.", 0) == 0 && name.size() > 9)
+      query.metadata[name.substr(9)] = value;
+  }
+  if (auto state = ex->query("state")) {
+    query.state = schema::parse_sandbox_state(*state);
+    if (!query.state)
+      return ex->respond(json_error(http::status::bad_request, "invalid_argument",
+                                    "?state= is not a sandbox state (creating, running, "
+                                    "paused, destroyed, ...)"));
+  }
+  call_actor(
+    *api->deps.system, api->deps.registry, api->call_timeout(),
+    [ex](actors::sandbox_page& page) {
+      json items = json::array();
+      for (const auto& record : page.items)
+        items.push_back(to_json(record));
+      json next = page.next_cursor.empty() ? json(nullptr) : json(page.next_cursor);
+      ex->respond(json_response(http::status::ok, {{"items", items}, {"next_cursor", next}}));
+    },
+    answer_error(ex), actors::rg_list_atom::value, query);
+}
+
+void patch_sandbox(api_ptr api, exchange_ptr ex, caller who) {
+  auto body = parse_object(ex->request().body());
+  if (!body)
+    return ex->respond(error_response(body.error()));
+  auto patch = parse_sandbox_patch(*body, api->deps.options.limits);
+  if (!patch)
+    return ex->respond(error_response(patch.error()));
+  call_actor(
+    *api->deps.system, api->deps.registry, api->call_timeout(),
+    [ex](schema::sandbox_record& record) {
+      ex->respond(json_response(http::status::ok, to_json(record)));
+    },
+    answer_error(ex), actors::rg_patch_atom::value, std::string(ex->path_param("id")),
+    scope_of(who), *patch);
+}
+
+/// DELETE, pause, resume: 409 unless the state allows the verb (a repeat
+/// with the same Idempotency-Key gets the first answer instead).
+async_route_handler lifecycle_verb(api_ptr owner, actors::sandbox_verb verb, std::string kind) {
+  return authed(owner, [verb, kind](api_ptr api, exchange_ptr ex, caller who) {
+    auto id = std::string(ex->path_param("id"));
+    replay_or(api, ex, who, [api, ex, who, verb, kind, id]() {
+      call_actor(
+        *api->deps.system, api->deps.registry, api->call_timeout(),
+        [api, ex, who, kind](schema::sandbox_record& record) {
+          // The operation belongs to the sandbox's tenant (admin acts for it).
+          caller acting{record.tenant_id, who.admin};
+          start_operation(api, ex, acting, kind, record.id);
+        },
+        answer_error(ex), actors::rg_verb_atom::value, id, scope_of(who), verb);
+    });
+  });
+}
+
+void issue_token(api_ptr api, exchange_ptr ex, caller who) {
+  json body = json::object();
+  if (!ex->request().body().empty()) {
+    auto parsed = parse_object(ex->request().body());
+    if (!parsed)
+      return ex->respond(error_response(parsed.error()));
+    body = std::move(*parsed);
+  }
+  std::string scope = body.value("scope", json("all")).is_string()
+                        ? body.value("scope", std::string("all"))
+                        : std::string("?");
+  if (scope != "files" && scope != "processes" && scope != "all")
+    return ex->respond(json_error(http::status::bad_request, "invalid_argument",
+                                  "scope must be files, processes or all"));
+  int64_t ttl_s = api->deps.options.token_ttl_default_s;
+  if (auto ttl = body.find("ttl_s"); ttl != body.end()) {
+    if (!ttl->is_number_integer() || ttl->get<int64_t>() < 1 ||
+        ttl->get<int64_t>() > api->deps.options.token_ttl_max_s)
+      return ex->respond(json_error(
+        http::status::bad_request, "invalid_argument",
+        "ttl_s must be 1.." + std::to_string(api->deps.options.token_ttl_max_s)));
+    ttl_s = ttl->get<int64_t>();
+  }
+  call_actor(
+    *api->deps.system, api->deps.registry, api->call_timeout(),
+    [api, ex, scope, ttl_s](schema::sandbox_record& record) {
+      if (record.data_url.empty() || record.state == schema::sandbox_state::destroyed)
+        return ex->respond(json_error(http::status::conflict, "wrong_state",
+                                      "sandbox " + record.id + " is " +
+                                        std::string(schema::to_string(record.state)) +
+                                        "; tokens exist only for placed sandboxes"));
+      token_claims claims;
+      claims.tenant_id = record.tenant_id;
+      claims.sandbox_id = record.id;
+      claims.scope = scope;
+      claims.expires_at_ms = api->deps.clock->now_ms() + ttl_s * 1000;
+      ex->respond(json_response(http::status::created,
+                                {{"data_url", record.data_url},
+                                 {"token", api->deps.signer->sign(claims)},
+                                 {"expires_at", timestamp_json(claims.expires_at_ms)}}));
+    },
+    answer_error(ex), actors::rg_get_atom::value, std::string(ex->path_param("id")),
+    scope_of(who));
+}
+
+// --- keys and workers -----------------------------------------------------------
+
+void create_api_key(api_ptr api, exchange_ptr ex, caller who) {
+  if (!who.admin)
+    return ex->respond(json_error(http::status::forbidden, "permission_denied",
+                                  "only an admin key may create API keys"));
+  auto body = parse_object(ex->request().body());
+  if (!body)
+    return ex->respond(error_response(body.error()));
+  auto tenant = body->find("tenant_id");
+  if (tenant == body->end() || !tenant->is_string())
+    return ex->respond(json_error(http::status::bad_request, "invalid_argument",
+                                  "tenant_id (a string) is required"));
+  auto tenant_id = tenant->get<std::string>();
+  call_actor(
+    *api->deps.system, api->deps.registry, api->call_timeout(),
+    [ex, tenant_id](std::string& key) {
+      ex->respond(json_response(http::status::created,
+                                {{"tenant_id", tenant_id}, {"api_key", key}}));
+    },
+    answer_error(ex), actors::rg_newkey_atom::value, tenant_id);
+}
+
+void list_workers(api_ptr api, exchange_ptr ex, caller who) {
+  if (!who.admin)
+    return ex->respond(json_error(http::status::forbidden, "permission_denied",
+                                  "the fleet is visible to admin keys only"));
+  call_actor(
+    *api->deps.system, api->deps.scheduler, api->call_timeout(),
+    [ex](std::vector<actors::worker_view>& workers) {
+      auto resources = [](const schema::resources& r) {
+        return json{{"cpu_millis", r.cpu_millis},
+                    {"memory_mb", r.memory_mb},
+                    {"disk_mb", r.disk_mb},
+                    {"sandboxes", r.sandboxes}};
+      };
+      json items = json::array();
+      for (const auto& worker : workers)
+        items.push_back({{"id", worker.registration.id},
+                         {"name", worker.registration.name},
+                         {"address", worker.registration.cluster_address},
+                         {"data_url", worker.registration.data_url},
+                         {"state", worker.state},
+                         {"capacity", resources(worker.registration.capacity)},
+                         {"allocated", resources(worker.allocated)},
+                         {"sandboxes", worker.allocated.sandboxes},
+                         {"last_heartbeat_at", timestamp_json(worker.last_heartbeat_at_ms)}});
+      ex->respond(json_response(http::status::ok, {{"items", items}, {"next_cursor", nullptr}}));
+    },
+    answer_error(ex), actors::sc_workers_atom::value);
+}
+
+/// Routes of later releases: authenticated, then 501 with what to do instead.
+async_route_handler not_yet(api_ptr api, std::string what) {
+  return authed(api, [what](api_ptr, exchange_ptr ex, caller) {
+    ex->respond(json_error(http::status::not_implemented, "not_implemented",
+                           what + " is not available in this release of airlock"));
+  });
+}
+
+void add_unimplemented(route_table& routes, api_ptr api) {
+  using http::verb;
+  const std::pair<verb, const char*> later[] = {
+    {verb::post, "/v1/sandboxes/{id}/suspend"},   {verb::post, "/v1/sandboxes/{id}/restore"},
+    {verb::post, "/v1/sandboxes/{id}/wake"},      {verb::post, "/v1/sandboxes/{id}/checkpoints"},
+    {verb::get, "/v1/sandboxes/{id}/checkpoints"}, {verb::get, "/v1/templates"},
+    {verb::post, "/v1/templates"},                {verb::get, "/v1/templates/{name}"},
+    {verb::put, "/v1/templates/{name}/pool"},     {verb::post, "/v1/workers/{id}/cordon"},
+    {verb::post, "/v1/workers/{id}/drain"},       {verb::post, "/v1/workers/{id}/uncordon"},
+    {verb::post, "/v1/credentials"},              {verb::get, "/v1/credentials"},
+    {verb::get, "/v1/credentials/{id}"},          {verb::delete_, "/v1/credentials/{id}"},
+    {verb::get, "/v1/audit"},
+  };
+  for (const auto& [method, pattern] : later)
+    routes.add_async(method, pattern, not_yet(api, std::string(pattern)));
+  routes.add_async(http::verb::get, "/ui", [](exchange_ptr ex) {
+    ex->respond(json_error(http::status::not_implemented, "not_implemented",
+                           "the dashboard is not available in this release; use the API or "
+                           "the airlock CLI"));
+  });
+}
+
+/// Prometheus text: the gauges are refreshed from the registry and the
+/// engine first, then everything the registry holds is rendered.
+void serve_metrics(api_ptr api, exchange_ptr ex) {
+  auto* metrics = api->deps.metrics;
+  auto render = [ex, metrics]() {
+    http_response response{http::status::ok, 11};
+    response.set(http::field::content_type, "text/plain; version=0.0.4");
+    response.body() = metrics->render();
+    ex->respond(std::move(response));
+  };
+  call_actor(
+    *api->deps.system, api->deps.registry, api->call_timeout(),
+    [api, ex, metrics, render](std::map<std::string, uint64_t>& counts) {
+      for (const char* state : {"creating", "running", "pausing", "paused", "resuming",
+                                "destroying", "destroyed", "error"})
+        metrics->gauge_set("airlock_sandboxes", {{"state", state}},
+                           static_cast<double>(counts[state]));
+      call_actor(
+        *api->deps.system, api->deps.engine, api->call_timeout(),
+        [metrics, render](actors::engine_stats& stats) {
+          metrics->gauge_set("airlock_operations_live", {}, static_cast<double>(stats.live));
+          render();
+        },
+        answer_error(ex), actors::op_stats_atom::value);
+    },
+    answer_error(ex), actors::rg_count_atom::value);
+}
+
+} // namespace
+
+void add_control_routes(route_table& routes, const control_api_deps& deps) {
+  auto api = std::make_shared<const control_api>(control_api{deps});
+  route_options json_body{deps.options.json_body_bytes_max};
+  using http::verb;
+  routes.add_async(verb::get, "/v1/operations", authed(api, list_operations));
+  routes.add_async(verb::get, "/v1/operations/{id}", authed(api, get_operation));
+  routes.add_async(verb::get, "/v1/operations/{id}/events", authed(api, watch_operation));
+  routes.add_async(verb::post, "/v1/operations/{id}/cancel", authed(api, cancel_operation));
+  routes.add_async(verb::post, "/v1/sandboxes", authed(api, create_sandbox), json_body);
+  routes.add_async(verb::get, "/v1/sandboxes", authed(api, list_sandboxes));
+  routes.add_async(verb::get, "/v1/sandboxes/{id}", authed(api, get_sandbox));
+  routes.add_async(verb::patch, "/v1/sandboxes/{id}", authed(api, patch_sandbox), json_body);
+  routes.add_async(verb::delete_, "/v1/sandboxes/{id}",
+                   lifecycle_verb(api, actors::sandbox_verb::destroy,
+                                  actors::kind_sandbox_delete));
+  routes.add_async(verb::post, "/v1/sandboxes/{id}/pause",
+                   lifecycle_verb(api, actors::sandbox_verb::pause, actors::kind_sandbox_pause));
+  routes.add_async(verb::post, "/v1/sandboxes/{id}/resume",
+                   lifecycle_verb(api, actors::sandbox_verb::resume,
+                                  actors::kind_sandbox_resume));
+  routes.add_async(verb::post, "/v1/sandboxes/{id}/token", authed(api, issue_token), json_body);
+  routes.add_async(verb::post, "/v1/api-keys", authed(api, create_api_key), json_body);
+  routes.add_async(verb::get, "/v1/workers", authed(api, list_workers));
+  routes.add_async(verb::get, "/metrics", [api](exchange_ptr ex) { serve_metrics(api, ex); });
+  add_unimplemented(routes, api);
+}
+
+void describe_control_metrics(metrics_registry& metrics) {
+  metrics.describe("airlock_operations_total", "Operations that ended, by kind and state.",
+                   "counter");
+  metrics.describe("airlock_operation_duration_seconds",
+                   "Time from creation to the end of an operation, by kind.", "histogram",
+                   {0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300});
+  metrics.describe("airlock_sandboxes", "Sandboxes by state.", "gauge");
+  metrics.describe("airlock_operations_live", "Operations being driven now.", "gauge");
+}
+
+void record_operation_metrics(metrics_registry& metrics, const schema::operation_record& record) {
+  std::string state(schema::to_string(record.state));
+  metrics.counter_add("airlock_operations_total", {{"kind", record.kind}, {"state", state}});
+  auto seconds = static_cast<double>(record.updated_at_ms - record.created_at_ms) / 1000.0;
+  metrics.histogram_observe("airlock_operation_duration_seconds", {{"kind", record.kind}},
+                            seconds < 0 ? 0 : seconds);
+}
+
+} // namespace airlock::gateway

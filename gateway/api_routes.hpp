@@ -1,0 +1,65 @@
+#pragma once
+// The control plane's HTTP API (API.md): operations, sandboxes, tokens,
+// workers, operator routes, the OpenAPI document, and 501 answers for what
+// later releases add. Handlers authenticate, validate, ask an actor and
+// answer from its reply; none blocks an I/O thread.
+//
+// The data-plane routes (processes, files) are added by data_routes.hpp.
+
+#include <caf/actor_system.hpp>
+
+#include <cstdint>
+#include <memory>
+
+#include "actors/clock.hpp"
+#include "actors/cluster_protocol.hpp"
+#include "actors/operation_engine.hpp"
+#include "actors/sandbox_registry.hpp"
+#include "gateway/api_json.hpp"
+#include "gateway/attach_token.hpp"
+#include "gateway/metrics.hpp"
+#include "gateway/router.hpp"
+
+namespace airlock::gateway {
+
+struct api_options {
+  /// Limits on sandbox specs and process requests. Default: see spec_limits.
+  spec_limits limits;
+  /// Bound on one call to an actor (engine, registry, scheduler). Default: 10000.
+  uint32_t actor_call_timeout_ms = 10'000;
+  /// Longest ?wait= on an operation, in seconds. Default: 60.
+  uint32_t wait_max_s = 60;
+  /// Longest lifetime of a data-plane token. Default: 86400 (a day).
+  uint32_t token_ttl_max_s = 86'400;
+  /// Lifetime of a token when the request names none. Default: 3600.
+  uint32_t token_ttl_default_s = 3600;
+  /// Largest ?limit= on a list. Default: 1000.
+  uint32_t list_limit_max = 1000;
+  /// Largest JSON body on control routes. Default: 65536.
+  uint64_t json_body_bytes_max = 65'536;
+};
+
+/// What the control routes work with. Every pointee outlives the server.
+struct control_api_deps {
+  caf::actor_system* system = nullptr;
+  actors::operation_engine_actor engine;
+  actors::sandbox_registry_actor registry;
+  actors::scheduler_actor scheduler;
+  const token_signer* signer = nullptr;
+  const wall_clock* clock = nullptr;
+  entropy_source* entropy = nullptr; ///< thread-safe (system_entropy)
+  metrics_registry* metrics = nullptr;
+  api_options options;
+};
+
+/// Adds every control-plane route to `routes`.
+void add_control_routes(route_table& routes, const control_api_deps& deps);
+
+/// Registers the families /metrics shows beyond the HTTP server's own.
+void describe_control_metrics(metrics_registry& metrics);
+
+/// Counts an ended operation (kind, state) and its latency; the engine's
+/// on_terminal hook.
+void record_operation_metrics(metrics_registry& metrics, const schema::operation_record& record);
+
+} // namespace airlock::gateway

@@ -1,0 +1,457 @@
+#include "gateway/data_routes.hpp"
+
+#include <charconv>
+#include <chrono>
+#include <string>
+#include <utility>
+
+#include "gateway/api_common.hpp"
+
+namespace airlock::gateway {
+
+namespace {
+
+using namespace detail;
+using nlohmann::json;
+using std::chrono::milliseconds;
+
+struct data_api {
+  data_plane_deps deps;
+  milliseconds timeout() const { return milliseconds(deps.options.call_timeout_ms); }
+};
+using api_ptr = std::shared_ptr<const data_api>;
+
+/// A sandbox the caller may use, and where it runs.
+struct target {
+  std::string sandbox_id;
+  std::string tenant_id;
+  actors::node_actor node;
+  std::string data_url;        ///< where attach_url points
+  bool by_api_key = false;     ///< else by a control-plane token
+  std::string token;           ///< the caller's token (token callers)
+  int64_t token_expires_ms = 0;
+};
+using target_next = std::function<void(target)>;
+
+bool is_api_key(const std::string& credential) { return credential.rfind("ak_", 0) == 0; }
+
+/// Finds the node of `t.sandbox_id` (control plane: via its record's worker).
+void find_node(api_ptr api, exchange_ptr ex, target t, std::string worker_id, target_next next) {
+  if (api->deps.local_node) {
+    t.node = *api->deps.local_node;
+    return next(std::move(t));
+  }
+  if (!api->deps.scheduler)
+    return ex->respond(json_error(http::status::internal_server_error, "internal",
+                                  "this listener knows no worker"));
+  call_actor(
+    *api->deps.system, *api->deps.scheduler, api->timeout(),
+    [t, next](actors::placement& where) mutable {
+      t.node = where.node;
+      next(std::move(t));
+    },
+    answer_error(ex), actors::sc_node_atom::value, std::move(worker_id));
+}
+
+/// Resolves a control-plane record (API-key callers, or tokens on a control
+/// listener) and then its node.
+void via_record(api_ptr api, exchange_ptr ex, target t, std::string tenant_scope,
+                target_next next) {
+  call_actor(
+    *api->deps.system, *api->deps.registry, api->timeout(),
+    [api, ex, t, next](schema::sandbox_record& record) mutable {
+      if (record.worker_id.empty() || record.state == schema::sandbox_state::destroyed ||
+          record.state == schema::sandbox_state::destroying)
+        return ex->respond(json_error(
+          http::status::conflict, "wrong_state",
+          "sandbox " + record.id + " is " + std::string(schema::to_string(record.state))));
+      t.tenant_id = record.tenant_id;
+      if (t.data_url.empty())
+        t.data_url = record.data_url;
+      find_node(api, ex, std::move(t), record.worker_id, std::move(next));
+    },
+    answer_error(ex), actors::rg_get_atom::value, t.sandbox_id, std::move(tenant_scope));
+}
+
+/// Authenticates the caller for `scope` on the sandbox of the path (and the
+/// process of the path, for tokens scoped to one), then runs `next`.
+void resolve(api_ptr api, exchange_ptr ex, std::string scope, target_next next) {
+  auto credential = bearer_of(*ex);
+  if (!credential)
+    return ex->respond(missing_credentials());
+  target t;
+  t.sandbox_id = std::string(ex->path_param("id"));
+  if (is_api_key(*credential)) {
+    if (!api->deps.registry)
+      return ex->respond(json_error(http::status::unauthorized, "unauthenticated",
+                                    "a worker's data plane takes tokens, not API keys: get one "
+                                    "from POST /v1/sandboxes/{id}/token"));
+    t.by_api_key = true;
+    return authenticate(*api->deps.system, *api->deps.registry, api->timeout(), ex,
+                        [api, ex, t, next](actors::caller_identity who) mutable {
+                          auto tenant = who.admin ? std::string{} : who.tenant_id;
+                          via_record(api, ex, std::move(t), tenant, std::move(next));
+                        });
+  }
+  auto verifier = api->deps.verifier ? api->deps.verifier() : nullptr;
+  if (!verifier)
+    return ex->respond(json_error(http::status::service_unavailable, "unavailable",
+                                  "this worker has not joined its control plane yet; retry"));
+  auto claims = verifier->verify(*credential, api->deps.clock->now_ms(), t.sandbox_id, scope,
+                                 ex->path_param("pid"));
+  if (!claims)
+    return ex->respond(error_response(claims.error()));
+  t.tenant_id = claims->tenant_id;
+  t.token = *credential;
+  t.token_expires_ms = claims->expires_at_ms;
+  if (api->deps.public_url)
+    t.data_url = api->deps.public_url();
+  if (api->deps.local_node) {
+    t.node = *api->deps.local_node;
+    return next(std::move(t));
+  }
+  via_record(api, ex, std::move(t), std::string{}, std::move(next));
+}
+
+template <class Handler>
+async_route_handler with_target(api_ptr api, std::string scope, Handler handler) {
+  return [api, scope, handler](exchange_ptr ex) {
+    resolve(api, ex, scope, [api, ex, handler](target t) { handler(api, ex, std::move(t)); });
+  };
+}
+
+std::string process_path(const target& t, const std::string& process_id) {
+  return "/v1/sandboxes/" + t.sandbox_id + "/processes/" + process_id;
+}
+
+// --- processes ----------------------------------------------------------------
+
+void start_process(api_ptr api, exchange_ptr ex, target t) {
+  auto body = parse_object(ex->request().body());
+  if (!body)
+    return ex->respond(error_response(body.error()));
+  auto spec = parse_exec_spec(*body, api->deps.options.limits);
+  if (!spec)
+    return ex->respond(error_response(spec.error()));
+  call_actor(
+    *api->deps.system, t.node, api->timeout(),
+    [api, ex, t](actors::process_view& process) {
+      std::string token = t.token;
+      int64_t expires = t.token_expires_ms;
+      if (t.by_api_key && api->deps.signer) {
+        token_claims claims{t.tenant_id, t.sandbox_id, process.process_id, "processes",
+                            api->deps.clock->now_ms() +
+                              int64_t{api->deps.options.attach_token_ttl_s} * 1000};
+        token = api->deps.signer->sign(claims);
+        expires = claims.expires_at_ms;
+      }
+      ex->respond(json_response(http::status::created,
+                                {{"process_id", process.process_id},
+                                 {"attach_url", t.data_url + process_path(t, process.process_id)},
+                                 {"attach_token", token},
+                                 {"expires_at", timestamp_json(expires)}}));
+    },
+    answer_error(ex), actors::dp_exec_atom::value, t.sandbox_id, *spec);
+}
+
+void list_processes(api_ptr api, exchange_ptr ex, target t) {
+  call_actor(
+    *api->deps.system, t.node, api->timeout(),
+    [ex](std::vector<actors::process_view>& processes) {
+      json items = json::array();
+      for (const auto& process : processes)
+        items.push_back(to_json(process));
+      ex->respond(json_response(http::status::ok, {{"items", items}, {"next_cursor", nullptr}}));
+    },
+    answer_error(ex), actors::dp_procs_atom::value, t.sandbox_id);
+}
+
+void get_process(api_ptr api, exchange_ptr ex, target t) {
+  auto wait_s = query_uint(*ex, "wait", api->deps.options.wait_max_s);
+  if (!wait_s)
+    return ex->respond(error_response(wait_s.error()));
+  auto wait_ms = static_cast<uint32_t>(wait_s->value_or(0) * 1000);
+  call_actor(
+    *api->deps.system, t.node, milliseconds(wait_ms) + api->timeout(),
+    [ex](actors::process_view& process) {
+      ex->respond(json_response(http::status::ok, to_json(process)));
+    },
+    answer_error(ex), actors::dp_proc_atom::value, t.sandbox_id,
+    std::string(ex->path_param("pid")), wait_ms);
+}
+
+json chunk_json(const std::string& bytes) {
+  if (is_utf8(bytes))
+    return {{"data", bytes}};
+  return {{"data", base64_encode(bytes)}, {"encoding", "base64"}};
+}
+
+/// Sends one batch; false once the stream has ended (exit sent, or closed).
+bool send_batch(const std::shared_ptr<sse_stream>& stream, const actors::output_batch& batch) {
+  for (const auto& segment : batch.segments) {
+    if (!stream->send(segment.fd == 2 ? "stderr" : "stdout", chunk_json(segment.bytes).dump(),
+                      std::to_string(segment.end_offset)))
+      return false;
+  }
+  if (batch.exited) {
+    json exit = {{"exit_code", batch.exit_code},
+                 {"signal", batch.signal != 0 ? json(batch.signal) : json(nullptr)}};
+    stream->send("exit", exit.dump(), std::to_string(batch.next_offset));
+    stream->close();
+    return false;
+  }
+  return true;
+}
+
+/// Reads the next batch once the client has taken the previous one, so a
+/// slow client slows the reads instead of growing a queue.
+void pump_output(api_ptr api, std::shared_ptr<sse_stream> stream, target t,
+                 actors::output_request request) {
+  request.wait_ms = api->deps.options.output_wait_ms;
+  call_actor(
+    *api->deps.system, t.node, milliseconds(request.wait_ms) + api->timeout(),
+    [api, stream, t, request](actors::output_batch& batch) mutable {
+      if (!send_batch(stream, batch))
+        return;
+      request.offset = batch.next_offset;
+      stream->when_drained([api, stream, t, request]() {
+        if (!stream->closed())
+          pump_output(api, stream, t, request);
+      });
+    },
+    [stream](caf::error& error) {
+      auto failure = to_status(error);
+      json body = {{"code", to_string(failure.code)}, {"message", failure.message}};
+      stream->send("error", body.dump());
+      stream->close();
+    },
+    actors::dp_output_atom::value, t.sandbox_id, request);
+}
+
+result<bool> flag(const exchange& ex, std::string_view name) {
+  auto value = ex.query(name);
+  if (!value || *value == "1" || *value == "true")
+    return true;
+  if (*value == "0" || *value == "false")
+    return false;
+  return make_status(errc::invalid_argument, "?" + std::string(name) + "= must be 0 or 1");
+}
+
+void stream_output(api_ptr api, exchange_ptr ex, target t) {
+  actors::output_request request;
+  request.process_id = std::string(ex->path_param("pid"));
+  request.max_bytes = api->deps.options.output_read_bytes;
+  auto out = flag(*ex, "stdout");
+  auto err = flag(*ex, "stderr");
+  if (!out || !err)
+    return ex->respond(error_response(!out ? out.error() : err.error()));
+  request.want_stdout = *out;
+  request.want_stderr = *err;
+  auto field = ex->request()["Last-Event-ID"];
+  std::string_view last(field.data(), field.size());
+  if (!last.empty()) {
+    auto [end, problem] = std::from_chars(last.data(), last.data() + last.size(), request.offset);
+    if (problem != std::errc{} || end != last.data() + last.size())
+      return ex->respond(json_error(http::status::bad_request, "invalid_argument",
+                                    "Last-Event-ID must be an event id (a byte offset)"));
+  }
+  // The first read decides the HTTP status (404, 410) before the stream opens.
+  request.wait_ms = 0;
+  call_actor(
+    *api->deps.system, t.node, api->timeout(),
+    [api, ex, t, request](actors::output_batch& batch) mutable {
+      auto stream = ex->open_sse(api->deps.options.sse);
+      if (!send_batch(stream, batch))
+        return;
+      request.offset = batch.next_offset;
+      stream->when_drained([api, stream, t, request]() {
+        if (!stream->closed())
+          pump_output(api, stream, t, request);
+      });
+    },
+    answer_error(ex), actors::dp_output_atom::value, t.sandbox_id, request);
+}
+
+void write_stdin(api_ptr api, exchange_ptr ex, target t, bool close) {
+  std::string bytes = close ? std::string{} : ex->request().body();
+  auto size = bytes.size();
+  call_actor(
+    *api->deps.system, t.node, api->timeout(),
+    [ex, size](bool) { ex->respond(json_response(http::status::ok, {{"bytes", size}})); },
+    answer_error(ex), actors::dp_stdin_atom::value, t.sandbox_id,
+    std::string(ex->path_param("pid")), std::move(bytes), close);
+}
+
+void send_signal(api_ptr api, exchange_ptr ex, target t) {
+  auto body = parse_object(ex->request().body());
+  if (!body)
+    return ex->respond(error_response(body.error()));
+  auto number = parse_signal(body->value("signal", json(nullptr)));
+  if (!number)
+    return ex->respond(error_response(number.error()));
+  call_actor(
+    *api->deps.system, t.node, api->timeout(),
+    [ex](bool) { ex->respond(json_response(http::status::ok, {{"delivered", true}})); },
+    answer_error(ex), actors::dp_signal_atom::value, t.sandbox_id,
+    std::string(ex->path_param("pid")), *number);
+}
+
+void resize_pty(api_ptr api, exchange_ptr ex, target t) {
+  auto body = parse_object(ex->request().body());
+  if (!body)
+    return ex->respond(error_response(body.error()));
+  auto rows = body->value("rows", json(nullptr));
+  auto cols = body->value("cols", json(nullptr));
+  auto valid = [](const json& v) {
+    return v.is_number_integer() && v.get<int64_t>() >= 1 && v.get<int64_t>() <= 1000;
+  };
+  if (!valid(rows) || !valid(cols))
+    return ex->respond(json_error(http::status::bad_request, "invalid_argument",
+                                  "rows and cols must be integers 1..1000"));
+  call_actor(
+    *api->deps.system, t.node, api->timeout(),
+    [ex](bool) { ex->respond(json_response(http::status::ok, {{"resized", true}})); },
+    answer_error(ex), actors::dp_resize_atom::value, t.sandbox_id,
+    std::string(ex->path_param("pid")), static_cast<uint16_t>(rows.get<int64_t>()),
+    static_cast<uint16_t>(cols.get<int64_t>()));
+}
+
+// --- files ------------------------------------------------------------------------
+
+constexpr size_t path_bytes_max = 4096;
+
+/// ?path= as an absolute path; invalid_argument otherwise.
+result<std::string> path_of_query(const exchange& ex) {
+  auto path = ex.query("path");
+  if (!path || path->empty())
+    return make_status(errc::invalid_argument, "?path= is required (an absolute path)");
+  if ((*path)[0] != '/' || path->size() > path_bytes_max ||
+      path->find('\0') != std::string::npos)
+    return make_status(errc::invalid_argument, "?path= must be an absolute path of at most " +
+                                                 std::to_string(path_bytes_max) + " bytes");
+  return *path;
+}
+
+/// Runs a file operation on ?path= and answers with `answer(result, path)`.
+template <class Answer>
+void file_call(api_ptr api, exchange_ptr ex, const target& t, actors::file_spec spec,
+               Answer answer) {
+  auto path = path_of_query(*ex);
+  if (!path)
+    return ex->respond(error_response(path.error()));
+  spec.path = *path;
+  call_actor(
+    *api->deps.system, t.node, api->timeout() * 4,
+    [ex, answer, path = *path](actors::file_result& result) { ex->respond(answer(result, path)); },
+    answer_error(ex), actors::dp_file_atom::value, t.sandbox_id, std::move(spec));
+}
+
+void read_file(api_ptr api, exchange_ptr ex, target t) {
+  actors::file_spec spec;
+  spec.verb = actors::file_verb::read;
+  file_call(api, ex, t, spec, [](actors::file_result& result, const std::string&) {
+    http_response response{http::status::ok, 11};
+    response.set(http::field::content_type, "application/octet-stream");
+    response.body() = std::move(result.data);
+    return response;
+  });
+}
+
+void write_file(api_ptr api, exchange_ptr ex, target t) {
+  actors::file_spec spec;
+  spec.verb = actors::file_verb::write;
+  if (auto mode = ex->query("mode")) {
+    uint32_t value = 0;
+    auto [end, problem] = std::from_chars(mode->data(), mode->data() + mode->size(), value, 8);
+    if (problem != std::errc{} || end != mode->data() + mode->size() || value > 07777)
+      return ex->respond(json_error(http::status::bad_request, "invalid_argument",
+                                    "?mode= must be octal, e.g. 0644"));
+    spec.mode = value;
+  }
+  spec.data = ex->request().body();
+  auto size = spec.data.size();
+  file_call(api, ex, t, std::move(spec), [size](actors::file_result&, const std::string& path) {
+    return json_response(http::status::created, {{"path", path}, {"size_bytes", size}});
+  });
+}
+
+void list_files(api_ptr api, exchange_ptr ex, target t) {
+  actors::file_spec spec;
+  spec.verb = actors::file_verb::list;
+  file_call(api, ex, t, spec, [](actors::file_result& result, const std::string&) {
+    json items = json::array();
+    for (const auto& entry : result.entries)
+      items.push_back(to_json(entry));
+    return json_response(http::status::ok, {{"items", items}, {"truncated", result.truncated}});
+  });
+}
+
+void stat_file(api_ptr api, exchange_ptr ex, target t) {
+  actors::file_spec spec;
+  spec.verb = actors::file_verb::stat;
+  file_call(api, ex, t, spec, [](actors::file_result& result, const std::string& path) {
+    auto body = to_json(result.info);
+    body["path"] = path;
+    return json_response(http::status::ok, body);
+  });
+}
+
+void remove_file(api_ptr api, exchange_ptr ex, target t) {
+  actors::file_spec spec;
+  spec.verb = actors::file_verb::remove;
+  auto recursive = flag(*ex, "recursive");
+  if (!recursive)
+    return ex->respond(error_response(recursive.error()));
+  spec.recursive = ex->query("recursive").has_value() && *recursive;
+  file_call(api, ex, t, spec, [](actors::file_result&, const std::string& path) {
+    return json_response(http::status::ok, {{"path", path}, {"removed", true}});
+  });
+}
+
+void make_directory(api_ptr api, exchange_ptr ex, target t) {
+  actors::file_spec spec;
+  spec.verb = actors::file_verb::mkdir;
+  spec.mode = 0755;
+  file_call(api, ex, t, spec, [](actors::file_result&, const std::string& path) {
+    return json_response(http::status::created, {{"path", path}});
+  });
+}
+
+} // namespace
+
+void add_data_routes(route_table& routes, const data_plane_deps& deps) {
+  auto api = std::make_shared<const data_api>(data_api{deps});
+  using http::verb;
+  const std::string procs = "/v1/sandboxes/{id}/processes";
+  const std::string proc = procs + "/{pid}";
+  const std::string files = "/v1/sandboxes/{id}/files";
+  route_options small{64 * 1024};
+  route_options stdin_body{deps.options.stdin_bytes_max};
+  route_options file_body{deps.options.file_bytes_max};
+  routes.add_async(verb::post, procs, with_target(api, "processes", start_process), small);
+  routes.add_async(verb::get, procs, with_target(api, "processes", list_processes));
+  routes.add_async(verb::get, proc, with_target(api, "processes", get_process));
+  routes.add_async(verb::get, proc + "/output", with_target(api, "processes", stream_output));
+  routes.add_async(verb::post, proc + "/stdin",
+                   with_target(api, "processes",
+                               [](api_ptr a, exchange_ptr ex, target t) {
+                                 write_stdin(std::move(a), std::move(ex), std::move(t), false);
+                               }),
+                   stdin_body);
+  routes.add_async(verb::post, proc + "/stdin/close",
+                   with_target(api, "processes", [](api_ptr a, exchange_ptr ex, target t) {
+                     write_stdin(std::move(a), std::move(ex), std::move(t), true);
+                   }));
+  routes.add_async(verb::post, proc + "/signal", with_target(api, "processes", send_signal),
+                   small);
+  routes.add_async(verb::post, proc + "/resize", with_target(api, "processes", resize_pty),
+                   small);
+  routes.add_async(verb::get, files, with_target(api, "files", read_file));
+  routes.add_async(verb::put, files, with_target(api, "files", write_file), file_body);
+  routes.add_async(verb::delete_, files, with_target(api, "files", remove_file));
+  routes.add_async(verb::get, files + "/list", with_target(api, "files", list_files));
+  routes.add_async(verb::get, files + "/stat", with_target(api, "files", stat_file));
+  routes.add_async(verb::post, files + "/mkdir", with_target(api, "files", make_directory));
+}
+
+} // namespace airlock::gateway

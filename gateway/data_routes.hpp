@@ -1,0 +1,71 @@
+#pragma once
+// The data plane (API.md "Processes" and "Files"): served by each worker at
+// its data_url with control-plane-signed tokens, and by the control plane's
+// own listener with API keys (it forwards to the sandbox's worker through
+// the cluster protocol). `airlockd serve` has one listener doing both.
+
+#include <caf/actor_system.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+
+#include "actors/clock.hpp"
+#include "actors/cluster_protocol.hpp"
+#include "actors/sandbox_registry.hpp"
+#include "gateway/api_json.hpp"
+#include "gateway/attach_token.hpp"
+#include "gateway/router.hpp"
+#include "gateway/sse.hpp"
+
+namespace airlock::gateway {
+
+struct data_plane_options {
+  /// Limits on process requests. Default: see spec_limits.
+  spec_limits limits;
+  /// Bound on one call to a node, registry or scheduler. Default: 15000.
+  uint32_t call_timeout_ms = 15'000;
+  /// Longest a process output read waits for bytes before the SSE stream
+  /// gets a heartbeat instead. Default: 10000.
+  uint32_t output_wait_ms = 10'000;
+  /// Bytes one output read returns at most. Default: 65536.
+  uint32_t output_read_bytes = 65'536;
+  /// Largest file upload (PUT) and download. Default: 268435456 (256 MiB).
+  uint64_t file_bytes_max = uint64_t{256} << 20;
+  /// Largest stdin body per request. Default: 1048576 (1 MiB).
+  uint64_t stdin_bytes_max = uint64_t{1} << 20;
+  /// Longest ?wait= on a process, in seconds. Default: 60.
+  uint32_t wait_max_s = 60;
+  /// Lifetime of the per-process attach token the control plane mints.
+  /// Default: 86400.
+  uint32_t attach_token_ttl_s = 86'400;
+  /// Options of every output stream. Default: see sse_options.
+  sse_options sse;
+};
+
+/// How this listener finds sandboxes and checks callers.
+struct data_plane_deps {
+  caf::actor_system* system = nullptr;
+  const wall_clock* clock = nullptr;
+  /// Verifies control-plane tokens; may return null (a worker that has not
+  /// joined yet: token requests then get 503). Called on I/O threads.
+  std::function<std::shared_ptr<const token_verifier>()> verifier;
+  /// A worker's own node: every sandbox it is asked about runs there.
+  std::optional<actors::node_actor> local_node;
+  /// Control plane: API keys are accepted, and sandboxes are found through
+  /// the registry and the scheduler.
+  std::optional<actors::sandbox_registry_actor> registry;
+  std::optional<actors::scheduler_actor> scheduler;
+  /// Control plane: signs per-process attach tokens for API-key callers.
+  const token_signer* signer = nullptr;
+  /// The base URL written into attach_url for token callers (a worker's
+  /// data_url); API-key callers get the sandbox record's data_url.
+  std::function<std::string()> public_url;
+  data_plane_options options;
+};
+
+/// Adds the process and file routes.
+void add_data_routes(route_table& routes, const data_plane_deps& deps);
+
+} // namespace airlock::gateway
