@@ -1,0 +1,210 @@
+#include "worker/cluster_join.hpp"
+
+#include <caf/actor_cast.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/io/middleman_actor.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+
+#include "actors/errors.hpp"
+#include "schema/assert.hpp"
+
+namespace airlock::worker {
+
+namespace {
+
+using actors::registration_ack;
+using actors::scheduler_actor;
+using std::chrono::milliseconds;
+
+struct join_state {
+  static inline const char* name = "airlock.cluster_join";
+
+  cluster_join_options options;
+  cluster_join_deps deps;
+  scheduler_actor scheduler;  ///< the connected scheduler, if any
+  bool joined = false;        ///< registered over the current connection
+  bool registering = false;   ///< an sc_register is in flight
+  bool beat_in_flight = false; ///< at most one beat waits for its answer
+  registration_ack ack;       ///< the last one received
+  uint64_t session = 0;       ///< grows per connection; stale timers and replies see a newer one
+  uint32_t backoff_ms = 0;    ///< 0: the next reconnect waits backoff_initial_ms
+  uint32_t beat_failures = 0; ///< in a row
+  uint64_t sequence = 0;      ///< of the last beat sent
+  schema::worker_heartbeat load; ///< what the owner last reported
+};
+
+using self_ptr = cluster_join_actor::stateful_pointer<join_state>;
+
+/// Forgets the current connection and schedules the next attempt after the
+/// backoff, which doubles up to backoff_max_ms.
+void reconnect_later(self_ptr self) {
+  auto& st = self->state;
+  if (st.scheduler) {
+    self->demonitor(st.scheduler.address());
+    st.scheduler = nullptr;
+  }
+  st.joined = false;
+  st.registering = false;
+  st.beat_in_flight = false;
+  ++st.session;
+  st.backoff_ms = st.backoff_ms == 0 ? st.options.backoff_initial_ms
+                                     : std::min(st.backoff_ms * 2, st.options.backoff_max_ms);
+  self->delayed_send(self, milliseconds(st.backoff_ms), cj_connect_atom::value, st.session);
+}
+
+void schedule_beat(self_ptr self) {
+  auto& st = self->state;
+  auto interval = st.ack.heartbeat_interval_ms != 0 ? st.ack.heartbeat_interval_ms
+                                                    : st.options.heartbeat_interval_ms;
+  self->delayed_send(self, milliseconds(interval), cj_beat_atom::value, st.session);
+}
+
+void do_register(self_ptr self) {
+  auto& st = self->state;
+  st.registering = true;
+  auto session = st.session;
+  self
+    ->request(st.scheduler, milliseconds(st.options.request_timeout_ms),
+              actors::sc_register_atom::value, st.deps.registration, st.deps.node)
+    .then(
+      [self, session](registration_ack& ack) {
+        auto& now = self->state;
+        if (session != now.session)
+          return;
+        now.registering = false;
+        now.joined = true;
+        now.backoff_ms = 0;
+        now.beat_failures = 0;
+        now.ack = std::move(ack);
+        if (now.deps.on_joined)
+          now.deps.on_joined(now.ack);
+        schedule_beat(self);
+      },
+      [self, session](caf::error&) {
+        if (session == self->state.session)
+          reconnect_later(self);
+      });
+}
+
+void on_connected(self_ptr self, caf::strong_actor_ptr& remote, std::set<std::string>& ifs) {
+  // A listener without a published actor, or one publishing something other
+  // than a scheduler (a different airlock protocol), is not ours to join.
+  if (!remote || !self->system().assignable<scheduler_actor>(ifs)) {
+    reconnect_later(self);
+    return;
+  }
+  auto& st = self->state;
+  st.scheduler = caf::actor_cast<scheduler_actor>(std::move(remote));
+  self->monitor(st.scheduler);
+  do_register(self);
+}
+
+void on_connect(self_ptr self, uint64_t session) {
+  auto& st = self->state;
+  if (session != st.session || st.scheduler)
+    return;
+  // The middleman runs the blocking TCP connect and handshake; this actor
+  // only waits for its answer.
+  auto middleman = self->system().middleman().actor_handle();
+  self
+    ->request(middleman, milliseconds(st.options.connect_timeout_ms), caf::connect_atom::value,
+              st.options.host, st.options.port)
+    .then(
+      [self, session](const caf::node_id&, caf::strong_actor_ptr& remote,
+                      std::set<std::string>& ifs) {
+        if (session == self->state.session)
+          on_connected(self, remote, ifs);
+      },
+      [self, session](caf::error&) {
+        if (session == self->state.session)
+          reconnect_later(self);
+      });
+}
+
+schema::worker_heartbeat next_beat(join_state& st) {
+  auto beat = st.load;
+  beat.worker_id = st.deps.registration.id;
+  beat.sequence = ++st.sequence;
+  beat.sent_at_ms = st.deps.clock->now_ms();
+  return beat;
+}
+
+void on_beat_failed(self_ptr self, const caf::error& error) {
+  auto& st = self->state;
+  if (to_status(error).code == errc::not_found) {
+    // The scheduler forgot us (it restarted, or saw our node go down).
+    st.joined = false;
+    if (!st.registering)
+      do_register(self);
+    return;
+  }
+  if (++st.beat_failures >= st.options.beat_failures_max)
+    reconnect_later(self);
+}
+
+void on_beat_timer(self_ptr self, uint64_t session) {
+  auto& st = self->state;
+  if (session != st.session || !st.joined)
+    return;
+  schedule_beat(self);
+  if (st.beat_in_flight)
+    return;
+  st.beat_in_flight = true;
+  self
+    ->request(st.scheduler, milliseconds(st.options.request_timeout_ms),
+              actors::sc_beat_atom::value, next_beat(st))
+    .then(
+      [self, session](bool) {
+        if (session != self->state.session)
+          return;
+        self->state.beat_in_flight = false;
+        self->state.beat_failures = 0;
+      },
+      [self, session](caf::error& error) {
+        if (session != self->state.session)
+          return;
+        self->state.beat_in_flight = false;
+        on_beat_failed(self, error);
+      });
+}
+
+cluster_join_actor::behavior_type cluster_join(self_ptr self, cluster_join_options options,
+                                               cluster_join_deps deps) {
+  AIRLOCK_ASSERT(deps.node && deps.clock != nullptr, "cluster_join_deps incomplete");
+  AIRLOCK_ASSERT(options.port != 0, "cluster_join needs the control plane's port");
+  AIRLOCK_ASSERT(self->system().has_middleman(), "cluster_join needs use_middleman");
+  auto& st = self->state;
+  st.options = std::move(options);
+  st.options.backoff_initial_ms = std::max<uint32_t>(st.options.backoff_initial_ms, 1);
+  st.options.backoff_max_ms = std::max(st.options.backoff_max_ms, st.options.backoff_initial_ms);
+  st.options.beat_failures_max = std::max<uint32_t>(st.options.beat_failures_max, 1);
+  st.deps = std::move(deps);
+  self->set_down_handler([self](caf::down_msg& down) {
+    auto& state = self->state;
+    if (state.scheduler && down.source == state.scheduler.address())
+      reconnect_later(self);
+  });
+  self->send(self, cj_connect_atom::value, st.session);
+  return {
+    [self](cj_load_atom, schema::worker_heartbeat& load) { self->state.load = std::move(load); },
+    [self](cj_status_atom) {
+      return caf::result<bool, registration_ack>(self->state.joined, self->state.ack);
+    },
+    [self](cj_connect_atom, uint64_t session) { on_connect(self, session); },
+    [self](cj_beat_atom, uint64_t session) { on_beat_timer(self, session); },
+  };
+}
+
+} // namespace
+
+cluster_join_actor spawn_cluster_join(caf::actor_system& system, cluster_join_options options,
+                                      cluster_join_deps deps) {
+  return system.spawn(cluster_join, std::move(options), std::move(deps));
+}
+
+} // namespace airlock::worker
