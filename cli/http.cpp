@@ -2,6 +2,7 @@
 
 #include <array>
 #include <chrono>
+#include <limits>
 #include <optional>
 
 #include <boost/asio/connect.hpp>
@@ -96,7 +97,9 @@ status exchange::write(const http_request& request) {
 
 status exchange::read_header() {
   parser_.header_limit(options_.header_bytes_max);
-  parser_.body_limit(boost::none); // bounded by the caller, which sees every chunk
+  // Bounded by the caller, which sees every chunk. Not boost::none: Beast
+  // 1.74 compares a Content-Length against the empty optional and fails.
+  parser_.body_limit(std::numeric_limits<std::uint64_t>::max());
   stream_.expires_after(std::chrono::milliseconds(options_.io_timeout_ms));
   auto ec = run([this](auto handler) { http::async_read_header(stream_, buffer_, parser_, handler); });
   return ec ? failed("reading the response of", ec) : status::ok();
