@@ -6,9 +6,12 @@
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <map>
 #include <variant>
 
@@ -21,16 +24,32 @@ namespace {
 struct process_entry {
   process_info info;
   uint32_t stream = 0;
-  bool pty = false;
   bool stdin_open = false;
-  output_ring out;
-  output_ring err;
-  explicit process_entry(size_t capacity) : out(capacity), err(capacity) {}
+  uint32_t timeout_ms = 0; ///< exec timeout, armed once started
+  output_log log;
+  process_entry(size_t capacity, size_t runs_max) : log(capacity, runs_max) {}
 };
 
 struct waiting_reader {
   read_request request;
   caf::typed_response_promise<read_reply> promise;
+};
+
+/// A combined-stream reader; its offset moves past unwanted bytes as they come.
+struct waiting_output {
+  output_read request;
+  caf::typed_response_promise<output_reply> promise;
+};
+
+struct waiting_exit {
+  std::string process_id;
+  caf::typed_response_promise<process_info> promise;
+};
+
+struct pending_start {
+  std::string process_id;
+  bool report_start_failure = false;
+  caf::typed_response_promise<std::string> promise;
 };
 
 } // namespace
@@ -43,9 +62,11 @@ struct sandbox_state {
   std::map<std::string, process_entry> processes;
   std::deque<std::string> process_order; ///< ids, oldest first
   std::map<uint32_t, std::string> by_stream;
-  std::map<uint32_t, caf::typed_response_promise<std::string>> pending_exec; ///< by stream
+  std::map<uint32_t, pending_start> pending_exec; ///< by stream
   std::map<uint64_t, std::function<void(job_result&)>> pending_jobs;
-  std::map<uint64_t, waiting_reader> readers;
+  std::map<uint64_t, waiting_reader> readers;    ///< by token, like the two below
+  std::map<uint64_t, waiting_output> outputs;
+  std::map<uint64_t, waiting_exit> exit_waiters;
   std::vector<caf::typed_response_promise<bool>> destroy_waiters;
   uint64_t next_token = 0;
   uint64_t next_process = 0;
@@ -117,7 +138,16 @@ status unknown_process(const std::string& id) {
                                           "oldest first beyond the table's bound)");
 }
 
-/// What `request` can get right now; nullopt-like empty result when it must wait.
+bool has_ended(const process_entry& proc) {
+  return proc.info.state == process_state::exited || proc.info.state == process_state::failed;
+}
+
+size_t read_limit(self_ptr self, size_t asked) {
+  const size_t max = self->state.options.read_bytes_max;
+  return asked == 0 ? max : std::min(asked, max);
+}
+
+/// What `request` can get right now; `must_wait` when it should wait for more.
 result<read_reply> try_read(self_ptr self, const read_request& request, bool& must_wait) {
   must_wait = false;
   auto* proc = find_process(self, request.process_id);
@@ -125,51 +155,113 @@ result<read_reply> try_read(self_ptr self, const read_request& request, bool& mu
     return unknown_process(request.process_id);
   if (request.fd != 1 && request.fd != 2)
     return make_status(errc::invalid_argument, "fd must be 1 (stdout) or 2 (stderr)");
-  const auto& ring = request.fd == 1 ? proc->out : proc->err;
-  const size_t max = request.max_bytes == 0
-                       ? self->state.options.read_bytes_max
-                       : std::min(request.max_bytes, self->state.options.read_bytes_max);
-  auto bytes = ring.read(request.offset, max);
+  auto bytes = proc->log.read_stream(request.fd, request.offset, read_limit(self, request.max_bytes));
   if (!bytes)
     return bytes.error();
   read_reply reply;
   reply.offset = request.offset;
   reply.next_offset = request.offset + bytes->size();
-  reply.start_offset = ring.start_offset();
-  const bool ended =
-    proc->info.state == process_state::exited || proc->info.state == process_state::failed;
-  reply.exited = ended && reply.next_offset == ring.end_offset();
+  reply.start_offset = proc->log.stream_start(request.fd);
+  const bool ended = has_ended(*proc);
+  reply.exited = ended && reply.next_offset == proc->log.stream_end(request.fd);
   must_wait = bytes->empty() && !ended;
   reply.bytes = std::move(*bytes);
   return reply;
 }
 
-/// Answers every waiting reader of `process_id` that can now be answered.
+/// The combined-stream counterpart of try_read: waits while no wanted byte
+/// is there (unwanted ones only move next_offset).
+result<output_reply> try_output(self_ptr self, const output_read& request, bool& must_wait) {
+  must_wait = false;
+  auto* proc = find_process(self, request.process_id);
+  if (proc == nullptr)
+    return unknown_process(request.process_id);
+  auto slice = proc->log.read(request.offset, read_limit(self, request.max_bytes),
+                              request.want_stdout, request.want_stderr);
+  if (!slice)
+    return slice.error();
+  output_reply reply;
+  reply.pieces = std::move(slice->pieces);
+  reply.next_offset = slice->next_offset;
+  reply.start_offset = proc->log.start_offset();
+  const bool ended = has_ended(*proc);
+  reply.exited = ended && reply.next_offset == proc->log.end_offset();
+  if (reply.exited) {
+    reply.exit_code = proc->info.exit_code;
+    reply.signal = proc->info.signal;
+  }
+  must_wait = reply.pieces.empty() && !ended;
+  return reply;
+}
+
+/// Answers every waiter on `process_id` that can now be answered.
 void wake_readers(self_ptr self, const std::string& process_id) {
-  auto& readers = self->state.readers;
-  for (auto it = readers.begin(); it != readers.end();) {
-    if (it->second.request.process_id != process_id) {
+  for (auto it = self->state.readers.begin(); it != self->state.readers.end();) {
+    auto& reader = it->second;
+    if (reader.request.process_id != process_id) {
       ++it;
       continue;
     }
     bool must_wait = false;
-    auto reply = try_read(self, it->second.request, must_wait);
-    if (!reply)
-      deliver_status(it->second.promise, reply.error());
-    else if (!must_wait)
-      it->second.promise.deliver(std::move(*reply));
-    else {
+    auto reply = try_read(self, reader.request, must_wait);
+    if (reply && must_wait) {
       ++it;
       continue;
     }
-    it = readers.erase(it);
+    if (reply)
+      reader.promise.deliver(std::move(*reply));
+    else
+      deliver_status(reader.promise, reply.error());
+    it = self->state.readers.erase(it);
+  }
+  for (auto it = self->state.outputs.begin(); it != self->state.outputs.end();) {
+    auto& reader = it->second;
+    if (reader.request.process_id != process_id) {
+      ++it;
+      continue;
+    }
+    bool must_wait = false;
+    auto reply = try_output(self, reader.request, must_wait);
+    if (reply && must_wait) {
+      reader.request.offset = reply->next_offset; // past unwanted bytes
+      ++it;
+      continue;
+    }
+    if (reply)
+      reader.promise.deliver(std::move(*reply));
+    else
+      deliver_status(reader.promise, reply.error());
+    it = self->state.outputs.erase(it);
+  }
+  auto* proc = find_process(self, process_id);
+  if (proc == nullptr || !has_ended(*proc))
+    return;
+  for (auto it = self->state.exit_waiters.begin(); it != self->state.exit_waiters.end();) {
+    if (it->second.process_id != process_id) {
+      ++it;
+      continue;
+    }
+    it->second.promise.deliver(proc->info);
+    it = self->state.exit_waiters.erase(it);
   }
 }
 
 void fail_all_readers(self_ptr self, const status& why) {
-  for (auto& [token, reader] : self->state.readers)
+  auto& st = self->state;
+  for (auto& [token, reader] : st.readers)
     deliver_status(reader.promise, why);
-  self->state.readers.clear();
+  for (auto& [token, reader] : st.outputs)
+    deliver_status(reader.promise, why);
+  for (auto& [token, waiter] : st.exit_waiters)
+    deliver_status(waiter.promise, why);
+  st.readers.clear();
+  st.outputs.clear();
+  st.exit_waiters.clear();
+}
+
+size_t waiters(self_ptr self) {
+  auto& st = self->state;
+  return st.readers.size() + st.outputs.size() + st.exit_waiters.size();
 }
 
 /// Makes room in the process table: forgets the oldest finished process.
@@ -202,9 +294,12 @@ void on_started(self_ptr self, const guest::started& msg) {
   if (auto* proc = find_process(self, id->second)) {
     proc->info.state = process_state::running;
     proc->info.pid = msg.pid;
+    if (proc->timeout_ms > 0)
+      self->delayed_send(self, std::chrono::milliseconds(proc->timeout_ms), sbx_kill_atom::value,
+                         id->second);
   }
   if (auto pending = st.pending_exec.find(msg.stream_id); pending != st.pending_exec.end()) {
-    pending->second.deliver(id->second);
+    pending->second.promise.deliver(id->second);
     st.pending_exec.erase(pending);
   }
 }
@@ -231,13 +326,11 @@ void on_output(self_ptr self, const guest::output_chunk& msg) {
   if (id == st.by_stream.end())
     return;
   if (auto* proc = find_process(self, id->second)) {
-    if (msg.fd == 2) {
-      proc->err.append(msg.bytes);
+    proc->log.append(msg.fd, msg.bytes);
+    if (msg.fd == 2)
       proc->info.stderr_bytes += msg.bytes.size();
-    } else {
-      proc->out.append(msg.bytes);
+    else
       proc->info.stdout_bytes += msg.bytes.size();
-    }
   }
   wake_readers(self, id->second);
 }
@@ -248,17 +341,25 @@ void on_error(self_ptr self, const guest::error_reply& msg) {
   if (msg.stream_id == 0 && msg.request_id == 0) { // the channel itself
     if (msg.code == errc::unavailable) {
       st.channel_closed = true;
-      for (auto& [stream, promise] : st.pending_exec)
-        deliver_status(promise, failure);
+      for (auto& [stream, pending] : st.pending_exec)
+        deliver_status(pending.promise, failure);
       st.pending_exec.clear();
       for (auto& [pid, proc] : st.processes) {
-        if (proc.info.state == process_state::starting
-            || proc.info.state == process_state::running) {
-          proc.info.state = process_state::failed;
-          proc.info.error = failure.message;
-          proc.info.ended_at_ms = now_ms(self);
-        }
+        if (has_ended(proc))
+          continue;
+        // The guest kills what it started when it goes (docs/guest-protocol.md).
+        const bool started = proc.info.state == process_state::running;
+        proc.info.state = process_state::failed;
+        proc.info.exit_code = started ? -1 : 127;
+        proc.info.signal = started ? SIGKILL : 0;
+        proc.info.error = failure.message;
+        proc.info.ended_at_ms = now_ms(self);
       }
+      std::vector<std::string> ids;
+      for (const auto& [pid, proc] : st.processes)
+        ids.push_back(pid);
+      for (const auto& pid : ids)
+        wake_readers(self, pid);
       fail_all_readers(self, failure);
     }
     return;
@@ -268,12 +369,19 @@ void on_error(self_ptr self, const guest::error_reply& msg) {
     return;
   if (auto* proc = find_process(self, id->second);
       proc != nullptr && proc->info.state != process_state::exited) {
+    if (proc->info.state == process_state::starting)
+      proc->info.exit_code = 127; // what a shell reports for a program it cannot run
     proc->info.state = process_state::failed;
     proc->info.error = msg.message;
     proc->info.ended_at_ms = now_ms(self);
   }
   if (auto pending = st.pending_exec.find(msg.stream_id); pending != st.pending_exec.end()) {
-    deliver_status(pending->second, failure);
+    const bool cannot_run = msg.code == errc::not_found || msg.code == errc::permission_denied
+                            || msg.code == errc::io_error;
+    if (pending->second.report_start_failure && cannot_run)
+      pending->second.promise.deliver(pending->second.process_id);
+    else
+      deliver_status(pending->second.promise, failure);
     st.pending_exec.erase(pending);
   }
   wake_readers(self, id->second);
@@ -327,16 +435,18 @@ caf::result<std::string> handle_exec(self_ptr self, const exec_request& request)
         promise.deliver(make_error(done.outcome));
         return;
       }
-      process_entry entry(state.options.output_buffer_bytes);
+      process_entry entry(state.options.output_buffer_bytes, state.options.output_runs_max);
       entry.info.id = id;
       entry.info.started_at_ms = now_ms(self);
+      entry.info.pty = request.pty;
       entry.stream = done.stream;
-      entry.pty = request.pty;
       entry.stdin_open = request.stdin_open;
+      entry.timeout_ms = request.timeout_ms;
       state.processes.emplace(id, std::move(entry));
       state.process_order.push_back(id);
       state.by_stream[done.stream] = id;
-      state.pending_exec.emplace(done.stream, promise);
+      state.pending_exec.emplace(done.stream,
+                                 pending_start{id, request.report_start_failure, promise});
     });
   if (!posted)
     promise.deliver(make_error(posted)); // the promise owns the reply now
@@ -351,7 +461,7 @@ caf::result<read_reply> handle_read(self_ptr self, const read_request& request) 
   if (!must_wait || request.wait_ms == 0)
     return std::move(*reply);
   auto& st = self->state;
-  if (st.readers.size() >= st.options.waiting_readers_max)
+  if (waiters(self) >= st.options.waiting_readers_max)
     return make_error(errc::resource_exhausted, "too many readers wait on this sandbox");
   const uint64_t token = ++st.next_token;
   auto promise = self->make_response_promise<read_reply>();
@@ -361,17 +471,67 @@ caf::result<read_reply> handle_read(self_ptr self, const read_request& request) 
   return promise;
 }
 
-void on_reader_timeout(self_ptr self, uint64_t token) {
-  auto it = self->state.readers.find(token);
-  if (it == self->state.readers.end())
-    return;
+caf::result<output_reply> handle_output(self_ptr self, output_read request) {
   bool must_wait = false;
-  auto reply = try_read(self, it->second.request, must_wait);
-  if (reply)
-    it->second.promise.deliver(std::move(*reply));
-  else
-    deliver_status(it->second.promise, reply.error());
-  self->state.readers.erase(it);
+  auto reply = try_output(self, request, must_wait);
+  if (!reply)
+    return make_error(reply.error());
+  if (!must_wait || request.wait_ms == 0)
+    return std::move(*reply);
+  auto& st = self->state;
+  if (waiters(self) >= st.options.waiting_readers_max)
+    return make_error(errc::resource_exhausted, "too many readers wait on this sandbox");
+  const uint64_t token = ++st.next_token;
+  auto promise = self->make_response_promise<output_reply>();
+  request.offset = reply->next_offset; // past unwanted bytes already
+  const auto wait = std::min(request.wait_ms, st.options.read_wait_ms_max);
+  st.outputs.emplace(token, waiting_output{std::move(request), promise});
+  self->delayed_send(self, std::chrono::milliseconds(wait), sbx_wake_atom::value, token);
+  return promise;
+}
+
+caf::result<process_info> handle_wait(self_ptr self, const std::string& id, uint32_t wait_ms) {
+  auto* proc = find_process(self, id);
+  if (proc == nullptr)
+    return make_error(unknown_process(id));
+  if (has_ended(*proc) || wait_ms == 0)
+    return proc->info;
+  auto& st = self->state;
+  if (waiters(self) >= st.options.waiting_readers_max)
+    return make_error(errc::resource_exhausted, "too many readers wait on this sandbox");
+  const uint64_t token = ++st.next_token;
+  auto promise = self->make_response_promise<process_info>();
+  st.exit_waiters.emplace(token, waiting_exit{id, promise});
+  const auto wait = std::min(wait_ms, st.options.read_wait_ms_max);
+  self->delayed_send(self, std::chrono::milliseconds(wait), sbx_wake_atom::value, token);
+  return promise;
+}
+
+/// A waiter's time is up: it gets what there is now.
+void on_reader_timeout(self_ptr self, uint64_t token) {
+  auto& st = self->state;
+  bool must_wait = false;
+  if (auto it = st.readers.find(token); it != st.readers.end()) {
+    auto reply = try_read(self, it->second.request, must_wait);
+    if (reply)
+      it->second.promise.deliver(std::move(*reply));
+    else
+      deliver_status(it->second.promise, reply.error());
+    st.readers.erase(it);
+  } else if (auto out = st.outputs.find(token); out != st.outputs.end()) {
+    auto reply = try_output(self, out->second.request, must_wait);
+    if (reply)
+      out->second.promise.deliver(std::move(*reply));
+    else
+      deliver_status(out->second.promise, reply.error());
+    st.outputs.erase(out);
+  } else if (auto waiter = st.exit_waiters.find(token); waiter != st.exit_waiters.end()) {
+    if (auto* proc = find_process(self, waiter->second.process_id))
+      waiter->second.promise.deliver(proc->info);
+    else
+      deliver_status(waiter->second.promise, unknown_process(waiter->second.process_id));
+    st.exit_waiters.erase(waiter);
+  }
 }
 
 /// Posts a guest job for a stream-directed call and replies true or the error.
@@ -402,25 +562,67 @@ caf::result<bool> stream_call(self_ptr self, const std::string& process_id,
   return promise;
 }
 
-job_result run_file_op(guest::guest_client& client, const file_request& req, int timeout,
-                       uint64_t bytes_max) {
+/// The bound of a guest call moving `bytes` of file data.
+int file_timeout_ms(const sandbox_actor_options& options, uint64_t bytes) {
+  const uint64_t rate = std::max<uint64_t>(options.file_rate_bytes_per_s_min, 1);
+  const uint64_t extra = bytes * 1000 / rate;
+  return static_cast<int>(std::min<uint64_t>(options.guest_call_timeout_ms + extra, uint64_t{std::numeric_limits<int>::max()}));
+}
+
+status too_large(const std::string& path, uint64_t size, uint64_t bytes_max) {
+  return make_status(errc::too_large, path + ": " + std::to_string(size)
+                                        + " bytes is more than the limit of "
+                                        + std::to_string(bytes_max)
+                                        + " bytes of one file transfer; read it in ranges "
+                                          "(offset and length)");
+}
+
+/// A read: stat first, so a directory and an oversized file are refused
+/// before any byte moves; the read asks for one byte more than the limit to
+/// notice files that report no size (procfs) or grew since.
+job_result read_file_op(guest::guest_client& client, const file_request& req,
+                        const sandbox_actor_options& options) {
   job_result out;
+  const uint64_t bytes_max = options.file_bytes_max;
+  auto info = client.stat(req.path, options.guest_call_timeout_ms, true);
+  if (!info) {
+    out.outcome = info.error();
+    return out;
+  }
+  if (info->type == guest::file_type::directory) {
+    out.outcome = make_status(errc::invalid_argument, req.path + " is a directory");
+    return out;
+  }
+  const uint64_t available = info->size > req.offset ? info->size - req.offset : 0;
+  const uint64_t wanted = req.length == 0 ? available : std::min(req.length, available);
+  if (wanted > bytes_max || req.length > bytes_max) {
+    out.outcome = too_large(req.path, std::max(wanted, req.length), bytes_max);
+    return out;
+  }
+  const uint64_t length = req.length == 0 ? bytes_max + 1 : req.length;
+  auto data = client.read_file(req.path, file_timeout_ms(options, wanted), req.offset, length);
+  if (!data)
+    out.outcome = data.error();
+  else if (data->size() > bytes_max)
+    out.outcome = too_large(req.path, data->size(), bytes_max);
+  else
+    out.file.data = std::move(*data);
+  return out;
+}
+
+job_result run_file_op(guest::guest_client& client, const file_request& req,
+                       const sandbox_actor_options& options) {
+  job_result out;
+  const int timeout = options.guest_call_timeout_ms;
   switch (req.op) {
-    case file_op::read: {
-      const uint64_t length = req.length == 0 ? bytes_max : std::min(req.length, bytes_max);
-      auto data = client.read_file(req.path, timeout, req.offset, length);
-      if (data)
-        out.file.data = std::move(*data);
-      else
-        out.outcome = data.error();
-      break;
-    }
+    case file_op::read: return read_file_op(client, req, options);
     case file_op::write: {
-      if (req.data.size() > bytes_max) {
-        out.outcome = make_status(errc::resource_exhausted, "file larger than file_bytes_max");
+      if (req.data.size() > options.file_bytes_max) {
+        out.outcome = too_large(req.path, req.data.size(), options.file_bytes_max);
         break;
       }
-      auto written = client.write_file(req.path, req.data, timeout, req.mode, req.parents);
+      auto written = client.write_file(req.path, req.data, file_timeout_ms(options, req.data.size()),
+                                       req.mode, req.parents);
       if (written)
         out.file.bytes = *written;
       else
@@ -453,18 +655,16 @@ job_result run_file_op(guest::guest_client& client, const file_request& req, int
   return out;
 }
 
-caf::result<file_reply> handle_file(self_ptr self, const file_request& request) {
+caf::result<file_reply> handle_file(self_ptr self, file_request& request) {
   auto& st = self->state;
   if (st.paused)
     return make_error(errc::wrong_state, "sandbox " + st.parts.id
                                            + " is paused: file operations would block; resume it");
   auto promise = self->make_response_promise<file_reply>();
-  const int timeout = st.options.guest_call_timeout_ms;
-  const uint64_t bytes_max = st.options.file_bytes_max;
   auto posted = post_guest(
     self,
-    [request, timeout, bytes_max](guest::guest_client& client) {
-      return run_file_op(client, request, timeout, bytes_max);
+    [request = std::move(request), options = st.options](guest::guest_client& client) {
+      return run_file_op(client, request, options);
     },
     [promise](job_result& done) mutable {
       if (done.outcome)
@@ -475,6 +675,33 @@ caf::result<file_reply> handle_file(self_ptr self, const file_request& request) 
   if (!posted)
     promise.deliver(make_error(posted)); // the promise owns the reply now
   return promise;
+}
+
+/// A process reached its exec timeout: SIGKILL to its group.
+void on_exec_timeout(self_ptr self, const std::string& id) {
+  auto* proc = find_process(self, id);
+  if (proc == nullptr || has_ended(*proc))
+    return;
+  if (self->state.paused) { // a frozen guest would not answer: try again later
+    self->delayed_send(self, std::chrono::seconds(1), sbx_kill_atom::value, id);
+    return;
+  }
+  const uint32_t stream = proc->stream;
+  const int timeout = self->state.options.guest_call_timeout_ms;
+  (void)post_guest(
+    self,
+    [stream, timeout](guest::guest_client& client) {
+      return job_result{client.signal(stream, SIGKILL, true, timeout), stream, {}, {}};
+    },
+    [](job_result&) {});
+}
+
+std::vector<process_info> list_processes(self_ptr self) {
+  std::vector<process_info> out;
+  for (const auto& id : self->state.process_order)
+    if (auto* proc = find_process(self, id))
+      out.push_back(proc->info);
+  return out;
 }
 
 caf::result<bool> handle_freeze(self_ptr self, bool pause) {
@@ -540,7 +767,7 @@ caf::result<bool> handle_destroy(self_ptr self) {
   const status gone = make_status(errc::unavailable, "sandbox " + st.parts.id + " was destroyed");
   fail_all_readers(self, gone);
   for (auto& [stream, pending] : st.pending_exec)
-    deliver_status(pending, gone);
+    deliver_status(pending.promise, gone);
   st.pending_exec.clear();
   auto link = std::move(st.link); // the helper drops the last reference: joins off the actor
   auto runtime = st.parts.runtime;
@@ -609,7 +836,24 @@ sandbox_actor::behavior_type sandbox_impl(self_ptr self, sandbox_parts parts,
   return {
     [self](sbx_exec_atom, const exec_request& request) { return handle_exec(self, request); },
     [self](sbx_read_atom, const read_request& request) { return handle_read(self, request); },
-    [self](sbx_stdin_atom, const std::string& id, std::string& bytes, bool close) {
+    [self](sbx_output_atom, output_read& request) {
+      return handle_output(self, std::move(request));
+    },
+    [self](sbx_wait_atom, const std::string& id, uint32_t wait_ms) {
+      return handle_wait(self, id, wait_ms);
+    },
+    [self](sbx_procs_atom) { return list_processes(self); },
+    [self](sbx_stdin_atom, const std::string& id, std::string& bytes,
+           bool close) -> caf::result<bool> {
+      // The guest reports a write to a closed stdin only asynchronously: refuse it here.
+      if (auto* proc = find_process(self, id); proc != nullptr && !has_ended(*proc)) {
+        if (!proc->stdin_open)
+          return make_error(errc::wrong_state, "the stdin of " + id
+                                                 + " is not open (start it with stdin open; "
+                                                   "it may have been closed)");
+        if (close)
+          proc->stdin_open = false;
+      }
       const int timeout = self->state.options.guest_call_timeout_ms;
       return stream_call(
         self, id,
@@ -626,7 +870,10 @@ sandbox_actor::behavior_type sandbox_impl(self_ptr self, sandbox_parts parts,
         return client.signal(stream, signo, true, timeout);
       });
     },
-    [self](sbx_resize_atom, const std::string& id, uint16_t rows, uint16_t cols) {
+    [self](sbx_resize_atom, const std::string& id, uint16_t rows,
+           uint16_t cols) -> caf::result<bool> {
+      if (auto* proc = find_process(self, id); proc != nullptr && !proc->info.pty)
+        return make_error(errc::wrong_state, id + " has no terminal (start it with a pty)");
       const int timeout = self->state.options.guest_call_timeout_ms;
       return stream_call(self, id,
                          [rows, cols, timeout](guest::guest_client& client, uint32_t stream) {
@@ -639,7 +886,7 @@ sandbox_actor::behavior_type sandbox_impl(self_ptr self, sandbox_parts parts,
         return make_error(unknown_process(id));
       return proc->info;
     },
-    [self](sbx_file_atom, const file_request& request) { return handle_file(self, request); },
+    [self](sbx_file_atom, file_request& request) { return handle_file(self, request); },
     [self](sbx_pause_atom) { return handle_freeze(self, true); },
     [self](sbx_resume_atom) { return handle_freeze(self, false); },
     [self](sbx_stats_atom) { return handle_stats(self); },
@@ -654,6 +901,7 @@ sandbox_actor::behavior_type sandbox_impl(self_ptr self, sandbox_parts parts,
       then(done);
     },
     [self](sbx_wake_atom, uint64_t token) { on_reader_timeout(self, token); },
+    [self](sbx_kill_atom, const std::string& id) { on_exec_timeout(self, id); },
   };
 }
 

@@ -2,7 +2,9 @@
 // sandbox_actor: one per running sandbox. Owns the runtime's handle of it
 // (by id), the guest channel (through a guest_link thread: the actor itself
 // never blocks), the process table and a bounded output buffer per process
-// stream from which readers resume at a byte offset.
+// (stdout and stderr interleaved in arrival order, worker/output_log.hpp) from
+// which readers resume at a byte offset of the combined stream or of one
+// stream.
 //
 // Messages are local only (the worker and airlockd's API actors live in one
 // process): they are registered as unsafe message types and never serialized.
@@ -20,7 +22,7 @@
 #include "guest/client.hpp"
 #include "guest/protocol.hpp"
 #include "worker/guest_link.hpp"
-#include "worker/output_ring.hpp"
+#include "worker/output_log.hpp"
 #include "worker/rootfs/rootfs_driver.hpp"
 #include "worker/runtime/sandbox_runtime.hpp"
 
@@ -38,16 +40,26 @@ using sbx_pause_atom = caf::atom_constant<caf::atom("sbxpause")>;
 using sbx_resume_atom = caf::atom_constant<caf::atom("sbxresume")>;
 using sbx_stats_atom = caf::atom_constant<caf::atom("sbxstats")>;
 using sbx_destroy_atom = caf::atom_constant<caf::atom("sbxdestroy")>;
+using sbx_output_atom = caf::atom_constant<caf::atom("sbxoutput")>;
+using sbx_wait_atom = caf::atom_constant<caf::atom("sbxwait")>;
+using sbx_procs_atom = caf::atom_constant<caf::atom("sbxprocs")>;
 // Internal to the sandbox actor.
 using sbx_event_atom = caf::atom_constant<caf::atom("sbxevent")>;
 using sbx_done_atom = caf::atom_constant<caf::atom("sbxdone")>;
 using sbx_wake_atom = caf::atom_constant<caf::atom("sbxwake")>;
+using sbx_kill_atom = caf::atom_constant<caf::atom("sbxkill")>;
 
 /// Limits and timeouts of one sandbox actor.
 struct sandbox_actor_options {
-  /// Bytes retained per process stream (stdout and stderr each); older bytes
-  /// are dropped and reading them fails. Default: 1 MiB.
+  /// Output bytes retained per process (stdout and stderr together, in
+  /// arrival order); older bytes are dropped and reading them fails.
+  /// Default: 1 MiB.
   size_t output_buffer_bytes = size_t{1} << 20;
+  /// Stream changes (stdout to stderr or back) retained per process; beyond
+  /// it the oldest output is dropped as if the buffer overflowed, so output
+  /// that alternates streams byte by byte cannot cost a run per byte.
+  /// Default: 16384.
+  size_t output_runs_max = 16384;
   /// Most bytes one read returns. Default: 256 KiB.
   size_t read_bytes_max = size_t{256} << 10;
   /// Longest a read may wait for new output. Default: 60000.
@@ -61,8 +73,13 @@ struct sandbox_actor_options {
   /// Bound on one guest call (start, stdin, signal, one file operation).
   /// Default: 10000.
   int guest_call_timeout_ms = 10'000;
-  /// Largest file read or written through the files pass-through. Default: 64 MiB.
-  uint64_t file_bytes_max = uint64_t{64} << 20;
+  /// Largest file read or written through the files pass-through (the guest
+  /// protocol moves it in chunks; the whole file is held in memory here).
+  /// Default: 256 MiB.
+  uint64_t file_bytes_max = uint64_t{256} << 20;
+  /// A file read or write gets guest_call_timeout_ms plus its size at this
+  /// rate. Default: 8 MiB/s.
+  uint64_t file_rate_bytes_per_s_min = uint64_t{8} << 20;
   /// The guest link's bounds. Default: see guest_link_options.
   guest_link_options link;
 };
@@ -80,6 +97,13 @@ struct exec_request {
   uint16_t rows = 24;
   uint16_t cols = 80;
   bool stdin_open = false; ///< false: the process reads EOF at once
+  /// > 0: the process's group gets SIGKILL this long after it started.
+  uint32_t timeout_ms = 0;
+  /// When the guest cannot run the program (not_found, permission_denied,
+  /// io_error), reply with the process id anyway: the process is then
+  /// `failed` with exit code 127 and the reason in `error`. False: reply
+  /// with the error.
+  bool report_start_failure = false;
 };
 
 /// Read output of process `process_id`, stream `fd` (1 or 2), from `offset`.
@@ -99,6 +123,25 @@ struct read_reply {
   bool exited = false;       ///< the process ended and every byte up to next_offset is all
 };
 
+/// Read output of process `process_id` from `offset` of its combined stream.
+struct output_read {
+  std::string process_id;
+  uint64_t offset = 0;
+  bool want_stdout = true;
+  bool want_stderr = true;
+  size_t max_bytes = 0; ///< 0: options.read_bytes_max
+  uint32_t wait_ms = 0; ///< wait this long for wanted bytes when none are available
+};
+
+struct output_reply {
+  std::vector<output_piece> pieces; ///< in order; filtered streams left out
+  uint64_t next_offset = 0;         ///< combined offset to read from next
+  uint64_t start_offset = 0;        ///< oldest combined byte still retained
+  bool exited = false;              ///< the process ended and next_offset is the end
+  int32_t exit_code = 0;            ///< valid when exited
+  int32_t signal = 0;               ///< valid when exited
+};
+
 enum class process_state : uint8_t { starting, running, exited, failed };
 
 /// One row of the process table. Times are the actor clock's (monotonic) ms.
@@ -106,13 +149,14 @@ struct process_info {
   std::string id;
   process_state state = process_state::starting;
   int32_t pid = 0;       ///< in the sandbox's pid namespace
-  int32_t exit_code = 0; ///< -1 when killed by a signal
-  int32_t signal = 0;
+  int32_t exit_code = 0; ///< -1 when killed by a signal; 127 when it never started
+  int32_t signal = 0;    ///< failed because the guest died: SIGKILL (it killed them)
   int64_t started_at_ms = 0;
   int64_t ended_at_ms = 0;
   uint64_t stdout_bytes = 0;
   uint64_t stderr_bytes = 0;
-  std::string error; ///< why it failed to start (state failed)
+  bool pty = false;
+  std::string error; ///< why it failed (state failed)
 };
 
 enum class file_op : uint8_t { read, write, list, stat, mkdir, remove, rename };
@@ -174,6 +218,20 @@ using sandbox_actor = caf::typed_actor<
   /// retained window: the bytes were dropped; resume from start_offset, like
   /// HTTP 410), invalid_argument (offset past the end, fd not 1/2). Idempotent.
   caf::replies_to<sbx_read_atom, read_request>::with<read_reply>,
+  /// Output of the combined stream (stdout and stderr in arrival order) from
+  /// a combined offset, of the wanted streams; unwanted bytes are skipped
+  /// (next_offset moves past them). Returns at once when wanted bytes are
+  /// available or the process ended, else waits up to wait_ms. Errors:
+  /// not_found (unknown process), gone (offset before the retained window;
+  /// the message names the offset to resume from), invalid_argument (offset
+  /// past the end). Idempotent.
+  caf::replies_to<sbx_output_atom, output_read>::with<output_reply>,
+  /// The process's row once it has ended, or after wait_ms (then as it is).
+  /// Errors: not_found. Idempotent.
+  caf::replies_to<sbx_wait_atom, std::string, uint32_t>::with<process_info>,
+  /// The process table: running processes and finished ones still kept,
+  /// oldest first. Idempotent.
+  caf::replies_to<sbx_procs_atom>::with<std::vector<process_info>>,
   /// Writes stdin bytes (process id, bytes, then close stdin if true). Errors:
   /// not_found, wrong_state (started without stdin, or stdin closed),
   /// timeout (no stdin credit: the process does not read). Not idempotent.
@@ -188,7 +246,8 @@ using sandbox_actor = caf::typed_actor<
   caf::replies_to<sbx_status_atom, std::string>::with<process_info>,
   /// A file operation inside the sandbox. Errors: the guest's (not_found,
   /// permission_denied, invalid_argument for paths escaping the root, ...),
-  /// resource_exhausted beyond file_bytes_max, wrong_state while paused.
+  /// invalid_argument for a read of a directory ("is a directory"),
+  /// too_large beyond file_bytes_max, wrong_state while paused.
   /// read/list/stat are idempotent; write is atomic.
   caf::replies_to<sbx_file_atom, file_request>::with<file_reply>,
   /// Freezes every process of the sandbox (runtime freezer). Idempotent.
@@ -206,7 +265,9 @@ using sandbox_actor = caf::typed_actor<
   /// Internal: a job (token) finished off the actor.
   caf::reacts_to<sbx_done_atom, uint64_t, job_result>,
   /// Internal: a waiting reader (token) timed out.
-  caf::reacts_to<sbx_wake_atom, uint64_t>>;
+  caf::reacts_to<sbx_wake_atom, uint64_t>,
+  /// Internal: the process (id) reached its exec timeout.
+  caf::reacts_to<sbx_kill_atom, std::string>>;
 
 /// Spawns the actor for a created, guest-ready sandbox and starts its guest
 /// link. When the actor ends without destroy (its owner went away), the link
@@ -222,6 +283,9 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::exec_request)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::read_request)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::read_reply)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::process_info)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<airlock::worker::process_info>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::output_read)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::output_reply)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::file_request)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::file_reply)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::guest_event)

@@ -37,7 +37,7 @@ namespace_runtime_options worker_runtime_options(const std::string& state_dir) {
   return options;
 }
 
-result<worker_host> worker_host::open(const std::string& data_dir) {
+result<worker_host> worker_host::open(const std::string& data_dir, bool build_minimal) {
   worker_host host;
   host.data_dir = data_dir;
   auto runtime = namespace_runtime::open(worker_runtime_options(data_dir + "/runtime"));
@@ -57,6 +57,8 @@ result<worker_host> worker_host::open(const std::string& data_dir) {
   if (!driver)
     return driver.error();
   host.rootfs = std::shared_ptr<rootfs_driver>(std::move(*driver));
+  if (!build_minimal)
+    return host;
   template_options templates;
   templates.guest_binary = AIRLOCK_GUEST_BINARY;
   template_builder builder(*host.rootfs, templates);

@@ -37,8 +37,8 @@ struct worker_host {
   std::shared_ptr<storage::kv_store> store;
 
   /// Opens runtime, store and rootfs on `data_dir` and builds the minimal
-  /// template; the reason on failure.
-  static result<worker_host> open(const std::string& data_dir);
+  /// template unless `build_minimal` is false; the reason on failure.
+  static result<worker_host> open(const std::string& data_dir, bool build_minimal = true);
   worker_context context(worker_options options = {}) const;
 };
 

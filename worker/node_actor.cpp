@@ -1,0 +1,692 @@
+#include "worker/node_actor.hpp"
+
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/blocking_actor.hpp>
+#include <caf/send.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include <charconv>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string_view>
+#include <vector>
+
+#include "actors/errors.hpp"
+
+namespace airlock::worker::node_detail {
+
+// Internal to the node actor: a template build finished off the actor.
+using nd_built_atom = caf::atom_constant<caf::atom("ndbuilt")>;
+
+struct template_outcome {
+  std::string name;
+  status outcome;
+};
+
+} // namespace airlock::worker::node_detail
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::node_detail::template_outcome)
+
+namespace airlock::worker {
+
+namespace {
+
+using node_detail::nd_built_atom;
+using node_detail::template_outcome;
+using actors::node_sandbox;
+using schema::sandbox_state;
+using node_sandbox_promise = caf::typed_response_promise<node_sandbox>;
+
+/// The node's interface plus what its helper threads send back.
+using node_impl_actor = actors::node_actor::extend<caf::reacts_to<nd_built_atom, template_outcome>>;
+
+/// A sandbox this node created (or is creating).
+struct tracked_sandbox {
+  schema::sandbox_record record;
+  sandbox_state state = sandbox_state::creating;
+  std::vector<node_sandbox_promise> create_waiters;  ///< joined creates
+  std::vector<node_sandbox_promise> destroy_waiters; ///< destroys that wait for the create
+};
+
+/// Who runs a process.
+struct user_ids {
+  bool set_user = false;
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  std::string home;
+};
+
+} // namespace
+
+struct node_state {
+  static inline const char* name = "node";
+  node_context context;
+  std::map<std::string, tracked_sandbox> sandboxes;
+  std::set<std::string> ready_templates;
+  /// Template builds under way, by name: what to do when each ends.
+  std::map<std::string, std::vector<std::function<void(const status&)>>> builds;
+  size_t waiting_creates = 0;
+};
+
+namespace {
+
+using self_ptr = node_impl_actor::stateful_pointer<node_state>;
+
+std::chrono::milliseconds ms(uint64_t value) { return std::chrono::milliseconds(value); }
+
+const node_options& opts(self_ptr self) { return self->state.context.options; }
+
+// ---- templates -------------------------------------------------------------
+
+/// Blocking (a build runs for seconds to minutes): on a helper thread only.
+status prepare_template(rootfs_driver& driver, const template_options& options,
+                        const std::string& name) {
+  if (template_builder::is_known(name)) {
+    template_builder builder(driver, options);
+    auto built = builder.ensure(name);
+    return built ? status::ok() : built.error();
+  }
+  if (driver.has_template(name))
+    return status::ok();
+  std::string names = "minimal, base (both built on first use)";
+  if (auto sealed = driver.list_templates(); sealed) {
+    for (const auto& other : *sealed)
+      if (!template_builder::is_known(other))
+        names += ", " + other;
+  }
+  return make_status(errc::not_found,
+                     "no template \"" + name + "\" on this worker; templates that exist: " + names);
+}
+
+/// Runs `then` once template `name` is ready (or could not be made). One
+/// build per name at a time: later callers wait for the running one.
+void ensure_template(self_ptr self, const std::string& name,
+                     std::function<void(const status&)> then) {
+  auto& st = self->state;
+  if (st.ready_templates.count(name) != 0) {
+    then(status::ok());
+    return;
+  }
+  auto& waiting = st.builds[name];
+  waiting.push_back(std::move(then));
+  if (waiting.size() > 1)
+    return;
+  auto rootfs = st.context.rootfs;
+  auto options = st.context.templates;
+  node_impl_actor me = self;
+  self->home_system().spawn([rootfs, options, name, me](caf::blocking_actor*) {
+    caf::anon_send(me, nd_built_atom::value,
+                   template_outcome{name, prepare_template(*rootfs, options, name)});
+  });
+}
+
+void on_built(self_ptr self, const template_outcome& done) {
+  auto& st = self->state;
+  auto it = st.builds.find(done.name);
+  if (it == st.builds.end())
+    return;
+  auto waiting = std::move(it->second);
+  st.builds.erase(it);
+  if (done.outcome)
+    st.ready_templates.insert(done.name);
+  for (auto& then : waiting)
+    then(done.outcome);
+}
+
+// ---- lifecycle -------------------------------------------------------------
+
+void start_destroy(self_ptr self, const std::string& id, std::vector<node_sandbox_promise> waiters);
+
+void finish_create(self_ptr self, const std::string& id, const status& outcome) {
+  auto& st = self->state;
+  auto it = st.sandboxes.find(id);
+  if (it == st.sandboxes.end())
+    return;
+  auto creates = std::move(it->second.create_waiters);
+  auto destroys = std::move(it->second.destroy_waiters);
+  st.waiting_creates -= std::min(st.waiting_creates, creates.size());
+  if (!outcome) {
+    st.sandboxes.erase(it);
+    for (auto& waiter : creates)
+      waiter.deliver(make_error(outcome));
+    for (auto& waiter : destroys) // nothing was left behind
+      waiter.deliver(node_sandbox{id, sandbox_state::destroyed});
+    return;
+  }
+  it->second.state = sandbox_state::running;
+  for (auto& waiter : creates)
+    waiter.deliver(node_sandbox{id, sandbox_state::running});
+  if (!destroys.empty())
+    start_destroy(self, id, std::move(destroys));
+}
+
+create_sandbox_request to_create_request(const schema::sandbox_record& record) {
+  create_sandbox_request req;
+  req.id = record.id;
+  req.template_name = record.spec.template_name;
+  req.limits.cpu_millis = record.spec.cpu_millis;
+  req.limits.memory_mb = record.spec.memory_mb;
+  req.disk_mb = record.spec.disk_mb;
+  return req;
+}
+
+/// The template is ready (or not): create the sandbox on the worker.
+void continue_create(self_ptr self, const std::string& id, const status& ready) {
+  auto it = self->state.sandboxes.find(id);
+  if (it == self->state.sandboxes.end())
+    return;
+  if (!ready) {
+    finish_create(self, id, ready);
+    return;
+  }
+  auto req = to_create_request(it->second.record);
+  self->request(self->state.context.worker, ms(opts(self).create_timeout_ms),
+                wk_create_atom::value, req)
+    .then([self, id](const sandbox_actor&) { finish_create(self, id, status::ok()); },
+          [self, id, name = req.template_name](caf::error& err) {
+            auto failure = to_status(err);
+            if (failure.code == errc::not_found) // the template went away since
+              self->state.ready_templates.erase(name);
+            finish_create(self, id, failure);
+          });
+}
+
+caf::result<node_sandbox> handle_create(self_ptr self, const schema::sandbox_record& record) {
+  auto& st = self->state;
+  if (record.id.empty())
+    return make_error(errc::invalid_argument, "a sandbox record needs an id");
+  if (record.spec.template_name.empty())
+    return make_error(errc::invalid_argument, "sandbox " + record.id + " names no template");
+  if (auto it = st.sandboxes.find(record.id); it != st.sandboxes.end()) {
+    if (it->second.record.tenant_id != record.tenant_id)
+      return make_error(errc::already_exists,
+                        "sandbox " + record.id + " exists on this worker for another tenant");
+    if (it->second.state != sandbox_state::creating)
+      return node_sandbox{record.id, it->second.state};
+    auto promise = self->make_response_promise<node_sandbox>();
+    it->second.create_waiters.push_back(promise); // a repeat joins the create under way
+    ++st.waiting_creates;
+    return promise;
+  }
+  if (st.waiting_creates >= opts(self).waiting_creates_max)
+    return make_error(errc::resource_exhausted, "too many creates wait on this worker; retry");
+  auto promise = self->make_response_promise<node_sandbox>();
+  tracked_sandbox entry;
+  entry.record = record;
+  entry.create_waiters.push_back(promise);
+  ++st.waiting_creates;
+  st.sandboxes.emplace(record.id, std::move(entry));
+  const std::string id = record.id;
+  ensure_template(self, record.spec.template_name,
+                  [self, id](const status& ready) { continue_create(self, id, ready); });
+  return promise;
+}
+
+void start_destroy(self_ptr self, const std::string& id, std::vector<node_sandbox_promise> waiters) {
+  self->request(self->state.context.worker, ms(opts(self).destroy_timeout_ms),
+                wk_destroy_atom::value, id)
+    .then(
+      [self, id, waiters](bool) mutable {
+        self->state.sandboxes.erase(id);
+        for (auto& waiter : waiters)
+          waiter.deliver(node_sandbox{id, sandbox_state::destroyed});
+      },
+      [waiters](caf::error& err) mutable {
+        for (auto& waiter : waiters)
+          waiter.deliver(err);
+      });
+}
+
+caf::result<node_sandbox> handle_destroy(self_ptr self, const std::string& id) {
+  auto promise = self->make_response_promise<node_sandbox>();
+  auto it = self->state.sandboxes.find(id);
+  if (it != self->state.sandboxes.end() && it->second.state == sandbox_state::creating) {
+    it->second.destroy_waiters.push_back(promise); // runs once the create has ended
+    return promise;
+  }
+  start_destroy(self, id, {promise});
+  return promise;
+}
+
+caf::result<node_sandbox> handle_freeze(self_ptr self, const std::string& id, bool pause) {
+  auto promise = self->make_response_promise<node_sandbox>();
+  auto on_done = [self, id, promise, pause](bool) mutable {
+    const auto state = pause ? sandbox_state::paused : sandbox_state::running;
+    if (auto it = self->state.sandboxes.find(id); it != self->state.sandboxes.end())
+      it->second.state = state;
+    promise.deliver(node_sandbox{id, state});
+  };
+  auto on_error = [promise](caf::error& err) mutable { promise.deliver(err); };
+  const auto timeout = ms(opts(self).call_timeout_ms);
+  if (pause)
+    self->request(self->state.context.worker, timeout, wk_pause_atom::value, id)
+      .then(on_done, on_error);
+  else
+    self->request(self->state.context.worker, timeout, wk_resume_atom::value, id)
+      .then(on_done, on_error);
+  return promise;
+}
+
+caf::result<std::vector<node_sandbox>> handle_list(self_ptr self) {
+  auto promise = self->make_response_promise<std::vector<node_sandbox>>();
+  self->request(self->state.context.worker, ms(opts(self).call_timeout_ms), wk_list_atom::value)
+    .then(
+      [self, promise](const std::vector<sandbox_entry>& entries) mutable {
+        std::vector<node_sandbox> out;
+        std::set<std::string> seen;
+        for (const auto& entry : entries) {
+          out.push_back(node_sandbox{entry.id, entry.state});
+          seen.insert(entry.id);
+        }
+        // Creates still waiting for their template are not on the worker yet.
+        for (const auto& [id, tracked] : self->state.sandboxes)
+          if (seen.count(id) == 0)
+            out.push_back(node_sandbox{id, tracked.state});
+        promise.deliver(std::move(out));
+      },
+      [promise](caf::error& err) mutable { promise.deliver(err); });
+  return promise;
+}
+
+// ---- data plane ------------------------------------------------------------
+
+/// Looks up the sandbox actor of `id` and runs `then(box, promise)`; the
+/// lookup's failure (not_found: no running sandbox) answers the promise.
+template <class T, class Then>
+caf::result<T> on_sandbox(self_ptr self, const std::string& id, Then then) {
+  auto promise = self->make_response_promise<T>();
+  self->request(self->state.context.worker, ms(opts(self).call_timeout_ms), wk_get_atom::value, id)
+    .then([promise, then](const sandbox_actor& box) mutable { then(box, promise); },
+          [promise](caf::error& err) mutable { promise.deliver(err); });
+  return promise;
+}
+
+int64_t actor_now_ms(self_ptr self) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+           self->clock().now().time_since_epoch())
+    .count();
+}
+
+/// An actor-clock time (what the sandbox actor keeps) as Unix ms.
+int64_t to_unix_ms(self_ptr self, int64_t actor_ms) {
+  if (actor_ms == 0)
+    return 0;
+  return self->state.context.clock->now_ms() - (actor_now_ms(self) - actor_ms);
+}
+
+actors::process_view to_view(self_ptr self, const process_info& info) {
+  actors::process_view view;
+  view.process_id = info.id;
+  const bool ended = info.state == process_state::exited || info.state == process_state::failed;
+  view.state = ended ? "exited" : "running";
+  view.exit_code = info.exit_code;
+  view.signal = info.signal;
+  view.started_at_ms = to_unix_ms(self, info.started_at_ms);
+  view.ended_at_ms = ended ? to_unix_ms(self, info.ended_at_ms) : 0;
+  view.error = info.error;
+  return view;
+}
+
+/// One /etc/passwd line's (uid, gid, home) if it names `user`.
+std::optional<user_ids> passwd_entry(std::string_view line, std::string_view user) {
+  std::vector<std::string_view> fields;
+  while (fields.size() < 7) {
+    auto colon = line.find(':');
+    fields.push_back(line.substr(0, colon));
+    if (colon == std::string_view::npos)
+      break;
+    line.remove_prefix(colon + 1);
+  }
+  if (fields.size() < 6 || fields[0] != user)
+    return std::nullopt;
+  user_ids ids{true, 0, 0, std::string(fields[5])};
+  auto parse = [](std::string_view text, uint32_t& out) {
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+    return ec == std::errc{} && end == text.data() + text.size() && !text.empty();
+  };
+  if (!parse(fields[2], ids.uid) || !parse(fields[3], ids.gid))
+    return std::nullopt;
+  return ids;
+}
+
+result<user_ids> find_user(std::string_view passwd, const std::string& user) {
+  while (!passwd.empty()) {
+    auto newline = passwd.find('\n');
+    auto line = passwd.substr(0, newline);
+    if (auto ids = passwd_entry(line, user))
+      return *ids;
+    if (newline == std::string_view::npos)
+      break;
+    passwd.remove_prefix(newline + 1);
+  }
+  return make_status(errc::invalid_argument,
+                     "no user \"" + user + "\" in the sandbox's /etc/passwd; give a name it "
+                                           "lists or a numeric uid");
+}
+
+/// Resolves exec_spec.user: "" and "root" are root, digits a uid (and gid),
+/// anything else a name looked up in the sandbox's /etc/passwd.
+void resolve_user(self_ptr self, const sandbox_actor& box, const std::string& user,
+                  std::function<void(result<user_ids>)> then) {
+  if (user.empty() || user == "root") {
+    then(user_ids{false, 0, 0, "/root"});
+    return;
+  }
+  uint32_t uid = 0;
+  auto [end, ec] = std::from_chars(user.data(), user.data() + user.size(), uid);
+  if (ec == std::errc{} && end == user.data() + user.size()) {
+    then(user_ids{true, uid, uid, ""});
+    return;
+  }
+  if (user.find_first_of(":\n") != std::string::npos) {
+    then(make_status(errc::invalid_argument, "user \"" + user + "\" is not a valid name"));
+    return;
+  }
+  file_request read;
+  read.op = file_op::read;
+  read.path = "/etc/passwd";
+  read.length = opts(self).passwd_bytes_max;
+  self->request(box, ms(opts(self).file_timeout_ms), sbx_file_atom::value, std::move(read))
+    .then([then, user](const file_reply& passwd) { then(find_user(passwd.data, user)); },
+          [then, user](caf::error& err) {
+            auto failure = to_status(err);
+            if (failure.code == errc::not_found)
+              failure = make_status(errc::invalid_argument,
+                                    "the sandbox has no /etc/passwd to look up user \"" + user
+                                      + "\"; give a numeric uid");
+            then(failure);
+          });
+}
+
+/// The environment of a process: PATH (and HOME when known), then the
+/// sandbox's env, then the process's own; later ones win.
+std::vector<std::pair<std::string, std::string>>
+merged_env(self_ptr self, const std::string& sandbox_id, const actors::exec_spec& spec,
+           const user_ids& user) {
+  std::map<std::string, std::string> env;
+  env["PATH"] = opts(self).default_path;
+  if (!user.home.empty())
+    env["HOME"] = user.home;
+  if (auto it = self->state.sandboxes.find(sandbox_id); it != self->state.sandboxes.end())
+    for (const auto& [key, value] : it->second.record.spec.env)
+      env[key] = value;
+  for (const auto& [key, value] : spec.env)
+    env[key] = value;
+  return {env.begin(), env.end()};
+}
+
+exec_request to_exec(self_ptr self, const std::string& sandbox_id, const actors::exec_spec& spec,
+                     const user_ids& user) {
+  exec_request req;
+  req.argv = spec.argv;
+  req.cmd = spec.cmd;
+  req.env = merged_env(self, sandbox_id, spec, user);
+  req.cwd = spec.cwd;
+  req.set_user = user.set_user;
+  req.uid = user.uid;
+  req.gid = user.gid;
+  req.pty = spec.pty;
+  req.rows = spec.rows;
+  req.cols = spec.cols;
+  req.stdin_open = spec.stdin_open;
+  req.timeout_ms = static_cast<uint32_t>(std::min<uint64_t>(uint64_t{spec.timeout_s} * 1000,
+                                                            UINT32_MAX));
+  req.report_start_failure = true;
+  return req;
+}
+
+using view_promise = caf::typed_response_promise<actors::process_view>;
+
+/// Starts the process and answers with its row (times in Unix ms).
+void start_process(self_ptr self, const sandbox_actor& box, exec_request req,
+                   view_promise promise) {
+  const auto timeout = ms(opts(self).call_timeout_ms);
+  self->request(box, timeout, sbx_exec_atom::value, std::move(req))
+    .then(
+      [self, box, promise, timeout](const std::string& process_id) mutable {
+        self->request(box, timeout, sbx_status_atom::value, process_id)
+          .then([self, promise](const process_info& info) mutable {
+                  promise.deliver(to_view(self, info));
+                },
+                [promise](caf::error& err) mutable { promise.deliver(err); });
+      },
+      [promise](caf::error& err) mutable { promise.deliver(err); });
+}
+
+caf::result<actors::process_view> handle_exec(self_ptr self, const std::string& id,
+                                              const actors::exec_spec& spec) {
+  if (spec.argv.empty() == spec.cmd.empty())
+    return make_error(errc::invalid_argument, "give exactly one of argv and cmd");
+  return on_sandbox<actors::process_view>(
+    self, id, [self, id, spec](const sandbox_actor& box, view_promise promise) {
+      resolve_user(self, box, spec.user,
+                   [self, id, spec, box, promise](result<user_ids> user) mutable {
+                     if (!user) {
+                       promise.deliver(make_error(user.error()));
+                       return;
+                     }
+                     start_process(self, box, to_exec(self, id, spec, *user), promise);
+                   });
+    });
+}
+
+actors::output_batch to_batch(output_reply& reply) {
+  actors::output_batch batch;
+  batch.segments.reserve(reply.pieces.size());
+  for (auto& piece : reply.pieces)
+    batch.segments.push_back(actors::output_segment{piece.fd, piece.end_offset,
+                                                    std::move(piece.bytes)});
+  batch.next_offset = reply.next_offset;
+  batch.start_offset = reply.start_offset;
+  batch.exited = reply.exited;
+  batch.exit_code = reply.exit_code;
+  batch.signal = reply.signal;
+  return batch;
+}
+
+caf::result<actors::output_batch> handle_output(self_ptr self, const std::string& id,
+                                                const actors::output_request& req) {
+  using batch_promise = caf::typed_response_promise<actors::output_batch>;
+  return on_sandbox<actors::output_batch>(
+    self, id, [self, req](const sandbox_actor& box, batch_promise promise) {
+      output_read read{req.process_id, req.offset, req.want_stdout, req.want_stderr,
+                       req.max_bytes,  req.wait_ms};
+      self->request(box, ms(uint64_t{opts(self).call_timeout_ms} + req.wait_ms),
+                    sbx_output_atom::value, std::move(read))
+        .then([promise](output_reply& reply) mutable { promise.deliver(to_batch(reply)); },
+              [promise](caf::error& err) mutable { promise.deliver(err); });
+    });
+}
+
+/// Forwards a call that answers bool to the sandbox actor.
+template <class... Ts>
+caf::result<bool> forward_bool(self_ptr self, const std::string& id, Ts... xs) {
+  return on_sandbox<bool>(self, id,
+                          [self, xs...](const sandbox_actor& box,
+                                        caf::typed_response_promise<bool> promise) {
+                            self->request(box, ms(opts(self).call_timeout_ms), xs...)
+                              .then([promise](bool ok) mutable { promise.deliver(ok); },
+                                    [promise](caf::error& err) mutable { promise.deliver(err); });
+                          });
+}
+
+caf::result<actors::process_view> handle_proc(self_ptr self, const std::string& id,
+                                              const std::string& process_id, uint32_t wait_ms) {
+  return on_sandbox<actors::process_view>(
+    self, id, [self, process_id, wait_ms](const sandbox_actor& box, view_promise promise) {
+      auto deliver = [self, promise](const process_info& info) mutable {
+        promise.deliver(to_view(self, info));
+      };
+      auto fail = [promise](caf::error& err) mutable { promise.deliver(err); };
+      const auto timeout = ms(uint64_t{opts(self).call_timeout_ms} + wait_ms);
+      if (wait_ms > 0)
+        self->request(box, timeout, sbx_wait_atom::value, process_id, wait_ms).then(deliver, fail);
+      else
+        self->request(box, timeout, sbx_status_atom::value, process_id).then(deliver, fail);
+    });
+}
+
+caf::result<std::vector<actors::process_view>> handle_procs(self_ptr self, const std::string& id) {
+  using views_promise = caf::typed_response_promise<std::vector<actors::process_view>>;
+  return on_sandbox<std::vector<actors::process_view>>(
+    self, id, [self](const sandbox_actor& box, views_promise promise) {
+      self->request(box, ms(opts(self).call_timeout_ms), sbx_procs_atom::value)
+        .then(
+          [self, promise](const std::vector<process_info>& rows) mutable {
+            std::vector<actors::process_view> views;
+            views.reserve(rows.size());
+            for (const auto& row : rows)
+              views.push_back(to_view(self, row));
+            promise.deliver(std::move(views));
+          },
+          [promise](caf::error& err) mutable { promise.deliver(err); });
+    });
+}
+
+// ---- files -----------------------------------------------------------------
+
+actors::file_entry to_entry(const guest::file_info& info) {
+  actors::file_entry entry;
+  entry.name = info.name;
+  switch (info.type) {
+    case guest::file_type::regular: entry.type = "file"; break;
+    case guest::file_type::directory: entry.type = "dir"; break;
+    case guest::file_type::symlink: entry.type = "symlink"; break;
+    case guest::file_type::other: entry.type = "other"; break;
+  }
+  entry.size_bytes = info.size;
+  entry.mode = info.mode;
+  entry.modified_at_ms = info.mtime_ns / 1'000'000;
+  return entry;
+}
+
+file_request to_file_request(actors::file_spec& spec) {
+  file_request req;
+  req.path = std::move(spec.path);
+  switch (spec.verb) {
+    case actors::file_verb::read:
+      req.op = file_op::read;
+      req.offset = spec.offset;
+      req.length = spec.length;
+      break;
+    case actors::file_verb::write:
+      req.op = file_op::write;
+      req.data = std::move(spec.data);
+      req.mode = spec.mode == 0 ? 0644 : spec.mode;
+      req.parents = true; // the API creates parents
+      break;
+    case actors::file_verb::list: req.op = file_op::list; break;
+    case actors::file_verb::stat: req.op = file_op::stat; break;
+    case actors::file_verb::mkdir:
+      req.op = file_op::mkdir;
+      // file_spec's default mode (0644) is a file's; a directory gets 0755
+      // unless the caller gave a mode with search bits.
+      req.mode = (spec.mode & 0111) != 0 ? spec.mode : 0;
+      req.parents = true;
+      break;
+    case actors::file_verb::remove:
+      req.op = file_op::remove;
+      req.recursive = spec.recursive;
+      break;
+    case actors::file_verb::rename:
+      req.op = file_op::rename;
+      req.to = std::move(spec.to);
+      break;
+  }
+  return req;
+}
+
+actors::file_result to_file_result(file_reply& reply, const std::string& path) {
+  actors::file_result out;
+  out.data = std::move(reply.data);
+  out.written = reply.bytes;
+  out.truncated = reply.truncated;
+  out.entries.reserve(reply.entries.size());
+  for (const auto& info : reply.entries)
+    out.entries.push_back(to_entry(info));
+  out.info = to_entry(reply.info);
+  if (out.info.name.empty() && !reply.info.name.empty())
+    out.info.name = reply.info.name;
+  if (out.info.name.empty())
+    out.info.name = path.substr(path.rfind('/') + 1);
+  return out;
+}
+
+caf::result<actors::file_result> handle_file(self_ptr self, const std::string& id,
+                                             actors::file_spec& spec) {
+  using file_promise = caf::typed_response_promise<actors::file_result>;
+  const bool is_stat = spec.verb == actors::file_verb::stat;
+  auto req = std::make_shared<file_request>(to_file_request(spec));
+  return on_sandbox<actors::file_result>(
+    self, id, [self, req, is_stat](const sandbox_actor& box, file_promise promise) {
+      const std::string path = req->path;
+      self->request(box, ms(opts(self).file_timeout_ms), sbx_file_atom::value, std::move(*req))
+        .then(
+          [promise, path, is_stat](file_reply& reply) mutable {
+            auto out = to_file_result(reply, path);
+            if (!is_stat)
+              out.info = {};
+            promise.deliver(std::move(out));
+          },
+          [promise](caf::error& err) mutable { promise.deliver(err); });
+    });
+}
+
+node_impl_actor::behavior_type node_body(self_ptr self, node_context context) {
+  self->state.context = std::move(context);
+  return {
+    [self](actors::nd_create_atom, const schema::sandbox_record& record) {
+      return handle_create(self, record);
+    },
+    [self](actors::nd_pause_atom, const std::string& id) { return handle_freeze(self, id, true); },
+    [self](actors::nd_resume_atom, const std::string& id) {
+      return handle_freeze(self, id, false);
+    },
+    [self](actors::nd_destroy_atom, const std::string& id) { return handle_destroy(self, id); },
+    [self](actors::nd_list_atom) { return handle_list(self); },
+    [self](actors::dp_exec_atom, const std::string& id, const actors::exec_spec& spec) {
+      return handle_exec(self, id, spec);
+    },
+    [self](actors::dp_output_atom, const std::string& id, const actors::output_request& req) {
+      return handle_output(self, id, req);
+    },
+    [self](actors::dp_stdin_atom, const std::string& id, const std::string& process_id,
+           const std::string& bytes, bool close) {
+      return forward_bool(self, id, sbx_stdin_atom::value, process_id, bytes, close);
+    },
+    [self](actors::dp_signal_atom, const std::string& id, const std::string& process_id,
+           int32_t signo) -> caf::result<bool> {
+      if (signo <= 0 || signo > 64)
+        return make_error(errc::invalid_argument,
+                          "signal " + std::to_string(signo) + " is not a signal number (1..64)");
+      return forward_bool(self, id, sbx_signal_atom::value, process_id, signo);
+    },
+    [self](actors::dp_resize_atom, const std::string& id, const std::string& process_id,
+           uint16_t rows, uint16_t cols) -> caf::result<bool> {
+      if (rows == 0 || cols == 0)
+        return make_error(errc::invalid_argument, "a terminal needs at least one row and column");
+      return forward_bool(self, id, sbx_resize_atom::value, process_id, rows, cols);
+    },
+    [self](actors::dp_proc_atom, const std::string& id, const std::string& process_id,
+           uint32_t wait_ms) { return handle_proc(self, id, process_id, wait_ms); },
+    [self](actors::dp_procs_atom, const std::string& id) { return handle_procs(self, id); },
+    [self](actors::dp_file_atom, const std::string& id, actors::file_spec& spec) {
+      return handle_file(self, id, spec);
+    },
+    [self](nd_built_atom, const template_outcome& done) { on_built(self, done); },
+  };
+}
+
+} // namespace
+
+actors::node_actor spawn_node(caf::actor_system& system, node_context context) {
+  node_impl_actor node = system.spawn(node_body, std::move(context));
+  return node;
+}
+
+} // namespace airlock::worker
