@@ -104,7 +104,9 @@ caf::result<registration_ack> on_register(self_ptr self, schema::worker_registra
     return std::move(*refused);
   auto& w = st.workers[r.id];
   // A rejoin keeps the reservations: its sandboxes may still run there.
-  if (w.node != node) {
+  // Monitoring again after a down lets CAF say whether this node is alive:
+  // a dead one yields another down at once.
+  if (w.node != node || w.node_down) {
     if (w.node)
       self->demonitor(w.node.address());
     self->monitor(node);

@@ -137,10 +137,14 @@ schema::worker_heartbeat next_beat(join_state& st) {
 void on_beat_failed(self_ptr self, const caf::error& error) {
   auto& st = self->state;
   if (to_status(error).code == errc::not_found) {
-    // The scheduler forgot us (it restarted, or saw our node go down).
+    // The scheduler forgot us (it restarted, or saw our node go down). A new
+    // session on the same connection retires the old beat timer, so the
+    // registration's answer starts the only one.
     st.joined = false;
-    if (!st.registering)
+    if (!st.registering) {
+      ++st.session;
       do_register(self);
+    }
     return;
   }
   if (++st.beat_failures >= st.options.beat_failures_max)
@@ -184,9 +188,14 @@ cluster_join_actor::behavior_type cluster_join(self_ptr self, cluster_join_optio
   st.options.backoff_max_ms = std::max(st.options.backoff_max_ms, st.options.backoff_initial_ms);
   st.options.beat_failures_max = std::max<uint32_t>(st.options.beat_failures_max, 1);
   st.deps = std::move(deps);
+  // Without its node this worker has nothing to offer: stop, so the owner
+  // sees it and the scheduler's monitor has already marked the worker lost.
+  self->monitor(st.deps.node);
   self->set_down_handler([self](caf::down_msg& down) {
     auto& state = self->state;
-    if (state.scheduler && down.source == state.scheduler.address())
+    if (down.source == state.deps.node.address())
+      self->quit(down.reason);
+    else if (state.scheduler && down.source == state.scheduler.address())
       reconnect_later(self);
   });
   self->send(self, cj_connect_atom::value, st.session);

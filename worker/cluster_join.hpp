@@ -80,7 +80,8 @@ using cluster_join_actor = caf::typed_actor<
 /// `system` was configured with actors::use_middleman; deps.node and
 /// deps.clock are set; options.port != 0. Stopping it (an exit message)
 /// stops the beats; the scheduler then marks the worker lost after its
-/// heartbeat timeout, or at once when the connection closes.
+/// heartbeat timeout, or at once when the connection closes. It stops by
+/// itself, with the node's exit reason, when deps.node terminates.
 cluster_join_actor spawn_cluster_join(caf::actor_system& system, cluster_join_options options,
                                       cluster_join_deps deps);
 

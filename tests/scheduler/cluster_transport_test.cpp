@@ -305,6 +305,20 @@ TEST_F(cluster_transport, a_worker_whose_host_dies_is_lost_and_rejoins_when_it_r
   EXPECT_EQ(fleet->size(), 1u) << "same registration id, same worker";
 }
 
+TEST_F(cluster_transport, a_dead_node_actor_makes_the_worker_lost_and_stops_its_join_actor) {
+  ASSERT_NE(control->port, 0);
+  worker = std::make_unique<worker_side>(control->port, clock, script);
+  ASSERT_TRUE(eventually([this] { return worker_state_is("ready"); }));
+  caf::scoped_actor watcher{*worker->system};
+  watcher->monitor(worker->join);
+  caf::anon_send_exit(worker->node, caf::exit_reason::user_shutdown);
+  ASSERT_TRUE(eventually([this] { return worker_state_is("lost"); }));
+  bool join_stopped = false;
+  watcher->receive([&join_stopped](const caf::down_msg&) { join_stopped = true; },
+                   caf::after(request_timeout) >> [] {});
+  EXPECT_TRUE(join_stopped);
+}
+
 TEST_F(cluster_transport, a_worker_reconnects_and_registers_again_when_the_control_plane_restarts) {
   auto port = control->port;
   ASSERT_NE(port, 0);

@@ -296,6 +296,15 @@ TEST_F(scheduler_test, the_old_node_going_down_after_a_rejoin_changes_nothing) {
   EXPECT_EQ(workers()[0].state, "ready");
 }
 
+TEST_F(scheduler_test, registering_a_dead_node_again_leaves_the_worker_lost) {
+  ASSERT_TRUE(join("wk_a"));
+  caf::anon_send_exit(nodes[0], caf::exit_reason::user_shutdown);
+  sched.run();
+  ASSERT_TRUE(ask<registration_ack>(sc_register_atom::value, registration("wk_a"), nodes[0]));
+  sched.run();
+  EXPECT_EQ(workers()[0].state, "lost");
+}
+
 TEST_F(scheduler_test, names_an_unknown_worker_not_found) {
   auto where = ask<placement>(sc_node_atom::value, std::string("wk_x"));
   ASSERT_FALSE(where);
