@@ -36,9 +36,9 @@ namespace airlock::worker {
 
 namespace {
 
+using actors::node_sandbox;
 using node_detail::nd_built_atom;
 using node_detail::template_outcome;
-using actors::node_sandbox;
 using schema::sandbox_state;
 using node_sandbox_promise = caf::typed_response_promise<node_sandbox>;
 
@@ -185,8 +185,9 @@ void continue_create(self_ptr self, const std::string& id, const status& ready) 
     return;
   }
   auto req = to_create_request(it->second.record);
-  self->request(self->state.context.worker, ms(opts(self).create_timeout_ms),
-                wk_create_atom::value, req)
+  self
+    ->request(self->state.context.worker, ms(opts(self).create_timeout_ms), wk_create_atom::value,
+              req)
     .then([self, id](const sandbox_actor&) { finish_create(self, id, status::ok()); },
           [self, id, name = req.template_name](caf::error& err) {
             auto failure = to_status(err);
@@ -227,9 +228,11 @@ caf::result<node_sandbox> handle_create(self_ptr self, const schema::sandbox_rec
   return promise;
 }
 
-void start_destroy(self_ptr self, const std::string& id, std::vector<node_sandbox_promise> waiters) {
-  self->request(self->state.context.worker, ms(opts(self).destroy_timeout_ms),
-                wk_destroy_atom::value, id)
+void start_destroy(self_ptr self, const std::string& id,
+                   std::vector<node_sandbox_promise> waiters) {
+  self
+    ->request(self->state.context.worker, ms(opts(self).destroy_timeout_ms), wk_destroy_atom::value,
+              id)
     .then(
       [self, id, waiters](bool) mutable {
         self->state.sandboxes.erase(id);
@@ -364,9 +367,9 @@ result<user_ids> find_user(std::string_view passwd, const std::string& user) {
       break;
     passwd.remove_prefix(newline + 1);
   }
-  return make_status(errc::invalid_argument,
-                     "no user \"" + user + "\" in the sandbox's /etc/passwd; give a name it "
-                                           "lists or a numeric uid");
+  return make_status(errc::invalid_argument, "no user \"" + user
+                                               + "\" in the sandbox's /etc/passwd; give a name it "
+                                                 "lists or a numeric uid");
 }
 
 /// Resolves exec_spec.user: "" and "root" are root, digits a uid (and gid),
@@ -405,9 +408,10 @@ void resolve_user(self_ptr self, const sandbox_actor& box, const std::string& us
 
 /// The environment of a process: PATH (and HOME when known), then the
 /// sandbox's env, then the process's own; later ones win.
-std::vector<std::pair<std::string, std::string>>
-merged_env(self_ptr self, const std::string& sandbox_id, const actors::exec_spec& spec,
-           const user_ids& user) {
+std::vector<std::pair<std::string, std::string>> merged_env(self_ptr self,
+                                                            const std::string& sandbox_id,
+                                                            const actors::exec_spec& spec,
+                                                            const user_ids& user) {
   std::map<std::string, std::string> env;
   env["PATH"] = opts(self).default_path;
   if (!user.home.empty())
@@ -434,8 +438,8 @@ exec_request to_exec(self_ptr self, const std::string& sandbox_id, const actors:
   req.rows = spec.rows;
   req.cols = spec.cols;
   req.stdin_open = spec.stdin_open;
-  req.timeout_ms = static_cast<uint32_t>(std::min<uint64_t>(uint64_t{spec.timeout_s} * 1000,
-                                                            UINT32_MAX));
+  req.timeout_ms =
+    static_cast<uint32_t>(std::min<uint64_t>(uint64_t{spec.timeout_s} * 1000, UINT32_MAX));
   req.report_start_failure = true;
   return req;
 }
@@ -450,9 +454,8 @@ void start_process(self_ptr self, const sandbox_actor& box, exec_request req,
     .then(
       [self, box, promise, timeout](const std::string& process_id) mutable {
         self->request(box, timeout, sbx_status_atom::value, process_id)
-          .then([self, promise](const process_info& info) mutable {
-                  promise.deliver(to_view(self, info));
-                },
+          .then([self, promise](
+                  const process_info& info) mutable { promise.deliver(to_view(self, info)); },
                 [promise](caf::error& err) mutable { promise.deliver(err); });
       },
       [promise](caf::error& err) mutable { promise.deliver(err); });
@@ -479,8 +482,8 @@ actors::output_batch to_batch(output_reply& reply) {
   actors::output_batch batch;
   batch.segments.reserve(reply.pieces.size());
   for (auto& piece : reply.pieces)
-    batch.segments.push_back(actors::output_segment{piece.fd, piece.end_offset,
-                                                    std::move(piece.bytes)});
+    batch.segments.push_back(
+      actors::output_segment{piece.fd, piece.end_offset, std::move(piece.bytes)});
   batch.next_offset = reply.next_offset;
   batch.start_offset = reply.start_offset;
   batch.exited = reply.exited;
@@ -494,10 +497,11 @@ caf::result<actors::output_batch> handle_output(self_ptr self, const std::string
   using batch_promise = caf::typed_response_promise<actors::output_batch>;
   return on_sandbox<actors::output_batch>(
     self, id, [self, req](const sandbox_actor& box, batch_promise promise) {
-      output_read read{req.process_id, req.offset, req.want_stdout, req.want_stderr,
-                       req.max_bytes,  req.wait_ms};
-      self->request(box, ms(uint64_t{opts(self).call_timeout_ms} + req.wait_ms),
-                    sbx_output_atom::value, std::move(read))
+      output_read read{req.process_id,  req.offset,    req.want_stdout,
+                       req.want_stderr, req.max_bytes, req.wait_ms};
+      self
+        ->request(box, ms(uint64_t{opts(self).call_timeout_ms} + req.wait_ms),
+                  sbx_output_atom::value, std::move(read))
         .then([promise](output_reply& reply) mutable { promise.deliver(to_batch(reply)); },
               [promise](caf::error& err) mutable { promise.deliver(err); });
     });
@@ -506,13 +510,12 @@ caf::result<actors::output_batch> handle_output(self_ptr self, const std::string
 /// Forwards a call that answers bool to the sandbox actor.
 template <class... Ts>
 caf::result<bool> forward_bool(self_ptr self, const std::string& id, Ts... xs) {
-  return on_sandbox<bool>(self, id,
-                          [self, xs...](const sandbox_actor& box,
-                                        caf::typed_response_promise<bool> promise) {
-                            self->request(box, ms(opts(self).call_timeout_ms), xs...)
-                              .then([promise](bool ok) mutable { promise.deliver(ok); },
-                                    [promise](caf::error& err) mutable { promise.deliver(err); });
-                          });
+  return on_sandbox<bool>(
+    self, id, [self, xs...](const sandbox_actor& box, caf::typed_response_promise<bool> promise) {
+      self->request(box, ms(opts(self).call_timeout_ms), xs...)
+        .then([promise](bool ok) mutable { promise.deliver(ok); },
+              [promise](caf::error& err) mutable { promise.deliver(err); });
+    });
 }
 
 caf::result<actors::process_view> handle_proc(self_ptr self, const std::string& id,

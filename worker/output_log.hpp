@@ -129,7 +129,8 @@ public:
       if (out.size() >= max_bytes)
         break;
       const uint64_t skip = offset > r.stream_offset ? offset - r.stream_offset : 0;
-      const auto n = static_cast<size_t>(std::min<uint64_t>(r.length - skip, max_bytes - out.size()));
+      const auto n =
+        static_cast<size_t>(std::min<uint64_t>(r.length - skip, max_bytes - out.size()));
       auto bytes = bytes_.read(r.offset + skip, n);
       if (!bytes)
         return bytes.error(); // unreachable: the runs lie inside the ring

@@ -64,7 +64,7 @@ struct sandbox_state {
   std::map<uint32_t, std::string> by_stream;
   std::map<uint32_t, pending_start> pending_exec; ///< by stream
   std::map<uint64_t, std::function<void(job_result&)>> pending_jobs;
-  std::map<uint64_t, waiting_reader> readers;    ///< by token, like the two below
+  std::map<uint64_t, waiting_reader> readers; ///< by token, like the two below
   std::map<uint64_t, waiting_output> outputs;
   std::map<uint64_t, waiting_exit> exit_waiters;
   std::vector<caf::typed_response_promise<bool>> destroy_waiters;
@@ -155,7 +155,8 @@ result<read_reply> try_read(self_ptr self, const read_request& request, bool& mu
     return unknown_process(request.process_id);
   if (request.fd != 1 && request.fd != 2)
     return make_status(errc::invalid_argument, "fd must be 1 (stdout) or 2 (stderr)");
-  auto bytes = proc->log.read_stream(request.fd, request.offset, read_limit(self, request.max_bytes));
+  auto bytes =
+    proc->log.read_stream(request.fd, request.offset, read_limit(self, request.max_bytes));
   if (!bytes)
     return bytes.error();
   read_reply reply;
@@ -566,7 +567,8 @@ caf::result<bool> stream_call(self_ptr self, const std::string& process_id,
 int file_timeout_ms(const sandbox_actor_options& options, uint64_t bytes) {
   const uint64_t rate = std::max<uint64_t>(options.file_rate_bytes_per_s_min, 1);
   const uint64_t extra = bytes * 1000 / rate;
-  return static_cast<int>(std::min<uint64_t>(options.guest_call_timeout_ms + extra, uint64_t{std::numeric_limits<int>::max()}));
+  return static_cast<int>(std::min<uint64_t>(options.guest_call_timeout_ms + extra,
+                                             uint64_t{std::numeric_limits<int>::max()}));
 }
 
 status too_large(const std::string& path, uint64_t size, uint64_t bytes_max) {
@@ -621,8 +623,8 @@ job_result run_file_op(guest::guest_client& client, const file_request& req,
         out.outcome = too_large(req.path, req.data.size(), options.file_bytes_max);
         break;
       }
-      auto written = client.write_file(req.path, req.data, file_timeout_ms(options, req.data.size()),
-                                       req.mode, req.parents);
+      auto written = client.write_file(
+        req.path, req.data, file_timeout_ms(options, req.data.size()), req.mode, req.parents);
       if (written)
         out.file.bytes = *written;
       else

@@ -150,7 +150,8 @@ protected:
 
   /// Everything from `offset` until the process exits, as "fd:bytes@end " pieces.
   std::string collect(const std::string& id, const std::string& proc, uint64_t offset = 0,
-                      bool want_stdout = true, bool want_stderr = true, output_batch* last = nullptr) {
+                      bool want_stdout = true, bool want_stderr = true,
+                      output_batch* last = nullptr) {
     std::string out;
     for (int round = 0; round < 10000; ++round) {
       output_request req{proc, offset, want_stdout, want_stderr, 0, 5000};
@@ -229,8 +230,7 @@ protected:
 
   result<file_result> file(const std::string& id, file_spec spec) {
     caf::scoped_actor self{*system_};
-    return ask<file_result>(self, node_, timeout, actors::dp_file_atom::value, id,
-                            std::move(spec));
+    return ask<file_result>(self, node_, timeout, actors::dp_file_atom::value, id, std::move(spec));
   }
 
   std::unique_ptr<scratch_dir> scratch_;
@@ -308,14 +308,14 @@ TEST_F(node_actor_test, create_destroy_pause_and_resume_are_idempotent) {
   ASSERT_EQ(listed->size(), 1u);
   EXPECT_EQ(listed->front().sandbox_id, "nd-idem");
   for (int round = 0; round < 2; ++round) {
-    auto paused = ask<node_sandbox>(self, node_, timeout, actors::nd_pause_atom::value,
-                                    std::string("nd-idem"));
+    auto paused =
+      ask<node_sandbox>(self, node_, timeout, actors::nd_pause_atom::value, std::string("nd-idem"));
     ASSERT_TRUE(paused) << paused.error().message;
     EXPECT_EQ(paused->state, schema::sandbox_state::paused);
   }
   EXPECT_EQ(exec("nd-idem", argv({"true"})).code(), errc::wrong_state);
-  auto resumed = ask<node_sandbox>(self, node_, timeout, actors::nd_resume_atom::value,
-                                   std::string("nd-idem"));
+  auto resumed =
+    ask<node_sandbox>(self, node_, timeout, actors::nd_resume_atom::value, std::string("nd-idem"));
   ASSERT_TRUE(resumed) << resumed.error().message;
   EXPECT_EQ(resumed->state, schema::sandbox_state::running);
   for (int round = 0; round < 2; ++round) {
@@ -327,8 +327,8 @@ TEST_F(node_actor_test, create_destroy_pause_and_resume_are_idempotent) {
   listed = ask<std::vector<node_sandbox>>(self, node_, timeout, actors::nd_list_atom::value);
   ASSERT_TRUE(listed);
   EXPECT_TRUE(listed->empty());
-  auto pause_gone = ask<node_sandbox>(self, node_, timeout, actors::nd_pause_atom::value,
-                                      std::string("nd-idem"));
+  auto pause_gone =
+    ask<node_sandbox>(self, node_, timeout, actors::nd_pause_atom::value, std::string("nd-idem"));
   EXPECT_EQ(pause_gone.code(), errc::not_found);
   EXPECT_EQ(exec("nd-idem", argv({"true"})).code(), errc::not_found);
 }
@@ -337,8 +337,8 @@ TEST_F(node_actor_test, combined_output_interleaves_streams_in_arrival_order_wit
   must_create("nd-out");
   // Each line is written only after the previous one arrived, so the
   // arrival order is known.
-  auto proc = must_exec(
-    "nd-out", shell("read l; echo out1; read l; echo err1 >&2; read l; echo out2", true));
+  auto proc =
+    must_exec("nd-out", shell("read l; echo out1; read l; echo err1 >&2; read l; echo out2", true));
   ASSERT_TRUE(stdin_bytes("nd-out", proc, "\n", false));
   await_offset("nd-out", proc, 5);
   ASSERT_TRUE(stdin_bytes("nd-out", proc, "\n", false));
@@ -523,8 +523,8 @@ TEST_F(node_actor_test, files_round_trip_including_100_mib) {
   EXPECT_EQ(stat->info.mode, 0600u);
   EXPECT_GT(stat->info.modified_at_ms, int64_t{1'600'000'000'000});
   ASSERT_TRUE(file("nd-files", fspec(file_verb::mkdir, "/data/d1/d2")));
-  ASSERT_TRUE(text("nd-files", must_exec("nd-files", argv({"ln", "-s", "sub/a.txt", "/data/link"})))
-                .empty());
+  ASSERT_TRUE(
+    text("nd-files", must_exec("nd-files", argv({"ln", "-s", "sub/a.txt", "/data/link"}))).empty());
   auto listed = file("nd-files", fspec(file_verb::list, "/data"));
   ASSERT_TRUE(listed) << listed.error().message;
   std::string kinds;
@@ -576,12 +576,13 @@ TEST_F(node_actor_test, symlinks_and_dotdot_never_reach_the_host) {
   std::ofstream(secret) << "host-secret";
   const std::string host_path = secret.string();
   const std::string host_dir = scratch_->path().string();
-  ASSERT_TRUE(text("nd-escape",
-                   must_exec("nd-escape", shell("ln -s " + host_path + " /esc1; ln -s ../../../../../.."
-                                                + host_path + " /esc2; ln -s " + host_dir
-                                                + " /escdir")))
-                .empty());
-  for (const auto& path : std::vector<std::string>{"/esc1", "/esc2", "/../../../../.." + host_path}) {
+  ASSERT_TRUE(
+    text("nd-escape",
+         must_exec("nd-escape", shell("ln -s " + host_path + " /esc1; ln -s ../../../../../.."
+                                      + host_path + " /esc2; ln -s " + host_dir + " /escdir")))
+      .empty());
+  for (const auto& path :
+       std::vector<std::string>{"/esc1", "/esc2", "/../../../../.." + host_path}) {
     auto read = file("nd-escape", fspec(file_verb::read, path));
     EXPECT_FALSE(read) << path << " read the host's file";
     if (read) {

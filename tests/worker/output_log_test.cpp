@@ -8,8 +8,8 @@ namespace {
 std::string joined(const output_slice& slice) {
   std::string out;
   for (const auto& piece : slice.pieces)
-    out += std::to_string(piece.fd) + ":" + piece.bytes + "@" + std::to_string(piece.end_offset)
-           + " ";
+    out +=
+      std::to_string(piece.fd) + ":" + piece.bytes + "@" + std::to_string(piece.end_offset) + " ";
   return out;
 }
 
