@@ -1,34 +1,123 @@
-// `airlockd control` and `airlockd worker`: the split-host modes. Until the
-// cluster transport lands they open their store and answer /healthz and
-// /readyz, and say plainly in the log that they do nothing more.
+// `airlockd control` and `airlockd worker`: the split-host modes. The control
+// plane publishes its scheduler on --cluster-listen; a worker joins it with
+// --join, registers its node actor and serves its sandboxes' data plane on
+// --data-listen. They talk only through CAF remote actors (cluster_protocol).
+
+#include <caf/send.hpp>
+
+#include <unistd.h>
 
 #include "airlockd/commands.hpp"
+#include "airlockd/control_plane.hpp"
+#include "airlockd/engine_host.hpp"
+#include "airlockd/hosting.hpp"
+#include "airlockd/worker_host.hpp"
+#include "gateway/api_routes.hpp"
+#include "gateway/data_routes.hpp"
 
 namespace airlock::airlockd {
 
-int run_control(const control_options& options, const serve_hooks& hooks, stop_signals& signals,
-                std::ostream& out, const actors::logger& log) {
+int run_control(const control_options& options, stop_signals& signals, std::ostream& out,
+                const actors::logger& log) {
+  engine_host engine(cluster_engine_options(), log);
+  control_plane control(log);
+  system_wall_clock clock;
+  auto verifier = std::make_shared<verifier_slot>();
   daemon_spec spec{"control", options.data_dir, "state", options.listen, options.http};
   daemon_steps steps;
-  steps.before_listen = hooks.start_engine;
-  steps.after_stop = hooks.stop_engine;
-  steps.after_listen = [&options, &log](storage::kv_store&, const gateway::endpoint&) {
-    log.warn("cluster transport arrives in a later release: nothing listens on the cluster "
-             "address yet, and this control plane serves only /healthz and /readyz",
-             {{"cluster_listen", gateway::to_string(options.cluster_listen)}});
+  steps.before_listen = [&](storage::kv_store& store) {
+    auto& system = engine.start_system();
+    engine.on_stop([&control] { control.stop(); });
+    if (auto started = control.start(system, store, absolute_path(options.data_dir),
+                                     options.cluster_listen);
+        !started)
+      return started;
+    verifier->set(verifier_for(control.signer().public_key(), log));
+    auto* metrics = &control.metrics();
+    return engine.start(store, control.procedures(),
+                        [metrics](const schema::operation_record& record) {
+                          gateway::record_operation_metrics(*metrics, record);
+                        });
+  };
+  steps.after_stop = [&engine] { engine.stop(); };
+  steps.metrics = &control.metrics();
+  steps.add_routes = [&](gateway::route_table& routes) {
+    control.add_routes(routes, engine.engine());
+    // Data-plane routes with an API key, forwarded to the sandbox's worker.
+    gateway::data_plane_deps data;
+    data.system = &engine.system();
+    data.clock = &clock;
+    data.verifier = [verifier] { return verifier->get(); };
+    data.registry = control.registry();
+    data.scheduler = control.scheduler();
+    data.signer = &control.signer();
+    gateway::add_data_routes(routes, data);
+  };
+  steps.after_listen = [&](storage::kv_store&, const gateway::endpoint&) {
+    out << "cluster listening on " << options.cluster_listen.host << ":" << control.cluster_port()
+        << std::endl;
     return status::ok();
   };
   return run_daemon(spec, steps, signals, out, log);
 }
 
+namespace {
+
+std::string worker_name(const worker_options& options) {
+  if (!options.name.empty())
+    return options.name;
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0 || name[0] == '\0')
+    return "worker";
+  return name;
+}
+
+} // namespace
+
 int run_worker(const worker_options& options, stop_signals& signals, std::ostream& out,
                const actors::logger& log) {
+  engine_host system_host(cluster_engine_options(), log);
+  worker_host worker(log);
+  system_wall_clock clock;
+  auto verifier = std::make_shared<verifier_slot>();
+  auto joined_once = std::make_shared<std::atomic<bool>>(false);
+  late_value<std::string> url;
+  worker::cluster_join_actor join;
   daemon_spec spec{"worker", options.data_dir, "worker", options.data_listen, options.http};
   daemon_steps steps;
-  steps.after_listen = [&options, &log](storage::kv_store&, const gateway::endpoint&) {
-    log.warn("cluster transport arrives in a later release: this worker does not contact "
-             "the control plane yet and runs no sandboxes; it serves only /healthz and /readyz",
-             {{"join", gateway::to_string(options.join)}, {"name", options.name}});
+  steps.before_listen = [&](storage::kv_store& store) {
+    auto& system = system_host.start_system();
+    system_host.on_stop([&worker, &join] {
+      if (join)
+        caf::anon_send_exit(join, caf::exit_reason::user_shutdown);
+      worker.stop();
+    });
+    return worker.start(system, absolute_path(options.data_dir), options.sandboxes, store);
+  };
+  steps.after_stop = [&system_host] { system_host.stop(); };
+  steps.add_routes = [&](gateway::route_table& routes) {
+    gateway::data_plane_deps data;
+    data.system = &system_host.system();
+    data.clock = &clock;
+    data.verifier = [verifier] { return verifier->get(); };
+    data.local_node = worker.node();
+    data.public_url = [&url] { return url.get(); };
+    gateway::add_data_routes(routes, data);
+  };
+  // Ready once the control plane has accepted this worker.
+  steps.ready = [verifier] {
+    if (verifier->get())
+      return status::ok();
+    return make_status(errc::unavailable, "this worker has not joined its control plane yet");
+  };
+  steps.after_listen = [&](storage::kv_store&, const gateway::endpoint& bound) {
+    url.set(url_of(bound));
+    auto registration = worker.registration(worker_name(options), url_of(bound));
+    if (!registration)
+      return registration.error();
+    join = join_cluster(system_host.system(), options.join, std::move(*registration),
+                        worker.node(), clock, verifier, nullptr, log);
+    out << "joining " << gateway::to_string(options.join) << std::endl;
     return status::ok();
   };
   return run_daemon(spec, steps, signals, out, log);

@@ -60,13 +60,13 @@ status readiness(const std::atomic<phase>& current) {
   return make_status(errc::unavailable, "airlockd is not ready");
 }
 
+} // namespace
+
 std::string absolute_path(const std::string& path) {
   std::error_code ec;
   auto absolute = std::filesystem::absolute(path, ec);
   return ec ? path : absolute.lexically_normal().string();
 }
-
-} // namespace
 
 stop_signals::stop_signals() {
   sigemptyset(&set_);
@@ -176,8 +176,16 @@ int run_daemon(const daemon_spec& spec, const daemon_steps& steps, stop_signals&
 
   std::atomic<phase> current{phase::starting};
   gateway::route_table routes;
-  gateway::add_operator_routes(routes, [&current] { return readiness(current); });
-  auto server = gateway::health_server::start(spec.http, spec.listen, std::move(routes), log);
+  gateway::add_operator_routes(routes, [&current, &steps] {
+    auto state = readiness(current);
+    if (state && steps.ready)
+      return steps.ready();
+    return state;
+  });
+  if (steps.add_routes)
+    steps.add_routes(routes);
+  auto server =
+    gateway::health_server::start(spec.http, spec.listen, std::move(routes), log, steps.metrics);
   if (!server) {
     log.error("cannot start the HTTP listener", {{"error", server.error().message}});
     return 1;

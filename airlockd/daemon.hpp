@@ -13,6 +13,8 @@
 #include "actors/log.hpp"
 #include "gateway/endpoint.hpp"
 #include "gateway/health_server.hpp"
+#include "gateway/metrics.hpp"
+#include "gateway/router.hpp"
 #include "schema/errc.hpp"
 #include "storage/kv_store.hpp"
 
@@ -90,7 +92,16 @@ struct daemon_steps {
   /// After the listener stopped, before the store closes; runs whenever
   /// before_listen succeeded.
   std::function<void()> after_stop;
+  /// After before_listen, before the listener starts: the API's routes.
+  std::function<void(gateway::route_table&)> add_routes;
+  /// Extra readiness condition for /readyz once started (cheap, non-blocking).
+  std::function<status()> ready;
+  /// Where the listener records its request metrics; may be null.
+  gateway::metrics_registry* metrics = nullptr;
 };
+
+/// DIR made absolute (against the working directory).
+std::string absolute_path(const std::string& dir);
 
 /// Runs until SIGINT or SIGTERM, then stops gracefully. Prints
 /// "listening on HOST:PORT" to `out` once it serves. Returns the exit status:

@@ -11,17 +11,26 @@ engine_host::engine_host(engine_host_options options, const actors::logger& log)
   : options_(std::move(options)),
     log_(log.with_component("operations")),
     config_(actors::actor_system_options{options_.scheduler_threads}) {
+  if (options_.cluster)
+    actors::use_middleman(config_);
+}
+
+caf::actor_system& engine_host::start_system() {
+  if (!system_)
+    system_ = std::make_unique<caf::actor_system>(config_);
+  return *system_;
 }
 
 engine_host::~engine_host() {
   stop();
 }
 
-status engine_host::start(storage::kv_store& store, actors::procedure_table procedures) {
+status engine_host::start(storage::kv_store& store, actors::procedure_table procedures,
+                          std::function<void(const schema::operation_record&)> on_terminal) {
   journal_ = std::make_unique<storage::group_commit_journal>(store, options_.journal);
-  system_ = std::make_unique<caf::actor_system>(config_);
+  start_system();
   actors::operation_engine_deps deps{&store, journal_.get(), &clock_, &entropy_,
-                                     std::move(procedures)};
+                                     std::move(procedures), std::move(on_terminal)};
   engine_ = actors::spawn_operation_engine(*system_, options_.engine, std::move(deps));
   caf::scoped_actor self{*system_};
   status outcome = status::ok();
@@ -55,6 +64,8 @@ void engine_host::stop() {
   if (engine_)
     caf::anon_send_exit(engine_, caf::exit_reason::user_shutdown);
   engine_ = nullptr;
+  if (on_stop_)
+    std::exchange(on_stop_, nullptr)();
   system_->await_all_actors_done();
   system_.reset();
   // Last: every actor that could submit a transition is gone.

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "actors/clock.hpp"
@@ -25,9 +26,18 @@ struct engine_host_options {
   /// How long start-up recovery may take before airlockd gives up.
   /// Default: 60000.
   uint64_t recovery_timeout_ms = 60'000;
+  /// Load CAF's middleman (the cluster transport). Default: false.
+  bool cluster = false;
   actors::operation_engine_options engine;
   storage::group_commit_options journal;
 };
+
+/// Options with the cluster transport loaded.
+inline engine_host_options cluster_engine_options() {
+  engine_host_options options;
+  options.cluster = true;
+  return options;
+}
 
 class engine_host {
 public:
@@ -36,10 +46,19 @@ public:
   engine_host(const engine_host&) = delete;
   engine_host& operator=(const engine_host&) = delete;
 
+  /// Starts the actor system alone (idempotent), so that the actors the
+  /// procedures need can be spawned before the engine.
+  caf::actor_system& start_system();
+
   /// Spawns the engine over `store` (which must outlive stop()) and recovers
   /// every unfinished operation. `procedures` maps operation kinds to their
-  /// step runners; later issues add sandbox and template kinds.
-  status start(storage::kv_store& store, actors::procedure_table procedures = {});
+  /// step runners; `on_terminal` sees every operation that ends (metrics).
+  status start(storage::kv_store& store, actors::procedure_table procedures = {},
+               std::function<void(const schema::operation_record&)> on_terminal = {});
+
+  /// Runs before the actor system stops (after the engine's exit), to stop
+  /// what was spawned next to it. Set before start.
+  void on_stop(std::function<void()> hook) { on_stop_ = std::move(hook); }
 
   /// Stops the engine and its operations (their state is durable; the next
   /// start recovers them), then drains the journal. Idempotent.
@@ -62,6 +81,7 @@ private:
   std::unique_ptr<caf::actor_system> system_;
   actors::operation_engine_actor engine_;
   std::atomic<bool> ready_{false};
+  std::function<void()> on_stop_;
 };
 
 } // namespace airlock::airlockd

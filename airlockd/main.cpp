@@ -11,7 +11,6 @@
 
 #include "actors/log.hpp"
 #include "airlockd/commands.hpp"
-#include "airlockd/engine_host.hpp"
 #include "airlockd/options.hpp"
 #include "airlockd/version.hpp"
 
@@ -20,16 +19,6 @@ namespace {
 namespace al = airlock::airlockd;
 
 constexpr int exit_usage = 2;
-
-/// The operation engine runs on the open store, before the listener starts.
-al::serve_hooks engine_hooks(al::engine_host& engine) {
-  al::serve_hooks hooks;
-  hooks.start_engine = [&engine](airlock::storage::kv_store& store) {
-    return engine.start(store);
-  };
-  hooks.stop_engine = [&engine] { engine.stop(); };
-  return hooks;
-}
 
 /// Parses a subcommand's options, answers --help, or sets up logging and runs it.
 template <class Parse, class Run>
@@ -71,16 +60,14 @@ int run(int argc, char** argv) {
     return run_command(
       command, rest, env, al::parse_serve,
       [&signals](const al::serve_options& options, const airlock::actors::logger& log) {
-        al::engine_host engine({}, log);
-        return al::run_serve(options, engine_hooks(engine), signals, std::cout, log);
+        return al::run_serve(options, signals, std::cout, log);
       });
   }
   if (command == "control") {
     return run_command(
       command, rest, env, al::parse_control,
       [&signals](const al::control_options& options, const airlock::actors::logger& log) {
-        al::engine_host engine({}, log);
-        return al::run_control(options, engine_hooks(engine), signals, std::cout, log);
+        return al::run_control(options, signals, std::cout, log);
       });
   }
   if (command == "worker") {

@@ -173,6 +173,50 @@ option_spec<O> data_dir_spec(std::string_view help) {
           data_dir_doc};
 }
 
+/// Options of the hosts that run sandboxes (serve, worker).
+template <class O>
+void add_sandbox_host_specs(std::vector<option_spec<O>>& specs) {
+  specs.push_back({"instance", "NAME",
+                   "names this host's nftables table, cgroup parent and veth prefix",
+                   [](O& o, std::string_view v) { return set_name(o.sandboxes.instance, v); },
+                   [](const O& o) { return o.sandboxes.instance; }});
+  specs.push_back({"veth-prefix", "XY", "first two characters of the host-side veth names",
+                   [](O& o, std::string_view v) {
+                     bool ok = v.size() == 2 && std::all_of(v.begin(), v.end(), [](char c) {
+                       return std::islower(static_cast<unsigned char>(c)) != 0;
+                     });
+                     if (!ok)
+                       return invalid("expected two lower-case letters, got '" + std::string(v) +
+                                      "'");
+                     o.sandboxes.veth_prefix = std::string(v);
+                     return status::ok();
+                   },
+                   [](const O& o) { return o.sandboxes.veth_prefix; }});
+  specs.push_back({"address-pool", "CIDR", "IPv4 block the sandboxes' networks come from",
+                   [](O& o, std::string_view v) { return set_path(o.sandboxes.address_pool, v); },
+                   [](const O& o) { return o.sandboxes.address_pool; }});
+  specs.push_back({"uid-base", "N", "first host uid/gid mapped into sandboxes (65536 each)",
+                   [](O& o, std::string_view v) {
+                     return set_number<uint32_t>(o.sandboxes.uid_base, v, 65'536, 4'000'000'000);
+                   },
+                   [](const O& o) { return show_number(o.sandboxes.uid_base); }});
+  specs.push_back({"guest-binary", "FILE", "the airlock-guest binary put into templates",
+                   [](O& o, std::string_view v) { return set_path(o.sandboxes.guest_binary, v); },
+                   [](const O& o) { return o.sandboxes.guest_binary; },
+                   "airlock-guest next to airlockd, else ../guest/airlock-guest"});
+  specs.push_back({"image-size-mb", "MB",
+                   "btrfs image created when the data directory is not on btrfs",
+                   [](O& o, std::string_view v) {
+                     return set_number<uint32_t>(o.sandboxes.image_size_mb, v, 512, 16'777'216);
+                   },
+                   [](const O& o) { return show_number(o.sandboxes.image_size_mb); }});
+  specs.push_back({"sandboxes-max", "N", "sandboxes this host runs at once",
+                   [](O& o, std::string_view v) {
+                     return set_number<uint32_t>(o.sandboxes.sandboxes_max, v, 1, 100'000);
+                   },
+                   [](const O& o) { return show_number(o.sandboxes.sandboxes_max); }});
+}
+
 std::vector<option_spec<serve_options>> serve_specs() {
   using opts = serve_options;
   std::vector<option_spec<opts>> specs;
@@ -186,6 +230,7 @@ std::vector<option_spec<serve_options>> serve_specs() {
                    [](const opts& o) { return o.cli_config; },
                    "$XDG_CONFIG_HOME/airlock/config.json, else ~/.config/airlock/config.json"});
   add_common_specs(specs);
+  add_sandbox_host_specs(specs);
   return specs;
 }
 
@@ -219,6 +264,7 @@ std::vector<option_spec<worker_options>> worker_specs() {
                    [](opts& o, std::string_view v) { return set_name(o.name, v); },
                    [](const opts& o) { return o.name; }, "the host name"});
   add_common_specs(specs);
+  add_sandbox_host_specs(specs);
   return specs;
 }
 

@@ -44,6 +44,28 @@ std::string default_data_dir(const process_env& env);
 /// $XDG_CONFIG_HOME/airlock/config.json, else $HOME/.config/airlock/config.json.
 std::string default_cli_config(const process_env& env);
 
+/// How a worker host runs sandboxes (serve and worker). Two airlockd
+/// processes on one host need different instance names, pools and uid bases.
+struct sandbox_host_options {
+  /// Names this host's nftables table, cgroup parent and veth prefix, so that
+  /// several airlockd processes can share a machine. Default: airlock.
+  std::string instance = "airlock";
+  /// First two characters of the host-side veth names. Default: al.
+  std::string veth_prefix = "al";
+  /// IPv4 block the sandboxes' /30 networks come from. Default: 10.200.0.0/16.
+  std::string address_pool = "10.200.0.0/16";
+  /// First host uid/gid mapped into sandboxes (65536 per sandbox). Default: 100000.
+  uint32_t uid_base = 100'000;
+  /// The airlock-guest binary put into templates. Default: airlock-guest next
+  /// to airlockd, else ../guest/airlock-guest (the build tree).
+  std::string guest_binary;
+  /// Size of the btrfs image created when the data directory is not on btrfs.
+  /// Default: 16384.
+  uint32_t image_size_mb = 16'384;
+  /// Sandboxes this host runs at once. Default: 256.
+  uint32_t sandboxes_max = 256;
+};
+
 /// `airlockd serve`: control plane and a local worker in one process.
 struct serve_options {
   /// Root of airlock's durable state; created with mode 0700. Default:
@@ -59,6 +81,8 @@ struct serve_options {
   /// Threads, limits and timeouts of the HTTP listener. Default: see
   /// gateway::health_server_options.
   gateway::health_server_options http;
+  /// The local worker. Default: see sandbox_host_options.
+  sandbox_host_options sandboxes;
 };
 
 /// `airlockd control`: the control plane alone, for a cluster.
@@ -67,8 +91,8 @@ struct control_options {
   std::string data_dir;
   /// Address of the HTTP listener. Default: 127.0.0.1:7070.
   gateway::endpoint listen{"127.0.0.1", 7070};
-  /// Address workers will join (cluster transport is not implemented yet: it
-  /// is validated and logged only). Default: 127.0.0.1:7071.
+  /// Address workers join (CAF's cluster transport); port 0 takes a free
+  /// port. Default: 127.0.0.1:7071.
   gateway::endpoint cluster_listen{"127.0.0.1", 7071};
   /// Default: info.
   actors::log_level log_level = actors::log_level::info;
@@ -82,8 +106,8 @@ struct worker_options {
   gateway::endpoint join;
   /// Root of the worker's local state. Default: as serve_options::data_dir.
   std::string data_dir;
-  /// Address of the worker's data-plane listener (today: /healthz and /readyz
-  /// only). Default: 127.0.0.1:7072.
+  /// Address of the worker's data-plane listener (processes, files, /healthz,
+  /// /readyz); port 0 takes a free port. Default: 127.0.0.1:7072.
   gateway::endpoint data_listen{"127.0.0.1", 7072};
   /// The worker's name in the cluster. Default: the host name.
   std::string name;
@@ -91,6 +115,8 @@ struct worker_options {
   actors::log_level log_level = actors::log_level::info;
   /// Default: see gateway::health_server_options.
   gateway::health_server_options http;
+  /// Default: see sandbox_host_options.
+  sandbox_host_options sandboxes;
 };
 
 /// A parsed command line: the options to run with, or a request for help.

@@ -1,20 +1,41 @@
+// `airlockd serve`: the control plane and one local worker in one process.
+// They are wired exactly as in a cluster (the worker joins the scheduler over
+// CAF's transport on a loopback port), so the one-process and many-host
+// modes stay one design; one HTTP listener serves the control routes and the
+// local worker's data plane.
+
+#include <caf/send.hpp>
+
 #include <chrono>
 #include <string>
+#include <unistd.h>
 
 #include "airlockd/admin_key.hpp"
 #include "airlockd/commands.hpp"
+#include "airlockd/control_plane.hpp"
+#include "airlockd/engine_host.hpp"
+#include "airlockd/hosting.hpp"
+#include "airlockd/worker_host.hpp"
+#include "gateway/api_routes.hpp"
+#include "gateway/data_routes.hpp"
+#include "storage/kv_store.hpp"
 
 namespace airlock::airlockd {
 
 namespace {
 
-std::string url_of(const gateway::endpoint& bound) {
-  return "http://" + gateway::to_string(gateway::dialable(bound));
-}
+constexpr auto join_timeout = std::chrono::seconds(30);
 
 int64_t unix_now_ms() {
   auto now = std::chrono::system_clock::now().time_since_epoch();
   return std::chrono::duration_cast<std::chrono::milliseconds>(now).count();
+}
+
+std::string host_name() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0 || name[0] == '\0')
+    return "local";
+  return name;
 }
 
 /// First start only: create the admin key, write the CLI config and print the
@@ -34,18 +55,100 @@ status announce_admin_key(storage::kv_store& store, const gateway::endpoint& bou
   return status::ok();
 }
 
+/// Everything serve runs, in start order; stopped in reverse by engine.stop().
+struct serve_parts {
+  explicit serve_parts(const actors::logger& log)
+      : engine(cluster_engine_options(), log), control(log), worker(log), worker_log(log) {}
+  engine_host engine;
+  control_plane control;
+  worker_host worker;
+  std::unique_ptr<storage::kv_store> worker_store;
+  system_wall_clock clock;
+  late_value<std::string> url;
+  std::shared_ptr<verifier_slot> verifier = std::make_shared<verifier_slot>();
+  worker::cluster_join_actor join;
+  actors::logger worker_log;
+};
+
+status start_parts(serve_parts& parts, storage::kv_store& store, const serve_options& options) {
+  auto data_dir = absolute_path(options.data_dir);
+  auto& system = parts.engine.start_system();
+  parts.engine.on_stop([&parts] {
+    if (parts.join)
+      caf::anon_send_exit(parts.join, caf::exit_reason::user_shutdown);
+    parts.worker.stop();
+    parts.control.stop();
+  });
+  if (auto started = parts.control.start(system, store, data_dir,
+                                         gateway::endpoint{"127.0.0.1", 0});
+      !started)
+    return started;
+  auto worker_store = storage::open_rocksdb_store(data_dir + "/worker-store");
+  if (!worker_store)
+    return make_status(worker_store.code(),
+                       "cannot open the worker store: " + worker_store.error().message);
+  parts.worker_store = std::move(*worker_store);
+  if (auto started = parts.worker.start(system, data_dir, options.sandboxes, *parts.worker_store);
+      !started)
+    return started;
+  parts.verifier->set(verifier_for(parts.control.signer().public_key(), parts.worker_log));
+  auto* metrics = &parts.control.metrics();
+  return parts.engine.start(store, parts.control.procedures(),
+                            [metrics](const schema::operation_record& record) {
+                              gateway::record_operation_metrics(*metrics, record);
+                            });
+}
+
+void add_serve_routes(serve_parts& parts, gateway::route_table& routes) {
+  parts.control.add_routes(routes, parts.engine.engine());
+  gateway::data_plane_deps data;
+  data.system = &parts.engine.system();
+  data.clock = &parts.clock;
+  data.verifier = [verifier = parts.verifier] { return verifier->get(); };
+  data.local_node = parts.worker.node();
+  data.registry = parts.control.registry();
+  data.scheduler = parts.control.scheduler();
+  data.signer = &parts.control.signer();
+  data.public_url = [&parts] { return parts.url.get(); };
+  gateway::add_data_routes(routes, data);
+}
+
+/// Registers the local worker with the scheduler and waits for the first join.
+status join_local_worker(serve_parts& parts, const gateway::endpoint& bound,
+                         const actors::logger& log) {
+  parts.url.set(url_of(bound));
+  auto registration = parts.worker.registration(host_name(), url_of(bound));
+  if (!registration)
+    return make_status(registration.code(), "cannot describe the local worker: " +
+                                              registration.error().message);
+  auto joined = std::make_shared<std::promise<void>>();
+  auto first_join = joined->get_future();
+  parts.join = join_cluster(parts.engine.system(),
+                            gateway::endpoint{"127.0.0.1", parts.control.cluster_port()},
+                            std::move(*registration), parts.worker.node(), parts.clock,
+                            parts.verifier, joined, log);
+  if (first_join.wait_for(join_timeout) != std::future_status::ready)
+    return make_status(errc::timeout, "the local worker did not join the scheduler");
+  return status::ok();
+}
+
 } // namespace
 
-int run_serve(const serve_options& options, const serve_hooks& hooks, stop_signals& signals,
-              std::ostream& out, const actors::logger& log) {
+int run_serve(const serve_options& options, stop_signals& signals, std::ostream& out,
+              const actors::logger& log) {
+  serve_parts parts(log);
   daemon_spec spec{"serve", options.data_dir, "state", options.listen, options.http};
   daemon_steps steps;
-  // engine: recover operations here. hooks.start_engine runs with the open
-  // store before the listener accepts anything; main() sets it.
-  steps.before_listen = hooks.start_engine;
-  steps.after_stop = hooks.stop_engine;
-  steps.after_listen = [&options, &out, &log](storage::kv_store& store,
-                                              const gateway::endpoint& bound) {
+  steps.before_listen = [&parts, &options](storage::kv_store& store) {
+    return start_parts(parts, store, options);
+  };
+  steps.after_stop = [&parts] { parts.engine.stop(); };
+  steps.add_routes = [&parts](gateway::route_table& routes) { add_serve_routes(parts, routes); };
+  steps.metrics = &parts.control.metrics();
+  steps.after_listen = [&parts, &options, &out, &log](storage::kv_store& store,
+                                                      const gateway::endpoint& bound) {
+    if (auto joined = join_local_worker(parts, bound, log); !joined)
+      return joined;
     return announce_admin_key(store, bound, options, out, log);
   };
   return run_daemon(spec, steps, signals, out, log);

@@ -1,0 +1,72 @@
+#pragma once
+// The control plane's actors beside the operation engine: the sandbox
+// registry, the scheduler (published for workers when a cluster address is
+// given), the lifecycle procedures, the token signer and the metrics. It
+// also adds the control routes to a listener's table.
+
+#include <caf/actor_system.hpp>
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "actors/clock.hpp"
+#include "actors/cluster_protocol.hpp"
+#include "actors/log.hpp"
+#include "actors/operation_engine.hpp"
+#include "actors/sandbox_registry.hpp"
+#include "gateway/attach_token.hpp"
+#include "gateway/endpoint.hpp"
+#include "gateway/metrics.hpp"
+#include "gateway/router.hpp"
+#include "schema/errc.hpp"
+#include "storage/kv_store.hpp"
+
+namespace airlock::airlockd {
+
+class control_plane {
+public:
+  explicit control_plane(const actors::logger& log) : log_(log.with_component("control")) {}
+  ~control_plane(); ///< stops if still running
+  control_plane(const control_plane&) = delete;
+  control_plane& operator=(const control_plane&) = delete;
+
+  /// Loads (or creates) the token key under `data_dir`/keys, spawns the
+  /// registry over `store`, the scheduler and the procedures. With
+  /// `cluster_listen`, publishes the scheduler there (the system must have
+  /// the middleman). Blocking: call from set-up code.
+  status start(caf::actor_system& system, storage::kv_store& store, const std::string& data_dir,
+               const std::optional<gateway::endpoint>& cluster_listen);
+
+  /// Exits every actor it spawned. Idempotent.
+  void stop();
+
+  /// The procedures for the engine (valid after start).
+  const actors::procedure_table& procedures() const noexcept { return procedures_; }
+
+  /// Adds the control routes (the engine must be running by the time the
+  /// first request arrives).
+  void add_routes(gateway::route_table& routes, const actors::operation_engine_actor& engine);
+
+  /// The bound cluster port (0 when not published).
+  uint16_t cluster_port() const noexcept { return cluster_port_; }
+
+  const actors::sandbox_registry_actor& registry() const noexcept { return registry_; }
+  const actors::scheduler_actor& scheduler() const noexcept { return scheduler_; }
+  const gateway::token_signer& signer() const { return *signer_; }
+  gateway::metrics_registry& metrics() noexcept { return metrics_; }
+
+private:
+  actors::logger log_;
+  caf::actor_system* system_ = nullptr;
+  system_wall_clock clock_;
+  system_entropy entropy_;
+  std::optional<gateway::token_signer> signer_;
+  gateway::metrics_registry metrics_;
+  actors::sandbox_registry_actor registry_;
+  actors::scheduler_actor scheduler_;
+  actors::procedure_table procedures_;
+  uint16_t cluster_port_ = 0;
+};
+
+} // namespace airlock::airlockd

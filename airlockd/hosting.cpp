@@ -1,0 +1,46 @@
+#include "airlockd/hosting.hpp"
+
+#include <atomic>
+
+namespace airlock::airlockd {
+
+std::string url_of(const gateway::endpoint& bound) {
+  return "http://" + gateway::to_string(gateway::dialable(bound));
+}
+
+std::shared_ptr<const gateway::token_verifier> verifier_for(const std::string& public_key,
+                                                            const actors::logger& log) {
+  auto verifier = gateway::token_verifier::from_public_key(public_key);
+  if (!verifier) {
+    log.error("the control plane sent an unusable token key; data-plane tokens will be refused",
+              {{"error", verifier.error().message}});
+    return nullptr;
+  }
+  return std::make_shared<const gateway::token_verifier>(std::move(*verifier));
+}
+
+worker::cluster_join_actor join_cluster(caf::actor_system& system,
+                                        const gateway::endpoint& control,
+                                        schema::worker_registration registration,
+                                        actors::node_actor node, const wall_clock& clock,
+                                        std::shared_ptr<verifier_slot> verifier,
+                                        std::shared_ptr<std::promise<void>> joined,
+                                        const actors::logger& log) {
+  worker::cluster_join_options options;
+  options.host = control.host;
+  options.port = control.port;
+  worker::cluster_join_deps deps;
+  deps.registration = std::move(registration);
+  deps.node = std::move(node);
+  deps.clock = &clock;
+  auto first = std::make_shared<std::atomic<bool>>(true);
+  deps.on_joined = [verifier, joined, first, log](const actors::registration_ack& ack) {
+    verifier->set(verifier_for(ack.token_public_key, log));
+    log.info("joined the control plane", {{"worker_id", ack.worker_id}});
+    if (first->exchange(false) && joined)
+      joined->set_value();
+  };
+  return worker::spawn_cluster_join(system, std::move(options), std::move(deps));
+}
+
+} // namespace airlock::airlockd

@@ -1,0 +1,60 @@
+#pragma once
+// Pieces serve, control and worker share when they wire the platform
+// together: values set once the listener is bound or the worker has joined,
+// read by HTTP handlers on I/O threads; joining the cluster.
+
+#include <caf/actor_system.hpp>
+
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "actors/cluster_protocol.hpp"
+#include "actors/log.hpp"
+#include "gateway/attach_token.hpp"
+#include "gateway/data_routes.hpp"
+#include "gateway/endpoint.hpp"
+#include "worker/cluster_join.hpp"
+
+namespace airlock::airlockd {
+
+/// A value written once set-up knows it and read by handlers. Thread-safe.
+template <class T>
+class late_value {
+public:
+  void set(T value) {
+    std::lock_guard guard(mutex_);
+    value_ = std::move(value);
+  }
+  T get() const {
+    std::lock_guard guard(mutex_);
+    return value_;
+  }
+
+private:
+  mutable std::mutex mutex_;
+  T value_{};
+};
+
+using verifier_slot = late_value<std::shared_ptr<const gateway::token_verifier>>;
+
+/// "http://HOST:PORT" a client on this host dials to reach `bound`.
+std::string url_of(const gateway::endpoint& bound);
+
+/// The verifier for a control plane's public key; logs and returns null on a
+/// malformed key.
+std::shared_ptr<const gateway::token_verifier> verifier_for(const std::string& public_key,
+                                                            const actors::logger& log);
+
+/// Starts the join actor for `registration`/`node` towards `control`; every
+/// (re)join refreshes `verifier` from the ack. `joined` is set on the first.
+worker::cluster_join_actor join_cluster(caf::actor_system& system,
+                                        const gateway::endpoint& control,
+                                        schema::worker_registration registration,
+                                        actors::node_actor node, const wall_clock& clock,
+                                        std::shared_ptr<verifier_slot> verifier,
+                                        std::shared_ptr<std::promise<void>> joined,
+                                        const actors::logger& log);
+
+} // namespace airlock::airlockd

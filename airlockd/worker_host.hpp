@@ -1,0 +1,57 @@
+#pragma once
+// The sandbox-running half of airlockd (serve and worker): the namespace
+// runtime, the root filesystem driver, the worker-local store, the worker
+// actor (after cleaning up what an earlier run left) and the node actor the
+// control plane calls. Start and stop order lives here.
+
+#include <caf/actor_system.hpp>
+
+#include <memory>
+#include <string>
+
+#include "actors/cluster_protocol.hpp"
+#include "actors/log.hpp"
+#include "airlockd/options.hpp"
+#include "schema/errc.hpp"
+#include "schema/worker.hpp"
+#include "storage/kv_store.hpp"
+#include "worker/node_actor.hpp"
+#include "worker/worker_actor.hpp"
+
+namespace airlock::airlockd {
+
+class worker_host {
+public:
+  explicit worker_host(const actors::logger& log) : log_(log.with_component("worker")) {}
+  ~worker_host(); ///< stops if still running
+  worker_host(const worker_host&) = delete;
+  worker_host& operator=(const worker_host&) = delete;
+
+  /// Opens runtime and rootfs under `data_dir`, spawns the worker on `store`
+  /// (worker-local; outlives stop()), cleans up an earlier run's sandboxes
+  /// and spawns the node. Blocking: call from set-up code.
+  status start(caf::actor_system& system, const std::string& data_dir,
+               const sandbox_host_options& options, storage::kv_store& store);
+
+  /// Destroys every sandbox (they cannot outlive the worker process: the
+  /// guest channel closes) and stops the actors. Idempotent.
+  void stop();
+
+  const actors::node_actor& node() const noexcept { return node_; }
+
+  /// Who this worker is: a stable id kept in the worker store, `name`, the
+  /// host's capacity and `data_url`.
+  result<schema::worker_registration> registration(const std::string& name,
+                                                   const std::string& data_url) const;
+
+private:
+  actors::logger log_;
+  caf::actor_system* system_ = nullptr;
+  std::string data_dir_;
+  storage::kv_store* store_ = nullptr;
+  sandbox_host_options options_;
+  worker::worker_actor worker_;
+  actors::node_actor node_;
+};
+
+} // namespace airlock::airlockd
