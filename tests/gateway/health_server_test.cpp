@@ -143,7 +143,7 @@ TEST_F(health_server_test, oversized_headers_get_431_and_oversized_bodies_413) {
   reply = post->read_reply();
   ASSERT_TRUE(reply);
   EXPECT_EQ(reply->status, 413);
-  EXPECT_EQ(nlohmann::json::parse(reply->body)["error"]["code"], "body_too_large");
+  EXPECT_EQ(nlohmann::json::parse(reply->body)["error"]["code"], "too_large");
   EXPECT_EQ(server->stats().requests_rejected, 2u);
 }
 
