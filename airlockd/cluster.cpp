@@ -53,7 +53,10 @@ int run_control(const control_options& options, stop_signals& signals, std::ostr
     data.signer = &control.signer();
     gateway::add_data_routes(routes, data);
   };
-  steps.after_listen = [&](storage::kv_store&, const gateway::endpoint&) {
+ steps.after_listen = [&](storage::kv_store& store, const gateway::endpoint& bound) {
+    if (auto announced = announce_admin_key(store, url_of(bound), options.cli_config, out, log);
+        !announced)
+      return announced;
     out << "cluster listening on " << options.cluster_listen.host << ":" << control.cluster_port()
         << std::endl;
     return status::ok();

@@ -2,10 +2,27 @@
 
 #include <atomic>
 
+#include "airlockd/admin_key.hpp"
+
 namespace airlock::airlockd {
 
 std::string url_of(const gateway::endpoint& bound) {
   return "http://" + gateway::to_string(gateway::dialable(bound));
+}
+
+status announce_admin_key(storage::kv_store& store, const std::string& url,
+                          const std::string& cli_config, std::ostream& out,
+                          const actors::logger& log) {
+  auto created = bootstrap_admin_key(store, cli_config, url, system_wall_clock{}.now_ms());
+  if (!created)
+    return make_status(created.code(),
+                       "cannot create the admin API key: " + created.error().message);
+  if (!created->has_value())
+    return status::ok();
+  out << "admin key: " << **created << std::endl;
+  // The log gets where the key went, never the key.
+  log.info("created the admin API key", {{"cli_config", cli_config}});
+  return status::ok();
 }
 
 std::shared_ptr<const gateway::token_verifier> verifier_for(const std::string& public_key,

@@ -8,6 +8,7 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <ostream>
 #include <string>
 
 #include "actors/cluster_protocol.hpp"
@@ -15,6 +16,7 @@
 #include "gateway/attach_token.hpp"
 #include "gateway/data_routes.hpp"
 #include "gateway/endpoint.hpp"
+#include "storage/kv_store.hpp"
 #include "worker/cluster_join.hpp"
 
 namespace airlock::airlockd {
@@ -41,6 +43,13 @@ using verifier_slot = late_value<std::shared_ptr<const gateway::token_verifier>>
 
 /// "http://HOST:PORT" a client on this host dials to reach `bound`.
 std::string url_of(const gateway::endpoint& bound);
+
+/// First start only: creates the admin key, writes the CLI config at
+/// `cli_config` and prints "admin key: ..." on a line of its own. Later
+/// starts find a key and print nothing.
+status announce_admin_key(storage::kv_store& store, const std::string& url,
+                          const std::string& cli_config, std::ostream& out,
+                          const actors::logger& log);
 
 /// The verifier for a control plane's public key; logs and returns null on a
 /// malformed key.

@@ -173,6 +173,15 @@ option_spec<O> data_dir_spec(std::string_view help) {
           data_dir_doc};
 }
 
+template <class O>
+option_spec<O> cli_config_spec() {
+  return {"cli-config", "FILE",
+          "where the first start writes the CLI's url and admin key (mode 0600)",
+          [](O& o, std::string_view v) { return set_path(o.cli_config, v); },
+          [](const O& o) { return o.cli_config; },
+          "$XDG_CONFIG_HOME/airlock/config.json, else ~/.config/airlock/config.json"};
+}
+
 /// Options of the hosts that run sandboxes (serve, worker).
 template <class O>
 void add_sandbox_host_specs(std::vector<option_spec<O>>& specs) {
@@ -224,11 +233,7 @@ std::vector<option_spec<serve_options>> serve_specs() {
   specs.push_back({"listen", "HOST:PORT", "address of the HTTP listener; port 0 takes a free port",
                    [](opts& o, std::string_view v) { return set_endpoint(o.listen, v); },
                    [](const opts& o) { return gateway::to_string(o.listen); }});
-  specs.push_back({"cli-config", "FILE",
-                   "where the first start writes the CLI's url and admin key (mode 0600)",
-                   [](opts& o, std::string_view v) { return set_path(o.cli_config, v); },
-                   [](const opts& o) { return o.cli_config; },
-                   "$XDG_CONFIG_HOME/airlock/config.json, else ~/.config/airlock/config.json"});
+  specs.push_back(cli_config_spec<opts>());
   add_common_specs(specs);
   add_sandbox_host_specs(specs);
   return specs;
@@ -246,6 +251,7 @@ std::vector<option_spec<control_options>> control_specs() {
      "address workers join (not served yet: cluster transport arrives in a later release)",
      [](opts& o, std::string_view v) { return set_endpoint(o.cluster_listen, v); },
      [](const opts& o) { return gateway::to_string(o.cluster_listen); }});
+  specs.push_back(cli_config_spec<opts>());
   add_common_specs(specs);
   return specs;
 }
@@ -456,6 +462,7 @@ result<command_line<control_options>> parse_control(std::span<const std::string>
                                                     const process_env& env) {
   control_options defaults;
   defaults.data_dir = default_data_dir(env);
+  defaults.cli_config = default_cli_config(env);
   return parse_with(control_specs(), args, env, std::move(defaults));
 }
 

@@ -94,6 +94,9 @@ struct control_options {
   /// Address workers join (CAF's cluster transport); port 0 takes a free
   /// port. Default: 127.0.0.1:7071.
   gateway::endpoint cluster_listen{"127.0.0.1", 7071};
+  /// Where the first start writes the CLI's url and admin key (mode 0600).
+  /// Default: as serve_options::cli_config.
+  std::string cli_config;
   /// Default: info.
   actors::log_level log_level = actors::log_level::info;
   /// Default: see gateway::health_server_options.

@@ -10,7 +10,6 @@
 #include <string>
 #include <unistd.h>
 
-#include "airlockd/admin_key.hpp"
 #include "airlockd/commands.hpp"
 #include "airlockd/control_plane.hpp"
 #include "airlockd/engine_host.hpp"
@@ -26,33 +25,11 @@ namespace {
 
 constexpr auto join_timeout = std::chrono::seconds(30);
 
-int64_t unix_now_ms() {
-  auto now = std::chrono::system_clock::now().time_since_epoch();
-  return std::chrono::duration_cast<std::chrono::milliseconds>(now).count();
-}
-
 std::string host_name() {
   char name[256] = {};
   if (::gethostname(name, sizeof name - 1) != 0 || name[0] == '\0')
     return "local";
   return name;
-}
-
-/// First start only: create the admin key, write the CLI config and print the
-/// key on a line of its own. Later starts find a key and print nothing.
-status announce_admin_key(storage::kv_store& store, const gateway::endpoint& bound,
-                          const serve_options& options, std::ostream& out,
-                          const actors::logger& log) {
-  auto created = bootstrap_admin_key(store, options.cli_config, url_of(bound), unix_now_ms());
-  if (!created)
-    return make_status(created.code(),
-                       "cannot create the admin API key: " + created.error().message);
-  if (!created->has_value())
-    return status::ok();
-  out << "admin key: " << **created << std::endl;
-  // The log gets where the key went, never the key.
-  log.info("created the admin API key", {{"cli_config", options.cli_config}});
-  return status::ok();
 }
 
 /// Everything serve runs, in start order; stopped in reverse by engine.stop().
@@ -149,7 +126,7 @@ int run_serve(const serve_options& options, stop_signals& signals, std::ostream&
                                                       const gateway::endpoint& bound) {
     if (auto joined = join_local_worker(parts, bound, log); !joined)
       return joined;
-    return announce_admin_key(store, bound, options, out, log);
+    return announce_admin_key(store, url_of(bound), options.cli_config, out, log);
   };
   return run_daemon(spec, steps, signals, out, log);
 }
