@@ -6,7 +6,8 @@ namespace {
 
 errc errc_of(int http_status) {
   switch (http_status) {
-    case 400: case 422: return errc::invalid_argument;
+    case 400:
+    case 422: return errc::invalid_argument;
     case 401: return errc::unauthenticated;
     case 403: return errc::permission_denied;
     case 404: return errc::not_found;
@@ -26,8 +27,10 @@ std::string_view hint_of(int http_status) {
     case 404: return "check the id: airlock ls lists sandboxes, airlock ops operations";
     case 409: return "the current state does not allow this; see airlock get ID";
     case 410: return "the server no longer holds that data";
-    case 413: return "the request is larger than the server accepts (see its --http-body-bytes-max)";
-    case 429: case 503: return "the server is busy or not ready; try again shortly";
+    case 413:
+      return "the request is larger than the server accepts (see its --http-body-bytes-max)";
+    case 429:
+    case 503: return "the server is busy or not ready; try again shortly";
     default: return http_status >= 500 ? "see airlockd's log" : "";
   }
 }
@@ -54,8 +57,8 @@ status api_failure(int http_status, std::string_view body) {
 status connection_failure(const status& failure, std::string_view url) {
   if (failure.code != errc::unavailable && failure.code != errc::timeout)
     return failure;
-  return make_status(failure.code, failure.message + "\nhint: is airlockd running at " +
-                                     std::string(url) + "? (set AIRLOCK_URL or --url)");
+  return make_status(failure.code, failure.message + "\nhint: is airlockd running at "
+                                     + std::string(url) + "? (set AIRLOCK_URL or --url)");
 }
 
 void api_client::authorize(http_request& request) const {
@@ -75,8 +78,9 @@ result<http_response> api_client::send(http_request request) const {
   return response;
 }
 
-result<http_response> api_client::stream(
-  http_request request, const std::function<bool(std::string_view)>& on_bytes) const {
+result<http_response>
+api_client::stream(http_request request,
+                   const std::function<bool(std::string_view)>& on_bytes) const {
   authorize(request);
   auto response = http_stream(request, http_, on_bytes);
   if (!response)
@@ -106,8 +110,8 @@ result<nlohmann::json> api_client::call(std::string_view method, const std::stri
     return nlohmann::json(nullptr);
   auto doc = nlohmann::json::parse(response->body, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded())
-    return make_status(errc::internal, "the server's answer to " + std::string(method) + " " +
-                                         path + " is not JSON");
+    return make_status(errc::internal, "the server's answer to " + std::string(method) + " " + path
+                                         + " is not JSON");
   return doc;
 }
 

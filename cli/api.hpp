@@ -27,7 +27,7 @@ status connection_failure(const status& failure, std::string_view url);
 class api_client {
 public:
   api_client(connection_config config, http_client_options http)
-    : config_(std::move(config)), http_(http) {}
+      : config_(std::move(config)), http_(http) {}
 
   /// METHOD url+path with the API key and, when `body` is not null, a JSON
   /// body; the answer's JSON (null for an empty body). Failures as above;

@@ -11,7 +11,9 @@ const flag_spec wait_flag{"wait", flag_kind::toggle, "", "wait until the operati
 
 std::vector<command_spec> make_specs() {
   return {
-    {"create", "[flags]", "create a sandbox and print its id",
+    {"create",
+     "[flags]",
+     "create a sandbox and print its id",
      {{"template", flag_kind::text, "NAME", "template to start from (default: base)"},
       {"cpu", flag_kind::count, "MILLIS", "CPU in thousandths of a core"},
       {"memory", flag_kind::count, "MB", "memory in MiB"},
@@ -20,29 +22,50 @@ std::vector<command_spec> make_specs() {
       {"env", flag_kind::key_value, "K=V", "environment variable (repeatable)"},
       {"metadata", flag_kind::key_value, "K=V", "metadata entry (repeatable)"},
       wait_flag}},
-    {"ls", "[flags]", "list sandboxes",
+    {"ls",
+     "[flags]",
+     "list sandboxes",
      {{"state", flag_kind::text, "STATE", "only sandboxes in this state"},
       {"metadata", flag_kind::key_value, "K=V", "only sandboxes with this metadata (repeatable)"},
       {"limit", flag_kind::count, "N", "at most N sandboxes (default: all)"}}},
     {"get", "ID", "show one sandbox", {}, 1, 1},
-    {"exec", "ID [flags] -- ARGV...", "run a process in a sandbox, stream its output, exit with its code",
+    {"exec",
+     "ID [flags] -- ARGV...",
+     "run a process in a sandbox, stream its output, exit with its code",
      {{"tty", flag_kind::toggle, "", "allocate a terminal (raw mode on the local one)", 't'},
       {"env", flag_kind::key_value, "K=V", "environment variable (repeatable)"},
       {"cwd", flag_kind::text, "DIR", "working directory"},
       {"user", flag_kind::text, "USER", "user to run as"},
       {"stdin", flag_kind::toggle, "", "copy this command's stdin to the process", 'i'}},
-     1, 1, true},
-    {"cp", "SRC DST", "copy a file into (DST = ID:/path) or out of (SRC = ID:/path) a sandbox; - is stdin/stdout",
-     {}, 2, 2},
+     1,
+     1,
+     true},
+    {"cp",
+     "SRC DST",
+     "copy a file into (DST = ID:/path) or out of (SRC = ID:/path) a sandbox; - is stdin/stdout",
+     {},
+     2,
+     2},
     {"pause", "ID [--wait]", "pause a sandbox; prints the operation id", {wait_flag}, 1, 1},
-    {"resume", "ID [--wait]", "resume a paused sandbox; prints the operation id", {wait_flag}, 1, 1},
+    {"resume",
+     "ID [--wait]",
+     "resume a paused sandbox; prints the operation id",
+     {wait_flag},
+     1,
+     1},
     {"rm", "ID [--wait]", "destroy a sandbox; prints the operation id", {wait_flag}, 1, 1},
-    {"ops", "[flags]", "list operations",
+    {"ops",
+     "[flags]",
+     "list operations",
      {{"target", flag_kind::text, "ID", "only operations on this sandbox"},
       {"state", flag_kind::text, "STATE", "only operations in this state"},
       {"limit", flag_kind::count, "N", "at most N operations (default: all)"}}},
-    {"wait", "OP_ID [--timeout S]", "wait for an operation; exit 0 when it succeeded, 1 otherwise",
-     {{"timeout", flag_kind::count, "S", "give up after S seconds (default: 600)"}}, 1, 1},
+    {"wait",
+     "OP_ID [--timeout S]",
+     "wait for an operation; exit 0 when it succeeded, 1 otherwise",
+     {{"timeout", flag_kind::count, "S", "give up after S seconds (default: 600)"}},
+     1,
+     1},
   };
 }
 
@@ -50,7 +73,8 @@ const std::vector<flag_spec>& global_flags() {
   static const std::vector<flag_spec> flags{
     {"url", flag_kind::text, "URL", "airlockd's address (else $AIRLOCK_URL, else the config file)"},
     {"api-key", flag_kind::text, "KEY", "API key (else $AIRLOCK_API_KEY, else the config file)"},
-    {"config", flag_kind::text, "FILE", "config file (else $AIRLOCK_CLI_CONFIG, else ~/.config/airlock/config.json)"},
+    {"config", flag_kind::text, "FILE",
+     "config file (else $AIRLOCK_CLI_CONFIG, else ~/.config/airlock/config.json)"},
     {"json", flag_kind::toggle, "", "print the server's JSON instead of a table"},
     {"help", flag_kind::toggle, "", "show help", 'h'},
   };
@@ -59,9 +83,11 @@ const std::vector<flag_spec>& global_flags() {
 
 status usage_error(const std::string& why) { return make_status(errc::invalid_argument, why); }
 
-const flag_spec* find_flag(const std::vector<flag_spec>& flags, std::string_view name, char short_name) {
+const flag_spec* find_flag(const std::vector<flag_spec>& flags, std::string_view name,
+                           char short_name) {
   for (const auto& flag : flags) {
-    if ((short_name == 0 && flag.name == name) || (short_name != 0 && flag.short_name == short_name))
+    if ((short_name == 0 && flag.name == name)
+        || (short_name != 0 && flag.short_name == short_name))
       return &flag;
   }
   return nullptr;
@@ -72,10 +98,11 @@ status check_value(const flag_spec& flag, const std::string& value) {
     uint64_t number = 0;
     auto [end, problem] = std::from_chars(value.data(), value.data() + value.size(), number);
     if (value.empty() || problem != std::errc{} || end != value.data() + value.size())
-      return usage_error("--" + std::string(flag.name) + " takes a non-negative integer, not '" +
-                         value + "'");
+      return usage_error("--" + std::string(flag.name) + " takes a non-negative integer, not '"
+                         + value + "'");
   }
-  if (flag.kind == flag_kind::key_value && (value.find('=') == std::string::npos || value[0] == '='))
+  if (flag.kind == flag_kind::key_value
+      && (value.find('=') == std::string::npos || value[0] == '='))
     return usage_error("--" + std::string(flag.name) + " takes KEY=VALUE, not '" + value + "'");
   return status::ok();
 }
@@ -108,9 +135,9 @@ status take_flag(invocation& inv, const command_spec* spec, std::span<const std:
   if (!flag && spec)
     flag = find_flag(spec->flags, name, short_name);
   if (!flag)
-    return usage_error("unknown flag " + arg +
-                       (spec ? " for `airlock " + std::string(spec->name) + "`" : std::string()) +
-                       "; see --help");
+    return usage_error("unknown flag " + arg
+                       + (spec ? " for `airlock " + std::string(spec->name) + "`" : std::string())
+                       + "; see --help");
   std::optional<std::string> value;
   if (long_form && arg.find('=') != std::string::npos)
     value = arg.substr(arg.find('=') + 1);
@@ -122,8 +149,8 @@ status take_flag(invocation& inv, const command_spec* spec, std::span<const std:
   }
   if (!value) {
     if (i + 1 >= args.size())
-      return usage_error("--" + std::string(flag->name) + " needs a value (" +
-                         std::string(flag->value) + ")");
+      return usage_error("--" + std::string(flag->name) + " needs a value ("
+                         + std::string(flag->value) + ")");
     value = args[++i];
   }
   if (auto checked = check_value(*flag, *value); !checked)
@@ -138,8 +165,8 @@ status check_counts(const invocation& inv, const command_spec& spec) {
   if (count < spec.positionals_min)
     return usage_error("missing arguments; " + usage);
   if (count > spec.positionals_max)
-    return usage_error("unexpected argument '" + inv.positionals[spec.positionals_max] + "'; " +
-                       usage);
+    return usage_error("unexpected argument '" + inv.positionals[spec.positionals_max] + "'; "
+                       + usage);
   if (spec.takes_argv && inv.argv.empty())
     return usage_error("missing the command to run after --; " + usage);
   return status::ok();
@@ -232,12 +259,13 @@ std::string usage_text() {
          "Drives airlockd over its HTTP API.\n\ncommands:\n";
   for (const auto& spec : command_specs()) {
     std::string head = "  " + std::string(spec.name);
-    out << head << std::string(head.size() < 10 ? 10 - head.size() : 1, ' ') << spec.summary << "\n";
+    out << head << std::string(head.size() < 10 ? 10 - head.size() : 1, ' ') << spec.summary
+        << "\n";
   }
   out << "\nglobal flags:\n";
   for (const auto& flag : global_flags()) {
-    std::string head = "  --" + std::string(flag.name) +
-                       (flag.value.empty() ? "" : " " + std::string(flag.value));
+    std::string head =
+      "  --" + std::string(flag.name) + (flag.value.empty() ? "" : " " + std::string(flag.value));
     out << head << std::string(head.size() < 18 ? 18 - head.size() : 1, ' ') << flag.help << "\n";
   }
   out << "\n`airlock COMMAND --help` shows a command's flags. Exit status: 0 success, 1 an API\n"
@@ -254,7 +282,8 @@ std::string command_help(const command_spec& spec) {
     std::string head = "  ";
     if (flag.short_name != 0)
       head += std::string("-") + flag.short_name + ", ";
-    head += "--" + std::string(flag.name) + (flag.value.empty() ? "" : " " + std::string(flag.value));
+    head +=
+      "--" + std::string(flag.name) + (flag.value.empty() ? "" : " " + std::string(flag.value));
     out << head << std::string(head.size() < 22 ? 22 - head.size() : 1, ' ') << flag.help << "\n";
   }
   out << "\nglobal flags: --url URL, --api-key KEY, --config FILE, --json (see airlock --help)\n";

@@ -26,11 +26,11 @@ enum class flag_kind {
 };
 
 struct flag_spec {
-  std::string_view name;  ///< without "--"
+  std::string_view name; ///< without "--"
   flag_kind kind = flag_kind::toggle;
   std::string_view value; ///< placeholder in help ("MB")
   std::string_view help;
-  char short_name = 0;    ///< e.g. 't' for -t; 0: none
+  char short_name = 0; ///< e.g. 't' for -t; 0: none
 };
 
 struct command_spec {

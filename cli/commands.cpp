@@ -72,7 +72,8 @@ result<json> list_all(context& ctx, const std::string& path, query_params query,
   for (uint32_t page = 0; page < ctx.options.list_pages_max; ++page) {
     query_params page_query = query;
     if (limit != 0)
-      page_query.emplace_back("limit", std::to_string(std::min<uint64_t>(limit - items.size(), 1000)));
+      page_query.emplace_back("limit",
+                              std::to_string(std::min<uint64_t>(limit - items.size(), 1000)));
     if (!cursor.empty())
       page_query.emplace_back("cursor", cursor);
     auto answer = ctx.api.call("GET", with_query(path, page_query));
@@ -84,13 +85,14 @@ result<json> list_all(context& ctx, const std::string& path, query_params query,
       items.push_back(std::move(item));
     }
     auto next = answer->value("next_cursor", json(nullptr));
-    if (!next.is_string() || next.get<std::string>().empty() || (limit != 0 && items.size() >= limit))
+    if (!next.is_string() || next.get<std::string>().empty()
+        || (limit != 0 && items.size() >= limit))
       return json{{"items", items}, {"next_cursor", nullptr}};
     cursor = next.get<std::string>();
   }
-  return make_status(errc::resource_exhausted, "the list has more than " +
-                                                 std::to_string(ctx.options.list_pages_max) +
-                                                 " pages; narrow it with --state or --limit");
+  return make_status(errc::resource_exhausted, "the list has more than "
+                                                 + std::to_string(ctx.options.list_pages_max)
+                                                 + " pages; narrow it with --state or --limit");
 }
 
 /// 0 for a succeeded operation; 1 after printing the error of another.
@@ -147,7 +149,8 @@ int run_ls(context& ctx) {
     query.emplace_back("state", *state);
   for (const auto& [key, value] : ctx.inv.pairs("metadata"))
     query.emplace_back("metadata." + key, value);
-  auto listed = list_all(ctx, "/v1/sandboxes", std::move(query), ctx.inv.number("limit").value_or(0));
+  auto listed =
+    list_all(ctx, "/v1/sandboxes", std::move(query), ctx.inv.number("limit").value_or(0));
   if (!listed)
     return report(ctx, listed.error());
   if (ctx.inv.json) {
@@ -210,7 +213,8 @@ int run_ops(context& ctx) {
     query.emplace_back("target_id", *target);
   if (auto state = ctx.inv.value("state"))
     query.emplace_back("state", *state);
-  auto listed = list_all(ctx, "/v1/operations", std::move(query), ctx.inv.number("limit").value_or(0));
+  auto listed =
+    list_all(ctx, "/v1/operations", std::move(query), ctx.inv.number("limit").value_or(0));
   if (!listed)
     return report(ctx, listed.error());
   if (ctx.inv.json) {
@@ -239,8 +243,8 @@ int run_wait(context& ctx) {
 
 int dispatch(context& ctx) {
   static const std::map<std::string_view, std::function<int(context&)>> commands{
-    {"create", run_create}, {"ls", run_ls},          {"get", run_get},
-    {"exec", run_exec},     {"cp", run_cp},          {"pause", run_lifecycle},
+    {"create", run_create},    {"ls", run_ls},        {"get", run_get},
+    {"exec", run_exec},        {"cp", run_cp},        {"pause", run_lifecycle},
     {"resume", run_lifecycle}, {"rm", run_lifecycle}, {"ops", run_ops},
     {"wait", run_wait}};
   return commands.at(ctx.inv.command)(ctx);
@@ -268,18 +272,17 @@ result<json> wait_operation(context& ctx, const std::string& operation_id, uint6
   for (;;) {
     auto left = std::chrono::duration_cast<std::chrono::seconds>(deadline - steady::now()).count();
     uint64_t wait_s = std::clamp<int64_t>(left, 0, static_cast<int64_t>(server_wait_s_max));
-    auto operation = ctx.api.call("GET", "/v1/operations/" + path_id(operation_id) +
-                                           "?wait=" + std::to_string(wait_s));
+    auto operation = ctx.api.call("GET", "/v1/operations/" + path_id(operation_id)
+                                           + "?wait=" + std::to_string(wait_s));
     if (!operation)
       return operation.error();
     if (is_terminal(*operation))
       return operation;
     if (steady::now() >= deadline || wait_s == 0)
-      return make_status(errc::timeout, "operation " + operation_id + " is still " +
-                                          operation->value("state", "running") + " after " +
-                                          std::to_string(timeout_s) +
-                                          " s\nhint: airlock wait " + operation_id +
-                                          " waits longer");
+      return make_status(errc::timeout, "operation " + operation_id + " is still "
+                                          + operation->value("state", "running") + " after "
+                                          + std::to_string(timeout_s) + " s\nhint: airlock wait "
+                                          + operation_id + " waits longer");
   }
 }
 

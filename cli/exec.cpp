@@ -28,7 +28,8 @@ struct attachment {
   std::string token;
 
   http_request request(std::string method, const std::string& suffix, std::string body = {}) const {
-    return {std::move(method), url + suffix, {{"Authorization", "Bearer " + token}}, std::move(body)};
+    return {
+      std::move(method), url + suffix, {{"Authorization", "Bearer " + token}}, std::move(body)};
   }
 };
 
@@ -118,7 +119,7 @@ struct pipe_pair {
 class input_pump {
 public:
   input_pump(context& ctx, attachment attach, terminal* tty)
-    : ctx_(ctx), attach_(std::move(attach)), tty_(tty) {
+      : ctx_(ctx), attach_(std::move(attach)), tty_(tty) {
     if (tty_ && tty_->present()) {
       winch_fd.store(winch_.write);
       struct sigaction action {};
@@ -265,9 +266,9 @@ stream_end read_output(context& ctx, const attachment& attach, std::string& last
       end.progressed = true;
     } else if (event.event == "exit") {
       auto doc = json::parse(event.data, nullptr, /*allow_exceptions=*/false);
-      end.exit = doc.is_object() ? process_exit{optional_int(doc, "exit_code"),
-                                                optional_int(doc, "signal")}
-                                 : process_exit{};
+      end.exit = doc.is_object()
+                   ? process_exit{optional_int(doc, "exit_code"), optional_int(doc, "signal")}
+                   : process_exit{};
     } else if (event.event == "error") {
       server_dropped = true; // e.g. slow_consumer: reconnect and resume
     }
@@ -317,10 +318,10 @@ result<process_exit> follow_output(context& ctx, const attachment& attach) {
     fruitless = end.progressed ? 0 : fruitless + 1;
     if (fruitless > ctx.options.reconnect_attempts_max)
       return make_status(errc::unavailable,
-                         "lost the process's output stream and could not resume it after " +
-                           std::to_string(ctx.options.reconnect_attempts_max) +
-                           " attempts\nhint: is the sandbox's worker reachable at " + attach.url +
-                           "?");
+                         "lost the process's output stream and could not resume it after "
+                           + std::to_string(ctx.options.reconnect_attempts_max)
+                           + " attempts\nhint: is the sandbox's worker reachable at " + attach.url
+                           + "?");
     std::this_thread::sleep_for(std::chrono::milliseconds(ctx.options.reconnect_delay_ms));
   }
 }

@@ -18,8 +18,8 @@ using nlohmann::json;
 constexpr int exit_usage = 2;
 
 std::string files_path(const remote_path& remote, std::string_view suffix = {}) {
-  return "/v1/sandboxes/" + url_encode(remote.sandbox_id) + "/files" + std::string(suffix) +
-         "?path=" + url_encode(remote.path);
+  return "/v1/sandboxes/" + url_encode(remote.sandbox_id) + "/files" + std::string(suffix)
+         + "?path=" + url_encode(remote.path);
 }
 
 std::string base_name(std::string_view path) {
@@ -45,8 +45,8 @@ result<std::string> read_source(context& ctx, const std::string& source, uint64_
     auto got = static_cast<uint64_t>(in->gcount());
     total += got;
     if (total > limit)
-      return make_status(errc::too_large, source + " is larger than " + std::to_string(limit) +
-                                            " bytes, the most cp uploads");
+      return make_status(errc::too_large, source + " is larger than " + std::to_string(limit)
+                                            + " bytes, the most cp uploads");
     bytes.write(chunk.data(), in->gcount());
   }
   if (in->bad())
@@ -71,8 +71,10 @@ int upload(context& ctx, const std::string& source, remote_path target) {
     std::snprintf(mode, sizeof mode, "%04o", info.st_mode & 07777);
     path += std::string("&mode=") + mode;
   }
-  http_request request{"PUT", ctx.api.absolute(path),
-                       {{"Content-Type", "application/octet-stream"}}, std::move(*bytes)};
+  http_request request{"PUT",
+                       ctx.api.absolute(path),
+                       {{"Content-Type", "application/octet-stream"}},
+                       std::move(*bytes)};
   auto response = ctx.api.send(std::move(request));
   if (!response)
     return report(ctx, response.error());
@@ -141,7 +143,8 @@ int run_cp(context& ctx) {
                << remote.path << "\n";
     return exit_usage;
   }
-  return remote_target ? upload(ctx, source, *remote_target) : download(ctx, *remote_source, target);
+  return remote_target ? upload(ctx, source, *remote_target)
+                       : download(ctx, *remote_source, target);
 }
 
 } // namespace airlock::cli

@@ -29,15 +29,13 @@ constexpr size_t read_chunk_bytes = 64 * 1024;
 class exchange {
 public:
   exchange(const url_parts& url, const http_client_options& options)
-    : url_(url), options_(options) {}
+      : url_(url), options_(options) {}
 
   status connect();
   status write(const http_request& request);
   status read_header();
   int status_code() const { return parser_.get().result_int(); }
-  std::string content_type() const {
-    return std::string(parser_.get()[http::field::content_type]);
-  }
+  std::string content_type() const { return std::string(parser_.get()[http::field::content_type]); }
   /// The next piece of the body; empty once the body is complete.
   result<std::string> read_some();
 
@@ -65,8 +63,7 @@ std::string where(const url_parts& url) { return "http://" + url.host + ":" + ur
 
 status exchange::failed(std::string_view step, const beast::error_code& ec) const {
   if (ec == beast::error::timeout)
-    return make_status(errc::timeout,
-                       std::string(step) + " " + where(url_) + " timed out");
+    return make_status(errc::timeout, std::string(step) + " " + where(url_) + " timed out");
   return make_status(errc::unavailable,
                      std::string(step) + " " + where(url_) + " failed: " + ec.message());
 }
@@ -101,7 +98,8 @@ status exchange::read_header() {
   // 1.74 compares a Content-Length against the empty optional and fails.
   parser_.body_limit(std::numeric_limits<std::uint64_t>::max());
   stream_.expires_after(std::chrono::milliseconds(options_.io_timeout_ms));
-  auto ec = run([this](auto handler) { http::async_read_header(stream_, buffer_, parser_, handler); });
+  auto ec =
+    run([this](auto handler) { http::async_read_header(stream_, buffer_, parser_, handler); });
   return ec ? failed("reading the response of", ec) : status::ok();
 }
 
@@ -111,7 +109,8 @@ result<std::string> exchange::read_some() {
     parser_.get().body().data = chunk.data();
     parser_.get().body().size = chunk.size();
     stream_.expires_after(std::chrono::milliseconds(options_.io_timeout_ms));
-    auto ec = run([this](auto handler) { http::async_read_some(stream_, buffer_, parser_, handler); });
+    auto ec =
+      run([this](auto handler) { http::async_read_some(stream_, buffer_, parser_, handler); });
     if (ec && ec != http::error::need_buffer)
       return failed("reading the response of", ec);
     size_t used = chunk.size() - parser_.get().body().size;
@@ -148,8 +147,9 @@ result<http_response> stream_or_collect(const http_request& request,
       continue;
     }
     if (response.body.size() + piece->size() > options.response_bytes_max)
-      return make_status(errc::too_large, "the response of " + request.url + " is larger than " +
-                                            std::to_string(options.response_bytes_max) + " bytes");
+      return make_status(errc::too_large, "the response of " + request.url + " is larger than "
+                                            + std::to_string(options.response_bytes_max)
+                                            + " bytes");
     response.body += *piece;
   }
 }
@@ -218,7 +218,8 @@ result<http_response> http_send(const http_request& request, const http_client_o
   try {
     return stream_or_collect(request, options, nullptr);
   } catch (const std::exception& e) {
-    return make_status(errc::unavailable, "HTTP request to " + request.url + " failed: " + e.what());
+    return make_status(errc::unavailable,
+                       "HTTP request to " + request.url + " failed: " + e.what());
   }
 }
 
@@ -227,7 +228,8 @@ result<http_response> http_stream(const http_request& request, const http_client
   try {
     return stream_or_collect(request, options, &on_bytes);
   } catch (const std::exception& e) {
-    return make_status(errc::unavailable, "HTTP request to " + request.url + " failed: " + e.what());
+    return make_status(errc::unavailable,
+                       "HTTP request to " + request.url + " failed: " + e.what());
   }
 }
 

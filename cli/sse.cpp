@@ -17,8 +17,8 @@ status sse_parser::feed(std::string_view bytes, const event_handler& on_event) {
     }
     line_ += c;
     if (++event_bytes_ > options_.event_bytes_max)
-      return make_status(errc::too_large, "an event of the stream is larger than " +
-                                            std::to_string(options_.event_bytes_max) + " bytes");
+      return make_status(errc::too_large, "an event of the stream is larger than "
+                                            + std::to_string(options_.event_bytes_max) + " bytes");
   }
   return status::ok();
 }

@@ -44,8 +44,8 @@ private:
   void take_line(std::string_view line, const event_handler& on_event);
 
   sse_parser_options options_;
-  std::string line_;       ///< the incomplete line so far
-  bool after_cr_ = false;  ///< the previous chunk ended in CR: skip a leading LF
+  std::string line_;      ///< the incomplete line so far
+  bool after_cr_ = false; ///< the previous chunk ended in CR: skip a leading LF
   std::string event_type_;
   std::string data_;
   bool has_data_ = false;

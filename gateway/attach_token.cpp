@@ -109,8 +109,7 @@ result<std::string> generate_key_pem() {
   evp_pkey_ptr key(EVP_PKEY_Q_keygen(nullptr, nullptr, "ED25519"));
   std::unique_ptr<BIO, decltype(&BIO_free)> bio(BIO_new(BIO_s_mem()), &BIO_free);
   if (!key || !bio
-      || PEM_write_bio_PrivateKey(bio.get(), key.get(), nullptr, nullptr, 0, nullptr, nullptr)
-           != 1)
+      || PEM_write_bio_PrivateKey(bio.get(), key.get(), nullptr, nullptr, 0, nullptr, nullptr) != 1)
     return make_status(errc::internal, "OpenSSL cannot generate an Ed25519 key");
   char* data = nullptr;
   long size = BIO_get_mem_data(bio.get(), &data);
@@ -172,8 +171,10 @@ result<evp_pkey_ptr> parse_private_key(const std::string& path, const std::strin
 }
 
 std::string encode_payload(const token_claims& claims) {
-  nlohmann::json doc = {{"tid", claims.tenant_id}, {"sid", claims.sandbox_id},
-                        {"pid", claims.process_id}, {"scope", claims.scope},
+  nlohmann::json doc = {{"tid", claims.tenant_id},
+                        {"sid", claims.sandbox_id},
+                        {"pid", claims.process_id},
+                        {"scope", claims.scope},
                         {"exp", claims.expires_at_ms}};
   return doc.dump();
 }
@@ -204,7 +205,7 @@ status denied(const std::string& why) {
 } // namespace
 
 token_signer::token_signer(evp_pkey_ptr key, std::string public_key)
-  : key_(std::move(key)), public_key_(std::move(public_key)) {}
+    : key_(std::move(key)), public_key_(std::move(public_key)) {}
 
 result<token_signer> token_signer::load_or_create(const std::string& path) {
   auto pem = read_key_file(path);
@@ -246,7 +247,7 @@ std::string token_signer::sign(const token_claims& claims) const {
 std::string token_signer::public_key() const { return base64url_encode(public_key_); }
 
 token_verifier::token_verifier(evp_pkey_ptr key, token_verifier_options options)
-  : key_(std::move(key)), options_(options) {}
+    : key_(std::move(key)), options_(options) {}
 
 result<token_verifier> token_verifier::from_public_key(std::string_view base64url_raw_key,
                                                        token_verifier_options options) {
@@ -281,13 +282,12 @@ result<token_claims> token_verifier::verify(std::string_view token, int64_t now_
     return refused("malformed");
 
   std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
-  bool valid = ctx && EVP_DigestVerifyInit(ctx.get(), nullptr, nullptr, nullptr, key_.get()) == 1
-               && EVP_DigestVerify(ctx.get(),
-                                   reinterpret_cast<const unsigned char*>(signature->data()),
-                                   signature->size(),
-                                   reinterpret_cast<const unsigned char*>(signed_part.data()),
-                                   signed_part.size())
-                    == 1;
+  bool valid =
+    ctx && EVP_DigestVerifyInit(ctx.get(), nullptr, nullptr, nullptr, key_.get()) == 1
+    && EVP_DigestVerify(
+         ctx.get(), reinterpret_cast<const unsigned char*>(signature->data()), signature->size(),
+         reinterpret_cast<const unsigned char*>(signed_part.data()), signed_part.size())
+         == 1;
   if (!valid)
     return refused("the signature does not verify");
   auto claims = decode_payload(*payload);

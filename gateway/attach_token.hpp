@@ -29,8 +29,8 @@ namespace airlock::gateway {
 struct token_claims {
   std::string tenant_id;
   std::string sandbox_id;
-  std::string process_id; ///< empty: any process of the sandbox
-  std::string scope;      ///< "files" | "processes" | "all"
+  std::string process_id;    ///< empty: any process of the sandbox
+  std::string scope;         ///< "files" | "processes" | "all"
   int64_t expires_at_ms = 0; ///< Unix time; the token is refused from this instant on
 };
 
@@ -94,8 +94,8 @@ public:
   ///   covers both), or a token bound to one process used for another process
   ///   or for a route that names no process (an attach token is not a
   ///   sandbox-wide token).
-  result<token_claims> verify(std::string_view token, int64_t now_ms,
-                              std::string_view sandbox_id, std::string_view needed_scope,
+  result<token_claims> verify(std::string_view token, int64_t now_ms, std::string_view sandbox_id,
+                              std::string_view needed_scope,
                               std::string_view process_id = {}) const;
 
 private:

@@ -56,22 +56,22 @@ TEST(cli_args, takes_a_lone_dash_as_an_argument) {
 
 TEST(cli_args, rejects_usage_errors_with_invalid_argument) {
   const std::vector<std::vector<std::string>> bad = {
-    {},                                   // no command
-    {"frobnicate"},                       // unknown command
-    {"ls", "--colour"},                   // unknown flag
-    {"get"},                              // missing id
-    {"get", "a", "b"},                    // one too many
-    {"create", "--cpu", "lots"},          // not a number
-    {"create", "--cpu", "-5"},            // negative
-    {"create", "--memory"},               // missing value
-    {"create", "--env", "NOEQUALS"},      // not K=V
-    {"create", "--env", "=v"},            // empty key
-    {"create", "--wait=yes"},             // a toggle with a value
-    {"exec", "sb_1"},                     // no command to run
-    {"exec", "sb_1", "--"},               // still none
-    {"exec", "sb_1", "ls"},               // argv without --
-    {"ls", "-tx"},                        // bundled short flags
-    {"cp", "a"},                          // one argument
+    {},                              // no command
+    {"frobnicate"},                  // unknown command
+    {"ls", "--colour"},              // unknown flag
+    {"get"},                         // missing id
+    {"get", "a", "b"},               // one too many
+    {"create", "--cpu", "lots"},     // not a number
+    {"create", "--cpu", "-5"},       // negative
+    {"create", "--memory"},          // missing value
+    {"create", "--env", "NOEQUALS"}, // not K=V
+    {"create", "--env", "=v"},       // empty key
+    {"create", "--wait=yes"},        // a toggle with a value
+    {"exec", "sb_1"},                // no command to run
+    {"exec", "sb_1", "--"},          // still none
+    {"exec", "sb_1", "ls"},          // argv without --
+    {"ls", "-tx"},                   // bundled short flags
+    {"cp", "a"},                     // one argument
   };
   for (const auto& args : bad) {
     auto inv = parse(args);

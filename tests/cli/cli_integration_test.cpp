@@ -3,10 +3,10 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <mutex>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -71,15 +71,15 @@ TEST(cli_integration, create_waits_for_its_operation_and_prints_the_sandbox_id) 
   fake_api api([&polls](const request_t& req, socket_t& s) {
     if (req.method_string() == "POST" && req.target() == "/v1/sandboxes") {
       auto body = json::parse(req.body());
-      bool expected = body["template"] == "py" && body["cpu_millis"] == 500 &&
-                      body["env"]["A"] == "1" && body["metadata"]["team"] == "x";
+      bool expected = body["template"] == "py" && body["cpu_millis"] == 500
+                      && body["env"]["A"] == "1" && body["metadata"]["team"] == "x";
       return write_json(s, expected ? 202 : 400,
                         {{"sandbox_id", "sb_1"}, {"operation_id", "op_1"}});
     }
     if (req.target().starts_with("/v1/operations/op_1?wait=")) {
       bool done = ++polls >= 2;
-      return write_json(s, 200, {{"id", "op_1"}, {"state", done ? "succeeded" : "running"},
-                                 {"error", nullptr}});
+      return write_json(
+        s, 200, {{"id", "op_1"}, {"state", done ? "succeeded" : "running"}, {"error", nullptr}});
     }
     write_json(s, 404, {{"error", {{"code", "not_found"}, {"message", "no route"}}}});
   });
@@ -96,7 +96,9 @@ TEST(cli_integration, create_waits_for_its_operation_and_prints_the_sandbox_id) 
 TEST(cli_integration, ls_follows_next_cursor_and_prints_a_table) {
   fake_api api([](const request_t& req, socket_t& s) {
     bool second = req.target().find("cursor=c2") != std::string::npos;
-    json item = {{"id", second ? "sb_2" : "sb_1"}, {"state", "running"}, {"template", "base"},
+    json item = {{"id", second ? "sb_2" : "sb_1"},
+                 {"state", "running"},
+                 {"template", "base"},
                  {"created_at", "2026-01-01T00:00:00Z"}};
     write_json(s, 200, {{"items", {item}}, {"next_cursor", second ? json(nullptr) : json("c2")}});
   });
@@ -124,8 +126,11 @@ public:
     std::string target(req.target());
     std::string attach = "/v1/sandboxes/sb_1/processes/proc_1";
     if (target == "/v1/sandboxes/sb_1/processes") {
-      return write_json(s, 201, {{"process_id", "proc_1"}, {"attach_url", base + attach},
-                                 {"attach_token", "tok_1"}, {"expires_at", "2030-01-01T00:00:00Z"}});
+      return write_json(s, 201,
+                        {{"process_id", "proc_1"},
+                         {"attach_url", base + attach},
+                         {"attach_token", "tok_1"},
+                         {"expires_at", "2030-01-01T00:00:00Z"}});
     }
     if (target == attach + "/stdin" || target == attach + "/stdin/close") {
       std::lock_guard lock(mutex_);
@@ -145,9 +150,9 @@ private:
   void output(const request_t& req, socket_t& s) {
     if (req["Last-Event-ID"].empty()) {
       // Two chunks, the second split mid-event, then the connection drops.
-      write_raw(s, sse_head() + ": heartbeat\n\n" +
-                     sse_event("stdout", {{"data", "hello "}}, "6"));
-      std::string err = sse_event("stderr", {{"data", base64_encode("oops\xff")}, {"encoding", "base64"}}, "11");
+      write_raw(s, sse_head() + ": heartbeat\n\n" + sse_event("stdout", {{"data", "hello "}}, "6"));
+      std::string err =
+        sse_event("stderr", {{"data", base64_encode("oops\xff")}, {"encoding", "base64"}}, "11");
       write_raw(s, err.substr(0, 10));
       write_raw(s, err.substr(10));
       return; // dropped without an exit event
@@ -158,8 +163,8 @@ private:
       std::unique_lock lock(mutex_);
       changed_.wait_for(lock, std::chrono::seconds(20), [this] { return stdin_closed_; });
     }
-    write_raw(s, sse_head() + sse_event("stdout", {{"data", "world\n"}}, "17") +
-                   sse_event("exit", exit_, "17"));
+    write_raw(s, sse_head() + sse_event("stdout", {{"data", "world\n"}}, "17")
+                   + sse_event("exit", exit_, "17"));
   }
 
   json exit_;
@@ -182,9 +187,11 @@ std::vector<std::string> bodies(const fake_api& api, const std::string& suffix) 
 TEST(cli_integration, exec_streams_output_resumes_after_a_drop_and_exits_with_the_code) {
   process_server process({{"exit_code", 3}, {"signal", nullptr}});
   std::string base;
-  fake_api api([&process, &base](const request_t& req, socket_t& s) { process.handle(req, s, base); });
+  fake_api api(
+    [&process, &base](const request_t& req, socket_t& s) { process.handle(req, s, base); });
   base = api.url();
-  auto result = run(api.url(), {"exec", "sb_1", "--env", "K=V", "--cwd", "/w", "--", "sh", "-c", "x"});
+  auto result =
+    run(api.url(), {"exec", "sb_1", "--env", "K=V", "--cwd", "/w", "--", "sh", "-c", "x"});
   EXPECT_EQ(result.code, 3) << result.err;
   EXPECT_EQ(result.out, "hello world\n");
   EXPECT_EQ(result.err, "oops\xff");
@@ -210,7 +217,8 @@ TEST(cli_integration, exec_streams_output_resumes_after_a_drop_and_exits_with_th
 TEST(cli_integration, exec_returns_128_plus_the_signal_of_a_killed_process) {
   process_server process({{"exit_code", nullptr}, {"signal", 9}});
   std::string base;
-  fake_api api([&process, &base](const request_t& req, socket_t& s) { process.handle(req, s, base); });
+  fake_api api(
+    [&process, &base](const request_t& req, socket_t& s) { process.handle(req, s, base); });
   base = api.url();
   EXPECT_EQ(run(api.url(), {"exec", "sb_1", "--", "sleep", "9"}).code, 137);
 }
@@ -219,7 +227,8 @@ TEST(cli_integration, exec_with_stdin_copies_it_then_closes_it) {
   process_server process({{"exit_code", 0}, {"signal", nullptr}});
   process.wait_for_stdin_ = true;
   std::string base;
-  fake_api api([&process, &base](const request_t& req, socket_t& s) { process.handle(req, s, base); });
+  fake_api api(
+    [&process, &base](const request_t& req, socket_t& s) { process.handle(req, s, base); });
   base = api.url();
   auto result = run(api.url(), {"exec", "sb_1", "--stdin", "--", "cat"}, "line 1\nline 2\n");
   EXPECT_EQ(result.code, 0) << result.err;
@@ -279,9 +288,11 @@ TEST(cli_integration, cp_uploads_and_downloads_in_both_directions) {
 TEST(cli_integration, maps_api_errors_to_exit_1_with_code_message_and_hint) {
   fake_api api([](const request_t& req, socket_t& s) {
     if (req.target() == "/v1/sandboxes/sb_x")
-      return write_json(s, 404, {{"error", {{"code", "not_found"}, {"message", "no sandbox sb_x"}}}});
+      return write_json(s, 404,
+                        {{"error", {{"code", "not_found"}, {"message", "no sandbox sb_x"}}}});
     if (req.target() == "/v1/sandboxes/sb_1/pause")
-      return write_json(s, 409, {{"error", {{"code", "wrong_state"}, {"message", "it is paused"}}}});
+      return write_json(s, 409,
+                        {{"error", {{"code", "wrong_state"}, {"message", "it is paused"}}}});
     write_json(s, 401, {{"error", {{"code", "unauthenticated"}, {"message", "bad API key"}}}});
   });
   auto missing = run(api.url(), {"get", "sb_x"});
@@ -313,9 +324,11 @@ TEST(cli_integration, says_where_it_expected_airlockd_when_nothing_listens) {
 TEST(cli_integration, wait_exits_1_and_prints_the_error_of_a_failed_operation) {
   fake_api api([](const request_t& req, socket_t& s) {
     bool failed = req.target().starts_with("/v1/operations/op_bad");
-    write_json(s, 200, {{"id", failed ? "op_bad" : "op_ok"}, {"state", failed ? "failed" : "succeeded"},
-                        {"error", failed ? json{{"code", "no_capacity"}, {"message", "no worker fits"}}
-                                         : json(nullptr)}});
+    write_json(s, 200,
+               {{"id", failed ? "op_bad" : "op_ok"},
+                {"state", failed ? "failed" : "succeeded"},
+                {"error", failed ? json{{"code", "no_capacity"}, {"message", "no worker fits"}}
+                                 : json(nullptr)}});
   });
   auto ok = run(api.url(), {"wait", "op_ok"});
   EXPECT_EQ(ok.code, 0) << ok.err;

@@ -12,8 +12,8 @@ namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
 fake_api::fake_api(handler on_request)
-  : on_request_(std::move(on_request)),
-    acceptor_(io_, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)) {
+    : on_request_(std::move(on_request)),
+      acceptor_(io_, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)) {
   port_ = acceptor_.local_endpoint().port();
   acceptor_thread_ = std::thread([this] { accept_loop(); });
 }

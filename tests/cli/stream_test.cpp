@@ -23,19 +23,18 @@ std::vector<sse_event> parse_chunks(const std::vector<std::string>& chunks,
   return events;
 }
 
-const std::string stream =
-  ": heartbeat\n"
-  "event: stdout\n"
-  "id: 6\n"
-  "data: {\"data\":\"hello \"}\n"
-  "\n"
-  "event: stderr\r\n"
-  "data: line one\r\n"
-  "data: line two\r\n"
-  "id: 14\r\n"
-  "\r\n"
-  "data: plain\r"
-  "\r";
+const std::string stream = ": heartbeat\n"
+                           "event: stdout\n"
+                           "id: 6\n"
+                           "data: {\"data\":\"hello \"}\n"
+                           "\n"
+                           "event: stderr\r\n"
+                           "data: line one\r\n"
+                           "data: line two\r\n"
+                           "id: 14\r\n"
+                           "\r\n"
+                           "data: plain\r"
+                           "\r";
 
 TEST(cli_sse, parses_events_with_ids_comments_and_multi_line_data) {
   auto events = parse_chunks({stream});
@@ -77,7 +76,8 @@ TEST(cli_sse, treats_a_crlf_split_between_reads_as_one_line_end) {
 TEST(cli_sse, dispatches_nothing_for_an_event_without_data) {
   sse_parser parser;
   int count = 0;
-  auto fed = parser.feed("event: exit\nid: 9\n\n:comment\n\n", [&count](const sse_event&) { ++count; });
+  auto fed =
+    parser.feed("event: exit\nid: 9\n\n:comment\n\n", [&count](const sse_event&) { ++count; });
   EXPECT_TRUE(fed.is_ok());
   EXPECT_EQ(count, 0);
   EXPECT_EQ(parser.last_event_id(), "9");
@@ -96,9 +96,13 @@ TEST(cli_sse, fails_an_event_larger_than_its_limit) {
 }
 
 TEST(cli_base64, matches_the_rfc_4648_vectors) {
-  const std::pair<std::string, std::string> vectors[] = {
-    {"", ""},         {"f", "Zg=="},         {"fo", "Zm8="},        {"foo", "Zm9v"},
-    {"foob", "Zm9vYg=="}, {"fooba", "Zm9vYmE="}, {"foobar", "Zm9vYmFy"}};
+  const std::pair<std::string, std::string> vectors[] = {{"", ""},
+                                                         {"f", "Zg=="},
+                                                         {"fo", "Zm8="},
+                                                         {"foo", "Zm9v"},
+                                                         {"foob", "Zm9vYg=="},
+                                                         {"fooba", "Zm9vYmE="},
+                                                         {"foobar", "Zm9vYmFy"}};
   for (const auto& [plain, encoded] : vectors) {
     EXPECT_EQ(base64_encode(plain), encoded);
     EXPECT_EQ(base64_decode(encoded), plain);
