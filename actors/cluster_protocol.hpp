@@ -24,9 +24,9 @@
 #include <caf/typed_actor.hpp>
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <type_traits>
-#include <string>
 #include <utility>
 #include <vector>
 
@@ -69,15 +69,13 @@ typename Inspector::result_type inspect(Inspector& f, sandbox_record& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_registration& x) {
-  return inspect_as_capnp(f, x, "worker_registration", [](std::string_view bytes) {
-    return decode_worker_registration(bytes);
-  });
+  return inspect_as_capnp(f, x, "worker_registration",
+                          [](std::string_view bytes) { return decode_worker_registration(bytes); });
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_heartbeat& x) {
-  return inspect_as_capnp(f, x, "worker_heartbeat", [](std::string_view bytes) {
-    return decode_worker_heartbeat(bytes);
-  });
+  return inspect_as_capnp(f, x, "worker_heartbeat",
+                          [](std::string_view bytes) { return decode_worker_heartbeat(bytes); });
 }
 
 template <class Inspector>
@@ -240,8 +238,8 @@ using scheduler_actor = caf::typed_actor<
   /// A worker joins (or rejoins after a restart or a lost connection: same
   /// id, new node handle). The scheduler monitors `node`; when it goes down
   /// the worker is marked lost. Idempotent.
-  caf::replies_to<sc_register_atom, schema::worker_registration, node_actor>::with<
-    registration_ack>,
+  caf::replies_to<sc_register_atom, schema::worker_registration,
+                  node_actor>::with<registration_ack>,
   /// A heartbeat. Errors: not_found (unknown worker: register again).
   caf::replies_to<sc_beat_atom, schema::worker_heartbeat>::with<bool>,
   /// Picks a ready worker with room and reserves `needs` on it until

@@ -62,9 +62,8 @@ double score(const worker_view& worker, const placement_request& request,
   return scarcest + (local ? options.template_locality_bonus : 0.0);
 }
 
-result<std::string> place(const std::vector<worker_view>& workers,
-                          const placement_request& request, const placement_options& options,
-                          entropy_source& entropy) {
+result<std::string> place(const std::vector<worker_view>& workers, const placement_request& request,
+                          const placement_options& options, entropy_source& entropy) {
   std::vector<const worker_view*> candidates;
   for (const auto& worker : workers)
     if (fits(worker, request.need))
@@ -81,7 +80,8 @@ result<std::string> place(const std::vector<worker_view>& workers,
     return make_status(errc::resource_exhausted, std::move(message));
   }
   // Partial Fisher-Yates: the first K entries become a uniform sample.
-  auto k = options.sample_k == 0 ? candidates.size() : std::min(options.sample_k, candidates.size());
+  auto k =
+    options.sample_k == 0 ? candidates.size() : std::min(options.sample_k, candidates.size());
   for (size_t i = 0; i < k; ++i) {
     auto j = i + entropy.next_u64() % (candidates.size() - i);
     std::swap(candidates[i], candidates[j]);

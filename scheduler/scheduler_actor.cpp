@@ -78,8 +78,8 @@ placement placement_of(const worker_entry& w) {
   return placement{w.registration.id, w.registration.data_url, w.node};
 }
 
-std::optional<caf::error> validate(const scheduler_state& st,
-                                   const schema::worker_registration& r, const node_actor& node) {
+std::optional<caf::error> validate(const scheduler_state& st, const schema::worker_registration& r,
+                                   const node_actor& node) {
   auto limit = st.options.registration_field_bytes_max;
   if (r.id.empty())
     return make_error(errc::invalid_argument, "a worker registration needs an id");
@@ -87,9 +87,9 @@ std::optional<caf::error> validate(const scheduler_state& st,
     return make_error(errc::invalid_argument, "worker " + r.id + " registered without a node");
   for (const auto* field : {&r.id, &r.name, &r.cluster_address, &r.data_url})
     if (field->size() > limit)
-      return make_error(errc::invalid_argument,
-                        "worker " + r.id.substr(0, 64) + " has a registration field over "
-                          + std::to_string(limit) + " bytes");
+      return make_error(errc::invalid_argument, "worker " + r.id.substr(0, 64)
+                                                  + " has a registration field over "
+                                                  + std::to_string(limit) + " bytes");
   if (!st.workers.count(r.id) && st.workers.size() >= st.options.workers_max)
     return make_error(errc::resource_exhausted,
                       "the fleet already holds " + std::to_string(st.options.workers_max)
@@ -193,9 +193,9 @@ caf::result<placement> on_place(self_ptr self, actors::placement_request& reques
                         ? "no worker is registered: start one with airlockd worker --join"
                         : "no worker is ready: every registered worker is lost");
   if (st.placed.size() >= st.options.reservations_max)
-    return make_error(errc::resource_exhausted,
-                      "the scheduler holds " + std::to_string(st.options.reservations_max)
-                        + " placed sandboxes; release some first");
+    return make_error(errc::resource_exhausted, "the scheduler holds "
+                                                  + std::to_string(st.options.reservations_max)
+                                                  + " placed sandboxes; release some first");
   placement_request wanted{request.needs, request.template_name};
   auto chosen = place(fleet_for_placement(st), wanted, st.options.placement, *st.deps.entropy);
   if (!chosen)

@@ -76,8 +76,7 @@ result<node_sandbox> decode_node_sandbox(std::string_view bytes) {
     [](cs::NodeSandbox::Reader b) -> result<node_sandbox> {
       if (!detail::enum_in_range(b.getState(), cs::SandboxState::ERROR))
         return detail::enum_too_new("node sandbox");
-      return node_sandbox{detail::text(b.getSandboxId()),
-                          static_cast<sandbox_state>(b.getState())};
+      return node_sandbox{detail::text(b.getSandboxId()), static_cast<sandbox_state>(b.getState())};
     });
 }
 
@@ -137,7 +136,8 @@ result<process_view> decode_process_view(std::string_view bytes) {
   return detail::from_bytes<cs::ProcessView, process_view>(
     bytes, cluster_schema_version, "process view",
     [](cs::ProcessView::Reader b) -> result<process_view> {
-      return process_view{detail::text(b.getProcessId()), detail::text(b.getState()),
+      return process_view{detail::text(b.getProcessId()),
+                          detail::text(b.getState()),
                           b.getExitCode(),
                           b.getSignal(),
                           b.getStartedAtMs(),
@@ -162,8 +162,12 @@ result<output_request> decode_output_request(std::string_view bytes) {
   return detail::from_bytes<cs::OutputRequest, output_request>(
     bytes, cluster_schema_version, "output request",
     [](cs::OutputRequest::Reader b) -> result<output_request> {
-      return output_request{detail::text(b.getProcessId()), b.getOffset(), b.getWantStdout(),
-                            b.getWantStderr(), b.getMaxBytes(), b.getWaitMs()};
+      return output_request{detail::text(b.getProcessId()),
+                            b.getOffset(),
+                            b.getWantStdout(),
+                            b.getWantStderr(),
+                            b.getMaxBytes(),
+                            b.getWaitMs()};
     });
 }
 

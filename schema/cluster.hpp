@@ -34,7 +34,7 @@ struct exec_spec {
   std::string cmd;
   std::vector<std::pair<std::string, std::string>> env; ///< added to the sandbox's env
   std::string cwd;                                      ///< empty: /
-  std::string user;                                     ///< empty or "root": root; else a name or uid
+  std::string user; ///< empty or "root": root; else a name or uid
   bool pty = false;
   uint16_t rows = 24;
   uint16_t cols = 80;
@@ -139,7 +139,7 @@ struct registration_ack {
 /// One row of GET /v1/workers.
 struct worker_view {
   worker_registration registration;
-  std::string state; ///< ready | cordoned | draining | lost
+  std::string state;   ///< ready | cordoned | draining | lost
   resources allocated; ///< as the worker's last heartbeat reported it
   int64_t last_heartbeat_at_ms = 0;
   resources reserved; ///< placed by the scheduler, not yet released nor in a heartbeat

@@ -26,15 +26,15 @@ struct join_state {
 
   cluster_join_options options;
   cluster_join_deps deps;
-  scheduler_actor scheduler;  ///< the connected scheduler, if any
-  bool joined = false;        ///< registered over the current connection
-  bool registering = false;   ///< an sc_register is in flight
-  bool beat_in_flight = false; ///< at most one beat waits for its answer
-  registration_ack ack;       ///< the last one received
-  uint64_t session = 0;       ///< grows per connection; stale timers and replies see a newer one
-  uint32_t backoff_ms = 0;    ///< 0: the next reconnect waits backoff_initial_ms
-  uint32_t beat_failures = 0; ///< in a row
-  uint64_t sequence = 0;      ///< of the last beat sent
+  scheduler_actor scheduler;     ///< the connected scheduler, if any
+  bool joined = false;           ///< registered over the current connection
+  bool registering = false;      ///< an sc_register is in flight
+  bool beat_in_flight = false;   ///< at most one beat waits for its answer
+  registration_ack ack;          ///< the last one received
+  uint64_t session = 0;          ///< grows per connection; stale timers and replies see a newer one
+  uint32_t backoff_ms = 0;       ///< 0: the next reconnect waits backoff_initial_ms
+  uint32_t beat_failures = 0;    ///< in a row
+  uint64_t sequence = 0;         ///< of the last beat sent
   schema::worker_heartbeat load; ///< what the owner last reported
 };
 

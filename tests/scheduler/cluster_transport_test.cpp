@@ -53,7 +53,7 @@ std::unique_ptr<system_config> cluster_config() {
 struct worker_side {
   worker_side(uint16_t port, const wall_clock& clock,
               std::shared_ptr<testing::stub_node_script> script)
-    : config(cluster_config()), system(std::make_unique<caf::actor_system>(*config)) {
+      : config(cluster_config()), system(std::make_unique<caf::actor_system>(*config)) {
     node = testing::spawn_stub_node(*system, std::move(script));
     worker::cluster_join_options options;
     options.host = "127.0.0.1";
@@ -90,8 +90,11 @@ struct worker_side {
     caf::scoped_actor self{*system};
     std::pair<bool, registration_ack> out{false, {}};
     self->request(join, request_timeout, worker::cj_status_atom::value)
-      .receive([&out](bool joined, registration_ack& ack) { out = {joined, std::move(ack)}; },
-               [](caf::error&) {});
+      .receive(
+        [&out](bool joined, registration_ack& ack) {
+          out = {joined, std::move(ack)};
+        },
+        [](caf::error&) {});
     return out;
   }
 
@@ -104,7 +107,7 @@ struct worker_side {
 /// The control plane: its own actor system with the published scheduler.
 struct control_side {
   control_side(uint16_t wanted_port, const wall_clock& clock, entropy_source& entropy)
-    : config(cluster_config()), system(std::make_unique<caf::actor_system>(*config)) {
+      : config(cluster_config()), system(std::make_unique<caf::actor_system>(*config)) {
     scheduler::scheduler_options options;
     options.heartbeat_interval_ms = 50;
     options.heartbeat_timeout_ms = 3'000;
@@ -125,7 +128,9 @@ struct control_side {
     system.reset();
   }
 
-  static std::string token_key() { return std::string("\x01\x02\x00\xff", 4) + std::string(28, 'k'); }
+  static std::string token_key() {
+    return std::string("\x01\x02\x00\xff", 4) + std::string(28, 'k');
+  }
 
   std::unique_ptr<system_config> config;
   std::unique_ptr<caf::actor_system> system;
@@ -175,8 +180,7 @@ protected:
   system_wall_clock clock;
   seeded_entropy entropy{3};
   std::unique_ptr<control_side> control;
-  std::shared_ptr<testing::stub_node_script> script =
-    std::make_shared<testing::stub_node_script>();
+  std::shared_ptr<testing::stub_node_script> script = std::make_shared<testing::stub_node_script>();
   std::unique_ptr<worker_side> worker;
 };
 
@@ -235,9 +239,8 @@ TEST_F(cluster_transport, a_worker_joins_beats_and_serves_calls_over_the_wire) {
   EXPECT_GT(v.last_heartbeat_at_ms, 0);
   EXPECT_EQ(v.registration.capacity, (schema::resources{4000, 8192, 100'000, 16}));
 
-  auto placed =
-    ask<placement>(control->scheduler, sc_place_atom::value,
-                   placement_request{"sb_new", "base", {1000, 512, 2048, 1}});
+  auto placed = ask<placement>(control->scheduler, sc_place_atom::value,
+                               placement_request{"sb_new", "base", {1000, 512, 2048, 1}});
   ASSERT_TRUE(placed) << render(placed.error());
   EXPECT_EQ(placed->worker_id, "wk_loop");
   EXPECT_EQ(placed->data_url, "http://127.0.0.1:7071");

@@ -42,8 +42,8 @@ placement_request ask_for(std::string sandbox_id, uint32_t cpu_millis, uint32_t 
 class scheduler_test : public ::testing::Test {
 protected:
   scheduler_test()
-    : system(prepared(config)),
-      sched(dynamic_cast<caf::scheduler::test_coordinator&>(system.scheduler())) {
+      : system(prepared(config)),
+        sched(dynamic_cast<caf::scheduler::test_coordinator&>(system.scheduler())) {
     options.heartbeat_interval_ms = 100;
     options.heartbeat_timeout_ms = 1'000;
     options.check_interval_ms = 100;
@@ -128,8 +128,7 @@ protected:
   caf::scheduler::test_coordinator& sched;
   scheduler_options options;
   scheduler_actor scheduler;
-  std::shared_ptr<testing::stub_node_script> script =
-    std::make_shared<testing::stub_node_script>();
+  std::shared_ptr<testing::stub_node_script> script = std::make_shared<testing::stub_node_script>();
   std::vector<node_actor> nodes;
 };
 

@@ -49,9 +49,15 @@ node_actor::behavior_type stub_node(node_actor::pointer, std::shared_ptr<stub_no
       s->record_create(std::move(record));
       return node_sandbox{id, sandbox_state::running};
     },
-    [](nd_pause_atom, std::string& id) { return node_sandbox{id, sandbox_state::paused}; },
-    [](nd_resume_atom, std::string& id) { return node_sandbox{id, sandbox_state::running}; },
-    [](nd_destroy_atom, std::string& id) { return node_sandbox{id, sandbox_state::destroyed}; },
+    [](nd_pause_atom, std::string& id) {
+      return node_sandbox{id, sandbox_state::paused};
+    },
+    [](nd_resume_atom, std::string& id) {
+      return node_sandbox{id, sandbox_state::running};
+    },
+    [](nd_destroy_atom, std::string& id) {
+      return node_sandbox{id, sandbox_state::destroyed};
+    },
     [s](nd_list_atom) {
       std::vector<node_sandbox> out;
       for (const auto& record : s->created())

@@ -50,8 +50,14 @@ file_result sample_file_result() {
 
 worker_view sample_worker_view() {
   worker_view x;
-  x.registration = {"wk_1",     "host-a", "10.0.0.1:7100", "http://10.0.0.1:7071",
-                    {4000, 8192, 100000, 64}, {"namespace"}, "0.1.0", 17};
+  x.registration = {"wk_1",
+                    "host-a",
+                    "10.0.0.1:7100",
+                    "http://10.0.0.1:7071",
+                    {4000, 8192, 100000, 64},
+                    {"namespace"},
+                    "0.1.0",
+                    17};
   x.state = "lost";
   x.allocated = {1000, 2048, 4096, 2};
   x.last_heartbeat_at_ms = 1700000000999;
@@ -73,13 +79,12 @@ TEST(cluster_codec, round_trips_every_node_and_data_plane_message) {
   expect_round_trip(process_view{"proc_1", "exited", 127, 15, 1700000000000, 1700000000500,
                                  "no such file: python4"},
                     decode_process_view);
-  expect_round_trip(output_request{"proc_1", 4096, false, true, 65536, 250},
-                    decode_output_request);
+  expect_round_trip(output_request{"proc_1", 4096, false, true, 65536, 250}, decode_output_request);
   expect_round_trip(output_segment{2, 99, "err"}, decode_output_segment);
   expect_round_trip(sample_batch(), decode_output_batch);
-  expect_round_trip(file_spec{file_verb::rename, "/a", "/b", std::string("\0x", 2), 5, 6, 0600,
-                              true},
-                    decode_file_spec);
+  expect_round_trip(
+    file_spec{file_verb::rename, "/a", "/b", std::string("\0x", 2), 5, 6, 0600, true},
+    decode_file_spec);
   expect_round_trip(file_entry{"x", "other", 1, 2, 3}, decode_file_entry);
   expect_round_trip(sample_file_result(), decode_file_result);
 }
@@ -109,8 +114,8 @@ std::string with_version(uint16_t version) {
 }
 
 TEST(cluster_codec, refuses_a_message_from_a_newer_schema_version) {
-  auto decoded = decode_output_batch(with_version<capnp_schema::OutputBatch>(
-    static_cast<uint16_t>(cluster_schema_version + 1)));
+  auto decoded = decode_output_batch(
+    with_version<capnp_schema::OutputBatch>(static_cast<uint16_t>(cluster_schema_version + 1)));
   ASSERT_FALSE(decoded);
   EXPECT_EQ(decoded.code(), errc::unsupported_version);
   auto ack = decode_registration_ack(with_version<capnp_schema::RegistrationAck>(0));
@@ -134,8 +139,8 @@ TEST(cluster_codec, refuses_an_unknown_file_verb_or_sandbox_state) {
   root.setVerb(static_cast<capnp_schema::FileVerb>(200));
   auto words = capnp::messageToFlatArray(message);
   auto raw = words.asBytes();
-  auto decoded = decode_file_spec(
-    std::string_view(reinterpret_cast<const char*>(raw.begin()), raw.size()));
+  auto decoded =
+    decode_file_spec(std::string_view(reinterpret_cast<const char*>(raw.begin()), raw.size()));
   ASSERT_FALSE(decoded);
   EXPECT_EQ(decoded.code(), errc::unsupported_version);
 
@@ -145,8 +150,8 @@ TEST(cluster_codec, refuses_an_unknown_file_verb_or_sandbox_state) {
   sandbox.setState(static_cast<capnp_schema::SandboxState>(99));
   auto node_words = capnp::messageToFlatArray(node);
   auto node_raw = node_words.asBytes();
-  EXPECT_EQ(decode_node_sandbox(std::string_view(reinterpret_cast<const char*>(node_raw.begin()),
-                                                 node_raw.size()))
+  EXPECT_EQ(decode_node_sandbox(
+              std::string_view(reinterpret_cast<const char*>(node_raw.begin()), node_raw.size()))
               .code(),
             errc::unsupported_version);
 }
@@ -160,8 +165,8 @@ TEST(cluster_codec, a_worker_view_with_a_corrupt_registration_does_not_decode) {
     capnp::Data::Reader(reinterpret_cast<const kj::byte*>(junk.data()), junk.size()));
   auto words = capnp::messageToFlatArray(message);
   auto raw = words.asBytes();
-  auto decoded = decode_worker_view(
-    std::string_view(reinterpret_cast<const char*>(raw.begin()), raw.size()));
+  auto decoded =
+    decode_worker_view(std::string_view(reinterpret_cast<const char*>(raw.begin()), raw.size()));
   ASSERT_FALSE(decoded);
   EXPECT_EQ(decoded.code(), errc::corrupt_record);
 }
