@@ -1,5 +1,7 @@
 #include "airlockd/daemon.hpp"
 
+#include "gateway/openapi.hpp"
+
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/file.h>
@@ -184,6 +186,7 @@ int run_daemon(const daemon_spec& spec, const daemon_steps& steps, stop_signals&
   });
   if (steps.add_routes)
     steps.add_routes(routes);
+  gateway::add_openapi_route(routes);
   auto server =
     gateway::health_server::start(spec.http, spec.listen, std::move(routes), log, steps.metrics);
   if (!server) {

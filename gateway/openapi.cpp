@@ -1,0 +1,199 @@
+#include "gateway/openapi.hpp"
+
+#include <map>
+#include <string>
+#include <utility>
+
+namespace airlock::gateway {
+
+namespace {
+
+using nlohmann::json;
+
+/// How a route is called and what it answers.
+struct route_doc {
+  const char* summary;
+  const char* auth; ///< "api_key", "data_plane" (API key or token), "none"
+  int success;      ///< the status of success
+  const char* body; ///< "json", "bytes", "none"
+  const char* answer; ///< "json", "sse", "bytes", "text"
+};
+
+using doc_key = std::pair<std::string, std::string>; // method, pattern
+
+const std::map<doc_key, route_doc>& docs() {
+  static const std::map<doc_key, route_doc> table = {
+    {{"GET", "/healthz"}, {"The process is alive.", "none", 200, "none", "json"}},
+    {{"GET", "/readyz"}, {"Store open and workers reachable.", "none", 200, "none", "json"}},
+    {{"GET", "/metrics"}, {"Prometheus text exposition.", "none", 200, "none", "text"}},
+    {{"GET", "/v1/openapi.json"}, {"This document.", "none", 200, "none", "json"}},
+    {{"GET", "/ui"}, {"Dashboard (later release: 501).", "api_key", 501, "none", "json"}},
+    {{"GET", "/v1/operations"},
+     {"List operations (?target_id, ?state, ?limit, ?cursor).", "api_key", 200, "none", "json"}},
+    {{"GET", "/v1/operations/{id}"},
+     {"One operation; ?wait=SECONDS (max 60) holds until it ends.", "api_key", 200, "none",
+      "json"}},
+    {{"GET", "/v1/operations/{id}/events"},
+     {"SSE: one `state` event per transition, ending after the terminal one.", "api_key", 200,
+      "none", "sse"}},
+    {{"POST", "/v1/operations/{id}/cancel"},
+     {"Cancel; 409 if already ended.", "api_key", 202, "none", "json"}},
+    {{"POST", "/v1/sandboxes"},
+     {"Create a sandbox: 202 {sandbox_id, operation_id}. Idempotency-Key honoured.", "api_key",
+      202, "json", "json"}},
+    {{"GET", "/v1/sandboxes"},
+     {"List sandboxes (?state, ?metadata.KEY=VALUE, ?limit, ?cursor).", "api_key", 200, "none",
+      "json"}},
+    {{"GET", "/v1/sandboxes/{id}"}, {"One sandbox.", "api_key", 200, "none", "json"}},
+    {{"PATCH", "/v1/sandboxes/{id}"},
+     {"Change metadata, egress or idle_timeout_s.", "api_key", 200, "json", "json"}},
+    {{"DELETE", "/v1/sandboxes/{id}"},
+     {"Destroy: 202 operation; 409 if already destroyed.", "api_key", 202, "none", "json"}},
+    {{"POST", "/v1/sandboxes/{id}/pause"},
+     {"Pause (memory stays resident): 202 operation; 409 unless running.", "api_key", 202,
+      "none", "json"}},
+    {{"POST", "/v1/sandboxes/{id}/resume"},
+     {"Resume: 202 operation; 409 unless paused.", "api_key", 202, "none", "json"}},
+    {{"POST", "/v1/sandboxes/{id}/suspend"}, {"Later release: 501.", "api_key", 501, "none", "json"}},
+    {{"POST", "/v1/sandboxes/{id}/restore"}, {"Later release: 501.", "api_key", 501, "none", "json"}},
+    {{"POST", "/v1/sandboxes/{id}/wake"}, {"Later release: 501.", "api_key", 501, "none", "json"}},
+    {{"POST", "/v1/sandboxes/{id}/token"},
+     {"A data-plane token for this sandbox {scope, ttl_s}: 201 {data_url, token, expires_at}.",
+      "api_key", 201, "json", "json"}},
+    {{"POST", "/v1/sandboxes/{id}/checkpoints"},
+     {"Later release: 501.", "api_key", 501, "none", "json"}},
+    {{"GET", "/v1/sandboxes/{id}/checkpoints"},
+     {"Later release: 501.", "api_key", 501, "none", "json"}},
+    {{"POST", "/v1/sandboxes/{id}/processes"},
+     {"Start a process: 201 {process_id, attach_url, attach_token, expires_at}.", "data_plane",
+      201, "json", "json"}},
+    {{"GET", "/v1/sandboxes/{id}/processes"},
+     {"Running and recently ended processes.", "data_plane", 200, "none", "json"}},
+    {{"GET", "/v1/sandboxes/{id}/processes/{pid}"},
+     {"One process; ?wait=SECONDS until it exits.", "data_plane", 200, "none", "json"}},
+    {{"GET", "/v1/sandboxes/{id}/processes/{pid}/output"},
+     {"SSE: stdout/stderr events (id = combined byte offset), then exit. Last-Event-ID "
+      "resumes; 410 when the buffer no longer holds it. ?stdout=0|1&stderr=0|1.",
+      "data_plane", 200, "none", "sse"}},
+    {{"POST", "/v1/sandboxes/{id}/processes/{pid}/stdin"},
+     {"Write raw stdin bytes.", "data_plane", 200, "bytes", "json"}},
+    {{"POST", "/v1/sandboxes/{id}/processes/{pid}/stdin/close"},
+     {"Close stdin.", "data_plane", 200, "none", "json"}},
+    {{"POST", "/v1/sandboxes/{id}/processes/{pid}/signal"},
+     {"Send {signal: \"TERM\"} to the process group.", "data_plane", 200, "json", "json"}},
+    {{"POST", "/v1/sandboxes/{id}/processes/{pid}/resize"},
+     {"Resize the PTY {rows, cols}.", "data_plane", 200, "json", "json"}},
+    {{"GET", "/v1/sandboxes/{id}/files"},
+     {"Read ?path= (raw bytes; 404 missing, 400 a directory).", "data_plane", 200, "none",
+      "bytes"}},
+    {{"PUT", "/v1/sandboxes/{id}/files"},
+     {"Write ?path=&mode= atomically, parents created: 201 {path, size_bytes}.", "data_plane",
+      201, "bytes", "json"}},
+    {{"DELETE", "/v1/sandboxes/{id}/files"},
+     {"Remove ?path= (&recursive=true for directories).", "data_plane", 200, "none", "json"}},
+    {{"GET", "/v1/sandboxes/{id}/files/list"},
+     {"List a directory ?path=.", "data_plane", 200, "none", "json"}},
+    {{"GET", "/v1/sandboxes/{id}/files/stat"},
+     {"Stat ?path=.", "data_plane", 200, "none", "json"}},
+    {{"POST", "/v1/sandboxes/{id}/files/mkdir"},
+     {"mkdir -p ?path=.", "data_plane", 201, "none", "json"}},
+    {{"POST", "/v1/api-keys"},
+     {"Admin only: a new API key for {tenant_id}; shown once.", "api_key", 201, "json", "json"}},
+    {{"GET", "/v1/workers"}, {"Admin only: the fleet.", "api_key", 200, "none", "json"}},
+    {{"POST", "/v1/workers/{id}/cordon"}, {"Later release: 501.", "api_key", 501, "none", "json"}},
+    {{"POST", "/v1/workers/{id}/drain"}, {"Later release: 501.", "api_key", 501, "none", "json"}},
+    {{"POST", "/v1/workers/{id}/uncordon"},
+     {"Later release: 501.", "api_key", 501, "none", "json"}},
+    {{"GET", "/v1/templates"}, {"Later release: 501.", "api_key", 501, "none", "json"}},
+    {{"POST", "/v1/templates"}, {"Later release: 501.", "api_key", 501, "none", "json"}},
+    {{"GET", "/v1/templates/{name}"}, {"Later release: 501.", "api_key", 501, "none", "json"}},
+    {{"PUT", "/v1/templates/{name}/pool"}, {"Later release: 501.", "api_key", 501, "none", "json"}},
+    {{"POST", "/v1/credentials"}, {"Later release: 501.", "api_key", 501, "none", "json"}},
+    {{"GET", "/v1/credentials"}, {"Later release: 501.", "api_key", 501, "none", "json"}},
+    {{"GET", "/v1/credentials/{id}"}, {"Later release: 501.", "api_key", 501, "none", "json"}},
+    {{"DELETE", "/v1/credentials/{id}"}, {"Later release: 501.", "api_key", 501, "none", "json"}},
+    {{"GET", "/v1/audit"}, {"Later release: 501.", "api_key", 501, "none", "json"}},
+  };
+  return table;
+}
+
+json media(const char* kind) {
+  if (std::string(kind) == "sse")
+    return {{"text/event-stream", json::object()}};
+  if (std::string(kind) == "bytes")
+    return {{"application/octet-stream", json::object()}};
+  if (std::string(kind) == "text")
+    return {{"text/plain", json::object()}};
+  return {{"application/json", json::object()}};
+}
+
+json describe(const route_doc& doc, const std::string& pattern) {
+  json operation = {{"summary", doc.summary}};
+  json parameters = json::array();
+  for (size_t at = pattern.find('{'); at != std::string::npos; at = pattern.find('{', at + 1)) {
+    auto name = pattern.substr(at + 1, pattern.find('}', at) - at - 1);
+    parameters.push_back(
+      {{"name", name}, {"in", "path"}, {"required", true}, {"schema", {{"type", "string"}}}});
+  }
+  if (!parameters.empty())
+    operation["parameters"] = parameters;
+  if (std::string(doc.body) != "none")
+    operation["requestBody"] = {{"content", media(doc.body)}};
+  operation["responses"] = {
+    {std::to_string(doc.success), {{"description", "success"}, {"content", media(doc.answer)}}},
+    {"default", {{"description", "error: {\"error\": {\"code\", \"message\"}}"}}}};
+  if (std::string(doc.auth) == "api_key")
+    operation["security"] = json::array({{{"api_key", json::array()}}});
+  else if (std::string(doc.auth) == "data_plane")
+    operation["security"] = json::array(
+      {{{"api_key", json::array()}}, {{"data_plane_token", json::array()}}});
+  else
+    operation["security"] = json::array();
+  return operation;
+}
+
+} // namespace
+
+nlohmann::json openapi_document(const route_table& routes) {
+  json paths = json::object();
+  json undocumented = json::array();
+  for (const auto& [method, pattern] : routes.routes()) {
+    std::string name(http::to_string(method));
+    auto found = docs().find({name, pattern});
+    if (found == docs().end()) {
+      undocumented.push_back(name + " " + pattern);
+      continue;
+    }
+    std::string lower;
+    for (char c : name)
+      lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    paths[pattern][lower] = describe(found->second, pattern);
+  }
+  json document = {
+    {"openapi", "3.0.3"},
+    {"info", {{"title", "airlock API"}, {"version", "v1"}}},
+    {"paths", paths},
+    {"components",
+     {{"securitySchemes",
+       {{"api_key", {{"type", "http"}, {"scheme", "bearer"}}},
+        {"data_plane_token", {{"type", "http"}, {"scheme", "bearer"}}}}}}},
+    {"x-undocumented", undocumented}};
+  return document;
+}
+
+void add_openapi_route(route_table& routes) {
+  // Registered first so that it describes itself, then filled from a copy
+  // of the finished table.
+  routes.add(http::verb::get, "/v1/openapi.json", [](const http_request&) {
+    return json_response(http::status::ok, json::object());
+  });
+  auto document = std::make_shared<const std::string>(openapi_document(routes).dump());
+  routes.add(http::verb::get, "/v1/openapi.json", [document](const http_request&) {
+    http_response response{http::status::ok, 11};
+    response.set(http::field::content_type, "application/json");
+    response.body() = *document;
+    return response;
+  });
+}
+
+} // namespace airlock::gateway
