@@ -113,7 +113,14 @@ void watch_operation(api_ptr api, exchange_ptr ex, caller who) {
       auto stream = ex->open_sse();
       auto watcher = api->deps.system->spawn([stream](caf::event_based_actor* self)
                                                -> caf::behavior {
-        return {[self, stream](actors::op_event_atom, const schema::operation_record& record) {
+        // The watch reply and the engine's events travel different paths:
+        // keep them in sequence order and never repeat one.
+        auto last = std::make_shared<int64_t>(-1);
+        return {[self, stream, last](actors::op_event_atom,
+                                     const schema::operation_record& record) {
+          if (static_cast<int64_t>(record.sequence) <= *last)
+            return;
+          *last = static_cast<int64_t>(record.sequence);
           auto event = to_json(record).dump();
           if (!stream->send("state", event, std::to_string(record.sequence)) ||
               schema::is_terminal(record.state)) {
