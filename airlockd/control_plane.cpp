@@ -29,6 +29,7 @@ status control_plane::start(caf::actor_system& system, storage::kv_store& store,
   deps.entropy = &entropy_;
   scheduler_ = scheduler::spawn_scheduler(system, {}, deps);
   procedures_ = actors::spawn_sandbox_procedures(system, registry_, scheduler_);
+  reconciler_ = actors::spawn_reconciler(system, registry_, scheduler_);
   gateway::describe_control_metrics(metrics_);
   if (cluster_listen) {
     auto port = scheduler::publish_scheduler(system, scheduler_, cluster_listen->host,
@@ -50,6 +51,9 @@ void control_plane::stop() {
   for (const auto& [kind, runner] : procedures_)
     caf::anon_send_exit(runner, caf::exit_reason::user_shutdown);
   procedures_.clear();
+  if (reconciler_)
+    caf::anon_send_exit(reconciler_, caf::exit_reason::user_shutdown);
+  reconciler_ = nullptr;
   if (scheduler_)
     caf::anon_send_exit(scheduler_, caf::exit_reason::user_shutdown);
   if (registry_)
@@ -57,6 +61,11 @@ void control_plane::stop() {
   scheduler_ = nullptr;
   registry_ = nullptr;
   system_ = nullptr;
+}
+
+void control_plane::reconcile_now() {
+  if (reconciler_)
+    caf::anon_send(reconciler_, actors::rc_tick_atom::value);
 }
 
 void control_plane::add_routes(gateway::route_table& routes,

@@ -14,6 +14,7 @@
 #include "actors/cluster_protocol.hpp"
 #include "actors/log.hpp"
 #include "actors/operation_engine.hpp"
+#include "actors/reconciler.hpp"
 #include "actors/sandbox_registry.hpp"
 #include "gateway/attach_token.hpp"
 #include "gateway/endpoint.hpp"
@@ -48,6 +49,9 @@ public:
   /// first request arrives).
   void add_routes(gateway::route_table& routes, const actors::operation_engine_actor& engine);
 
+  /// Runs a reconciliation pass now (e.g. once a local worker has joined).
+  void reconcile_now();
+
   /// The bound cluster port (0 when not published).
   uint16_t cluster_port() const noexcept { return cluster_port_; }
 
@@ -66,6 +70,7 @@ private:
   actors::sandbox_registry_actor registry_;
   actors::scheduler_actor scheduler_;
   actors::procedure_table procedures_;
+  actors::reconciler_actor reconciler_;
   uint16_t cluster_port_ = 0;
 };
 

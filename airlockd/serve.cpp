@@ -106,6 +106,8 @@ status join_local_worker(serve_parts& parts, const gateway::endpoint& bound,
                             parts.verifier, joined, log);
   if (first_join.wait_for(join_timeout) != std::future_status::ready)
     return make_status(errc::timeout, "the local worker did not join the scheduler");
+  // The worker cleaned up an earlier run's sandboxes: say so in their records.
+  parts.control.reconcile_now();
   return status::ok();
 }
 

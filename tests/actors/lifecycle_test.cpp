@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "actors/operation_engine.hpp"
+#include "actors/reconciler.hpp"
 #include "actors/sandbox_procedures.hpp"
 #include "actors/sandbox_registry.hpp"
 #include "actors/system_config.hpp"
@@ -268,6 +269,26 @@ TEST_F(lifecycle, deleting_twice_is_harmless) {
   EXPECT_EQ(run(kind_sandbox_delete, "sb_g").state, schema::operation_state::succeeded);
   EXPECT_EQ(run(kind_sandbox_delete, "sb_g").state, schema::operation_state::succeeded);
   EXPECT_EQ(sandbox("sb_g").state, schema::sandbox_state::destroyed);
+}
+
+TEST_F(lifecycle, reconciliation_marks_sandboxes_their_worker_no_longer_runs) {
+  register_worker();
+  add_sandbox("sb_h");
+  ASSERT_EQ(run(kind_sandbox_create, "sb_h").state, schema::operation_state::succeeded);
+  add_sandbox("sb_never_placed");
+  // The fake worker lists nothing: as after a restart that cleaned up.
+  auto reconciler = spawn_reconciler(system_, registry_, scheduler_);
+  uint64_t marked = 0;
+  self_->request(reconciler, seconds(10), rc_run_atom::value)
+    .receive([&marked](uint64_t count) { marked = count; },
+             [](caf::error& error) { FAIL() << to_status(error).message; });
+  EXPECT_EQ(marked, 1u);
+  auto record = sandbox("sb_h");
+  EXPECT_EQ(record.state, schema::sandbox_state::error);
+  ASSERT_TRUE(record.error_reason.has_value());
+  EXPECT_NE(record.error_reason->message.find("delete it"), std::string::npos);
+  EXPECT_EQ(sandbox("sb_never_placed").state, schema::sandbox_state::creating);
+  caf::anon_send_exit(reconciler, caf::exit_reason::user_shutdown);
 }
 
 TEST_F(lifecycle, verbs_are_checked_against_the_state_before_an_operation_starts) {

@@ -1,0 +1,42 @@
+#pragma once
+// reconciler: makes the control plane's sandbox records agree with what the
+// workers actually run. A worker that restarts cleans up every sandbox of
+// its earlier run (their guests died with it), so records that still say
+// running or paused for a sandbox its worker no longer has are marked
+// `error` with a reason that says what to do. Runs at start and then
+// periodically; workers that are not reachable are left alone (their
+// sandboxes may come back when they rejoin).
+
+#include <caf/actor_system.hpp>
+#include <caf/atom.hpp>
+#include <caf/typed_actor.hpp>
+
+#include <cstdint>
+
+#include "actors/cluster_protocol.hpp"
+#include "actors/sandbox_registry.hpp"
+
+namespace airlock::actors {
+
+using rc_tick_atom = caf::atom_constant<caf::atom("rctick")>;
+using rc_run_atom = caf::atom_constant<caf::atom("rcrun")>;
+
+struct reconciler_options {
+  /// Time between passes. Default: 10000.
+  uint32_t interval_ms = 10'000;
+  /// Bound on each registry, scheduler or node call. Default: 10000.
+  uint32_t call_timeout_ms = 10'000;
+  /// Records read per page. Default: 1000.
+  size_t page_size = 1000;
+};
+
+using reconciler_actor = caf::typed_actor<
+  /// Runs one pass now and replies with how many records it marked. Idempotent.
+  caf::replies_to<rc_run_atom>::with<uint64_t>,
+  /// Internal: the periodic timer.
+  caf::reacts_to<rc_tick_atom>>;
+
+reconciler_actor spawn_reconciler(caf::actor_system& system, sandbox_registry_actor registry,
+                                  scheduler_actor scheduler, reconciler_options options = {});
+
+} // namespace airlock::actors
