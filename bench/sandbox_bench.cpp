@@ -5,13 +5,16 @@
 //   exec     round trip of `true` through the sandbox actor and the guest
 //            (exec reply + read until exited) vs fork+exec+wait of /bin/true
 //   output   `head -c SIZE /dev/zero` through the guest (guest_client, output
-//            counted and discarded; and into the sandbox actor's ring) vs the
-//            same command into a pipe read in-process
+//            counted and discarded) vs the same command into a pipe read
+//            in-process: GNU head in the cached `base` template (see
+//            base_cache_dir) against the host's GNU head, and busybox head/dd
+//            in `minimal` against busybox; plus busybox dd into the sandbox
+//            actor's ring
 //   memory   host memory per idle sandbox (PSS of its processes + its memory
 //            cgroup) and MemAvailable before/after N idle sandboxes
 //
 //   sandbox_bench [--data-dir DIR] [--guest PATH] [--creates N] [--execs N]
-//                 [--output-mb N] [--idle N]
+//                 [--output-mb N] [--idle N] [--cases create,exec,output,memory]
 //
 // Needs root. DIR holds the btrfs image, the runtime state and the store; it
 // is left in place (its loop mount too) for the next run. Default:
@@ -27,6 +30,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -38,6 +43,7 @@
 #include "actors/system_config.hpp"
 #include "guest/client.hpp"
 #include "storage/kv_store.hpp"
+#include "worker/rootfs/overlay_driver.hpp"
 #include "worker/rootfs/templates.hpp"
 #include "worker/runtime/namespace_runtime.hpp"
 #include "worker/worker_actor.hpp"
@@ -62,6 +68,7 @@ struct bench_options {
   int idle = 50;
   uint32_t cpu_millis = 1000; ///< cpu limit of the throughput sandbox (the default limit)
   uint32_t window_kb = 0;     ///< output window of the throughput run; 0: the guest default
+  std::string cases = "create,exec,output,memory"; ///< which measurements run
 };
 
 double ms_since(clock_type::time_point start) {
@@ -324,13 +331,31 @@ void raw_pipe(const char* label, const std::vector<std::string>& argv) {
               static_cast<double>(total) / (1 << 20) / s, static_cast<unsigned long long>(total));
 }
 
-/// The guest's throughput without actors: one sandbox driven by guest_client.
-void bench_output_direct(host_pieces& host, const bench_options& opt) {
-  const std::string id = "bench-out";
-  auto root = host.rootfs->create_sandbox(id, "minimal", 0);
+/// What to run through one sandbox's guest, with the label it is reported under.
+using labelled_commands = std::vector<std::pair<std::string, std::string>>;
+
+/// Starts one sandbox of `template_name` on `rootfs` and drives its guest with
+/// guest_client (no actors): each command's stdout is counted and discarded.
+/// When `guest_binary` is set it replaces the sandbox's /sbin/airlock-guest
+/// (in the sandbox's own layer, not the template), so that a cached template
+/// built with an older agent measures the agent built now.
+void guest_throughput(host_pieces& host, rootfs_driver& rootfs, const std::string& template_name,
+                      const std::string& guest_binary, const labelled_commands& commands,
+                      const bench_options& opt) {
+  const std::string id = "bench-out-" + template_name;
+  (void)host.runtime->destroy(id);
+  (void)rootfs.delete_sandbox(id);
+  auto root = rootfs.create_sandbox(id, template_name, 0);
   if (!root) {
     std::cerr << "rootfs: " << root.error().message << "\n";
     return;
+  }
+  std::error_code ec;
+  if (!guest_binary.empty()
+      && !std::filesystem::copy_file(guest_binary, *root / "sbin" / "airlock-guest",
+                                     std::filesystem::copy_options::overwrite_existing, ec)) {
+    std::cerr << "copy the guest into the " << template_name << " sandbox: " << ec.message()
+              << "\n";
   }
   int pair[2];
   ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair);
@@ -342,39 +367,84 @@ void bench_output_direct(host_pieces& host, const bench_options& opt) {
   spec.limits.cpu_millis = opt.cpu_millis;
   auto handle = host.runtime->create(spec);
   ::close(pair[1]);
-  if (handle) {
-    guest::guest_client client{guest::unique_fd(pair[0])};
-    if (client.handshake(5000)) {
-      const std::pair<const char*, std::string> commands[] = {
-        {"guest, busybox head", "head -c " + std::to_string(opt.output_mb << 20) + " /dev/zero"},
-        {"guest, busybox dd",
-         "dd if=/dev/zero bs=65536 count=" + std::to_string(opt.output_mb * 16) + " 2>/dev/null"}};
-      for (const auto& [label, line] : commands) {
-        guest::start_request head;
-        head.shell = line;
-        head.window_bytes = opt.window_kb * 1024;
-        auto start = clock_type::now();
-        auto done = client.run_discarding(head, 600000);
-        double s = ms_since(start) / 1000;
-        if (done) {
-          std::printf("output %-24s %8.1f MiB/s (%llu bytes)\n", label,
-                      static_cast<double>(done->stdout_bytes) / (1 << 20) / s,
-                      static_cast<unsigned long long>(done->stdout_bytes));
-        }
-      }
-    }
-  } else {
+  if (!handle) {
+    std::cerr << "runtime: " << handle.error().message << "\n";
     ::close(pair[0]);
+  } else if (guest::guest_client client{guest::unique_fd(pair[0])}; client.handshake(5000)) {
+    for (const auto& [label, line] : commands) {
+      guest::start_request start;
+      start.shell = line;
+      start.window_bytes = opt.window_kb * 1024;
+      auto begin = clock_type::now();
+      auto done = client.run_discarding(start, 600000);
+      double s = ms_since(begin) / 1000;
+      if (!done) {
+        std::cerr << label << ": " << done.error().message << "\n";
+        continue;
+      }
+      std::printf("output %-24s %8.1f MiB/s (%llu bytes)\n", label.c_str(),
+                  static_cast<double>(done->stdout_bytes) / (1 << 20) / s,
+                  static_cast<unsigned long long>(done->stdout_bytes));
+    }
   }
   (void)host.runtime->destroy(id);
-  (void)host.rootfs->delete_sandbox(id);
+  (void)rootfs.delete_sandbox(id);
+}
 
-  raw_pipe("raw pipe, GNU head",
-           {"/usr/bin/head", "-c", std::to_string(opt.output_mb << 20), "/dev/zero"});
-  raw_pipe("raw pipe, busybox head",
-           {"/bin/busybox", "head", "-c", std::to_string(opt.output_mb << 20), "/dev/zero"});
-  raw_pipe("raw pipe, busybox dd", {"/bin/busybox", "dd", "if=/dev/zero", "bs=65536",
-                                    "count=" + std::to_string(opt.output_mb * 16)});
+/// The `base` template that tests/rootfs builds (debootstrap, minutes) and
+/// caches; the bench only uses it, never builds it.
+std::filesystem::path base_cache_dir() {
+  const char* override_dir = std::getenv("AIRLOCK_TEST_CACHE");
+  std::filesystem::path dir = override_dir != nullptr ? override_dir : "/var/tmp/airlock-test-cache";
+  return dir / "base";
+}
+
+/// The bench's own copy of the `base` template, imported once from the cache
+/// (the namespace runtime id-maps the rootfs, which overlayfs mounts refuse
+/// here, so the cached overlay template is copied into the bench's btrfs).
+status import_base(host_pieces& host) {
+  if (host.rootfs->has_template("base"))
+    return status::ok();
+  auto cache = overlay_driver::open(rootfs_options{.data_dir = base_cache_dir()});
+  if (!cache || !(*cache)->has_template("base")) {
+    return make_status(errc::not_found, "no cached base template under "
+                                          + base_cache_dir().string()
+                                          + " (build it once with tests/rootfs/rootfs_slow_test)");
+  }
+  auto from = (*cache)->template_path("base");
+  auto staging = host.rootfs->create_template("base");
+  if (!from || !staging)
+    return make_status(errc::io_error, "cannot stage the base template");
+  std::cout << "importing base from " << from->string() << " (once)\n";
+  if (spawn_wait({"/bin/cp", "-a", "--reflink=auto", from->string() + "/.", staging->string()})
+      != 0) {
+    (void)host.rootfs->delete_template("base");
+    return make_status(errc::io_error, "cp of the base template failed");
+  }
+  return host.rootfs->seal_template("base");
+}
+
+/// The guest's throughput without actors, against the same producer writing
+/// into a pipe that this process reads (the raw pipe), in the same run.
+void bench_output_direct(host_pieces& host, const bench_options& opt) {
+  const std::string bytes = std::to_string(opt.output_mb << 20);
+  const std::string blocks = std::to_string(opt.output_mb * 16);
+  // The command with GNU coreutils head: the `base` template.
+  if (auto base = import_base(host); base.is_ok()) {
+    guest_throughput(host, *host.rootfs, "base", opt.guest,
+                     {{"guest, GNU head (base)", "head -c " + bytes + " /dev/zero"}}, opt);
+  } else {
+    std::cerr << base.message << "; GNU head in the guest skipped\n";
+  }
+  raw_pipe("raw pipe, GNU head", {"/usr/bin/head", "-c", bytes, "/dev/zero"});
+  guest_throughput(
+    host, *host.rootfs, "minimal", "",
+    {{"guest, busybox head", "head -c " + bytes + " /dev/zero"},
+     {"guest, busybox dd", "dd if=/dev/zero bs=65536 count=" + blocks + " 2>/dev/null"}},
+    opt);
+  raw_pipe("raw pipe, busybox head", {"/bin/busybox", "head", "-c", bytes, "/dev/zero"});
+  raw_pipe("raw pipe, busybox dd",
+           {"/bin/busybox", "dd", "if=/dev/zero", "bs=65536", "count=" + blocks});
 }
 
 void bench_memory(caf::scoped_actor& self, const worker_actor& worker, host_pieces& host,
@@ -465,10 +535,17 @@ int run(const bench_options& opt) {
     std::cout << "sandbox_bench: " << std::thread::hardware_concurrency() << " cores, rootfs "
               << host->rootfs->kind() << ", cgroups " << host->runtime->cgroup_driver_name()
               << "\n";
-    bench_create(self, worker, opt);
-    bench_exec(self, worker, opt);
-    bench_output_direct(*host, opt);
-    bench_memory(self, worker, *host, opt);
+    auto wanted = [&opt](std::string_view name) {
+      return opt.cases.find(name) != std::string::npos;
+    };
+    if (wanted("create"))
+      bench_create(self, worker, opt);
+    if (wanted("exec"))
+      bench_exec(self, worker, opt);
+    if (wanted("output"))
+      bench_output_direct(*host, opt);
+    if (wanted("memory"))
+      bench_memory(self, worker, *host, opt);
     self->send_exit(worker, caf::exit_reason::user_shutdown);
     self->wait_for(worker);
   }
@@ -497,6 +574,8 @@ int main(int argc, char** argv) try {
       opt.cpu_millis = static_cast<uint32_t>(std::stoul(value));
     else if (key == "--window-kb")
       opt.window_kb = static_cast<uint32_t>(std::stoul(value));
+    else if (key == "--cases")
+      opt.cases = value;
     else if (key == "--idle")
       opt.idle = std::stoi(value);
     else {
