@@ -370,7 +370,7 @@ void guest_throughput(host_pieces& host, rootfs_driver& rootfs, const std::strin
   if (!handle) {
     std::cerr << "runtime: " << handle.error().message << "\n";
     ::close(pair[0]);
-  } else if (guest::guest_client client{guest::unique_fd(pair[0])}; client.handshake(5000)) {
+  } else if (guest::guest_client client{unique_fd(pair[0])}; client.handshake(5000)) {
     for (const auto& [label, line] : commands) {
       guest::start_request start;
       start.shell = line;

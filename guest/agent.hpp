@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "guest/fd.hpp"
+#include "schema/unique_fd.hpp"
 #include "guest/frame.hpp"
 
 namespace airlock::guest {

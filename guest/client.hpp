@@ -16,7 +16,7 @@
 #include <string>
 #include <string_view>
 
-#include "guest/fd.hpp"
+#include "schema/unique_fd.hpp"
 #include "guest/frame.hpp"
 #include "guest/protocol.hpp"
 #include "schema/errc.hpp"

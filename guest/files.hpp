@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "guest/fd.hpp"
+#include "schema/unique_fd.hpp"
 #include "guest/protocol.hpp"
 #include "schema/errc.hpp"
 

@@ -26,7 +26,7 @@ namespace {
 
 using airlock::guest::agent_exit;
 using airlock::guest::agent_options;
-using airlock::guest::unique_fd;
+using airlock::unique_fd;
 
 constexpr int exit_usage = 64;
 constexpr int exit_failed = 1;

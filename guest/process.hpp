@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "guest/fd.hpp"
+#include "schema/unique_fd.hpp"
 #include "guest/protocol.hpp"
 #include "schema/errc.hpp"
 

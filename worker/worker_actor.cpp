@@ -59,7 +59,7 @@ created_sandbox create_blocking(const worker_context& ctx, const create_sandbox_
     (void)ctx.rootfs->delete_sandbox(req.id);
     return out;
   }
-  guest::unique_fd host_end(pair[0]);
+  unique_fd host_end(pair[0]);
   sandbox_launch_spec spec;
   spec.id = req.id;
   spec.rootfs_path = root->string();

@@ -7,7 +7,7 @@
 
 #include "worker/rootfs/fs_util.hpp"
 #include "worker/rootfs/loop_image.hpp"
-#include "worker/rootfs/process.hpp"
+#include "worker/command/command.hpp"
 
 #ifndef AIRLOCK_GUEST_BINARY
 #define AIRLOCK_GUEST_BINARY ""

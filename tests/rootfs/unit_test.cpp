@@ -5,12 +5,13 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <thread>
 
 #include "tests/rootfs/test_support.hpp"
 #include "worker/rootfs/apt_sources.hpp"
 #include "worker/rootfs/fs_util.hpp"
-#include "worker/rootfs/process.hpp"
+#include "worker/command/command.hpp"
 #include "worker/rootfs/templates.hpp"
 
 namespace airlock::worker {
@@ -215,7 +216,7 @@ TEST(run_command, hands_over_output_lines_and_the_exit_code) {
   ASSERT_TRUE(ran) << ran.error().message;
   EXPECT_EQ(ran->exit_code, 3);
   EXPECT_EQ(lines, (std::vector<std::string>{"one", "two", "three"}));
-  EXPECT_NE(ran->output_tail.find("three"), std::string::npos);
+  EXPECT_NE(ran->output.find("three"), std::string::npos);
 }
 
 TEST(run_command, kills_a_program_that_overruns_its_deadline) {
@@ -251,6 +252,36 @@ TEST(run_command, says_which_program_is_missing) {
   auto checked = run_checked("listing", {"ls", "/airlock/no/such/dir"});
   EXPECT_EQ(checked.code, errc::io_error);
   EXPECT_NE(checked.message.find("No such file"), std::string::npos) << checked.message;
+}
+
+TEST(run_command, feeds_stdin_larger_than_a_pipe_buffer) {
+  command_options options;
+  options.stdin_text = std::string(size_t{1} << 20, 'x'); // more than a pipe holds at once
+  auto ran = run_command({"wc", "-c"}, options);
+  ASSERT_TRUE(ran) << ran.error().message;
+  EXPECT_EQ(ran->exit_code, 0);
+  EXPECT_NE(ran->output.find("1048576"), std::string::npos) << ran->output;
+}
+
+TEST(run_command, keeps_only_the_end_of_long_output_and_says_so) {
+  command_options options;
+  options.output_bytes_max = 100;
+  auto ran = run_command({"sh", "-c", "head -c 100000 /dev/zero | tr '\\0' a; echo END"}, options);
+  ASSERT_TRUE(ran) << ran.error().message;
+  EXPECT_EQ(ran->output.size(), 100u);
+  EXPECT_TRUE(ran->output_cut);
+  EXPECT_EQ(ran->output.substr(96), "END\n");
+}
+
+TEST(run_command, runs_with_an_empty_environment_when_asked) {
+  ::setenv("AIRLOCK_RUN_COMMAND_PROBE", "leaked", 1);
+  command_options options;
+  options.clean_env = true;
+  options.env = {"ONLY=this"};
+  auto ran = run_command({"/usr/bin/env"}, options);
+  ::unsetenv("AIRLOCK_RUN_COMMAND_PROBE");
+  ASSERT_TRUE(ran) << ran.error().message;
+  EXPECT_EQ(ran->output, "ONLY=this\n");
 }
 
 } // namespace

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "worker/runtime/namespace_runtime.hpp"
-#include "worker/runtime/unique_fd.hpp"
+#include "schema/unique_fd.hpp"
 
 namespace airlock::worker::testing {
 

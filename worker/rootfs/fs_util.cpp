@@ -11,29 +11,9 @@
 #include <cstring>
 #include <dirent.h>
 
-#include "worker/rootfs/process.hpp"
+#include "worker/command/command.hpp"
 
 namespace airlock::worker {
-
-unique_fd& unique_fd::operator=(unique_fd&& other) noexcept {
-  if (this != &other)
-    reset(other.release());
-  return *this;
-}
-
-unique_fd::~unique_fd() { reset(); }
-
-int unique_fd::release() noexcept {
-  int fd = fd_;
-  fd_ = -1;
-  return fd;
-}
-
-void unique_fd::reset(int fd) noexcept {
-  if (fd_ >= 0)
-    ::close(fd_);
-  fd_ = fd;
-}
 
 status errno_status(std::string_view what, int error_number) {
   errc code = errc::io_error;

@@ -1,7 +1,7 @@
 #pragma once
 // Small file-system helpers shared by the rootfs drivers and the template
-// builder: an owning file descriptor, errno-to-status conversion, the mount
-// table, and whole-tree operations. Everything here is synchronous and blocks
+// builder: errno-to-status conversion, the mount table, and whole-tree
+// operations. Everything here is synchronous and blocks
 // on the disk; callers run it on the worker's rootfs thread, never in an actor.
 
 #include <sys/types.h>
@@ -13,28 +13,9 @@
 #include <vector>
 
 #include "schema/errc.hpp"
+#include "schema/unique_fd.hpp"
 
 namespace airlock::worker {
-
-/// Owns one file descriptor and closes it on destruction. Move-only.
-class unique_fd {
-public:
-  unique_fd() = default;
-  explicit unique_fd(int fd) noexcept : fd_(fd) {}
-  unique_fd(unique_fd&& other) noexcept : fd_(other.release()) {}
-  unique_fd& operator=(unique_fd&& other) noexcept;
-  unique_fd(const unique_fd&) = delete;
-  unique_fd& operator=(const unique_fd&) = delete;
-  ~unique_fd();
-
-  int get() const noexcept { return fd_; }
-  bool valid() const noexcept { return fd_ >= 0; }
-  int release() noexcept;
-  void reset(int fd = -1) noexcept;
-
-private:
-  int fd_ = -1;
-};
 
 /// A status built from the current `errno`: "<what>: <strerror>". ENOENT maps
 /// to not_found, EEXIST to already_exists, EDQUOT/ENOSPC to resource_exhausted,

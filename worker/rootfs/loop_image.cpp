@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "worker/rootfs/fs_util.hpp"
-#include "worker/rootfs/process.hpp"
+#include "worker/command/command.hpp"
 
 namespace airlock::worker {
 

@@ -8,7 +8,7 @@
 #include <cerrno>
 
 #include "worker/rootfs/fs_util.hpp"
-#include "worker/rootfs/process.hpp"
+#include "worker/command/command.hpp"
 
 namespace airlock::worker {
 

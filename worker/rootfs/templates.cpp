@@ -14,7 +14,7 @@
 
 #include "worker/rootfs/apt_sources.hpp"
 #include "worker/rootfs/fs_util.hpp"
-#include "worker/rootfs/process.hpp"
+#include "worker/command/command.hpp"
 
 namespace airlock::worker {
 

@@ -12,7 +12,7 @@
 
 #include "worker/runtime/cgroup_common.hpp"
 #include "worker/runtime/sys.hpp"
-#include "worker/runtime/unique_fd.hpp"
+#include "schema/unique_fd.hpp"
 
 namespace airlock::worker {
 

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "schema/errc.hpp"
-#include "worker/runtime/unique_fd.hpp"
+#include "schema/unique_fd.hpp"
 
 namespace airlock::worker {
 

@@ -87,7 +87,8 @@ status bring_up_loopback(const net_options& net, pid_t pid) {
   unique_fd netns(::open(ns_path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!netns)
     return sys_error(errc::io_error, "open " + ns_path, errno);
-  command_options run{{}, netns.get(), net.command_timeout_ms};
+  auto run = tool_options(net);
+  run.netns_fd = netns.get();
   return run_checked("bring up lo inside the sandbox", {net.ip_path, "link", "set", "lo", "up"},
                      run);
 }

@@ -33,7 +33,7 @@
 #include "worker/runtime/sandbox_runtime.hpp"
 #include "worker/runtime/seccomp_filter.hpp"
 #include "worker/runtime/state_file.hpp"
-#include "worker/runtime/unique_fd.hpp"
+#include "schema/unique_fd.hpp"
 
 namespace airlock::worker {
 

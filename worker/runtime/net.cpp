@@ -9,7 +9,7 @@
 #include <cstdio>
 
 #include "worker/runtime/sys.hpp"
-#include "worker/runtime/unique_fd.hpp"
+#include "schema/unique_fd.hpp"
 
 namespace airlock::worker {
 
@@ -27,6 +27,14 @@ std::string format_ipv4(uint32_t address) {
 }
 
 } // namespace
+
+command_options tool_options(const net_options& o, std::string stdin_text) {
+  command_options run;
+  run.timeout_ms = o.command_timeout_ms;
+  run.stdin_text = std::move(stdin_text);
+  run.clean_env = true;
+  return run;
+}
 
 result<address_pool> parse_address_pool(std::string_view cidr, uint32_t block_prefix) {
   auto slash = cidr.find('/');
@@ -110,7 +118,7 @@ status ensure_firewall(const net_options& o) {
       "    oifname @sandbox_ifs counter drop comment \"nothing is routed into a sandbox\"\n"
       "  }\n"
       "}\n";
-  command_options run{script, -1, o.command_timeout_ms};
+  auto run = tool_options(o, script);
   return run_checked("create nftables table inet " + t, {o.nft_path, "-f", "-"}, run);
 }
 
@@ -119,18 +127,22 @@ status firewall_add(const net_options& o, const std::string& host_if,
   std::string script = "add element inet " + o.nft_table + " sandbox_src { " + host_if + " . "
                        + sandbox_address + " }\n" + "add element inet " + o.nft_table
                        + " sandbox_ifs { " + host_if + " }\n";
-  command_options run{script, -1, o.command_timeout_ms};
+  auto run = tool_options(o, script);
   return run_checked("add " + host_if + " to the nftables sets", {o.nft_path, "-f", "-"}, run);
 }
 
 result<bool> firewall_has(const net_options& o, const std::string& host_if) {
-  command_options run{{}, -1, o.command_timeout_ms};
+  // The whole listing, so that the search below sees every interface.
+  auto run = tool_options(o);
+  run.output_bytes_max = size_t{1} << 20;
   auto listed = run_command({o.nft_path, "list", "set", "inet", o.nft_table, "sandbox_ifs"}, run);
   if (!listed)
     return listed.error();
   if (listed->exit_code != 0)
     return false; // no table, no set: no entry
-  return listed->text.find("\"" + host_if + "\"") != std::string::npos;
+  if (listed->output_cut)
+    return make_status(errc::resource_exhausted, "the nftables set listing exceeds 1 MiB");
+  return listed->output.find("\"" + host_if + "\"") != std::string::npos;
 }
 
 status firewall_remove(const net_options& o, const std::string& host_if,
@@ -140,7 +152,7 @@ status firewall_remove(const net_options& o, const std::string& host_if,
   std::string remove_src = "delete element inet " + o.nft_table + " sandbox_src { " + host_if
                            + " . " + sandbox_address + " }\n";
   // Usual case: both entries exist and go in one transaction (one nft run).
-  command_options run{remove_ifs + remove_src, -1, o.command_timeout_ms};
+  auto run = tool_options(o, remove_ifs + remove_src);
   auto both = run_command({o.nft_path, "-f", "-"}, run);
   if (!both)
     return both.error();
@@ -158,7 +170,7 @@ status firewall_remove(const net_options& o, const std::string& host_if,
     return present.error();
   if (*present)
     return make_status(errc::io_error,
-                       "nftables entry for " + host_if + " survived its deletion: " + both->text);
+                       "nftables entry for " + host_if + " survived its deletion: " + both->output);
   return status::ok();
 }
 
@@ -168,7 +180,7 @@ status create_veth(const net_options& o, const std::string& host_if, pid_t pid,
   std::string host_batch = "link add " + host_if + " type veth peer name eth0 netns "
                            + std::to_string(pid) + "\n" + "addr add " + a.host + prefix + " dev "
                            + host_if + "\n" + "link set " + host_if + " up\n";
-  command_options run{host_batch, -1, o.command_timeout_ms};
+  auto run = tool_options(o, host_batch);
   if (auto made = run_checked("create veth " + host_if, {o.ip_path, "-batch", "-"}, run); !made)
     return made;
   std::string ns_path = "/proc/" + std::to_string(pid) + "/ns/net";
@@ -186,7 +198,7 @@ bool interface_exists(const std::string& name) { return ::if_nametoindex(name.c_
 status remove_veth(const net_options& o, const std::string& host_if) {
   if (!interface_exists(host_if))
     return status::ok();
-  command_options run{{}, -1, o.command_timeout_ms};
+  auto run = tool_options(o);
   auto removed = run_checked("delete veth " + host_if, {o.ip_path, "link", "del", host_if}, run);
   if (!removed && interface_exists(host_if))
     return removed;

@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "schema/errc.hpp"
+#include "worker/command/command.hpp"
 
 namespace airlock::worker {
 
@@ -59,6 +60,10 @@ result<sandbox_addresses> pool_addresses(const address_pool& pool, uint32_t slot
 
 /// `<prefix><8 hex of FNV-1a(id)>h`: at most 15 characters whatever the id.
 std::string host_interface_name(std::string_view prefix, std::string_view id);
+
+/// How the runtime runs ip and nft: its timeout, `stdin_text` as the batch on
+/// stdin, and an empty environment (the tools get absolute paths).
+command_options tool_options(const net_options& options, std::string stdin_text = {});
 
 /// Creates the table, sets and chains if missing and (re)writes the rules in
 /// one transaction; sandbox entries already in the sets survive.

@@ -11,7 +11,7 @@
 #include <memory>
 
 #include "worker/runtime/sys.hpp"
-#include "worker/runtime/unique_fd.hpp"
+#include "schema/unique_fd.hpp"
 
 namespace airlock::worker {
 namespace {

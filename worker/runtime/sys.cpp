@@ -13,7 +13,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "worker/runtime/unique_fd.hpp"
+#include "schema/unique_fd.hpp"
 
 namespace airlock::worker {
 
@@ -123,117 +123,6 @@ status make_directories(const std::string& path) {
       return sys_error(errc_from_errno(errno), "mkdir " + prefix, errno);
   }
   return status::ok();
-}
-
-namespace {
-
-/// argv and the fds the forked child needs, prepared before fork so that the
-/// child only makes async-signal-safe calls (the worker is multi-threaded).
-struct spawn_plan {
-  std::vector<char*> argv;
-  int stdin_fd = -1;
-  int output_fd = -1;
-  int netns_fd = -1;
-};
-
-[[noreturn]] void exec_child(const spawn_plan& plan) {
-  if (plan.netns_fd >= 0 && ::setns(plan.netns_fd, CLONE_NEWNET) != 0)
-    ::_exit(126);
-  if (::dup2(plan.stdin_fd, 0) < 0 || ::dup2(plan.output_fd, 1) < 0
-      || ::dup2(plan.output_fd, 2) < 0)
-    ::_exit(126);
-  ::syscall(SYS_close_range, 3U, ~0U, 0U);
-  char* envp[] = {nullptr};
-  ::execve(plan.argv[0], plan.argv.data(), envp);
-  ::_exit(127);
-}
-
-/// Writes the tool's stdin (small: it fits the pipe buffer) and collects its
-/// output until EOF or the deadline.
-status collect_output(unique_fd& stdin_write, int output_read, const command_options& options,
-                      uint64_t deadline_ms, std::string& text) {
-  if (!options.stdin_text.empty()
-      && ::write(stdin_write.get(), options.stdin_text.data(), options.stdin_text.size())
-           != static_cast<ssize_t>(options.stdin_text.size()))
-    return sys_error(errc::io_error, "write tool stdin", errno);
-  stdin_write.reset();
-  char buffer[4096];
-  for (;;) {
-    uint64_t now = monotonic_ms();
-    if (now >= deadline_ms)
-      return make_status(errc::timeout, "tool did not finish in time");
-    pollfd pfd{output_read, POLLIN, 0};
-    int ready = ::poll(&pfd, 1, static_cast<int>(deadline_ms - now));
-    if (ready < 0 && errno == EINTR)
-      continue;
-    if (ready <= 0)
-      continue;
-    ssize_t n = ::read(output_read, buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      return status::ok();
-    size_t room = options.output_bytes_max - std::min(options.output_bytes_max, text.size());
-    text.append(buffer, std::min(room, static_cast<size_t>(n)));
-  }
-}
-
-} // namespace
-
-result<command_output> run_command(const std::vector<std::string>& argv,
-                                   const command_options& options) {
-  if (argv.empty() || argv[0].empty() || argv[0][0] != '/')
-    return make_status(errc::invalid_argument, "run_command needs an absolute tool path");
-  int in_pipe[2];
-  int out_pipe[2];
-  if (::pipe2(in_pipe, O_CLOEXEC) != 0)
-    return sys_error(errc::io_error, "pipe", errno);
-  unique_fd in_read(in_pipe[0]);
-  unique_fd in_write(in_pipe[1]);
-  if (::pipe2(out_pipe, O_CLOEXEC) != 0)
-    return sys_error(errc::io_error, "pipe", errno);
-  unique_fd out_read(out_pipe[0]);
-  unique_fd out_write(out_pipe[1]);
-  spawn_plan plan;
-  for (const auto& arg : argv)
-    plan.argv.push_back(const_cast<char*>(arg.c_str()));
-  plan.argv.push_back(nullptr);
-  plan.stdin_fd = in_read.get();
-  plan.output_fd = out_write.get();
-  plan.netns_fd = options.netns_fd;
-  pid_t pid = ::fork();
-  if (pid < 0)
-    return sys_error(errc::resource_exhausted, "fork for " + argv[0], errno);
-  if (pid == 0)
-    exec_child(plan);
-  in_read.reset();
-  out_write.reset();
-  command_output out;
-  uint64_t deadline = monotonic_ms() + options.timeout_ms;
-  auto collected = collect_output(in_write, out_read.get(), options, deadline, out.text);
-  if (!collected)
-    ::kill(pid, SIGKILL);
-  int wstatus = 0;
-  while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
-  }
-  if (!collected)
-    return make_status(collected.code, argv[0] + ": " + collected.message);
-  out.exit_code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
-  return out;
-}
-
-status run_checked(std::string_view what, const std::vector<std::string>& argv,
-                   const command_options& options) {
-  auto out = run_command(argv, options);
-  if (!out)
-    return make_status(out.code(), std::string(what) + ": " + out.error().message);
-  if (out->exit_code == 0)
-    return status::ok();
-  std::string line;
-  for (const auto& arg : argv)
-    line += (line.empty() ? "" : " ") + arg;
-  return make_status(errc::io_error, std::string(what) + ": `" + line + "` exited with "
-                                       + std::to_string(out->exit_code) + ": " + out->text);
 }
 
 result<uint64_t> process_start_time(pid_t pid) {

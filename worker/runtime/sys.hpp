@@ -1,7 +1,7 @@
 #pragma once
 // Small system helpers shared by the runtime's layers: errno-carrying status
 // values, whole-file reads and writes (cgroup and /proc files are tiny), an
-// atomic file replace, and running a host tool (ip, nft) without a shell.
+// atomic file replace. Host tools (ip, nft) run through worker/command.
 
 #include <sys/types.h>
 
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "schema/errc.hpp"
+#include "worker/command/command.hpp"
 
 namespace airlock::worker {
 
@@ -33,36 +34,6 @@ status write_file_atomic(const std::string& path, std::string_view content);
 
 /// Creates `path` and its parents with mode 0700 (existing directories are fine).
 status make_directories(const std::string& path);
-
-/// Outcome of a host tool run by run_command.
-struct command_output {
-  int exit_code = -1; ///< exit status, or 128+signal
-  std::string text;   ///< stdout and stderr, interleaved, truncated at output_bytes_max
-};
-
-/// How run_command runs a tool.
-struct command_options {
-  /// Bytes written to the tool's stdin (then closed). Default: empty.
-  std::string stdin_text;
-  /// When >= 0, the tool runs inside this network namespace (setns before exec).
-  /// Default: -1 (the worker's own).
-  int netns_fd = -1;
-  /// Kill the tool and fail with timeout after this long. Default: 5000.
-  uint32_t timeout_ms = 5000;
-  /// Output kept for error messages. Default: 16384.
-  size_t output_bytes_max = 16384;
-};
-
-/// Runs argv[0] (an absolute path) with argv, no shell, a fixed PATH-free
-/// environment, and only stdin/stdout/stderr open. Returns the exit code and
-/// output; fails only when the tool could not be run or timed out.
-result<command_output> run_command(const std::vector<std::string>& argv,
-                                   const command_options& options = {});
-
-/// Like run_command, but a non-zero exit is a failure whose message names the
-/// tool, the arguments and its output. `what` says what was being done.
-status run_checked(std::string_view what, const std::vector<std::string>& argv,
-                   const command_options& options = {});
 
 /// The start time of `pid` (field 22 of /proc/<pid>/stat, in clock ticks since
 /// boot): with the pid it names one process across pid reuse.

@@ -8,7 +8,7 @@
 #include <cerrno>
 
 #include "worker/runtime/sys.hpp"
-#include "worker/runtime/unique_fd.hpp"
+#include "schema/unique_fd.hpp"
 
 namespace airlock::worker {
 

@@ -1,12 +1,19 @@
 #pragma once
 // An owning file descriptor: closed exactly once, movable, never copied.
+//
+// It lives in schema/ because both the guest agent (which may depend only on
+// schema/) and the worker (runtime, rootfs, the guest link) hold descriptors,
+// and schema/ already carries the small cross-cutting vocabulary everything
+// shares (errc.hpp, assert.hpp). Header-only: it adds no code to the library.
 
 #include <unistd.h>
 
 #include <utility>
 
-namespace airlock::guest {
+namespace airlock {
 
+/// Owns one descriptor and closes it on destruction. Move-only. Not
+/// thread-safe; the owner decides which thread closes it.
 class unique_fd {
 public:
   unique_fd() = default;
@@ -28,6 +35,7 @@ public:
   /// Gives up ownership without closing.
   int release() noexcept { return std::exchange(fd_, -1); }
 
+  /// Closes the current descriptor (if any) and takes `fd`.
   void reset(int fd = -1) noexcept {
     if (fd_ >= 0)
       ::close(fd_);
@@ -38,4 +46,4 @@ private:
   int fd_ = -1;
 };
 
-} // namespace airlock::guest
+} // namespace airlock
