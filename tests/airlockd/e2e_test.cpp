@@ -1,10 +1,16 @@
 // End to end: the real airlockd binary as a child process, in a temporary data
-// directory, listening on port 0 and reporting the port it got.
+// directory, listening on port 0 and reporting the port it got. `serve` and
+// `worker` run sandboxes, so those tests need root (they skip otherwise) and
+// run with this test's own sandbox host options (instance, veth prefix,
+// address pool, uid base), never meeting another airlockd on the host; the
+// btrfs image they mount under the temporary directory is unmounted at
+// teardown.
 
 #include <gtest/gtest.h>
 
 #include <csignal>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <string>
@@ -22,6 +28,11 @@ namespace {
 constexpr const char* airlockd_path = AIRLOCK_AIRLOCKD_PATH;
 constexpr int exit_usage = 2;
 
+/// The sandbox host options of every serve and worker this test starts.
+const std::vector<std::string> sandbox_host_flags{
+  "--instance", "airlockde2e", "--veth-prefix",   "ad",  "--address-pool", "10.206.0.0/16",
+  "--uid-base", "900000000",   "--image-size-mb", "1024"};
+
 struct address {
   std::string host;
   uint16_t port = 0;
@@ -36,6 +47,17 @@ struct running {
 
 class airlockd_e2e : public ::testing::Test {
 protected:
+  void TearDown() override {
+    // Every child has been stopped (or killed) by now; their btrfs images
+    // stay mounted by design until the test unmounts them.
+    auto left = unmount_below(dir_.path());
+    EXPECT_TRUE(left.empty()) << "still mounted: " << left.front();
+    if (::geteuid() == 0) {
+      auto leftovers = remove_instance_leftovers("airlockde2e");
+      EXPECT_TRUE(leftovers.empty()) << "cannot remove " << leftovers.front();
+    }
+  }
+
   std::string data_dir() const { return dir_.path() + "/data"; }
   std::string cli_config() const { return dir_.path() + "/cli/config.json"; }
 
@@ -58,11 +80,14 @@ protected:
     return process;
   }
 
-  /// Starts `airlockd serve` and reads stdout up to "listening on HOST:PORT".
+  /// Starts `airlockd serve` (with the sandbox host flags) and reads stdout
+  /// up to "listening on HOST:PORT".
   running serve(const std::vector<std::string>& args,
                 const std::vector<std::string>& extra_env = {}) {
     running out;
-    out.process = spawn(args, environment(extra_env));
+    std::vector<std::string> all = args;
+    all.insert(all.end(), sandbox_host_flags.begin(), sandbox_host_flags.end());
+    out.process = spawn(all, environment(extra_env));
     if (!out.process)
       return out;
     while (auto line = out.process->read_line()) {
@@ -100,7 +125,16 @@ protected:
   int spawned_ = 0;
 };
 
-TEST_F(airlockd_e2e, first_start_prints_one_admin_key_and_writes_a_private_cli_config) {
+/// Tests that run serve or worker, which run sandboxes: root only.
+class airlockd_host_e2e : public airlockd_e2e {
+protected:
+  void SetUp() override {
+    if (::geteuid() != 0)
+      GTEST_SKIP() << "serve and worker run sandboxes and need root";
+  }
+};
+
+TEST_F(airlockd_host_e2e, first_start_prints_one_admin_key_and_writes_a_private_cli_config) {
   auto daemon = serve_default();
   ASSERT_TRUE(daemon.process);
   ASSERT_NE(daemon.bound.port, 0);
@@ -123,7 +157,7 @@ TEST_F(airlockd_e2e, first_start_prints_one_admin_key_and_writes_a_private_cli_c
   EXPECT_EQ(count_admin_key_lines(daemon.process->read_remaining_lines()), 0u);
 }
 
-TEST_F(airlockd_e2e, serves_healthz_readyz_and_json_errors) {
+TEST_F(airlockd_host_e2e, serves_healthz_readyz_and_json_errors) {
   auto daemon = serve_default();
   ASSERT_TRUE(daemon.process);
   auto health = http_get(daemon.bound.host, daemon.bound.port, "/healthz");
@@ -145,7 +179,7 @@ TEST_F(airlockd_e2e, serves_healthz_readyz_and_json_errors) {
   EXPECT_EQ(stop(daemon), 0);
 }
 
-TEST_F(airlockd_e2e, sigterm_and_sigint_stop_it_with_exit_status_0) {
+TEST_F(airlockd_host_e2e, sigterm_and_sigint_stop_it_with_exit_status_0) {
   auto daemon = serve_default();
   ASSERT_TRUE(daemon.process);
   EXPECT_EQ(stop(daemon), 0);
@@ -158,7 +192,7 @@ TEST_F(airlockd_e2e, sigterm_and_sigint_stop_it_with_exit_status_0) {
   EXPECT_EQ(again.process->wait_exit(), 0);
 }
 
-TEST_F(airlockd_e2e, a_second_start_on_the_same_data_dir_prints_no_admin_key) {
+TEST_F(airlockd_host_e2e, a_second_start_on_the_same_data_dir_prints_no_admin_key) {
   auto first = serve_default();
   ASSERT_TRUE(first.process);
   ASSERT_EQ(count_admin_key_lines(first.lines), 1u);
@@ -174,7 +208,7 @@ TEST_F(airlockd_e2e, a_second_start_on_the_same_data_dir_prints_no_admin_key) {
   EXPECT_EQ(read_file(cli_config()), config_after_first);
 }
 
-TEST_F(airlockd_e2e, the_environment_sets_options_and_flags_beat_it) {
+TEST_F(airlockd_host_e2e, the_environment_sets_options_and_flags_beat_it) {
   auto from_env =
     serve({"serve"}, {"AIRLOCK_DATA_DIR=" + data_dir(), "AIRLOCK_LISTEN=127.0.0.2:0"});
   ASSERT_TRUE(from_env.process);
@@ -192,7 +226,7 @@ TEST_F(airlockd_e2e, the_environment_sets_options_and_flags_beat_it) {
   EXPECT_EQ(stop(from_flag), 0);
 }
 
-TEST_F(airlockd_e2e, config_file_values_apply_and_the_environment_beats_them) {
+TEST_F(airlockd_host_e2e, config_file_values_apply_and_the_environment_beats_them) {
   std::string config = dir_.path() + "/airlockd.json";
   std::string config_data_dir = dir_.path() + "/from-config";
   write_file(config,
@@ -233,11 +267,12 @@ TEST_F(airlockd_e2e, a_bad_flag_or_value_exits_2_with_a_message_and_usage) {
   EXPECT_EQ(no_command->wait_exit(), exit_usage);
 }
 
-TEST_F(airlockd_e2e, a_second_concurrent_serve_on_the_same_data_dir_fails_clearly) {
+TEST_F(airlockd_host_e2e, a_second_concurrent_serve_on_the_same_data_dir_fails_clearly) {
   auto first = serve_default();
   ASSERT_TRUE(first.process);
-  auto second =
-    spawn({"serve", "--data-dir", data_dir(), "--listen", "127.0.0.1:0"}, environment());
+  std::vector<std::string> args{"serve", "--data-dir", data_dir(), "--listen", "127.0.0.1:0"};
+  args.insert(args.end(), sandbox_host_flags.begin(), sandbox_host_flags.end());
+  auto second = spawn(args, environment());
   ASSERT_TRUE(second);
   auto status = second->wait_exit();
   ASSERT_TRUE(status.has_value());
@@ -263,35 +298,114 @@ TEST_F(airlockd_e2e, version_prints_the_version_and_commit) {
   EXPECT_EQ(version->wait_exit(), 0);
 }
 
-TEST_F(airlockd_e2e, control_answers_healthz_and_worker_needs_join) {
-  auto control =
-    spawn({"control", "--data-dir", data_dir(), "--listen", "127.0.0.1:0"}, environment());
-  ASSERT_TRUE(control);
-  auto line = control->read_line();
-  ASSERT_TRUE(line) << read_file(control->stderr_path());
-  auto bound = parse_listening(*line);
-  ASSERT_TRUE(bound) << *line;
-  EXPECT_EQ(bound->first, "127.0.0.1");
-  auto health = http_get("127.0.0.1", bound->second, "/healthz");
-  ASSERT_TRUE(health);
-  EXPECT_EQ(health->status, 200);
-  control->send_signal(SIGTERM);
-  EXPECT_EQ(control->wait_exit(), 0);
+/// The address of a "PREFIX HOST:PORT" line such as "cluster listening on ...".
+std::optional<address> parse_address_line(std::string_view line, std::string_view prefix) {
+  if (!line.starts_with(prefix))
+    return std::nullopt;
+  auto bound = parse_listening("listening on " + std::string(line.substr(prefix.size())));
+  if (!bound)
+    return std::nullopt;
+  return address{bound->first, bound->second};
+}
 
+/// GET /readyz until it answers `status` (bounded by wait_max); the last status.
+int poll_readyz(const address& at, int status) {
+  int last = 0;
+  poll_until([&at, &last, status] {
+    auto ready = http_get(at.host, at.port, "/readyz");
+    last = ready ? ready->status : 0;
+    return last == status;
+  });
+  return last;
+}
+
+TEST_F(airlockd_e2e, worker_without_join_exits_2) {
   auto worker = spawn({"worker", "--data-dir", data_dir()}, environment());
   ASSERT_TRUE(worker);
   EXPECT_EQ(worker->wait_exit(), exit_usage);
   EXPECT_NE(read_file(worker->stderr_path()).find("--join"), std::string::npos);
+}
 
-  auto joined = spawn({"worker", "--join", "127.0.0.1:7071", "--data-dir", data_dir(),
-                       "--data-listen", "127.0.0.1:0"},
-                      environment());
-  ASSERT_TRUE(joined);
-  line = joined->read_line();
-  ASSERT_TRUE(line) << read_file(joined->stderr_path());
-  EXPECT_EQ(line->rfind("listening on 127.0.0.1:", 0), 0u) << *line;
-  joined->send_signal(SIGTERM);
-  EXPECT_EQ(joined->wait_exit(), 0);
+TEST_F(airlockd_host_e2e, a_worker_joins_control_and_is_ready_only_while_control_is_reachable) {
+  auto control = spawn({"control", "--data-dir", dir_.path() + "/control", "--listen",
+                        "127.0.0.1:0", "--cluster-listen", "127.0.0.1:0"},
+                       environment());
+  ASSERT_TRUE(control);
+  std::string key;
+  std::optional<address> cluster;
+  std::optional<address> http;
+  while (!http) {
+    auto line = control->read_line();
+    ASSERT_TRUE(line) << read_file(control->stderr_path());
+    if (line->rfind("admin key: ", 0) == 0)
+      key = line->substr(11);
+    if (!cluster)
+      cluster = parse_address_line(*line, "cluster listening on ");
+    if (auto bound = parse_listening(*line))
+      http = address{bound->first, bound->second};
+  }
+  ASSERT_TRUE(is_api_key(key)) << key;
+  ASSERT_TRUE(cluster) << "control printed no cluster address";
+  EXPECT_EQ(http_get(http->host, http->port, "/healthz")->status, 200);
+
+  std::vector<std::string> worker_args{"worker",
+                                       "--join",
+                                       cluster->host + ":" + std::to_string(cluster->port),
+                                       "--data-dir",
+                                       dir_.path() + "/worker",
+                                       "--data-listen",
+                                       "127.0.0.1:0",
+                                       "--name",
+                                       "e2e-worker"};
+  worker_args.insert(worker_args.end(), sandbox_host_flags.begin(), sandbox_host_flags.end());
+  auto worker = spawn(worker_args, environment());
+  ASSERT_TRUE(worker);
+  std::optional<address> data;
+  while (!data) {
+    auto line = worker->read_line();
+    ASSERT_TRUE(line) << read_file(worker->stderr_path());
+    if (auto bound = parse_listening(*line))
+      data = address{bound->first, bound->second};
+  }
+  EXPECT_EQ(poll_readyz(*data, 200), 200) << "the worker did not join";
+
+  // The control plane lists it; its data plane takes tokens, not API keys.
+  http_request list{"GET", "/v1/workers", {{"Authorization", "Bearer " + key}}, ""};
+  auto workers = http_call(http->host, http->port, list);
+  ASSERT_TRUE(workers);
+  ASSERT_EQ(workers->status, 200) << workers->body;
+  auto items = nlohmann::json::parse(workers->body)["items"];
+  ASSERT_EQ(items.size(), 1u) << workers->body;
+  EXPECT_EQ(items[0]["name"], "e2e-worker");
+  EXPECT_EQ(items[0]["state"], "ready");
+  EXPECT_EQ(items[0]["data_url"], "http://" + data->host + ":" + std::to_string(data->port));
+  http_request files{
+    "GET", "/v1/sandboxes/sb_x/files?path=/", {{"Authorization", "Bearer " + key}}, ""};
+  auto refused = http_call(data->host, data->port, files);
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 401);
+
+  worker->send_signal(SIGTERM);
+  EXPECT_EQ(worker->wait_exit(), 0);
+  control->send_signal(SIGTERM);
+  EXPECT_EQ(control->wait_exit(), 0);
+
+  // With its control plane gone, a worker listens but is not ready.
+  auto orphan = spawn(worker_args, environment());
+  ASSERT_TRUE(orphan);
+  std::optional<address> orphan_data;
+  while (!orphan_data) {
+    auto line = orphan->read_line();
+    ASSERT_TRUE(line) << read_file(orphan->stderr_path());
+    if (auto bound = parse_listening(*line))
+      orphan_data = address{bound->first, bound->second};
+  }
+  auto ready = http_get(orphan_data->host, orphan_data->port, "/readyz");
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(ready->status, 503) << ready->body;
+  EXPECT_EQ(http_get(orphan_data->host, orphan_data->port, "/healthz")->status, 200);
+  orphan->send_signal(SIGTERM);
+  EXPECT_EQ(orphan->wait_exit(), 0);
 }
 
 } // namespace
@@ -327,7 +441,7 @@ size_t unfinished(const std::string& state_dir) {
   return active ? active->size() : 0;
 }
 
-TEST_F(airlockd_e2e, serve_recovers_unfinished_operations_and_drives_each_to_an_end) {
+TEST_F(airlockd_host_e2e, serve_recovers_unfinished_operations_and_drives_each_to_an_end) {
   auto first = serve_default();
   ASSERT_TRUE(first.process);
   ASSERT_EQ(stop(first), 0);

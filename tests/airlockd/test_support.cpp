@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <spawn.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -50,9 +51,10 @@ std::string lower(std::string text) {
   return text;
 }
 
-/// Parses a complete response at the start of `buffer` and removes it;
-/// nullopt if more bytes are needed.
-std::optional<http_reply> take_reply(std::string& buffer) {
+/// Parses the status line and headers at the start of `buffer` and removes
+/// them; nullopt if more bytes are needed, status 0 for bytes that are not a
+/// response.
+std::optional<http_reply> take_head(std::string& buffer) {
   auto head_end = buffer.find("\r\n\r\n");
   if (head_end == std::string::npos)
     return std::nullopt;
@@ -73,14 +75,71 @@ std::optional<http_reply> take_reply(std::string& buffer) {
     value.erase(0, value.find_first_not_of(' '));
     reply.headers[lower(line.substr(0, colon))] = value;
   }
-  size_t length = 0;
-  if (auto found = reply.headers.find("content-length"); found != reply.headers.end())
-    length = std::stoul(found->second);
-  if (buffer.size() < head_end + 4 + length)
-    return std::nullopt;
-  reply.body = buffer.substr(head_end + 4, length);
-  buffer.erase(0, head_end + 4 + length);
+  buffer.erase(0, head_end + 4);
   return reply;
+}
+
+std::optional<size_t> content_length(const http_reply& reply) {
+  if (auto found = reply.headers.find("content-length"); found != reply.headers.end())
+    return std::stoul(found->second);
+  return std::nullopt;
+}
+
+/// Parses a complete response at the start of `buffer` and removes it;
+/// nullopt if more bytes are needed.
+std::optional<http_reply> take_reply(std::string& buffer) {
+  auto head_end = buffer.find("\r\n\r\n");
+  if (head_end == std::string::npos)
+    return std::nullopt;
+  std::string rest = buffer;
+  auto reply = take_head(rest);
+  if (!reply || reply->status == 0)
+    return reply;
+  size_t length = content_length(*reply).value_or(0);
+  if (rest.size() < length)
+    return std::nullopt;
+  reply->body = rest.substr(0, length);
+  buffer = rest.substr(length);
+  return reply;
+}
+
+/// One event from the start of `buffer` (removed), skipping comment lines;
+/// nullopt when no complete event is buffered yet.
+std::optional<sse_event> take_event(std::string& buffer) {
+  for (;;) {
+    size_t end = buffer.find("\n\n");
+    if (end == std::string::npos)
+      return std::nullopt;
+    std::istringstream block(buffer.substr(0, end));
+    buffer.erase(0, end + 2);
+    sse_event event;
+    bool any = false;
+    bool first_data = true;
+    std::string line;
+    while (std::getline(block, line)) {
+      if (line.empty() || line[0] == ':')
+        continue;
+      auto colon = line.find(':');
+      std::string name = line.substr(0, colon);
+      std::string value = colon == std::string::npos ? "" : line.substr(colon + 1);
+      if (!value.empty() && value[0] == ' ')
+        value.erase(0, 1);
+      any = true;
+      if (name == "event") {
+        event.event = value;
+      } else if (name == "id") {
+        event.id = value;
+      } else if (name == "data") {
+        event.data += (first_data ? "" : "\n") + value;
+        first_data = false;
+      }
+    }
+    if (any) {
+      if (event.event.empty())
+        event.event = "message";
+      return event;
+    }
+  }
 }
 
 } // namespace
@@ -143,9 +202,9 @@ http_connection::~http_connection() {
     ::close(fd_);
 }
 
-bool http_connection::send(const std::string& bytes) {
+bool http_connection::send(const std::string& bytes, milliseconds timeout) {
   size_t sent = 0;
-  auto deadline = steady::now() + wait_max;
+  auto deadline = steady::now() + timeout;
   while (sent < bytes.size()) {
     ssize_t n = ::send(fd_, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
     if (n > 0) {
@@ -161,15 +220,19 @@ bool http_connection::send(const std::string& bytes) {
 }
 
 bool http_connection::fill(steady::time_point deadline) {
+  if (eof_)
+    return false;
   for (;;) {
-    char chunk[4096];
+    char chunk[65536];
     ssize_t n = ::recv(fd_, chunk, sizeof chunk, 0);
     if (n > 0) {
       buffer_.append(chunk, static_cast<size_t>(n));
       return true;
     }
-    if (n == 0 || (errno != EAGAIN && errno != EINTR))
+    if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+      eof_ = true;
       return false;
+    }
     if (!wait_fd(fd_, POLLIN, deadline))
       return false;
   }
@@ -180,6 +243,42 @@ std::optional<http_reply> http_connection::read_reply(milliseconds timeout) {
   for (;;) {
     if (auto reply = take_reply(buffer_))
       return reply->status == 0 ? std::nullopt : reply;
+    if (!fill(deadline))
+      return std::nullopt;
+  }
+}
+
+std::optional<http_reply> http_connection::read_head(milliseconds timeout) {
+  auto deadline = steady::now() + timeout;
+  for (;;) {
+    if (auto reply = take_head(buffer_))
+      return reply->status == 0 ? std::nullopt : reply;
+    if (!fill(deadline))
+      return std::nullopt;
+  }
+}
+
+bool http_connection::read_body(http_reply& head, milliseconds timeout) {
+  auto deadline = steady::now() + timeout;
+  auto length = content_length(head);
+  while (!length || buffer_.size() < *length) {
+    if (!fill(deadline)) {
+      if (length || !eof_)
+        return false;
+      break; // no Content-Length: the body ends at EOF
+    }
+  }
+  size_t take = length ? *length : buffer_.size();
+  head.body = buffer_.substr(0, take);
+  buffer_.erase(0, take);
+  return true;
+}
+
+std::optional<sse_event> http_connection::next_event(milliseconds timeout) {
+  auto deadline = steady::now() + timeout;
+  for (;;) {
+    if (auto event = take_event(buffer_))
+      return event;
     if (!fill(deadline))
       return std::nullopt;
   }
@@ -205,6 +304,127 @@ std::optional<http_reply> http_get(const std::string& host, uint16_t port, const
   if (!conn->send(method + " " + path + " HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n"))
     return std::nullopt;
   return conn->read_reply();
+}
+
+namespace {
+
+std::string request_bytes(const http_request& request) {
+  std::string bytes = request.method + " " + request.target
+                      + " HTTP/1.1\r\nHost: test\r\n"
+                        "Connection: close\r\n";
+  for (const auto& [name, value] : request.headers)
+    bytes += name + ": " + value + "\r\n";
+  bool has_body = !request.body.empty() || request.method == "POST" || request.method == "PUT"
+                  || request.method == "PATCH";
+  if (has_body)
+    bytes += "Content-Length: " + std::to_string(request.body.size()) + "\r\n";
+  bytes += "\r\n";
+  bytes += request.body;
+  return bytes;
+}
+
+} // namespace
+
+std::optional<std::pair<http_connection, http_reply>> http_open(const std::string& host,
+                                                                uint16_t port,
+                                                                const http_request& request,
+                                                                milliseconds timeout) {
+  auto conn = http_connection::open(host, port, timeout);
+  if (!conn || !conn->send(request_bytes(request), timeout))
+    return std::nullopt;
+  auto head = conn->read_head(timeout);
+  if (!head)
+    return std::nullopt;
+  return std::pair<http_connection, http_reply>(std::move(*conn), std::move(*head));
+}
+
+std::optional<http_reply> http_call(const std::string& host, uint16_t port,
+                                    const http_request& request, milliseconds timeout) {
+  auto opened = http_open(host, port, request, timeout);
+  if (!opened || !opened->first.read_body(opened->second, timeout))
+    return std::nullopt;
+  return std::move(opened->second);
+}
+
+std::vector<std::string> unmount_below(const std::string& dir, milliseconds timeout) {
+  auto mount_points = [&dir] {
+    std::vector<std::string> found;
+    std::ifstream info("/proc/self/mountinfo");
+    std::string line;
+    while (std::getline(info, line)) {
+      std::istringstream fields(line);
+      std::string id, parent, device, root, point;
+      fields >> id >> parent >> device >> root >> point;
+      if (point == dir || point.rfind(dir + "/", 0) == 0)
+        found.push_back(point);
+    }
+    // Deepest first, so that nested mounts go before their parents.
+    std::sort(found.begin(), found.end(),
+              [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+    return found;
+  };
+  auto deadline = steady::now() + timeout;
+  for (;;) {
+    auto points = mount_points();
+    if (points.empty())
+      return {};
+    bool progress = false;
+    for (const auto& point : points)
+      progress = ::umount2(point.c_str(), 0) == 0 || progress;
+    if (!progress && steady::now() >= deadline) {
+      for (const auto& point : points)
+        ::umount2(point.c_str(), MNT_DETACH);
+      return mount_points();
+    }
+    if (!progress) // busy: a process may still be exiting; retry shortly
+      ::poll(nullptr, 0, std::min(100, remaining_ms(deadline)));
+  }
+}
+
+std::vector<std::string> remove_instance_leftovers(const std::string& instance) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> left;
+  std::error_code ec;
+  std::vector<fs::path> parents{fs::path("/sys/fs/cgroup") / instance};
+  for (const auto& hierarchy : fs::directory_iterator("/sys/fs/cgroup", ec))
+    parents.push_back(hierarchy.path() / instance);
+  for (const auto& parent : parents) {
+    if (!fs::is_directory(parent, ec))
+      continue;
+    // Children first: cgroup directories are removed with rmdir only.
+    std::vector<fs::path> dirs;
+    for (const auto& entry : fs::recursive_directory_iterator(parent, ec))
+      if (entry.is_directory(ec))
+        dirs.push_back(entry.path());
+    std::sort(dirs.begin(), dirs.end(), [](const fs::path& a, const fs::path& b) {
+      return a.string().size() > b.string().size();
+    });
+    dirs.push_back(parent);
+    for (const auto& dir : dirs)
+      if (::rmdir(dir.c_str()) != 0 && errno != ENOENT)
+        left.push_back(dir.string());
+  }
+  std::string table = instance;
+  std::replace(table.begin(), table.end(), '-', '_');
+  std::replace(table.begin(), table.end(), '.', '_');
+  auto nft = child_process::spawn({"/usr/sbin/nft", "delete", "table", "inet", table},
+                                  {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}, "/dev/null");
+  if (nft)
+    nft->wait_exit();
+  return left;
+}
+
+bool poll_until(const std::function<bool()>& condition, milliseconds timeout,
+                milliseconds interval) {
+  auto deadline = steady::now() + timeout;
+  for (;;) {
+    if (condition())
+      return true;
+    if (steady::now() >= deadline)
+      return false;
+    ::poll(nullptr, 0,
+           static_cast<int>(std::min<int64_t>(interval.count(), remaining_ms(deadline))));
+  }
 }
 
 bool is_api_key(std::string_view text) {

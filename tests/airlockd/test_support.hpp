@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -46,6 +47,13 @@ struct http_reply {
   std::string body;
 };
 
+/// One server-sent event; `event` is "message" when the server named none.
+struct sse_event {
+  std::string event;
+  std::string id;
+  std::string data; ///< data: lines joined with '\n'
+};
+
 /// One client connection to 127.0.0.x or another IPv4 address.
 class http_connection {
 public:
@@ -56,10 +64,22 @@ public:
   http_connection& operator=(http_connection&&) = delete;
   ~http_connection();
 
-  bool send(const std::string& bytes);
+  /// Sends all of `bytes` within `timeout`; false on error or timeout.
+  bool send(const std::string& bytes, milliseconds timeout = wait_max);
   /// The next response (Content-Length framed); nullopt on timeout, a closed
   /// connection or bytes that are not a response.
   std::optional<http_reply> read_reply(milliseconds timeout = wait_max);
+  /// The status line and headers of the next response only (body empty); the
+  /// body's bytes stay buffered for read_body or next_event.
+  std::optional<http_reply> read_head(milliseconds timeout = wait_max);
+  /// The body of a response whose head read_head returned: Content-Length
+  /// bytes, else everything up to EOF. False on timeout.
+  bool read_body(http_reply& head, milliseconds timeout = wait_max);
+  /// The next event of a text/event-stream body (after read_head); comments
+  /// (heartbeats) are skipped. nullopt at EOF or on timeout (see eof()).
+  std::optional<sse_event> next_event(milliseconds timeout = wait_max);
+  /// True once the server closed the connection.
+  bool eof() const { return eof_; }
   /// True when the server closes the connection (EOF or reset) within `timeout`.
   bool wait_closed(milliseconds timeout = wait_max);
 
@@ -69,11 +89,53 @@ private:
   bool fill(std::chrono::steady_clock::time_point deadline);
   int fd_ = -1;
   std::string buffer_;
+  bool eof_ = false;
 };
 
 /// GET `path` on a fresh connection with "Connection: close".
 std::optional<http_reply> http_get(const std::string& host, uint16_t port, const std::string& path,
                                    const std::string& method = "GET");
+
+/// A request with any method, headers and body on a fresh connection with
+/// "Connection: close"; Content-Length is added for a non-empty body or a
+/// method that carries one.
+struct http_request {
+  std::string method = "GET";
+  std::string target; ///< path and query
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;
+};
+
+/// Sends `request` and reads the whole response; nullopt when nothing answers
+/// within `timeout`.
+std::optional<http_reply> http_call(const std::string& host, uint16_t port,
+                                    const http_request& request, milliseconds timeout = wait_max);
+
+/// Sends `request` on a new connection and reads the response head; the
+/// caller reads the body or events from the returned connection.
+std::optional<std::pair<http_connection, http_reply>> http_open(const std::string& host,
+                                                                uint16_t port,
+                                                                const http_request& request,
+                                                                milliseconds timeout = wait_max);
+
+/// Unmounts every mount point at or below `dir` (deepest first), retrying a
+/// busy one for a bounded time and then detaching it lazily. Returns the
+/// mount points that could not be unmounted (empty: all gone).
+std::vector<std::string> unmount_below(const std::string& dir,
+                                       milliseconds timeout = milliseconds(10'000));
+
+/// Removes what an airlockd that ran sandboxes as `instance` leaves on the
+/// host after it stopped (by design, so that a restart finds it): its
+/// cgroup parents (empty ones; v1 and v2 hierarchies) and its nftables table.
+/// Call it only after that airlockd has exited. Returns what could not be
+/// removed.
+std::vector<std::string> remove_instance_leftovers(const std::string& instance);
+
+/// Evaluates `condition` every `interval` until it is true or `timeout`
+/// passes; returns its last value. For conditions nothing can be waited on
+/// directly (a token's expiry, a remote daemon becoming ready).
+bool poll_until(const std::function<bool()>& condition, milliseconds timeout = wait_max,
+                milliseconds interval = milliseconds(50));
 
 /// True for "ak_" + 16 hex digits + "_" + 64 hex digits (lower case).
 bool is_api_key(std::string_view text);

@@ -1,0 +1,176 @@
+// Files through the data plane of `airlockd serve`: round trips (small and
+// 100 MiB), modes, list, stat, mkdir, delete, errors, and paths that try to
+// leave the sandbox.
+
+#include <filesystem>
+
+#include "tests/api/api_fixture.hpp"
+
+namespace airlock::test {
+namespace {
+
+using nlohmann::json;
+
+class api_files : public api_suite {
+public:
+  static void SetUpTestSuite() {
+    api_suite::SetUpTestSuite();
+    if (has_server())
+      sandbox_ = admin().create_running({{"cpu_millis", 500}, {"memory_mb", 512}});
+  }
+  static void TearDownTestSuite() {
+    sandbox_.clear();
+    api_suite::TearDownTestSuite();
+  }
+
+protected:
+  void SetUp() override {
+    api_suite::SetUp();
+    if (!IsSkipped()) {
+      ASSERT_FALSE(sandbox_.empty()) << "the suite's sandbox did not start";
+    }
+  }
+  static std::string files(const std::string& query) {
+    return "/v1/sandboxes/" + sandbox_ + "/files" + query;
+  }
+  static inline std::string sandbox_;
+};
+
+/// `size` bytes from a xorshift generator: every byte value, no pattern that
+/// an off-by-one chunk could reproduce.
+std::string pseudo_random_bytes(size_t size) {
+  std::string out(size, '\0');
+  uint64_t x = 0x9E3779B97F4A7C15ull;
+  for (size_t i = 0; i < size; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    out[i] = static_cast<char>(x & 0xFF);
+  }
+  return out;
+}
+
+TEST_F(api_files, put_then_get_round_trips_bytes_with_the_mode_and_parents_created) {
+  auto api = admin();
+  std::string content("line one\n\0binary\xff tail", 21);
+  auto put = api.call("PUT", files("?path=/work/deep/a.txt&mode=0640"), content);
+  ASSERT_EQ(put.status, 201) << put.body;
+  EXPECT_EQ(put.json["path"], "/work/deep/a.txt");
+  EXPECT_EQ(put.json["size_bytes"], content.size());
+  auto got = api.get(files("?path=/work/deep/a.txt"));
+  ASSERT_EQ(got.status, 200);
+  EXPECT_EQ(got.body, content);
+
+  auto stat = api.get(files("/stat?path=/work/deep/a.txt"));
+  ASSERT_EQ(stat.status, 200) << stat.body;
+  EXPECT_EQ(stat.json["type"], "file");
+  EXPECT_EQ(stat.json["size_bytes"], content.size());
+  EXPECT_EQ(stat.json["mode"].get<int>() & 07777, 0640);
+  // The process inside sees the same bytes and mode.
+  auto seen = api.run(sandbox_, "stat -c %a /work/deep/a.txt; head -c 8 /work/deep/a.txt");
+  EXPECT_EQ(seen.stdout_bytes, "640\nline one");
+
+  auto empty = api.call("PUT", files("?path=/work/empty"), "");
+  EXPECT_EQ(empty.status, 201) << empty.body;
+  EXPECT_EQ(api.get(files("?path=/work/empty")).body, "");
+  auto bad_mode = api.call("PUT", files("?path=/work/x&mode=9z"), "x");
+  EXPECT_EQ(bad_mode.status, 400);
+}
+
+TEST_F(api_files, a_100_mib_file_round_trips_unchanged) {
+  auto api = admin();
+  auto content = pseudo_random_bytes(size_t{100} << 20);
+  auto put = api.call("PUT", files("?path=/big.bin"), content, {}, milliseconds(240'000));
+  ASSERT_EQ(put.status, 201) << put.body;
+  EXPECT_EQ(put.json["size_bytes"], content.size());
+  auto stat = api.get(files("/stat?path=/big.bin"));
+  EXPECT_EQ(stat.json["size_bytes"], content.size());
+  auto got = api.call("GET", files("?path=/big.bin"), "", {}, milliseconds(240'000));
+  ASSERT_EQ(got.status, 200);
+  EXPECT_EQ(got.body.size(), content.size());
+  EXPECT_TRUE(got.body == content) << "the 100 MiB file came back changed";
+  EXPECT_EQ(api.call("DELETE", files("?path=/big.bin")).status, 200);
+}
+
+TEST_F(api_files, mkdir_list_stat_and_recursive_delete) {
+  auto api = admin();
+  auto made = api.call("POST", files("/mkdir?path=/tree"));
+  EXPECT_EQ(made.status, 201) << made.body;
+  ASSERT_EQ(api.call("PUT", files("?path=/tree/one"), "1").status, 201);
+  ASSERT_EQ(api.call("PUT", files("?path=/tree/sub/two"), "22").status, 201);
+
+  auto list = api.get(files("/list?path=/tree"));
+  ASSERT_EQ(list.status, 200) << list.body;
+  std::map<std::string, json> entries;
+  for (const auto& item : list.json["items"])
+    entries[item["name"]] = item;
+  ASSERT_EQ(entries.size(), 2u) << list.body;
+  EXPECT_EQ(entries["one"]["type"], "file");
+  EXPECT_EQ(entries["one"]["size_bytes"], 1);
+  EXPECT_TRUE(entries["one"]["modified_at"].is_string());
+  EXPECT_EQ(entries["sub"]["type"], "dir");
+  EXPECT_EQ(api.get(files("/stat?path=/tree")).json["type"], "dir");
+
+  auto not_empty = api.call("DELETE", files("?path=/tree"));
+  EXPECT_GE(not_empty.status, 400) << "a non-empty directory needs recursive=true";
+  EXPECT_TRUE(not_empty.is_error_shape());
+  auto removed = api.call("DELETE", files("?path=/tree&recursive=true"));
+  EXPECT_EQ(removed.status, 200) << removed.body;
+  EXPECT_EQ(api.get(files("/stat?path=/tree")).status, 404);
+  EXPECT_EQ(api.get(files("/stat?path=/tree/sub/two")).status, 404);
+}
+
+TEST_F(api_files, missing_files_directories_and_bad_paths_get_json_errors) {
+  auto api = admin();
+  auto missing = api.get(files("?path=/no/such/file"));
+  EXPECT_EQ(missing.status, 404);
+  EXPECT_EQ(missing.error_code(), "not_found");
+  EXPECT_EQ(api.get(files("/stat?path=/no/such")).status, 404);
+  EXPECT_EQ(api.get(files("/list?path=/no/such")).status, 404);
+  auto directory = api.get(files("?path=/etc"));
+  EXPECT_EQ(directory.status, 400) << directory.body;
+  EXPECT_TRUE(directory.is_error_shape());
+  auto relative = api.get(files("?path=etc/passwd"));
+  EXPECT_EQ(relative.status, 400);
+  auto no_path = api.get(files(""));
+  EXPECT_EQ(no_path.status, 400);
+  EXPECT_TRUE(no_path.is_error_shape());
+}
+
+TEST_F(api_files, dot_dot_and_symlinks_never_reach_the_host) {
+  auto api = admin();
+  // A file only the host has, with content the sandbox cannot know.
+  std::string marker = server().dir() + "/host-marker";
+  std::string secret = "host secret " + std::to_string(::getpid());
+  write_file(marker, secret);
+  auto host_shadow = read_file("/etc/shadow");
+
+  auto shadow = api.get(files("?path=/../../etc/shadow"));
+  EXPECT_TRUE(shadow.status != 200 || shadow.body != host_shadow || host_shadow.empty())
+    << "read the host's /etc/shadow";
+  auto dotted = api.get(files("?path=/../../../../.." + marker));
+  EXPECT_FALSE(dotted.status == 200 && dotted.body == secret) << "read a host file via ..";
+
+  auto links = api.run(sandbox_, "ln -s / /hostroot && ln -s " + marker
+                                   + " /marker-link && "
+                                     "ln -s ../../../../.. /up && echo ok");
+  ASSERT_EQ(links.stdout_bytes, "ok\n") << links.stderr_bytes;
+  for (const std::string& path : {"/hostroot" + marker, std::string("/marker-link"), "/up" + marker,
+                                  "/hostroot/../.." + marker}) {
+    auto through = api.get(files("?path=" + path));
+    EXPECT_FALSE(through.status == 200 && through.body == secret)
+      << "read a host file through " << path;
+  }
+  // Writes through a link land inside the sandbox, if anywhere.
+  std::string host_target = server().dir() + "/written-from-sandbox";
+  auto write = api.call("PUT", files("?path=/hostroot" + host_target), "x");
+  EXPECT_FALSE(std::filesystem::exists(host_target))
+    << "wrote a host file (" << write.status << ")";
+  auto write_up = api.call("PUT", files("?path=/up" + host_target), "x");
+  EXPECT_FALSE(std::filesystem::exists(host_target))
+    << "wrote a host file (" << write_up.status << ")";
+  EXPECT_EQ(read_file(marker), secret);
+}
+
+} // namespace
+} // namespace airlock::test
