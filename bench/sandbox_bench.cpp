@@ -30,9 +30,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -395,7 +395,8 @@ void guest_throughput(host_pieces& host, rootfs_driver& rootfs, const std::strin
 /// caches; the bench only uses it, never builds it.
 std::filesystem::path base_cache_dir() {
   const char* override_dir = std::getenv("AIRLOCK_TEST_CACHE");
-  std::filesystem::path dir = override_dir != nullptr ? override_dir : "/var/tmp/airlock-test-cache";
+  std::filesystem::path dir =
+    override_dir != nullptr ? override_dir : "/var/tmp/airlock-test-cache";
   return dir / "base";
 }
 
@@ -407,8 +408,7 @@ status import_base(host_pieces& host) {
     return status::ok();
   auto cache = overlay_driver::open(rootfs_options{.data_dir = base_cache_dir()});
   if (!cache || !(*cache)->has_template("base")) {
-    return make_status(errc::not_found, "no cached base template under "
-                                          + base_cache_dir().string()
+    return make_status(errc::not_found, "no cached base template under " + base_cache_dir().string()
                                           + " (build it once with tests/rootfs/rootfs_slow_test)");
   }
   auto from = (*cache)->template_path("base");

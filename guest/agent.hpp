@@ -10,8 +10,8 @@
 #include <memory>
 #include <string>
 
-#include "schema/unique_fd.hpp"
 #include "guest/frame.hpp"
+#include "schema/unique_fd.hpp"
 
 namespace airlock::guest {
 

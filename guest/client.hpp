@@ -16,10 +16,10 @@
 #include <string>
 #include <string_view>
 
-#include "schema/unique_fd.hpp"
 #include "guest/frame.hpp"
 #include "guest/protocol.hpp"
 #include "schema/errc.hpp"
+#include "schema/unique_fd.hpp"
 
 namespace airlock::guest {
 

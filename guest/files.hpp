@@ -12,9 +12,9 @@
 #include <string_view>
 #include <vector>
 
-#include "schema/unique_fd.hpp"
 #include "guest/protocol.hpp"
 #include "schema/errc.hpp"
+#include "schema/unique_fd.hpp"
 
 namespace airlock::guest {
 

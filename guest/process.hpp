@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "schema/unique_fd.hpp"
 #include "guest/protocol.hpp"
 #include "schema/errc.hpp"
+#include "schema/unique_fd.hpp"
 
 namespace airlock::guest {
 

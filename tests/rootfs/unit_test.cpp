@@ -9,9 +9,9 @@
 #include <thread>
 
 #include "tests/rootfs/test_support.hpp"
+#include "worker/command/command.hpp"
 #include "worker/rootfs/apt_sources.hpp"
 #include "worker/rootfs/fs_util.hpp"
-#include "worker/command/command.hpp"
 #include "worker/rootfs/templates.hpp"
 
 namespace airlock::worker {

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "worker/runtime/namespace_runtime.hpp"
 #include "schema/unique_fd.hpp"
+#include "worker/runtime/namespace_runtime.hpp"
 
 namespace airlock::worker::testing {
 

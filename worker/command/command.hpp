@@ -52,10 +52,10 @@ struct command_options {
 
 /// How a tool ended.
 struct command_result {
-  int exit_code = -1;       ///< exit status, or -1 when killed by a signal
-  int signal = 0;           ///< the signal that ended it, or 0
-  std::string output;       ///< stdout+stderr; the end of it when it was longer than the bound
-  bool output_cut = false;  ///< output is only the end: more arrived than output_bytes_max
+  int exit_code = -1;      ///< exit status, or -1 when killed by a signal
+  int signal = 0;          ///< the signal that ended it, or 0
+  std::string output;      ///< stdout+stderr; the end of it when it was longer than the bound
+  bool output_cut = false; ///< output is only the end: more arrived than output_bytes_max
 
   bool succeeded() const noexcept { return exit_code == 0; }
 };

@@ -27,13 +27,13 @@
 #include <set>
 #include <string>
 
+#include "schema/unique_fd.hpp"
 #include "worker/runtime/cgroup_driver.hpp"
 #include "worker/runtime/mount_ns.hpp"
 #include "worker/runtime/net.hpp"
 #include "worker/runtime/sandbox_runtime.hpp"
 #include "worker/runtime/seccomp_filter.hpp"
 #include "worker/runtime/state_file.hpp"
-#include "schema/unique_fd.hpp"
 
 namespace airlock::worker {
 

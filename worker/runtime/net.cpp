@@ -8,8 +8,8 @@
 #include <cerrno>
 #include <cstdio>
 
-#include "worker/runtime/sys.hpp"
 #include "schema/unique_fd.hpp"
+#include "worker/runtime/sys.hpp"
 
 namespace airlock::worker {
 
