@@ -1,9 +1,12 @@
 #include "actors/sandbox_procedures.hpp"
 
+#include <caf/event_based_actor.hpp>
+#include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -20,10 +23,41 @@ using std::chrono::milliseconds;
 using schema::sandbox_record;
 using schema::sandbox_state;
 
+// Atoms of the wait timer below (at most 10 characters, unique in airlock).
+using lc_wait_atom = caf::atom_constant<caf::atom("lcwait")>;
+using lc_wake_atom = caf::atom_constant<caf::atom("lcwake")>;
+
+struct wait_timer_state {
+  uint64_t next_id = 0;
+  std::map<uint64_t, caf::response_promise> waiting;
+};
+
+/// Answers (lc_wait, ms) with true after ms on the actor clock: a typed
+/// actor in CAF 0.17 cannot schedule a function for later, so steps that
+/// poll ask this timer instead.
+caf::behavior wait_timer(caf::stateful_actor<wait_timer_state>* self) {
+  return {
+    [self](lc_wait_atom, uint32_t ms) -> caf::result<bool> {
+      auto id = ++self->state.next_id;
+      self->state.waiting.emplace(id, self->make_response_promise());
+      self->delayed_send(self, milliseconds(ms), lc_wake_atom::value, id);
+      return caf::delegated<bool>();
+    },
+    [self](lc_wake_atom, uint64_t id) {
+      auto found = self->state.waiting.find(id);
+      if (found == self->state.waiting.end())
+        return;
+      found->second.deliver(true);
+      self->state.waiting.erase(found);
+    },
+  };
+}
+
 /// What every procedure step works with.
 struct lifecycle_deps {
   sandbox_registry_actor registry;
   scheduler_actor scheduler;
+  caf::actor timer; ///< wait_timer
   sandbox_procedure_options options;
 };
 
@@ -32,6 +66,13 @@ using promise_type = caf::typed_response_promise<step_outcome>;
 
 /// Errors that say the worker may be back soon (restart, reconnect) or that
 /// the effect may have happened: reconcile later rather than fail.
+/// The scheduler's answers while a worker is away: unavailable (none
+/// registered or ready, or this one lost) and not_found (not registered since
+/// the control plane started). Worth waiting for, within worker_wait_ms.
+bool worker_away(errc code) noexcept {
+  return code == errc::unavailable || code == errc::not_found;
+}
+
 bool retry_later(errc code) noexcept {
   return code == errc::timeout || code == errc::unavailable || code == errc::outcome_unknown ||
          code == errc::not_found;
@@ -79,14 +120,35 @@ struct step_context : std::enable_shared_from_this<step_context> {
             [ctx](caf::error& error) { ctx->deliver_unknown(error); });
   }
 
-  /// The worker's node; unknown when it is not (yet) registered, so that a
-  /// step recovered right after a control-plane restart waits for workers
-  /// to rejoin instead of failing.
-  void with_node(const std::string& worker_id, std::function<void(node_actor)> next) {
+  /// Runs `next(waited_ms + worker_poll_ms)` after worker_poll_ms. False
+  /// (and nothing runs) once `waited_ms` reached worker_wait_ms.
+  bool poll_again(uint32_t waited_ms, std::function<void(uint32_t)> next) {
+    if (waited_ms >= deps.options.worker_wait_ms)
+      return false;
+    auto ctx = shared_from_this();
+    auto poll = deps.options.worker_poll_ms;
+    self->request(deps.timer, milliseconds(poll) + control_timeout(), lc_wait_atom::value, poll)
+      .then([next, waited_ms, poll](bool) { next(waited_ms + poll); },
+            [ctx](caf::error& error) { ctx->deliver_unknown(error); });
+    return true;
+  }
+
+  /// The worker's node. While it is not (yet) registered or not ready, polls
+  /// for up to worker_wait_ms (a step recovered right after a control-plane
+  /// restart waits for workers to rejoin), then reports unknown.
+  void with_node(const std::string& worker_id, std::function<void(node_actor)> next,
+                 uint32_t waited_ms = 0) {
     auto ctx = shared_from_this();
     self->request(deps.scheduler, control_timeout(), sc_node_atom::value, worker_id)
       .then([next](placement& where) { next(where.node); },
-            [ctx](caf::error& error) { ctx->deliver_unknown(error); });
+            [ctx, worker_id, next, waited_ms](caf::error& error) {
+              auto again = [ctx, worker_id, next](uint32_t waited) {
+                ctx->with_node(worker_id, next, waited);
+              };
+              if (worker_away(to_status(error).code) && ctx->poll_again(waited_ms, again))
+                return;
+              ctx->deliver_unknown(error);
+            });
   }
 
   /// Records `reason` on the sandbox (state error) and fails the operation.
@@ -106,7 +168,17 @@ std::string sandbox_result(const sandbox_record& record) {
 
 // --- sandbox.create ---------------------------------------------------------
 
-void create_place(std::shared_ptr<step_context> ctx, sandbox_record record) {
+void create_place(std::shared_ptr<step_context> ctx, sandbox_record record,
+                  uint32_t waited_ms);
+
+void create_place_first(std::shared_ptr<step_context> ctx, sandbox_record record) {
+  create_place(std::move(ctx), std::move(record), 0);
+}
+
+/// Places the sandbox; while no worker is registered or ready, polls for up
+/// to worker_wait_ms before the create fails with unavailable.
+void create_place(std::shared_ptr<step_context> ctx, sandbox_record record,
+                  uint32_t waited_ms) {
   if (record.state != sandbox_state::creating) {
     if (record.state == sandbox_state::running)
       return ctx->deliver(step_outcome::complete(sandbox_result(record)));
@@ -125,10 +197,13 @@ void create_place(std::shared_ptr<step_context> ctx, sandbox_record record) {
         ctx->save(std::move(record),
                   [ctx](sandbox_record) { ctx->deliver(step_outcome::advance()); });
       },
-      [ctx, record](caf::error& error) mutable {
+      [ctx, record, waited_ms](caf::error& error) mutable {
         auto failure = to_status(error);
         if (failure.code == errc::timeout)
           return ctx->deliver_unknown(error);
+        auto again = [ctx, record](uint32_t waited) { create_place(ctx, record, waited); };
+        if (failure.code == errc::unavailable && ctx->poll_again(waited_ms, again))
+          return;
         ctx->fail_sandbox(std::move(record), failure);
       });
 }
@@ -266,7 +341,7 @@ using step_function = void (*)(std::shared_ptr<step_context>, sandbox_record);
 
 step_function step_of(const std::string& kind, uint32_t step) {
   if (kind == kind_sandbox_create)
-    return step == 0 ? create_place : step == 1 ? create_on_worker : nullptr;
+    return step == 0 ? create_place_first : step == 1 ? create_on_worker : nullptr;
   if (kind == kind_sandbox_delete)
     return step == 0 ? delete_mark : step == 1 ? delete_on_worker : nullptr;
   if (kind == kind_sandbox_pause || kind == kind_sandbox_resume)
@@ -303,7 +378,8 @@ procedure_table spawn_sandbox_procedures(caf::actor_system& system,
                                          sandbox_registry_actor registry,
                                          scheduler_actor scheduler,
                                          sandbox_procedure_options options) {
-  lifecycle_deps deps{std::move(registry), std::move(scheduler), options};
+  lifecycle_deps deps{std::move(registry), std::move(scheduler), system.spawn(wait_timer),
+                      options};
   auto runner = system.spawn(lifecycle_runner, deps);
   return {{kind_sandbox_create, runner},
           {kind_sandbox_delete, runner},

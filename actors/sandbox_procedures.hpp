@@ -31,6 +31,14 @@ struct sandbox_procedure_options {
   uint32_t node_create_timeout_ms = 50'000;
   /// Bound on pause, resume and destroy on the worker. Default: 30000.
   uint32_t node_call_timeout_ms = 30'000;
+  /// How long a step waits for a worker that is not (yet) registered or
+  /// ready, polling the scheduler, before it gives up: long enough for
+  /// workers to rejoin a restarted control plane (their reconnect backoff),
+  /// short enough that a create with no worker fails instead of hanging.
+  /// Default: 15000.
+  uint32_t worker_wait_ms = 15'000;
+  /// Pause between two such polls. Default: 250.
+  uint32_t worker_poll_ms = 250;
 };
 
 /// The procedure table entries for the four kinds. The actors live until the

@@ -1,0 +1,415 @@
+// Split mode end to end: `airlockd control` and `airlockd worker` as separate
+// processes joined over the cluster transport on loopback. Sandboxes are
+// created through the control plane and reached on the worker's data plane
+// with tokens; the worker and the control plane are killed and restarted
+// under load. Needs root (namespaces, btrfs, nftables); sandboxes use the
+// `minimal` template, built on the worker without the network.
+
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <future>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gateway/attach_token.hpp"
+#include "tests/cluster/cluster_support.hpp"
+
+namespace airlock::test::cluster {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr const char* airlockd_path = AIRLOCK_AIRLOCKD_PATH;
+/// The scheduler's heartbeat_timeout_ms (5 s) plus generous slack.
+constexpr milliseconds lost_within = 20s;
+/// A create or another lifecycle operation on an idle machine takes well
+/// under a second; CI hosts are slow and the first create builds a template.
+constexpr milliseconds operation_bound = 120s;
+/// Reconnect backoff doubles up to 30 s; a rejoin may wait for one of those.
+constexpr milliseconds rejoin_bound = 60s;
+
+class cluster_e2e : public ::testing::Test {
+protected:
+  void SetUp() override {
+    if (::geteuid() != 0)
+      GTEST_SKIP() << "needs root: workers create namespaces, btrfs images and nftables rules";
+    // One cluster test at a time on this host: they share the clue2e
+    // instance (nftables table, cgroup parent, veth prefix, address pool).
+    lock_fd_ = ::open("/run/airlock-cluster-e2e.lock", O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+    ASSERT_GE(lock_fd_, 0);
+    ASSERT_EQ(::flock(lock_fd_, LOCK_EX), 0);
+    paths_.airlockd = airlockd_path;
+    paths_.scratch = dir_.path();
+  }
+
+  void TearDown() override {
+    for (auto& worker : workers_) {
+      if (worker.process)
+        stop_process(*worker.process);
+      unmount_worker_rootfs(worker.data_dir);
+    }
+    if (control_ && control_->process)
+      stop_process(*control_->process);
+    if (lock_fd_ >= 0)
+      ::close(lock_fd_); // drops the flock
+  }
+
+  std::string control_dir() const { return dir_.path() + "/control"; }
+  std::string worker_dir(int n = 0) const { return dir_.path() + "/worker" + std::to_string(n); }
+
+  /// Starts the control plane; remembers the admin key of the first start.
+  void start_control(uint16_t cluster_port = 0) {
+    control_ = cluster::start_control(paths_, control_dir(), cluster_port);
+    ASSERT_TRUE(control_);
+    if (!control_->admin_key.empty())
+      key_ = control_->admin_key;
+    ASSERT_FALSE(key_.empty()) << "the first start prints the admin key";
+  }
+
+  /// Starts a worker joining the current control plane (or `join_port`).
+  worker_daemon& start_worker(int n = 0, uint16_t join_port = 0) {
+    auto port = join_port != 0 ? join_port : control_->cluster_port;
+    auto started = cluster::start_worker(paths_, worker_dir(n), port, "clue2e-" + std::to_string(n));
+    EXPECT_TRUE(started);
+    workers_.push_back(started ? std::move(*started) : worker_daemon{});
+    workers_.back().data_dir = worker_dir(n);
+    return workers_.back();
+  }
+
+  /// Workers as GET /v1/workers lists them, by name.
+  std::map<std::string, json> workers() {
+    auto answer = call("GET", control_->url() + "/v1/workers", key_);
+    std::map<std::string, json> out;
+    if (answer.status != 200)
+      return out;
+    for (const auto& item : answer.body["items"])
+      out[item.value("name", "")] = item;
+    return out;
+  }
+
+  bool worker_in_state(const std::string& name, const std::string& state) {
+    auto all = workers();
+    auto found = all.find(name);
+    return found != all.end() && found->second["state"] == state;
+  }
+
+  /// POST /v1/sandboxes for `minimal`; the (sandbox id, operation id).
+  std::pair<std::string, std::string> post_create() {
+    auto answer = call("POST", control_->url() + "/v1/sandboxes", key_,
+                       json{{"template", "minimal"},
+                            {"cpu_millis", 100}, // the host may have only 2 CPUs
+                            {"memory_mb", 256},
+                            {"disk_mb", 512}}
+                         .dump());
+    EXPECT_EQ(answer.status, 202) << answer.raw;
+    if (answer.status != 202)
+      return {};
+    return {answer.body["sandbox_id"], answer.body["operation_id"]};
+  }
+
+  /// Creates a sandbox and waits until it runs; its id.
+  std::string create_running() {
+    auto [sandbox, operation] = post_create();
+    auto done = wait_operation(control_->url(), key_, operation, operation_bound);
+    EXPECT_EQ(done["state"], "succeeded") << done.dump();
+    return sandbox;
+  }
+
+  json sandbox(const std::string& id) {
+    return call("GET", control_->url() + "/v1/sandboxes/" + id, key_).body;
+  }
+
+  /// POST a lifecycle verb (or DELETE); the operation id.
+  std::string post_verb(const std::string& id, const std::string& verb) {
+    auto answer =
+      verb == "delete"
+        ? call("DELETE", control_->url() + "/v1/sandboxes/" + id, key_)
+        : call("POST", control_->url() + "/v1/sandboxes/" + id + "/" + verb, key_, "{}");
+    EXPECT_EQ(answer.status, 202) << verb << " " << id << ": " << answer.raw;
+    return answer.status == 202 ? answer.body["operation_id"].get<std::string>() : "";
+  }
+
+  /// Starts `cmd` at `base` (a worker's or the control plane's URL) with
+  /// `bearer`; the 201 body.
+  json exec(const std::string& base, const std::string& sandbox_id, const std::string& bearer,
+            const std::string& cmd) {
+    auto answer = call("POST", base + "/v1/sandboxes/" + sandbox_id + "/processes", bearer,
+                       json{{"cmd", cmd}}.dump());
+    EXPECT_EQ(answer.status, 201) << answer.raw;
+    return answer.body;
+  }
+
+  temp_dir dir_;
+  cluster_paths paths_;
+  int lock_fd_ = -1;
+  std::optional<control_daemon> control_;
+  std::vector<worker_daemon> workers_;
+  std::string key_;
+};
+
+constexpr const char* five_lines = "for i in 1 2 3 4 5; do echo line$i; sleep 0.1; done";
+constexpr const char* five_lines_out = "line1\nline2\nline3\nline4\nline5\n";
+
+/// Reads a process's output, dropping the first connection after one event
+/// and resuming from its Last-Event-ID; the whole output.
+std::string read_with_one_drop(const std::string& attach_url, const std::string& bearer) {
+  auto first = read_events(attach_url + "/output", bearer, {}, 1);
+  EXPECT_EQ(first.status, 200);
+  EXPECT_EQ(first.events.size(), 1u);
+  std::string text = output_text(first.events);
+  if (first.exited)
+    return text;
+  auto rest = read_events(attach_url + "/output", bearer, first.last_id);
+  EXPECT_EQ(rest.status, 200);
+  EXPECT_TRUE(rest.exited) << "the resumed stream ends with the exit event";
+  if (!rest.events.empty()) {
+    auto exit = json::parse(rest.events.back().data, nullptr, false);
+    EXPECT_EQ(exit.value("exit_code", -1), 0) << rest.events.back().data;
+  }
+  return text + output_text(rest.events);
+}
+
+TEST_F(cluster_e2e, a_sandbox_lives_its_whole_life_through_the_control_plane_on_its_worker) {
+  start_control();
+  auto& worker = start_worker();
+  ASSERT_TRUE(eventually([&] { return worker_in_state("clue2e-0", "ready"); }, rejoin_bound));
+  auto listed = workers().at("clue2e-0");
+  EXPECT_EQ(listed["data_url"], worker.url());
+  EXPECT_GT(listed["capacity"]["cpu_millis"].get<int64_t>(), 0) << listed.dump();
+  EXPECT_GT(listed["capacity"]["memory_mb"].get<int64_t>(), 0) << listed.dump();
+  EXPECT_GT(listed["capacity"]["sandboxes"].get<int64_t>(), 0) << listed.dump();
+
+  auto id = create_running();
+  auto record = sandbox(id);
+  EXPECT_EQ(record["state"], "running");
+  EXPECT_EQ(record["data_url"], worker.url());
+  EXPECT_EQ(record["worker_id"], listed["id"]);
+
+  // Exec through the control plane with the API key: attach_url points at
+  // the worker, the token works there, and the output resumes after a drop.
+  auto started = exec(control_->url(), id, key_, five_lines);
+  std::string attach_url = started["attach_url"];
+  std::string attach_token = started["attach_token"];
+  EXPECT_EQ(attach_url.rfind(worker.url() + "/v1/sandboxes/" + id + "/processes/", 0), 0u)
+    << attach_url;
+  EXPECT_EQ(read_with_one_drop(attach_url, attach_token), five_lines_out);
+
+  // The same output through the control plane's own listener with the key
+  // (forwarded to the worker).
+  std::string forwarded = control_->url() + attach_url.substr(worker.url().size());
+  EXPECT_EQ(read_with_one_drop(forwarded, key_), five_lines_out);
+  auto state = call("GET", forwarded + "?wait=10", key_);
+  EXPECT_EQ(state.status, 200) << state.raw;
+  EXPECT_EQ(state.body["state"], "exited");
+  EXPECT_EQ(state.body["exit_code"], 0);
+
+  // A sandbox token for the data plane: exec and files straight on the worker.
+  auto token = call("POST", control_->url() + "/v1/sandboxes/" + id + "/token", key_,
+                    json{{"scope", "all"}, {"ttl_s", 600}}.dump());
+  ASSERT_EQ(token.status, 201) << token.raw;
+  EXPECT_EQ(token.body["data_url"], worker.url());
+  std::string sandbox_token = token.body["token"];
+  auto direct = exec(worker.url(), id, sandbox_token, "echo direct");
+  EXPECT_EQ(output_text(read_events(std::string(direct["attach_url"]) + "/output",
+                                    direct["attach_token"])
+                          .events),
+            "direct\n");
+
+  std::string content = "bytes\0with a nul\n";
+  content += std::string(100'000, 'x');
+  std::string file_url = worker.url() + "/v1/sandboxes/" + id + "/files?path=/tmp/dir/f.bin";
+  auto put = call("PUT", file_url, sandbox_token, content, {{"Content-Type", "application/octet-stream"}});
+  ASSERT_EQ(put.status, 201) << put.raw;
+  EXPECT_EQ(put.body["size_bytes"], content.size());
+  auto got = call("GET", file_url, sandbox_token);
+  EXPECT_EQ(got.status, 200);
+  EXPECT_EQ(got.raw, content);
+  auto cat = exec(worker.url(), id, sandbox_token, "wc -c < /tmp/dir/f.bin");
+  EXPECT_EQ(output_text(read_events(std::string(cat["attach_url"]) + "/output",
+                                    cat["attach_token"]).events),
+            std::to_string(content.size()) + "\n");
+
+  // Pause, resume, delete.
+  for (const auto& [verb, after] : std::vector<std::pair<std::string, std::string>>{
+         {"pause", "paused"}, {"resume", "running"}, {"delete", "destroyed"}}) {
+    auto op = post_verb(id, verb);
+    auto done = wait_operation(control_->url(), key_, op, operation_bound);
+    EXPECT_EQ(done["state"], "succeeded") << verb << ": " << done.dump();
+    EXPECT_EQ(sandbox(id)["state"], after) << verb;
+  }
+  // The worker forgot it: its data plane refuses the sandbox now.
+  auto gone = call("GET", worker.url() + "/v1/sandboxes/" + id + "/processes", sandbox_token);
+  EXPECT_GE(gone.status, 400) << gone.raw;
+}
+
+TEST_F(cluster_e2e, a_worker_is_ready_once_joined_and_takes_only_valid_control_plane_tokens) {
+  // Reserve a cluster port, then stop the control plane: the worker starts
+  // first and must wait for it.
+  start_control();
+  uint16_t cluster_port = control_->cluster_port;
+  ASSERT_TRUE(stop_process(*control_->process));
+  auto& worker = start_worker(0, cluster_port);
+  auto ready = call("GET", worker.url() + "/readyz", "");
+  EXPECT_EQ(ready.status, 503) << ready.raw;
+
+  start_control(cluster_port);
+  ASSERT_EQ(control_->cluster_port, cluster_port);
+  EXPECT_TRUE(eventually([&] { return call("GET", worker.url() + "/readyz", "").status == 200; },
+                         rejoin_bound))
+    << read_file(worker.process->stderr_path());
+  auto id = create_running();
+
+  // API keys are for the control plane only.
+  auto by_key = call("GET", worker.url() + "/v1/sandboxes/" + id + "/processes", key_);
+  EXPECT_EQ(by_key.status, 401);
+  EXPECT_EQ(by_key.body["error"]["code"], "unauthenticated");
+  EXPECT_NE(by_key.body["error"]["message"].get<std::string>().find("token"), std::string::npos);
+
+  auto token = call("POST", control_->url() + "/v1/sandboxes/" + id + "/token", key_,
+                    json{{"scope", "all"}}.dump());
+  ASSERT_EQ(token.status, 201);
+  std::string good = token.body["token"];
+  std::string list_url = worker.url() + "/v1/sandboxes/" + id + "/processes";
+  EXPECT_EQ(call("GET", list_url, good).status, 200);
+
+  // Forged: one character of the signature changed.
+  std::string forged = good;
+  forged.back() = forged.back() == 'A' ? 'B' : 'A';
+  EXPECT_EQ(call("GET", list_url, forged).status, 401);
+  // Signed by another key.
+  auto stranger = gateway::token_signer::load_or_create(dir_.path() + "/other-key.pem");
+  ASSERT_TRUE(stranger);
+  int64_t now_ms = std::chrono::duration_cast<milliseconds>(
+                     std::chrono::system_clock::now().time_since_epoch())
+                     .count();
+  gateway::token_claims claims{"admin", id, "", "all", now_ms + 600'000};
+  EXPECT_EQ(call("GET", list_url, stranger->sign(claims)).status, 401);
+  // Signed by the control plane's own key, but expired.
+  auto own = gateway::token_signer::load_or_create(control_dir() + "/keys/token.pem");
+  ASSERT_TRUE(own);
+  EXPECT_EQ(call("GET", list_url, own->sign(claims)).status, 200) << "the key is the right one";
+  claims.expires_at_ms = now_ms - 1'000;
+  auto expired = call("GET", list_url, own->sign(claims));
+  EXPECT_EQ(expired.status, 401) << expired.raw;
+  // For another sandbox.
+  claims = {"admin", "sb_other", "", "all", now_ms + 600'000};
+  EXPECT_GE(call("GET", list_url, own->sign(claims)).status, 401);
+  EXPECT_EQ(call("GET", list_url, "").status, 401);
+}
+
+TEST_F(cluster_e2e, a_killed_worker_is_lost_and_a_create_then_fails_instead_of_hanging) {
+  start_control();
+  auto& worker = start_worker();
+  ASSERT_TRUE(eventually([&] { return worker_in_state("clue2e-0", "ready"); }, rejoin_bound));
+  auto id = create_running();
+  EXPECT_FALSE(id.empty());
+
+  ASSERT_TRUE(stop_process(*worker.process, true));
+  EXPECT_TRUE(eventually([&] { return worker_in_state("clue2e-0", "lost"); }, lost_within))
+    << workers().at("clue2e-0").dump();
+
+  auto [sandbox_id, operation] = post_create();
+  auto done = wait_operation(control_->url(), key_, operation, operation_bound);
+  ASSERT_EQ(done["state"], "failed") << done.dump();
+  EXPECT_EQ(done["error"]["code"], "unavailable") << done.dump();
+  EXPECT_FALSE(done["error"]["message"].get<std::string>().empty());
+  EXPECT_EQ(sandbox(sandbox_id)["state"], "error");
+
+  // The same worker comes back (and cleans up what the killed one left).
+  start_worker();
+  EXPECT_TRUE(eventually([&] { return worker_in_state("clue2e-0", "ready"); }, rejoin_bound));
+  EXPECT_EQ(workers().size(), 1u) << "a restarted worker is the same worker";
+}
+
+/// What a sandbox's operations say its state must be now.
+struct expectation {
+  std::string create_op;
+  std::vector<std::pair<std::string, std::string>> ops; ///< (verb, operation id) in order
+};
+
+TEST_F(cluster_e2e, every_operation_in_flight_when_the_control_plane_is_killed_ends_consistently) {
+  start_control();
+  start_worker();
+  ASSERT_TRUE(eventually([&] { return worker_in_state("clue2e-0", "ready"); }, rejoin_bound));
+  std::vector<std::string> existing;
+  for (int i = 0; i < 4; ++i)
+    existing.push_back(create_running());
+
+  // Start several creates, deletes and pauses at once, then kill -9.
+  std::map<std::string, expectation> sandboxes;
+  std::vector<std::future<std::pair<std::string, std::string>>> creates;
+  for (int i = 0; i < 4; ++i)
+    creates.push_back(std::async(std::launch::async, [this] { return post_create(); }));
+  auto del0 = std::async(std::launch::async, [&] { return post_verb(existing[0], "delete"); });
+  auto del1 = std::async(std::launch::async, [&] { return post_verb(existing[1], "delete"); });
+  auto pause2 = std::async(std::launch::async, [&] { return post_verb(existing[2], "pause"); });
+  auto pause3 = std::async(std::launch::async, [&] { return post_verb(existing[3], "pause"); });
+  for (auto& create : creates) {
+    auto [id, op] = create.get();
+    sandboxes[id].create_op = op;
+  }
+  sandboxes[existing[0]].ops.emplace_back("delete", del0.get());
+  sandboxes[existing[1]].ops.emplace_back("delete", del1.get());
+  sandboxes[existing[2]].ops.emplace_back("pause", pause2.get());
+  sandboxes[existing[3]].ops.emplace_back("pause", pause3.get());
+  uint16_t cluster_port = control_->cluster_port;
+  ASSERT_TRUE(stop_process(*control_->process, true));
+
+  start_control(cluster_port);
+  ASSERT_TRUE(eventually([&] { return worker_in_state("clue2e-0", "ready"); }, rejoin_bound))
+    << read_file(workers_.back().process->stderr_path());
+
+  for (auto& [id, expected] : sandboxes) {
+    SCOPED_TRACE(id);
+    std::string state_now;
+    if (!expected.create_op.empty()) {
+      auto done = wait_operation(control_->url(), key_, expected.create_op, operation_bound);
+      ASSERT_TRUE(is_terminal(done)) << "create stuck: " << done.dump();
+      EXPECT_EQ(done["state"], "succeeded") << done.dump();
+      state_now = done["state"] == "succeeded" ? "running" : "error";
+    } else {
+      state_now = "running";
+    }
+    for (const auto& [verb, op] : expected.ops) {
+      ASSERT_FALSE(op.empty()) << verb << " was refused";
+      auto done = wait_operation(control_->url(), key_, op, operation_bound);
+      ASSERT_TRUE(is_terminal(done)) << verb << " stuck: " << done.dump();
+      EXPECT_EQ(done["state"], "succeeded") << verb << ": " << done.dump();
+      if (done["state"] == "succeeded")
+        state_now = verb == "delete" ? "destroyed" : "paused";
+    }
+    auto record = sandbox(id);
+    EXPECT_EQ(record["state"], state_now) << record.dump();
+    if (state_now == "running") {
+      auto listed = call("GET", control_->url() + "/v1/sandboxes/" + id + "/processes", key_);
+      EXPECT_EQ(listed.status, 200) << listed.raw;
+      auto started = exec(control_->url(), id, key_, "echo alive");
+      if (started.contains("attach_url")) {
+        EXPECT_EQ(output_text(read_events(std::string(started["attach_url"]) + "/output",
+                                          started["attach_token"])
+                                .events),
+                  "alive\n");
+      }
+    }
+  }
+  // Nothing else is left unfinished.
+  auto active = call("GET", control_->url() + "/v1/operations?state=running", key_);
+  ASSERT_EQ(active.status, 200);
+  EXPECT_TRUE(active.body["items"].empty()) << active.raw;
+  // The paused sandboxes resume on the worker that kept them.
+  for (int i : {2, 3}) {
+    auto op = post_verb(existing[i], "resume");
+    auto done = wait_operation(control_->url(), key_, op, operation_bound);
+    EXPECT_EQ(done["state"], "succeeded") << done.dump();
+  }
+}
+
+} // namespace
+} // namespace airlock::test::cluster

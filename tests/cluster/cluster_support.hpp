@@ -1,0 +1,117 @@
+#pragma once
+// Helpers for the split-mode end-to-end tests: `airlockd control` and
+// `airlockd worker` as child processes, a JSON HTTP client (the CLI's Beast
+// client, one connection per call), an SSE reader that can drop its
+// connection on purpose, and bounded waits on operations. Every wait has a
+// deadline; nothing sleeps to synchronise.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/airlockd/test_support.hpp"
+
+namespace airlock::test::cluster {
+
+using nlohmann::json;
+using std::chrono::milliseconds;
+
+/// An HTTP answer; status 0 when no connection could be made (then `raw`
+/// holds the reason). `body` is the parsed JSON, or null when it is not JSON.
+struct reply {
+  int status = 0;
+  json body;
+  std::string raw;
+};
+
+using header_list = std::vector<std::pair<std::string, std::string>>;
+
+/// One request to an absolute URL with `Authorization: Bearer <bearer>`
+/// (none when empty).
+reply call(const std::string& method, const std::string& url, const std::string& bearer,
+           const std::string& body = {}, const header_list& headers = {});
+
+/// One server-sent event.
+struct sse_event {
+  std::string event;
+  std::string data;
+  std::string id;
+};
+
+/// What one SSE connection delivered.
+struct sse_read {
+  int status = 0; ///< the response status; 0 when the connection failed
+  std::vector<sse_event> events;
+  bool exited = false; ///< an `exit` event arrived
+  std::string last_id; ///< the last `id:` seen
+};
+
+/// Reads the SSE stream at `url` until an `exit` event arrives, or, when
+/// `drop_after_events` is set, drops the connection after that many events.
+/// `last_event_id` (if not empty) is sent as Last-Event-ID.
+sse_read read_events(const std::string& url, const std::string& bearer,
+                     const std::string& last_event_id = {},
+                     std::optional<size_t> drop_after_events = std::nullopt);
+
+/// The stdout+stderr text of `events` (their JSON `data` fields), in order.
+std::string output_text(const std::vector<sse_event>& events);
+
+/// A running `airlockd control`.
+struct control_daemon {
+  std::unique_ptr<child_process> process;
+  uint16_t port = 0;         ///< HTTP listener
+  uint16_t cluster_port = 0; ///< where workers join
+  std::string admin_key;     ///< printed on the first start only
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port); }
+};
+
+/// A running `airlockd worker`.
+struct worker_daemon {
+  std::unique_ptr<child_process> process;
+  uint16_t port = 0; ///< data-plane listener
+  std::string data_dir;
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port); }
+};
+
+/// Where the daemons keep their files, and the sandbox host settings the
+/// e2e tests use (instance clue2e, veth ce, pool 10.205.0.0/16).
+struct cluster_paths {
+  std::string airlockd;
+  std::string scratch; ///< stderr files and config homes go here
+};
+
+/// Starts `airlockd control` on `data_dir` with the cluster listener on
+/// `cluster_port` (0: any). nullopt (after a test failure with its stderr)
+/// when it does not report both listeners.
+std::optional<control_daemon> start_control(const cluster_paths& paths,
+                                            const std::string& data_dir, uint16_t cluster_port);
+
+/// Starts `airlockd worker --join 127.0.0.1:<join_port>` named `name`.
+std::optional<worker_daemon> start_worker(const cluster_paths& paths, const std::string& data_dir,
+                                          uint16_t join_port, const std::string& name);
+
+/// SIGTERM (or SIGKILL when `kill`) and reap; true when it exited in time.
+bool stop_process(child_process& process, bool kill = false);
+
+/// Unmounts the btrfs image a worker mounted under `data_dir`/rootfs, so
+/// that the temporary directory can be removed. Idempotent.
+void unmount_worker_rootfs(const std::string& data_dir);
+
+/// Polls GET /v1/operations/{id}?wait= until the operation is terminal or
+/// `bound` passes; the last answer's body (null on no answer).
+json wait_operation(const std::string& control_url, const std::string& key,
+                    const std::string& operation_id, milliseconds bound);
+
+/// True for succeeded, failed and cancelled.
+bool is_terminal(const json& operation);
+
+/// Polls `probe` until it returns true or `bound` passes.
+bool eventually(const std::function<bool()>& probe, milliseconds bound);
+
+} // namespace airlock::test::cluster
