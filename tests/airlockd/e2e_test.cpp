@@ -308,6 +308,19 @@ std::optional<address> parse_address_line(std::string_view line, std::string_vie
   return address{bound->first, bound->second};
 }
 
+/// Reads stdout lines up to "listening on HOST:PORT" (kept in `lines`
+/// before it); nullopt when the process ends or the wait times out first.
+std::optional<address> read_until_listening(child_process& process,
+                                            std::vector<std::string>* lines = nullptr) {
+  while (auto line = process.read_line()) {
+    if (auto bound = parse_listening(*line))
+      return address{bound->first, bound->second};
+    if (lines != nullptr)
+      lines->push_back(*line);
+  }
+  return std::nullopt;
+}
+
 /// GET /readyz until it answers `status` (bounded by wait_max); the last status.
 int poll_readyz(const address& at, int status) {
   int last = 0;
@@ -331,18 +344,16 @@ TEST_F(airlockd_host_e2e, a_worker_joins_control_and_is_ready_only_while_control
                         "127.0.0.1:0", "--cluster-listen", "127.0.0.1:0"},
                        environment());
   ASSERT_TRUE(control);
+  std::vector<std::string> lines;
+  auto http = read_until_listening(*control, &lines);
+  ASSERT_TRUE(http) << read_file(control->stderr_path());
   std::string key;
   std::optional<address> cluster;
-  std::optional<address> http;
-  while (!http) {
-    auto line = control->read_line();
-    ASSERT_TRUE(line) << read_file(control->stderr_path());
-    if (line->rfind("admin key: ", 0) == 0)
-      key = line->substr(11);
+  for (const auto& line : lines) {
+    if (line.rfind("admin key: ", 0) == 0)
+      key = line.substr(11);
     if (!cluster)
-      cluster = parse_address_line(*line, "cluster listening on ");
-    if (auto bound = parse_listening(*line))
-      http = address{bound->first, bound->second};
+      cluster = parse_address_line(line, "cluster listening on ");
   }
   ASSERT_TRUE(is_api_key(key)) << key;
   ASSERT_TRUE(cluster) << "control printed no cluster address";
@@ -360,13 +371,8 @@ TEST_F(airlockd_host_e2e, a_worker_joins_control_and_is_ready_only_while_control
   worker_args.insert(worker_args.end(), sandbox_host_flags.begin(), sandbox_host_flags.end());
   auto worker = spawn(worker_args, environment());
   ASSERT_TRUE(worker);
-  std::optional<address> data;
-  while (!data) {
-    auto line = worker->read_line();
-    ASSERT_TRUE(line) << read_file(worker->stderr_path());
-    if (auto bound = parse_listening(*line))
-      data = address{bound->first, bound->second};
-  }
+  auto data = read_until_listening(*worker);
+  ASSERT_TRUE(data) << read_file(worker->stderr_path());
   EXPECT_EQ(poll_readyz(*data, 200), 200) << "the worker did not join";
 
   // The control plane lists it; its data plane takes tokens, not API keys.
@@ -393,13 +399,8 @@ TEST_F(airlockd_host_e2e, a_worker_joins_control_and_is_ready_only_while_control
   // With its control plane gone, a worker listens but is not ready.
   auto orphan = spawn(worker_args, environment());
   ASSERT_TRUE(orphan);
-  std::optional<address> orphan_data;
-  while (!orphan_data) {
-    auto line = orphan->read_line();
-    ASSERT_TRUE(line) << read_file(orphan->stderr_path());
-    if (auto bound = parse_listening(*line))
-      orphan_data = address{bound->first, bound->second};
-  }
+  auto orphan_data = read_until_listening(*orphan);
+  ASSERT_TRUE(orphan_data) << read_file(orphan->stderr_path());
   auto ready = http_get(orphan_data->host, orphan_data->port, "/readyz");
   ASSERT_TRUE(ready);
   EXPECT_EQ(ready->status, 503) << ready->body;

@@ -103,9 +103,12 @@ TEST_F(api_lifecycle, pause_stops_a_process_and_resume_lets_it_continue) {
   ASSERT_EQ(paused.status, 202) << paused.body;
   EXPECT_EQ(api.wait_operation(paused.json["operation_id"])["state"], "succeeded");
   EXPECT_EQ(api.get("/v1/sandboxes/" + id).json["state"], "paused");
+  // Bounded waits on the process (it cannot end while frozen): the first
+  // lets output already on its way to the host land, the second is the
+  // interval in which a running counter would write 40 lines.
+  EXPECT_EQ(api.get(counter->attach_path + "?wait=1").json["state"], "running");
   auto before = output_end(api, *counter);
   ASSERT_GT(before, 0);
-  // A bounded wait on the process (it does not end: the sandbox is frozen).
   auto during = api.get(counter->attach_path + "?wait=2");
   EXPECT_EQ(during.json["state"], "running") << during.body;
   EXPECT_EQ(output_end(api, *counter), before) << "a paused sandbox made progress";
