@@ -129,9 +129,9 @@ public:
   /// POST .../processes; nullopt (with a gtest failure) unless 201.
   std::optional<started_process> exec(const std::string& sandbox_id,
                                       const nlohmann::json& body) const;
-  /// Reads `process`'s output stream (with its attach token, or this
-  /// client's credential when `use_token` is false) until the exit event, the
-  /// end of the stream or `timeout`.
+  /// Reads `process`'s output stream with its attach token (plus `headers`,
+  /// e.g. Last-Event-ID) until the exit event, the end of the stream or
+  /// `timeout`; a stream that does not open adds a gtest failure.
   process_output read_output(const started_process& process, const std::string& query = {},
                              std::vector<std::pair<std::string, std::string>> headers = {},
                              milliseconds timeout = milliseconds(60'000)) const;
