@@ -101,7 +101,7 @@ int run(int argc, char** argv) {
   {
     actors::system_config config;
     caf::actor_system system{config};
-    actors::operation_engine_deps deps{store.get(), &journal, &clock, &entropy, {}};
+    actors::operation_engine_deps deps{store.get(), &journal, &clock, &entropy, {}, {}};
     // Detached: the runner blocks on fsync.
     auto runner = system.spawn<caf::detached>(file_runner, steps);
     deps.procedures.emplace(kind, runner);
