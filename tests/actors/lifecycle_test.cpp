@@ -94,7 +94,9 @@ protected:
     registry_ = spawn_sandbox_registry(system_, *store_, clock_);
     scheduler::scheduler_deps deps{"key", &clock_, &entropy_};
     scheduler_ = scheduler::spawn_scheduler(system_, {}, deps);
-    procedures_ = spawn_sandbox_procedures(system_, registry_, scheduler_);
+    sandbox_procedure_options options;
+    options.worker_wait_ms = 300; // how long a step waits for an absent worker
+    procedures_ = spawn_sandbox_procedures(system_, registry_, scheduler_, options);
     operation_engine_deps engine_deps{store_.get(), &journal_, &clock_, &entropy_, procedures_,
                                       {}};
     engine_ = spawn_operation_engine(system_, {}, std::move(engine_deps));
