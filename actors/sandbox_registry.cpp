@@ -66,11 +66,16 @@ struct registry_state {
     return std::move(**found);
   }
 
-  status save(schema::sandbox_record& record) const {
+  /// Lifecycle writes (create, save) are followed by a synced operation
+  /// transition in the same store before anyone is told of them, and that
+  /// sync carries them to disk too (one WAL): they need no sync of their
+  /// own. A write answered to a client directly (patch) is synced.
+  status save(schema::sandbox_record& record,
+              storage::durability mode = storage::durability::buffered) const {
     record.updated_at_ms = clock->now_ms();
     storage::write_batch batch;
     storage::sandbox_store::stage_put(batch, record);
-    return store->write(batch, storage::durability::synced);
+    return store->write(batch, mode);
   }
 };
 
@@ -92,7 +97,7 @@ caf::result<schema::sandbox_record> apply_patch(registry_pointer self, const std
     record->spec.egress = *patch.egress;
   if (patch.idle_timeout_s)
     record->spec.idle_timeout_s = *patch.idle_timeout_s;
-  if (auto saved = self->state.save(*record); !saved.is_ok())
+  if (auto saved = self->state.save(*record, storage::durability::synced); !saved.is_ok())
     return make_error(saved);
   return std::move(*record);
 }

@@ -87,7 +87,9 @@ using sandbox_registry_actor = caf::typed_actor<
   /// sentence for all so keys cannot be probed). Idempotent.
   caf::replies_to<rg_auth_atom, std::string>::with<caller_identity>,
   /// Stores a new record (state creating) unless one with its id exists, and
-  /// replies with what is stored. Idempotent.
+  /// replies with what is stored. Not synced: the caller's next operation
+  /// write syncs it (same store, one WAL) before the client hears of it.
+  /// Idempotent.
   caf::replies_to<rg_create_atom, schema::sandbox_record>::with<schema::sandbox_record>,
   /// A record. Errors: not_found (also another tenant's; tenant "" sees all).
   caf::replies_to<rg_get_atom, std::string, std::string>::with<schema::sandbox_record>,
@@ -95,7 +97,9 @@ using sandbox_registry_actor = caf::typed_actor<
   /// Applies a patch (id, tenant). Errors: not_found, wrong_state (destroyed).
   caf::replies_to<rg_patch_atom, std::string, std::string, sandbox_patch>::with<
     schema::sandbox_record>,
-  /// Replaces a record (lifecycle procedures). Stamps updated_at. Idempotent.
+  /// Replaces a record (lifecycle procedures). Stamps updated_at. Not synced:
+  /// the step's synced operation transition follows before anyone is told.
+  /// Idempotent.
   caf::replies_to<rg_save_atom, schema::sandbox_record>::with<schema::sandbox_record>,
   /// Checks that `verb` is allowed now (id, tenant, verb). Errors: not_found,
   /// wrong_state with a sentence naming the state. Idempotent, no effect.
