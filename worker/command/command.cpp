@@ -208,17 +208,18 @@ void feed_stdin(tool_pipes& pipes) {
 }
 
 /// Reads output, feeds stdin and reaps, until the tool has exited and its
-/// output ended, the deadline passes or the caller cancels.
+/// output ended, the deadline passes or the caller cancels. Waits in poll on
+/// the output, stdin and a pidfd of the tool, so an exit is seen at once.
 wait_outcome pump(pid_t pid, tool_pipes& pipes, const command_options& options,
                   output_collector& collector) {
   auto deadline = clock_type::now() + std::chrono::milliseconds(options.timeout_ms);
+  unique_fd exit_fd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
   bool exited = false;
-  bool eof = false;
   int wait_status = 0;
   clock_type::time_point exited_at{};
   char buffer[16 * 1024];
   feed_stdin(pipes);
-  while (!(exited && eof)) {
+  while (!exited || pipes.output_read) {
     if (options.cancel != nullptr && options.cancel->load())
       return {kill_and_reap(pid), errc::cancelled};
     if (clock_type::now() >= deadline)
@@ -227,9 +228,12 @@ wait_outcome pump(pid_t pid, tool_pipes& pipes, const command_options& options,
       ::kill(-pid, SIGKILL);
       break;
     }
-    pollfd fds[2] = {{pipes.output_read.get(), POLLIN, 0}, {pipes.stdin_write.get(), POLLOUT, 0}};
-    int wait_ms = exited ? 10 : poll_interval_ms;
-    if (::poll(fds, pipes.stdin_write ? 2 : 1, eof ? 0 : wait_ms) > 0) {
+    // Without a pidfd (old kernels) the exit is polled for every millisecond.
+    int wait_ms = exited || exit_fd ? poll_interval_ms : 1;
+    pollfd fds[3] = {{pipes.output_read.get(), POLLIN, 0},
+                     {pipes.stdin_write.get(), POLLOUT, 0},
+                     {exited ? -1 : exit_fd.get(), POLLIN, 0}};
+    if (::poll(fds, 3, wait_ms) > 0) {
       if (fds[1].revents != 0)
         feed_stdin(pipes);
       if (fds[0].revents != 0) {
@@ -237,10 +241,8 @@ wait_outcome pump(pid_t pid, tool_pipes& pipes, const command_options& options,
         if (n > 0)
           collector.consume(buffer, static_cast<size_t>(n));
         else if (n == 0 || (errno != EINTR && errno != EAGAIN))
-          eof = true, pipes.output_read.reset();
+          pipes.output_read.reset();
       }
-    } else if (eof) {
-      ::usleep(10'000);
     }
     if (!exited && ::waitpid(pid, &wait_status, WNOHANG) == pid) {
       exited = true;
