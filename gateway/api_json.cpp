@@ -1,5 +1,7 @@
 #include "gateway/api_json.hpp"
 
+#include "schema/base64.hpp"
+
 #include <csignal>
 #include <cstdio>
 #include <ctime>
@@ -380,30 +382,6 @@ bool is_utf8(std::string_view bytes) noexcept {
   return true;
 }
 
-std::string base64_encode(std::string_view bytes) {
-  static constexpr char alphabet[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  out.reserve((bytes.size() + 2) / 3 * 4);
-  size_t i = 0;
-  for (; i + 2 < bytes.size(); i += 3) {
-    uint32_t n = (uint32_t(uint8_t(bytes[i])) << 16) | (uint32_t(uint8_t(bytes[i + 1])) << 8) |
-                 uint8_t(bytes[i + 2]);
-    out += alphabet[(n >> 18) & 63];
-    out += alphabet[(n >> 12) & 63];
-    out += alphabet[(n >> 6) & 63];
-    out += alphabet[n & 63];
-  }
-  if (i < bytes.size()) {
-    uint32_t n = uint32_t(uint8_t(bytes[i])) << 16;
-    if (i + 1 < bytes.size())
-      n |= uint32_t(uint8_t(bytes[i + 1])) << 8;
-    out += alphabet[(n >> 18) & 63];
-    out += alphabet[(n >> 12) & 63];
-    out += i + 1 < bytes.size() ? alphabet[(n >> 6) & 63] : '=';
-    out += '=';
-  }
-  return out;
-}
+std::string base64_encode(std::string_view bytes) { return airlock::base64_encode(bytes); }
 
 } // namespace airlock::gateway

@@ -1,5 +1,7 @@
 #include "gateway/attach_token.hpp"
 
+#include "schema/base64.hpp"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -30,51 +32,15 @@ constexpr size_t ed25519_signature_bytes = 64;
 /// A PEM Ed25519 key is about 120 bytes; anything much larger is a wrong file.
 constexpr size_t key_file_bytes_max = 64 * 1024;
 
-constexpr std::string_view base64url_alphabet =
-  "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
 std::string base64url_encode(std::string_view bytes) {
-  std::string out;
-  out.reserve((bytes.size() * 4 + 2) / 3);
-  uint32_t buffer = 0;
-  int bits = 0;
-  for (unsigned char byte : bytes) {
-    buffer = (buffer << 8) | byte;
-    bits += 8;
-    while (bits >= 6) {
-      bits -= 6;
-      out += base64url_alphabet[(buffer >> bits) & 0x3f];
-    }
-  }
-  if (bits > 0)
-    out += base64url_alphabet[(buffer << (6 - bits)) & 0x3f];
-  return out;
+  return base64_encode(bytes, base64_variant::url);
 }
 
 /// Strict: unpadded base64url only, and the unused low bits of the last
 /// character must be zero, so that every byte string has exactly one text
 /// (a token cannot be altered into another text that still verifies).
 std::optional<std::string> base64url_decode(std::string_view text) {
-  if (text.size() % 4 == 1)
-    return std::nullopt;
-  std::string out;
-  out.reserve(text.size() * 3 / 4);
-  uint32_t buffer = 0;
-  int bits = 0;
-  for (char c : text) {
-    auto pos = base64url_alphabet.find(c);
-    if (pos == std::string_view::npos)
-      return std::nullopt;
-    buffer = (buffer << 6) | static_cast<uint32_t>(pos);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out += static_cast<char>((buffer >> bits) & 0xff);
-    }
-  }
-  if ((buffer & ((1u << bits) - 1)) != 0)
-    return std::nullopt;
-  return out;
+  return base64_decode(text, base64_variant::url, /*strict=*/true);
 }
 
 bool same(std::string_view a, std::string_view b) {
