@@ -15,6 +15,7 @@
 //
 //   sandbox_bench [--data-dir DIR] [--guest PATH] [--creates N] [--execs N]
 //                 [--output-mb N] [--idle N] [--cases create,exec,output,memory]
+//                 [--idle-settle-ms N] [--idle-hold-s N]
 //
 // Needs root. DIR holds the btrfs image, the runtime state and the store; it
 // is left in place (its loop mount too) for the next run. Default:
@@ -35,8 +36,12 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <iterator>
+#include <map>
+#include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "actors/errors.hpp"
@@ -69,6 +74,10 @@ struct bench_options {
   uint32_t cpu_millis = 1000; ///< cpu limit of the throughput sandbox (the default limit)
   uint32_t window_kb = 0;     ///< output window of the throughput run; 0: the guest default
   std::string cases = "create,exec,output,memory"; ///< which measurements run
+  int idle_hold_s = 0; ///< keep the idle sandboxes this long after measuring, to inspect them
+  /// Wait after the last idle create before measuring: an idle agent releases
+  /// its start-up page cache after agent_options::page_cache_trim_ms (1 s).
+  int idle_settle_ms = 2000;
 };
 
 double ms_since(clock_type::time_point start) {
@@ -166,11 +175,57 @@ std::vector<pid_t> cgroup_pids(const sandbox_handle& handle) {
   return pids;
 }
 
+/// The memory cgroup directory of a sandbox (the v1 memory hierarchy, or the
+/// v2 directory).
+std::string memory_cgroup(const sandbox_handle& handle) {
+  for (const auto& dir : handle.cgroup_paths)
+    if (dir.find("/memory/") != std::string::npos || dir.find("/memory") == std::string::npos)
+      if (std::ifstream(dir + "/memory.stat"))
+        return dir;
+  return {};
+}
+
+/// Sums, in KiB, over sandboxes: the cgroup's charge split into what it is
+/// made of. v1: usage_in_bytes = rss + cache (page cache: file pages and
+/// shmem/tmpfs) + kmem (slab, stacks, page tables); v2: memory.current with
+/// anon, file, shmem, kernel_stack, slab, pagetables.
+struct cgroup_breakdown {
+  std::map<std::string, uint64_t> kib; ///< field -> KiB summed over sandboxes
+  uint64_t kmem_kib = 0;               ///< v1 memory.kmem.usage_in_bytes
+};
+
+void add_cgroup_breakdown(const std::string& dir, cgroup_breakdown& into) {
+  static const std::set<std::string> fields = {
+    "rss",           "cache",       "shmem",         "mapped_file", "active_file",
+    "inactive_file", "active_anon", "inactive_anon", "anon",        "file",
+    "kernel_stack",  "slab",        "pagetables",    "sock",        "file_mapped"};
+  std::ifstream stat(dir + "/memory.stat");
+  std::string key;
+  uint64_t value = 0;
+  while (stat >> key >> value)
+    if (fields.count(key) != 0)
+      into.kib[key] += value / 1024;
+  std::ifstream kmem(dir + "/memory.kmem.usage_in_bytes");
+  if (kmem >> value)
+    into.kmem_kib += value / 1024;
+}
+
 struct host_pieces {
   std::shared_ptr<namespace_runtime> runtime;
   std::shared_ptr<rootfs_driver> rootfs;
   std::shared_ptr<storage::kv_store> store;
 };
+
+/// Whether two files hold the same bytes.
+bool same_contents(const std::filesystem::path& a, const std::filesystem::path& b) {
+  std::ifstream fa(a, std::ios::binary);
+  std::ifstream fb(b, std::ios::binary);
+  if (!fa || !fb)
+    return false;
+  std::istreambuf_iterator<char> end;
+  return std::equal(std::istreambuf_iterator<char>(fa), end, std::istreambuf_iterator<char>(fb),
+                    end);
+}
 
 result<host_pieces> open_host(const bench_options& opt) {
   host_pieces host;
@@ -203,6 +258,14 @@ result<host_pieces> open_host(const bench_options& opt) {
   template_builder builder(*host.rootfs, templates);
   if (auto built = builder.ensure("minimal"); !built)
     return built.error();
+  // A template keeps the agent it was built with: rebuild it when the agent
+  // changed, so that every case measures the agent built now.
+  auto root = host.rootfs->template_path("minimal");
+  if (root && !same_contents(*root / "sbin" / "airlock-guest", opt.guest)) {
+    std::cout << "rebuilding minimal: its agent differs from " << opt.guest << "\n";
+    if (auto rebuilt = builder.rebuild("minimal"); !rebuilt)
+      return rebuilt.error();
+  }
   return host;
 }
 
@@ -465,6 +528,7 @@ void bench_memory(caf::scoped_actor& self, const worker_actor& worker, host_piec
     }
     ids.push_back(request.id);
   }
+  std::this_thread::sleep_for(std::chrono::milliseconds(opt.idle_settle_ms));
   ::sync();
   const uint64_t after = mem_available_kb();
   const uint64_t kernel_after = kernel_kb();
@@ -472,8 +536,10 @@ void bench_memory(caf::scoped_actor& self, const worker_actor& worker, host_piec
   uint64_t pss_total = 0;
   uint64_t anon_total = 0;
   uint64_t cgroup_total = 0;
+  cgroup_breakdown breakdown;
   for (const auto& id : ids) {
     auto handle = handle_of(host, id);
+    add_cgroup_breakdown(memory_cgroup(handle), breakdown);
     for (pid_t pid : cgroup_pids(handle))
       pss_total += pss_kb(pid), anon_total += rollup_kb(pid, "Anonymous:");
     if (auto stats = host.runtime->stats(id))
@@ -488,6 +554,12 @@ void bench_memory(caf::scoped_actor& self, const worker_actor& worker, host_piec
               static_cast<double>(anon_total) / n);
   std::printf("  memory cgroup usage    %8.1f KiB per sandbox\n",
               static_cast<double>(cgroup_total) / n);
+  for (const auto& [field, kib] : breakdown.kib)
+    std::printf("    memory.stat %-14s %8.1f KiB per sandbox\n", field.c_str(),
+                static_cast<double>(kib) / n);
+  if (breakdown.kmem_kib > 0)
+    std::printf("    kmem.usage (v1)        %8.1f KiB per sandbox\n",
+                static_cast<double>(breakdown.kmem_kib) / n);
   std::printf("  worker process PSS     %8.1f KiB per sandbox (link thread, client, actor)\n",
               (static_cast<double>(worker_after) - static_cast<double>(worker_before)) / n);
   std::printf("  kernel slab+pt+stacks  %8.1f KiB per sandbox\n",
@@ -509,6 +581,10 @@ void bench_memory(caf::scoped_actor& self, const worker_actor& worker, host_piec
                 "MemAvailable (%llu MiB)\n",
                 own_kb, static_cast<double>(after) / own_kb,
                 static_cast<unsigned long long>(after / 1024));
+  }
+  if (opt.idle_hold_s > 0) {
+    std::cout << "holding the idle sandboxes for " << opt.idle_hold_s << " s" << std::endl;
+    std::this_thread::sleep_for(std::chrono::seconds(opt.idle_hold_s));
   }
   for (const auto& id : ids)
     (void)ask<bool>(self, worker, wk_destroy_atom::value, id);
@@ -574,6 +650,10 @@ int main(int argc, char** argv) try {
       opt.cpu_millis = static_cast<uint32_t>(std::stoul(value));
     else if (key == "--window-kb")
       opt.window_kb = static_cast<uint32_t>(std::stoul(value));
+    else if (key == "--idle-settle-ms")
+      opt.idle_settle_ms = std::stoi(value);
+    else if (key == "--idle-hold-s")
+      opt.idle_hold_s = std::stoi(value);
     else if (key == "--cases")
       opt.cases = value;
     else if (key == "--idle")

@@ -108,6 +108,8 @@ int guest_agent::state::poll_timeout_ms() const {
   auto consider = [&deadline](int64_t at) { deadline = std::min(deadline.value_or(at), at); };
   if (shutting_down)
     consider(shutdown_deadline_ms);
+  if (page_cache_trim_at_ms != 0)
+    consider(page_cache_trim_at_ms);
   for (const auto& [id, p] : processes)
     if (p.reaped && p.outputs_open() && p.credit > 0)
       consider(p.drain_deadline_ms);
@@ -253,6 +255,8 @@ agent_exit guest_agent::run() {
   if (auto ready = s.setup(); !ready.is_ok())
     return agent_exit::failed;
   s.send(s.make_hello());
+  if (s.options.page_cache_trim_ms > 0)
+    s.page_cache_trim_at_ms = now_ms() + s.options.page_cache_trim_ms;
   while (!s.exit_reason)
     s.iterate();
   s.finish();

@@ -1,4 +1,5 @@
 #include "guest/agent_state.hpp"
+#include "guest/page_cache.hpp"
 
 #include <signal.h>
 #include <sys/signalfd.h>
@@ -47,6 +48,11 @@ void guest_agent::state::signal_all(int signo) {
 
 void guest_agent::state::check_deadlines() {
   auto now = now_ms();
+  if (page_cache_trim_at_ms != 0 && now >= page_cache_trim_at_ms) {
+    advise_random_own_segments();
+    drop_own_page_cache();
+    page_cache_trim_at_ms = 0;
+  }
   if (shutting_down)
     check_shutdown(now);
   std::vector<uint32_t> due;

@@ -102,6 +102,7 @@ struct guest_agent::state {
   bool shutting_down = false;
   bool killed = false;
   int64_t shutdown_deadline_ms = 0;
+  int64_t page_cache_trim_at_ms = 0; ///< 0: done or never
   std::optional<agent_exit> exit_reason;
   std::vector<pollfd> poll_fds;
   std::vector<poll_target> poll_targets;

@@ -24,9 +24,9 @@
 
 namespace {
 
+using airlock::unique_fd;
 using airlock::guest::agent_exit;
 using airlock::guest::agent_options;
-using airlock::unique_fd;
 
 constexpr int exit_usage = 64;
 constexpr int exit_failed = 1;
