@@ -181,14 +181,34 @@ void guest_client::consume(const guest_message& message) {
   auto it = streams_.find(out->stream_id);
   if (it == streams_.end())
     return;
+  it->second.consumed += out->bytes.size();
+  grant_consumed(out->stream_id, it->second);
+}
+
+void guest_client::grant_consumed(uint32_t stream, stream_credit& s) {
+  const uint64_t room = s.granted_max > s.granted ? s.granted_max - s.granted : 0;
+  const uint64_t bytes = std::min({s.consumed, room, uint64_t{UINT32_MAX}});
+  // Batches: one credit message per quarter window, not per chunk; under a
+  // cap, whatever room there is (the caller raises the cap in steps).
+  if (bytes == 0 || (bytes < std::max<uint64_t>(s.window / 4, 1) && bytes != room))
+    return;
+  s.consumed -= bytes;
+  s.granted += bytes;
+  // A broken channel shows on the next read.
+  (void)send(credit_grant{stream, static_cast<uint32_t>(bytes)});
+}
+
+status guest_client::limit_output(uint32_t stream, uint64_t end_max) {
+  auto it = streams_.find(stream);
+  if (it == streams_.end())
+    return status::ok();
   auto& s = it->second;
-  s.consumed += out->bytes.size();
-  // Batches: one credit message per quarter window, not per chunk.
-  if (s.consumed >= std::max<uint64_t>(s.window / 4, 1)) {
-    auto bytes = static_cast<uint32_t>(s.consumed);
-    s.consumed = 0;
-    (void)send(credit_grant{out->stream_id, bytes}); // a broken channel shows on the next read
-  }
+  // The guest may send its window before any grant: the cap on grants is
+  // end_max minus the window.
+  s.granted_max =
+    end_max == no_output_limit ? no_output_limit : (end_max > s.window ? end_max - s.window : 0);
+  grant_consumed(stream, s);
+  return status::ok();
 }
 
 template <class Match>

@@ -62,6 +62,14 @@ public:
   status resize(uint32_t stream, uint16_t rows, uint16_t cols, int timeout_ms = 5000);
   /// Grants output credit explicitly (needed only with auto_credit off).
   status grant(uint32_t stream, uint32_t bytes, int timeout_ms = 5000);
+  /// With auto_credit: caps the output credit of `stream` so that the guest
+  /// can never have sent more than `end_max` bytes of it in total (its window
+  /// included); output handed out beyond the cap is granted back once a
+  /// later call raises it. no_output_limit lifts the cap (the default). Lets
+  /// a reader pace a process: the guest blocks the process, nothing is lost.
+  /// Unknown (ended) streams are ignored.
+  status limit_output(uint32_t stream, uint64_t end_max);
+  static constexpr uint64_t no_output_limit = ~uint64_t{0};
 
   /// The next event: started, output, exited, error, file replies, pong,
   /// stats. Stdin credit is consumed internally. Fails with timeout when
@@ -104,6 +112,8 @@ private:
     uint32_t window = 0;
     uint64_t consumed = 0; ///< output handed out, not yet granted back
     uint64_t stdin_credit = 0;
+    uint64_t granted = 0;                   ///< output credit granted in total
+    uint64_t granted_max = no_output_limit; ///< limit_output's cap on `granted`
   };
 
   status write_all(std::string_view bytes, int64_t deadline_ms);
@@ -113,6 +123,8 @@ private:
   status read_available();
   void account(const guest_message& message);
   void consume(const guest_message& message);
+  /// Grants what `s` has consumed, within its cap, a quarter window at a time.
+  void grant_consumed(uint32_t stream, stream_credit& s);
   /// Waits for the first queued message that `match` accepts and removes it.
   template <class Match>
   result<guest_message> wait_for(Match&& match, int64_t deadline_ms);

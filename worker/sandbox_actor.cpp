@@ -27,6 +27,12 @@ struct process_entry {
   bool stdin_open = false;
   uint32_t timeout_ms = 0; ///< exec timeout, armed once started
   output_log log;
+  // Reader pacing (sandbox_actor_options::reader_idle_ms).
+  bool paced = false;          ///< the guest's credit is capped at output_cap
+  bool pace_timer = false;     ///< an sbx_pace check is scheduled
+  uint64_t read_offset = 0;    ///< furthest offset a combined reader asked for
+  uint64_t output_cap = 0;     ///< the cap last posted to the link
+  int64_t reader_until_ms = 0; ///< the reader counts as active until then
   process_entry(size_t capacity, size_t runs_max) : log(capacity, runs_max) {}
 };
 
@@ -388,6 +394,69 @@ void on_error(self_ptr self, const guest::error_reply& msg) {
   wake_readers(self, id->second);
 }
 
+/// Posts the output cap of `proc` to the link (a cap of no_output_limit lifts
+/// it). Remembered only once posted, so a full job queue is retried later.
+void post_output_cap(self_ptr self, process_entry& proc, uint64_t cap) {
+  auto& st = self->state;
+  if (!st.link || st.channel_closed)
+    return;
+  const uint32_t stream = proc.stream;
+  auto posted = st.link->post([stream, cap](guest::guest_client& client) {
+    (void)client.limit_output(stream, cap); // never fails: a gone stream is ignored
+  });
+  if (!posted)
+    return;
+  proc.paced = cap != guest::guest_client::no_output_limit;
+  proc.output_cap = cap;
+}
+
+void arm_pace_timer(self_ptr self, process_entry& proc, int64_t delay_ms) {
+  if (proc.pace_timer)
+    return;
+  proc.pace_timer = true;
+  self->delayed_send(self, std::chrono::milliseconds(std::max<int64_t>(delay_ms, 1)),
+                     sbx_pace_atom::value, proc.info.id);
+}
+
+/// A combined-stream read of `proc` from `offset` arrived: the reader is
+/// active; raise the cap as it advances, in steps of a quarter buffer so that
+/// a reader taking small reads does not post a job per read.
+void on_reader(self_ptr self, process_entry& proc, uint64_t offset) {
+  const auto& options = self->state.options;
+  if (options.reader_idle_ms == 0 || has_ended(proc))
+    return;
+  proc.reader_until_ms = now_ms(self) + options.reader_idle_ms;
+  proc.read_offset = std::max(proc.read_offset, std::min(offset, proc.log.end_offset()));
+  const uint64_t cap = proc.read_offset + options.output_buffer_bytes;
+  if (!proc.paced || cap >= proc.output_cap + options.output_buffer_bytes / 4)
+    post_output_cap(self, proc, cap);
+  arm_pace_timer(self, proc, options.reader_idle_ms);
+}
+
+/// The pace timer of process `id` fired: lifts the cap once its reader went
+/// away (no read for reader_idle_ms and none waiting), else checks again.
+void on_pace_check(self_ptr self, const std::string& id) {
+  auto* proc = find_process(self, id);
+  if (proc == nullptr)
+    return;
+  proc->pace_timer = false;
+  if (!proc->paced || has_ended(*proc))
+    return;
+  const bool waiting =
+    std::any_of(self->state.outputs.begin(), self->state.outputs.end(),
+                [&id](const auto& w) { return w.second.request.process_id == id; });
+  const int64_t now = now_ms(self);
+  if (waiting)
+    proc->reader_until_ms = now + self->state.options.reader_idle_ms;
+  if (now < proc->reader_until_ms) {
+    arm_pace_timer(self, *proc, proc->reader_until_ms - now);
+    return;
+  }
+  post_output_cap(self, *proc, guest::guest_client::no_output_limit);
+  if (proc->paced) // the link's queue was full: try again soon
+    arm_pace_timer(self, *proc, 100);
+}
+
 guest::start_request to_start(const exec_request& request) {
   guest::start_request start;
   start.argv = request.argv;
@@ -419,18 +488,25 @@ caf::result<std::string> handle_exec(self_ptr self, const exec_request& request)
   auto promise = self->make_response_promise<std::string>();
   const int timeout = st.options.guest_call_timeout_ms;
   auto start = to_start(request);
+  // Paced from the start (first_reader_wait_ms), set in the same job so that
+  // no output is granted credit before the cap is in place.
+  const bool paced = st.options.reader_idle_ms > 0 && st.options.first_reader_wait_ms > 0;
+  const uint64_t cap = st.options.output_buffer_bytes;
   auto posted = post_guest(
     self,
-    [start, timeout](guest::guest_client& client) {
+    [start, timeout, paced, cap](guest::guest_client& client) {
       job_result out;
       auto stream = client.start(start, timeout);
-      if (stream)
+      if (stream) {
         out.stream = *stream;
-      else
+        if (paced)
+          (void)client.limit_output(*stream, cap);
+      } else {
         out.outcome = stream.error();
+      }
       return out;
     },
-    [self, id, promise, request](job_result& done) mutable {
+    [self, id, promise, request, paced, cap](job_result& done) mutable {
       auto& state = self->state;
       if (!done.outcome) {
         promise.deliver(make_error(done.outcome));
@@ -443,7 +519,12 @@ caf::result<std::string> handle_exec(self_ptr self, const exec_request& request)
       entry.stream = done.stream;
       entry.stdin_open = request.stdin_open;
       entry.timeout_ms = request.timeout_ms;
-      state.processes.emplace(id, std::move(entry));
+      entry.paced = paced;
+      entry.output_cap = cap;
+      entry.reader_until_ms = now_ms(self) + state.options.first_reader_wait_ms;
+      auto& added = state.processes.emplace(id, std::move(entry)).first->second;
+      if (paced)
+        arm_pace_timer(self, added, state.options.first_reader_wait_ms);
       state.process_order.push_back(id);
       state.by_stream[done.stream] = id;
       state.pending_exec.emplace(done.stream,
@@ -473,6 +554,8 @@ caf::result<read_reply> handle_read(self_ptr self, const read_request& request) 
 }
 
 caf::result<output_reply> handle_output(self_ptr self, output_read request) {
+  if (auto* proc = find_process(self, request.process_id))
+    on_reader(self, *proc, request.offset);
   bool must_wait = false;
   auto reply = try_output(self, request, must_wait);
   if (!reply)
@@ -904,6 +987,7 @@ sandbox_actor::behavior_type sandbox_impl(self_ptr self, sandbox_parts parts,
     },
     [self](sbx_wake_atom, uint64_t token) { on_reader_timeout(self, token); },
     [self](sbx_kill_atom, const std::string& id) { on_exec_timeout(self, id); },
+    [self](sbx_pace_atom, const std::string& id) { on_pace_check(self, id); },
   };
 }
 

@@ -48,6 +48,7 @@ using sbx_event_atom = caf::atom_constant<caf::atom("sbxevent")>;
 using sbx_done_atom = caf::atom_constant<caf::atom("sbxdone")>;
 using sbx_wake_atom = caf::atom_constant<caf::atom("sbxwake")>;
 using sbx_kill_atom = caf::atom_constant<caf::atom("sbxkill")>;
+using sbx_pace_atom = caf::atom_constant<caf::atom("sbxpace")>;
 
 /// Limits and timeouts of one sandbox actor.
 struct sandbox_actor_options {
@@ -60,6 +61,18 @@ struct sandbox_actor_options {
   /// that alternates streams byte by byte cannot cost a run per byte.
   /// Default: 16384.
   size_t output_runs_max = 16384;
+  /// Reader pacing: while a combined-stream reader (sbx_output) of a process
+  /// is active, the guest gets output credit only as far as the buffer can
+  /// hold what that reader has not read yet, so a fast process is slowed
+  /// down instead of its output dropped. A reader counts as active for this
+  /// long after its last read (or while a read of it waits); then credit
+  /// flows again and the oldest bytes are dropped, so a process nobody reads
+  /// never blocks for good. 0: no pacing. Default: 30000.
+  uint32_t reader_idle_ms = 30'000;
+  /// A new process is paced as if read at offset 0 for this long, so a client
+  /// that starts a process and then attaches (SSE) gets its first bytes.
+  /// Default: 2000.
+  uint32_t first_reader_wait_ms = 2'000;
   /// Most bytes one read returns. Default: 256 KiB.
   size_t read_bytes_max = size_t{256} << 10;
   /// Longest a read may wait for new output. Default: 60000.
@@ -267,7 +280,9 @@ using sandbox_actor = caf::typed_actor<
   /// Internal: a waiting reader (token) timed out.
   caf::reacts_to<sbx_wake_atom, uint64_t>,
   /// Internal: the process (id) reached its exec timeout.
-  caf::reacts_to<sbx_kill_atom, std::string>>;
+  caf::reacts_to<sbx_kill_atom, std::string>,
+  /// Internal: re-checks whether the process (id) still has an active reader.
+  caf::reacts_to<sbx_pace_atom, std::string>>;
 
 /// Spawns the actor for a created, guest-ready sandbox and starts its guest
 /// link. When the actor ends without destroy (its owner went away), the link

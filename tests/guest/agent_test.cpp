@@ -268,6 +268,28 @@ TEST_F(agent, without_credit_the_guest_stops_at_the_window) {
   EXPECT_EQ(done.stdout_bytes, 1048576u);
 }
 
+TEST_F(agent, a_capped_output_limit_stops_the_guest_at_the_cap_until_it_is_raised) {
+  auto window = client().peer().limits.window_bytes;
+  const uint64_t cap = uint64_t{window} * 2;
+  auto id = client().start(shell("head -c 1048576 /dev/zero"));
+  ASSERT_TRUE(id);
+  ASSERT_TRUE(client().limit_output(*id, cap).is_ok());
+  uint64_t received = 0;
+  while (received < cap) {
+    auto event = next_for(*id);
+    if (auto* chunk = std::get_if<output_chunk>(&event))
+      received += chunk->bytes.size();
+    ASSERT_FALSE(std::holds_alternative<exited>(event));
+  }
+  EXPECT_EQ(received, cap);
+  // Auto credit is on, but the cap holds: nothing more comes.
+  EXPECT_EQ(client().next_event(200).code(), errc::timeout);
+  ASSERT_TRUE(client().limit_output(*id, guest_client::no_output_limit).is_ok());
+  auto [rest, done] = drain(*id);
+  EXPECT_EQ(received + rest.size(), 1048576u);
+  EXPECT_EQ(done.exit_code, 0);
+}
+
 TEST_F(agent, a_fast_writer_and_a_slow_reader_keep_guest_buffers_bounded) {
   constexpr uint64_t total = 64ull << 20;
   auto window = client().peer().limits.window_bytes;
