@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -215,6 +216,33 @@ int run_probe(int index) {
       int wstatus = 0;
       return pid > 0 && ::waitpid(pid, &wstatus, 0) == pid ? 0 : errno;
     }
+    case 22: return err(::syscall(1000)); // no such syscall
+    case 23:
+      return err(::syscall(SYS_set_mempolicy, 0, nullptr, 0)); // MPOL_DEFAULT: works unfiltered
+    case 24: return err(::syscall(SYS_syslog, 3, nullptr, 0));
+    case 25: return err(::syscall(SYS_acct, nullptr));
+    case 26: return err(::syscall(SYS_swapon, "/nonexistent", 0));
+    case 27: return err(::syscall(SYS_reboot, 0, 0, 0, nullptr));
+    case 28: return err(::syscall(SYS_socket, AF_VSOCK, SOCK_STREAM, 0));
+    case 29: return err(::syscall(SYS_socket, (1UL << 32) | AF_VSOCK, SOCK_STREAM, 0));
+    case 30: {
+      long fd = ::syscall(SYS_socket, AF_INET, SOCK_DGRAM, 0);
+      return fd >= 0 && ::close(static_cast<int>(fd)) == 0 ? 0 : errno;
+    }
+    case 31: {
+      long fd = ::syscall(SYS_socket, AF_UNIX, SOCK_STREAM, 0);
+      return fd >= 0 && ::close(static_cast<int>(fd)) == 0 ? 0 : errno;
+    }
+    case 32: return err(::syscall(SYS_clone, CLONE_NEWNS | SIGCHLD, 0, 0, 0, 0));
+    case 33: { // a plain clone is allowed (fork above goes through clone too)
+      long pid = ::syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
+      if (pid == 0)
+        ::_exit(0);
+      int wstatus = 0;
+      return pid > 0 && ::waitpid(static_cast<pid_t>(pid), &wstatus, 0) == pid ? 0 : errno;
+    }
+    case 34: return err(::syscall(SYS_personality, 0UL)); // PER_LINUX: allowed
+    case 35: return err(::syscall(SYS_move_pages, 0, 0, nullptr, nullptr, nullptr, 0));
     default: return -1;
   }
 }
@@ -242,6 +270,20 @@ constexpr probe probes[] = {
   {"getpid", 0},
   {"pthread_create", 0},
   {"fork", 0},
+  {"syscall 1000 (unknown)", ENOSYS},
+  {"set_mempolicy (unlisted)", ENOSYS},
+  {"syslog", EPERM},
+  {"acct", EPERM},
+  {"swapon", EPERM},
+  {"reboot", EPERM},
+  {"socket(AF_VSOCK)", EPERM},
+  {"socket(AF_VSOCK | 1 << 32)", EPERM},
+  {"socket(AF_INET)", 0},
+  {"socket(AF_UNIX)", 0},
+  {"clone(NEWNS)", EPERM},
+  {"clone(SIGCHLD)", 0},
+  {"personality(PER_LINUX)", 0},
+  {"move_pages (unlisted)", ENOSYS},
 };
 
 TEST(seccomp_filter, denies_the_docker_list_and_keeps_ordinary_calls_working) {
@@ -281,6 +323,21 @@ TEST(seccomp_filter, lists_the_syscalls_docs_promise) {
                            "keyctl", "mount", "unshare", "setns", "io_uring_setup", "userfaultfd",
                            "pidfd_getfd", "mount_setattr", "fsopen", "kcmp", "syslog"})
     EXPECT_NE(std::find(names.begin(), names.end(), name), names.end()) << name;
+}
+
+TEST(seccomp_filter, never_allows_a_denied_syscall_and_allows_the_common_ones) {
+  auto allowed = allowed_syscall_names();
+  auto denied = denied_syscall_names();
+  for (const auto& name : denied)
+    EXPECT_EQ(std::find(allowed.begin(), allowed.end(), name), allowed.end()) << name;
+  for (const char* name : {"read", "openat", "execve", "mmap", "futex", "epoll_wait", "statx",
+                           "close_range", "pidfd_open", "rseq", "getrandom", "faccessat2", "chroot",
+                           "arch_prctl", "signalfd4", "memfd_create"})
+    EXPECT_NE(std::find(allowed.begin(), allowed.end(), name), allowed.end()) << name;
+  // Argument-filtered and ENOSYS ones are not on the unconditional list.
+  for (const char* name : {"clone", "clone3", "socket", "personality", "adjtimex",
+                           "name_to_handle_at", "io_uring_setup", "set_mempolicy"})
+    EXPECT_EQ(std::find(allowed.begin(), allowed.end(), name), allowed.end()) << name;
 }
 
 } // namespace

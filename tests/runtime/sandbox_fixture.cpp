@@ -176,15 +176,28 @@ std::string runtime_test::unique_id(const std::string& name) const {
 }
 
 sandbox_under_test runtime_test::start_sandbox(const std::string& id, sandbox_limits limits) {
+  auto rootfs = std::make_unique<busybox_rootfs>();
+  std::string path = rootfs->path();
+  sandbox_under_test box = start_on(id, path, limits);
+  box.rootfs = std::move(rootfs);
+  return box;
+}
+
+sandbox_under_test runtime_test::start_sandbox_on(const std::string& id,
+                                                  const std::string& rootfs_path) {
+  return start_on(id, rootfs_path, {});
+}
+
+sandbox_under_test runtime_test::start_on(const std::string& id, const std::string& rootfs_path,
+                                          sandbox_limits limits) {
   sandbox_under_test box;
-  box.rootfs = std::make_unique<busybox_rootfs>();
   int pair[2];
   EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
   unique_fd ours(pair[0]);
   unique_fd theirs(pair[1]);
   sandbox_launch_spec spec;
   spec.id = id;
-  spec.rootfs_path = box.rootfs->path();
+  spec.rootfs_path = rootfs_path;
   spec.init_argv = command_loop_argv();
   spec.channel_fd = theirs.get();
   spec.stderr_fd = 2;

@@ -92,8 +92,16 @@ protected:
   /// Creates a sandbox running the command loop. ASSERTs success.
   sandbox_under_test start_sandbox(const std::string& id, sandbox_limits limits = {});
 
+  /// Like start_sandbox, on a rootfs the caller owns (it must outlive the
+  /// sandbox and hold /bin/sh).
+  sandbox_under_test start_sandbox_on(const std::string& id, const std::string& rootfs_path);
+
   /// A sandbox id unique to this test process.
   std::string unique_id(const std::string& name) const;
+
+  /// start_sandbox and start_sandbox_on share this.
+  sandbox_under_test start_on(const std::string& id, const std::string& rootfs_path,
+                              sandbox_limits limits);
 
   std::unique_ptr<temp_dir> state_;
   std::unique_ptr<namespace_runtime> runtime_;
