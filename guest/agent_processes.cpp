@@ -173,6 +173,10 @@ void guest_agent::state::on(const credit_grant& m) {
   if (it == processes.end())
     return; // credit for a stream that just ended is normal, not an error
   auto& p = it->second;
+  // The exit drain deadline counts time the agent could read and got nothing:
+  // a host that held credit back (a paced reader) must not lose the tail.
+  if (p.reaped && p.credit == 0 && m.bytes > 0)
+    p.drain_deadline_ms = now_ms() + options.exit_drain_ms;
   // Capped: a host that over-grants must not make the agent hold more than a window.
   p.credit = std::min<uint64_t>(p.credit + m.bytes, p.window);
 }
@@ -201,6 +205,8 @@ void guest_agent::state::read_output(process_stream& p, int which) {
   marks.push_back(output_mark{appended_total, p.serial, p.id, static_cast<uint32_t>(bytes)});
   pipe.offset += bytes;
   p.credit -= bytes;
+  if (p.reaped) // still draining what the process left in the pipe
+    p.drain_deadline_ms = now_ms() + options.exit_drain_ms;
   p.buffered += bytes;
   p.buffered_max = std::max(p.buffered_max, p.buffered);
   counters.stream_buffered_bytes_max = std::max(counters.stream_buffered_bytes_max, p.buffered_max);

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include "guest_harness.hpp"
 
@@ -266,6 +267,43 @@ TEST_F(agent, without_credit_the_guest_stops_at_the_window) {
   EXPECT_EQ(rest.size(), 0u);
   EXPECT_EQ(done.exit_code, 0);
   EXPECT_EQ(done.stdout_bytes, 1048576u);
+}
+
+TEST_F(agent, output_held_back_past_the_exit_drain_time_is_delivered_whole) {
+  guest_.reset();
+  client_options manual;
+  manual.auto_credit = false;
+  start_guest({}, manual);
+  auto window = client().peer().limits.window_bytes;
+  // Fits the pipe plus one window: the process exits while the rest waits for credit.
+  constexpr uint64_t total = 1 << 20;
+  auto id = client().start(shell("head -c 1048576 /dev/zero"));
+  ASSERT_TRUE(id);
+  uint64_t received = 0;
+  while (received < window) {
+    auto event = next_for(*id);
+    if (auto* chunk = std::get_if<output_chunk>(&event))
+      received += chunk->bytes.size();
+  }
+  // Longer than the agent's exit drain time (250 ms) without credit.
+  EXPECT_EQ(client().next_event(600).code(), errc::timeout);
+  for (;;) {
+    ASSERT_TRUE(client().grant(*id, window).is_ok());
+    uint64_t granted_until = received + window;
+    std::optional<exited> done;
+    while (!done && received < granted_until) {
+      auto event = next_for(*id);
+      if (auto* chunk = std::get_if<output_chunk>(&event))
+        received += chunk->bytes.size();
+      else if (auto* e = std::get_if<exited>(&event))
+        done = *e;
+    }
+    if (done) {
+      EXPECT_EQ(done->stdout_bytes, total);
+      break;
+    }
+  }
+  EXPECT_EQ(received, total);
 }
 
 TEST_F(agent, a_capped_output_limit_stops_the_guest_at_the_cap_until_it_is_raised) {
