@@ -131,7 +131,13 @@ protected:
   void SetUp() override {
     if (::geteuid() != 0)
       GTEST_SKIP() << "serve and worker run sandboxes and need root";
+    // One at a time on this host: they share the airlockde2e instance.
+    lock_ = std::make_unique<test::host_lock>("/run/airlock-airlockd-e2e.lock");
+    ASSERT_TRUE(lock_->held());
   }
+
+private:
+  std::unique_ptr<test::host_lock> lock_;
 };
 
 TEST_F(airlockd_host_e2e, first_start_prints_one_admin_key_and_writes_a_private_cli_config) {

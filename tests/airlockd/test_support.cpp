@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <spawn.h>
@@ -143,6 +144,19 @@ std::optional<sse_event> take_event(std::string& buffer) {
 }
 
 } // namespace
+
+host_lock::host_lock(const std::string& path) {
+  fd_ = ::open(path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+  if (fd_ >= 0 && ::flock(fd_, LOCK_EX) != 0) {
+    ::close(fd_);
+    fd_ = -1;
+  }
+}
+
+host_lock::~host_lock() {
+  if (fd_ >= 0)
+    ::close(fd_); // drops the flock
+}
 
 temp_dir::temp_dir() {
   const char* base = std::getenv("TMPDIR");

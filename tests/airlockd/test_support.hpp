@@ -26,6 +26,21 @@ using std::chrono::milliseconds;
 inline constexpr milliseconds wait_max{20'000};
 
 /// A fresh directory under $TMPDIR (or /tmp), removed with its contents.
+/// An exclusive flock on `path` (created 0600) held for this object's life,
+/// so that test processes sharing host resources (an nftables table, a veth
+/// prefix, an address pool) run one at a time under `ctest -j`.
+class host_lock {
+public:
+  explicit host_lock(const std::string& path);
+  ~host_lock();
+  host_lock(const host_lock&) = delete;
+  host_lock& operator=(const host_lock&) = delete;
+  bool held() const noexcept { return fd_ >= 0; }
+
+private:
+  int fd_ = -1;
+};
+
 class temp_dir {
 public:
   temp_dir();

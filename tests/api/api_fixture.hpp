@@ -18,10 +18,16 @@ public:
     start_error_.clear();
     if (!running_as_root())
       return;
+    // One suite at a time on this host (ctest runs each test as its own
+    // process): they share the apie2e instance, veth prefix and pool.
+    lock_ = std::make_unique<host_lock>("/run/airlock-api-e2e.lock");
     server_ = serve_process::start(serve_process::options{}, start_error_);
   }
 
-  static void TearDownTestSuite() { server_.reset(); }
+  static void TearDownTestSuite() {
+    server_.reset();
+    lock_.reset();
+  }
 
 protected:
   void SetUp() override {
@@ -41,6 +47,7 @@ protected:
   static bool has_server() { return server_ != nullptr; }
 
 private:
+  static inline std::unique_ptr<host_lock> lock_;
   static inline std::unique_ptr<serve_process> server_;
   static inline std::string start_error_;
 };
