@@ -194,9 +194,11 @@ json to_json(const schema::sandbox_record& record) {
 
 json to_json(const actors::process_view& process) {
   bool exited = process.state != "running";
+  // Killed by a signal: there is no exit code, only the signal.
+  bool has_code = exited && process.signal == 0;
   return {{"process_id", process.process_id},
           {"state", process.state},
-          {"exit_code", exited ? json(process.exit_code) : json(nullptr)},
+          {"exit_code", has_code ? json(process.exit_code) : json(nullptr)},
           {"signal", exited && process.signal != 0 ? json(process.signal) : json(nullptr)},
           {"error", process.error.empty() ? json(nullptr) : json(process.error)},
           {"started_at", timestamp_json(process.started_at_ms)},

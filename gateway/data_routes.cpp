@@ -194,7 +194,8 @@ bool send_batch(const std::shared_ptr<sse_stream>& stream, const actors::output_
       return false;
   }
   if (batch.exited) {
-    json exit = {{"exit_code", batch.exit_code},
+    // Killed by a signal: there is no exit code, only the signal.
+    json exit = {{"exit_code", batch.signal == 0 ? json(batch.exit_code) : json(nullptr)},
                  {"signal", batch.signal != 0 ? json(batch.signal) : json(nullptr)}};
     stream->send("exit", exit.dump(), std::to_string(batch.next_offset));
     stream->close();

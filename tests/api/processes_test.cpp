@@ -168,6 +168,10 @@ TEST_F(api_processes, a_signal_ends_the_process_and_the_exit_event_names_it) {
   auto output = api.read_output(*process);
   ASSERT_TRUE(output.exit);
   EXPECT_EQ((*output.exit)["signal"], 15) << output.exit->dump();
+  EXPECT_TRUE((*output.exit)["exit_code"].is_null()) << output.exit->dump();
+  auto state = api.get(process->attach_path);
+  EXPECT_TRUE(state.json["exit_code"].is_null()) << state.body;
+  EXPECT_EQ(state.json["signal"], 15) << state.body;
   auto bad = api.post(process->attach_path + "/signal", {{"signal", "NOPE"}});
   EXPECT_EQ(bad.status, 400);
   EXPECT_TRUE(bad.is_error_shape());

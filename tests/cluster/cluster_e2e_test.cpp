@@ -57,6 +57,9 @@ protected:
     }
     if (control_ && control_->process)
       stop_process(*control_->process);
+    // Every worker of this test has exited: its table and cgroups can go.
+    for (const auto& failure : remove_instance_leftovers("clue2e"))
+      ADD_FAILURE() << "cleanup: " << failure;
     if (lock_fd_ >= 0)
       ::close(lock_fd_); // drops the flock
   }
