@@ -81,43 +81,84 @@ std::string host_interface_name(std::string_view prefix, std::string_view id) {
   return std::string(prefix.substr(0, 2)) + hex + "h";
 }
 
+namespace {
+
+/// The rules of the egress chain and the chains the gateway needs. Without a
+/// gateway (ports 0) everything a sandbox sends is dropped.
+std::string egress_rules(const net_options& o) {
+  if (o.egress_proxy_port == 0 || o.egress_dns_port == 0)
+    return "  chain egress {\n"
+           "    counter drop comment \"no egress gateway: nothing leaves\"\n"
+           "  }\n"
+           "  chain input {\n"
+           "    iifname @sandbox_ifs counter drop comment \"the host's own services\"\n"
+           "  }\n";
+  std::string proxy = std::to_string(o.egress_proxy_port);
+  std::string dns = std::to_string(o.egress_dns_port);
+  // egress (raw priority, after the source check): only TCP and DNS go on;
+  // dstnat then redirects every TCP connection to the gateway's proxy port and
+  // every DNS query to its resolver, whatever address the guest chose; input
+  // accepts only those redirected flows, so the host's own services, the
+  // control plane, the metadata address and other sandboxes are unreachable.
+  return "  chain egress {\n"
+         "    meta l4proto tcp accept\n"
+         "    udp dport 53 accept\n"
+         "    counter drop comment \"not TCP or DNS: other UDP (QUIC), ICMP\"\n"
+         "  }\n"
+         "  chain dstnat {\n"
+         "    iifname @sandbox_ifs meta l4proto { tcp, udp } th dport 53 redirect to :"
+         + dns
+         + "\n"
+           "    iifname @sandbox_ifs meta l4proto tcp redirect to :"
+         + proxy
+         + "\n"
+           "  }\n"
+           "  chain input {\n"
+           "    iifname @sandbox_ifs ct status dnat tcp dport { "
+         + proxy + ", " + dns
+         + " } accept\n"
+           "    iifname @sandbox_ifs ct status dnat udp dport "
+         + dns
+         + " accept\n"
+           "    iifname @sandbox_ifs counter drop comment \"the host's own services\"\n"
+           "  }\n";
+}
+
+} // namespace
+
 status ensure_firewall(const net_options& o) {
   const std::string& t = o.nft_table;
   // Declarations are "add if missing"; the flushes and rules rewrite the
   // chains in the same transaction, so a rerun never duplicates rules and
   // never drops the sets' elements.
-  std::string script =
-    "table inet " + t
-    + " {\n"
-      "  set sandbox_ifs { type ifname; }\n"
-      "  set sandbox_src { type ifname . ipv4_addr; }\n"
-      "  chain prerouting { type filter hook prerouting priority raw; policy accept; }\n"
-      "  chain forward { type filter hook forward priority filter; policy accept; }\n"
-      "  chain egress { }\n"
-      "}\n"
-      "flush chain inet "
-    + t
-    + " prerouting\n"
-      "flush chain inet "
-    + t
-    + " forward\n"
-      "flush chain inet "
-    + t
-    + " egress\n"
-      "table inet "
-    + t
-    + " {\n"
-      "  chain prerouting {\n"
-      "    iifname @sandbox_ifs iifname . ip saddr @sandbox_src goto egress\n"
-      "    iifname @sandbox_ifs counter drop comment \"spoofed source, IPv6 or other protocol\"\n"
-      "  }\n"
-      "  chain egress {\n"
-      "    counter drop comment \"egress denied until the gateway allows it\"\n"
-      "  }\n"
-      "  chain forward {\n"
-      "    oifname @sandbox_ifs counter drop comment \"nothing is routed into a sandbox\"\n"
-      "  }\n"
-      "}\n";
+  std::string script = "table inet " + t
+                       + " {\n"
+                         "  set sandbox_ifs { type ifname; }\n"
+                         "  set sandbox_src { type ifname . ipv4_addr; }\n"
+                         "  chain prerouting { type filter hook prerouting priority raw; policy "
+                         "accept; }\n"
+                         "  chain dstnat { type nat hook prerouting priority dstnat; policy "
+                         "accept; }\n"
+                         "  chain input { type filter hook input priority filter; policy accept; }\n"
+                         "  chain forward { type filter hook forward priority filter; policy "
+                         "accept; }\n"
+                         "  chain egress { }\n"
+                         "}\n";
+  for (const char* chain : {"prerouting", "dstnat", "input", "forward", "egress"})
+    script += "flush chain inet " + t + " " + chain + "\n";
+  script += "table inet " + t
+            + " {\n"
+              "  chain prerouting {\n"
+              "    iifname @sandbox_ifs iifname . ip saddr @sandbox_src goto egress\n"
+              "    iifname @sandbox_ifs counter drop comment \"spoofed source, IPv6 or other "
+              "protocol\"\n"
+              "  }\n"
+            + egress_rules(o)
+            + "  chain forward {\n"
+              "    iifname @sandbox_ifs counter drop comment \"nothing is routed out of a sandbox\"\n"
+              "    oifname @sandbox_ifs counter drop comment \"nothing is routed into a sandbox\"\n"
+              "  }\n"
+              "}\n";
   auto run = tool_options(o, script);
   return run_checked("create nftables table inet " + t, {o.nft_path, "-f", "-"}, run);
 }

@@ -3,10 +3,12 @@
 // veth pair to the host: `<prefix><hash>h` on the host, eth0 inside, with a
 // /30 from the pool (host .1, sandbox .2, default route via the host side).
 // One nftables table (`inet <table>`, created idempotently) drops, in the
-// raw prerouting hook, every packet that arrives from a sandbox's veth:
-// spoofed sources first, then everything else through the `egress` chain,
-// which later issues open for the egress gateway. Nothing is routed to a
-// sandbox either. The worker runs `ip` and `nft` without a shell.
+// raw prerouting hook, every packet from a sandbox's veth whose source is not
+// the sandbox's own IPv4 address (so IPv6 too); the `egress` chain lets only
+// TCP and DNS on, and those are redirected to the worker's egress gateway
+// (worker/egress), which judges every connection. Nothing else reaches the
+// host, and nothing is routed to or from a sandbox. The worker runs `ip` and
+// `nft` without a shell.
 
 #include <sys/types.h>
 
@@ -29,6 +31,12 @@ struct net_options {
   std::string nft_table = "airlock";
   /// Host-side interface names start with this (2 characters). Default: "al".
   std::string interface_prefix = "al";
+  /// The egress gateway's proxy port on every sandbox's host-side address;
+  /// all TCP from sandboxes is redirected there. 0 with egress_dns_port 0: no
+  /// gateway, nothing leaves a sandbox. Default: 0.
+  uint16_t egress_proxy_port = 0;
+  /// The gateway's DNS port; all UDP and TCP port 53 goes there. Default: 0.
+  uint16_t egress_dns_port = 0;
   /// Each ip/nft run is killed after this long. Default: 5000.
   uint32_t command_timeout_ms = 5000;
 };
