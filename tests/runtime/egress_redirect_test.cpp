@@ -54,6 +54,7 @@ protected:
     auto options = test_options(state_->path());
     options.net.egress_proxy_port = proxy_.port;
     options.net.egress_dns_port = dns_udp_.port;
+    options.net.drop_log_group = 4242; // rules with logging must load too
     auto opened = namespace_runtime::open(options);
     ASSERT_TRUE(opened) << opened.error().message;
     runtime_ = std::move(*opened);
@@ -113,6 +114,8 @@ TEST_F(egress_redirect, dns_to_any_resolver_lands_on_the_gateway_and_other_udp_a
   EXPECT_NE(box.shell.run("ping -c 1 -W 1 " + box.handle.host_address).exit_code, 0);
   EXPECT_NE(box.shell.run("ping -c 1 -W 1 203.0.113.7").exit_code, 0);
   EXPECT_FALSE(proxy_.readable(0)) << "nothing but TCP reaches the proxy port";
+  EXPECT_EQ(box.shell.run("cat /proc/sys/net/ipv6/conf/eth0/disable_ipv6").output, "1\n")
+    << "IPv6 is off inside the sandbox";
 }
 
 } // namespace

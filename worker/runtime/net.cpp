@@ -3,10 +3,12 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <net/if.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
+#include <thread>
 
 #include "schema/unique_fd.hpp"
 #include "worker/runtime/sys.hpp"
@@ -83,16 +85,28 @@ std::string host_interface_name(std::string_view prefix, std::string_view id) {
 
 namespace {
 
+/// A rule that logs (rate-limited) what the next rule drops. Separate from the
+/// drop: a `limit` that no longer matches must not let the packet through.
+std::string log_rule(const net_options& o, const std::string& match, const std::string& kind) {
+  if (o.drop_log_group == 0)
+    return "";
+  return "    " + match + (match.empty() ? "" : " ") + "limit rate "
+         + std::to_string(o.drop_log_per_second) + "/second burst "
+         + std::to_string(o.drop_log_per_second) + " packets log group "
+         + std::to_string(o.drop_log_group) + " prefix \"airlock:" + kind + "\"\n";
+}
+
 /// The rules of the egress chain and the chains the gateway needs. Without a
 /// gateway (ports 0) everything a sandbox sends is dropped.
 std::string egress_rules(const net_options& o) {
   if (o.egress_proxy_port == 0 || o.egress_dns_port == 0)
-    return "  chain egress {\n"
-           "    counter drop comment \"no egress gateway: nothing leaves\"\n"
-           "  }\n"
-           "  chain input {\n"
-           "    iifname @sandbox_ifs counter drop comment \"the host's own services\"\n"
-           "  }\n";
+    return "  chain egress {\n" + log_rule(o, "", "proto")
+           + "    counter drop comment \"no egress gateway: nothing leaves\"\n"
+             "  }\n"
+             "  chain input {\n"
+           + log_rule(o, "iifname @sandbox_ifs", "host")
+           + "    iifname @sandbox_ifs counter drop comment \"the host's own services\"\n"
+             "  }\n";
   std::string proxy = std::to_string(o.egress_proxy_port);
   std::string dns = std::to_string(o.egress_dns_port);
   // egress (raw priority, after the source check): only TCP and DNS go on;
@@ -103,8 +117,9 @@ std::string egress_rules(const net_options& o) {
   return "  chain egress {\n"
          "    meta l4proto tcp accept\n"
          "    udp dport 53 accept\n"
-         "    counter drop comment \"not TCP or DNS: other UDP (QUIC), ICMP\"\n"
-         "  }\n"
+         + log_rule(o, "", "proto")
+         + "    counter drop comment \"not TCP or DNS: other UDP (QUIC), ICMP\"\n"
+           "  }\n"
          "  chain dstnat {\n"
          "    iifname @sandbox_ifs meta l4proto { tcp, udp } th dport 53 redirect to :"
          + dns
@@ -120,7 +135,8 @@ std::string egress_rules(const net_options& o) {
            "    iifname @sandbox_ifs ct status dnat udp dport "
          + dns
          + " accept\n"
-           "    iifname @sandbox_ifs counter drop comment \"the host's own services\"\n"
+         + log_rule(o, "iifname @sandbox_ifs", "host")
+         + "    iifname @sandbox_ifs counter drop comment \"the host's own services\"\n"
            "  }\n";
 }
 
@@ -150,12 +166,14 @@ status ensure_firewall(const net_options& o) {
             + " {\n"
               "  chain prerouting {\n"
               "    iifname @sandbox_ifs iifname . ip saddr @sandbox_src goto egress\n"
-              "    iifname @sandbox_ifs counter drop comment \"spoofed source, IPv6 or other "
+            + log_rule(o, "iifname @sandbox_ifs meta protocol != arp", "spoof")
+            + "    iifname @sandbox_ifs counter drop comment \"spoofed source, IPv6 or other "
               "protocol\"\n"
               "  }\n"
             + egress_rules(o)
             + "  chain forward {\n"
-              "    iifname @sandbox_ifs counter drop comment \"nothing is routed out of a sandbox\"\n"
+            + log_rule(o, "iifname @sandbox_ifs", "fwd")
+            + "    iifname @sandbox_ifs counter drop comment \"nothing is routed out of a sandbox\"\n"
               "    oifname @sandbox_ifs counter drop comment \"nothing is routed into a sandbox\"\n"
               "  }\n"
               "}\n";
@@ -215,6 +233,41 @@ status firewall_remove(const net_options& o, const std::string& host_if,
   return status::ok();
 }
 
+namespace {
+
+/// Turns IPv6 off inside the sandbox's namespace before its interfaces come
+/// up: the firewall drops all IPv6 anyway, and without it the interface does
+/// not emit autoconfiguration packets that would only be logged as drops.
+/// /proc/sys/net belongs to the namespace of the thread that opens it, so a
+/// short-lived thread joins the sandbox's namespace to write it.
+status disable_ipv6(int netns_fd) {
+  status outcome = status::ok();
+  std::thread writer([netns_fd, &outcome] {
+    if (::setns(netns_fd, CLONE_NEWNET) != 0) {
+      outcome = sys_error(errc::io_error, "setns into the sandbox's network namespace", errno);
+      return;
+    }
+    for (const char* path : {"/proc/sys/net/ipv6/conf/all/disable_ipv6",
+                             "/proc/sys/net/ipv6/conf/default/disable_ipv6"}) {
+      unique_fd file(::open(path, O_WRONLY | O_CLOEXEC));
+      if (!file) {
+        if (errno == ENOENT)
+          return; // a kernel without IPv6
+        outcome = sys_error(errc::io_error, std::string("open ") + path, errno);
+        return;
+      }
+      if (::write(file.get(), "1", 1) != 1) {
+        outcome = sys_error(errc::io_error, std::string("write ") + path, errno);
+        return;
+      }
+    }
+  });
+  writer.join();
+  return outcome;
+}
+
+} // namespace
+
 status create_veth(const net_options& o, const std::string& host_if, pid_t pid,
                    const sandbox_addresses& a) {
   std::string prefix = "/" + std::to_string(a.prefix_length);
@@ -228,6 +281,8 @@ status create_veth(const net_options& o, const std::string& host_if, pid_t pid,
   unique_fd netns(::open(ns_path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!netns)
     return sys_error(errc::io_error, "open " + ns_path, errno);
+  if (auto quiet = disable_ipv6(netns.get()); !quiet)
+    return quiet;
   run.stdin_text = "link set lo up\naddr add " + a.sandbox + prefix
                    + " dev eth0\nlink set eth0 up\nroute add default via " + a.host + "\n";
   run.netns_fd = netns.get();

@@ -37,6 +37,12 @@ struct net_options {
   uint16_t egress_proxy_port = 0;
   /// The gateway's DNS port; all UDP and TCP port 53 goes there. Default: 0.
   uint16_t egress_dns_port = 0;
+  /// NFLOG group the firewall logs its drops of sandbox packets to (rate
+  /// limited; the egress firewall_log turns them into audit records); 0: no
+  /// logging. Default: 0.
+  uint16_t drop_log_group = 0;
+  /// Drops logged per second per rule at most. Default: 100.
+  uint32_t drop_log_per_second = 100;
   /// Each ip/nft run is killed after this long. Default: 5000.
   uint32_t command_timeout_ms = 5000;
 };
