@@ -29,6 +29,7 @@ http::status http_status_of(errc code) noexcept {
     case errc::outcome_unknown:
     case errc::deadline_exceeded: return http::status::gateway_timeout;
     case errc::cancelled: return http::status::conflict;
+    case errc::unimplemented: return http::status::not_implemented;
     default: return http::status::internal_server_error;
   }
 }

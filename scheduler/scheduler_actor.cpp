@@ -118,7 +118,7 @@ caf::result<registration_ack> on_register(self_ptr self, schema::worker_registra
   w.last_sequence = 0;
   w.last_beat = self->clock().now();
   return registration_ack{w.registration.id, st.deps.token_public_key,
-                          st.options.heartbeat_interval_ms};
+                          st.options.heartbeat_interval_ms, std::string{}};
 }
 
 caf::result<bool> on_beat(self_ptr self, schema::worker_heartbeat& beat) {

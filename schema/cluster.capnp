@@ -119,6 +119,7 @@ struct RegistrationAck {
   workerId @1 :Text;
   tokenPublicKey @2 :Data;      # raw Ed25519 public key
   heartbeatIntervalMs @3 :UInt32;
+  egressCaChain @4 :Text;       # PEM: the worker's egress intermediate, then the root
 }
 
 struct WorkerView {

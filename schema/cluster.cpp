@@ -313,6 +313,7 @@ std::string encode(const registration_ack& x) {
     b.setWorkerId(x.worker_id);
     b.setTokenPublicKey(detail::as_data(x.token_public_key));
     b.setHeartbeatIntervalMs(x.heartbeat_interval_ms);
+    b.setEgressCaChain(x.egress_ca_chain);
   });
 }
 
@@ -321,7 +322,7 @@ result<registration_ack> decode_registration_ack(std::string_view bytes) {
     bytes, cluster_schema_version, "registration ack",
     [](cs::RegistrationAck::Reader b) -> result<registration_ack> {
       return registration_ack{detail::text(b.getWorkerId()), detail::data(b.getTokenPublicKey()),
-                              b.getHeartbeatIntervalMs()};
+                              b.getHeartbeatIntervalMs(), detail::text(b.getEgressCaChain())};
     });
 }
 

@@ -133,6 +133,9 @@ struct registration_ack {
   std::string worker_id;
   std::string token_public_key; ///< raw Ed25519 public key that signs data-plane tokens
   uint32_t heartbeat_interval_ms = 0;
+  /// PEM: the worker's egress intermediate certificate, then the cluster
+  /// root. Empty when the worker sent no egress key or none could be issued.
+  std::string egress_ca_chain;
   bool operator==(const registration_ack&) const = default;
 };
 

@@ -4,8 +4,12 @@
 // credential it used, which lifecycle change happened). Codecs: schema/egress.capnp.
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "schema/errc.hpp"
 
 namespace airlock::schema {
 
@@ -40,5 +44,39 @@ struct audit_record {
   std::string detail;   ///< method and path, credential name, operation id ...
   bool operator==(const audit_record&) const = default;
 };
+
+/// Version written into every egress record; readers refuse newer ones.
+inline constexpr uint16_t egress_schema_version = 1;
+
+std::string_view to_string(credential_scope scope) noexcept;
+/// "tenant" | "template" | "sandbox".
+std::optional<credential_scope> parse_credential_scope(std::string_view text) noexcept;
+
+/// One credential as the control plane stores it (keyspace "credentials").
+/// The secret is sealed (crypto/sealed_box.hpp, the id as associated data)
+/// and never leaves the control plane in the clear except inside a grant.
+struct credential_record {
+  std::string id; ///< cred_...
+  std::string tenant_id;
+  std::string name;
+  credential_scope scope = credential_scope::tenant;
+  std::string scope_value;         ///< tenant id, template name or sandbox id
+  std::vector<std::string> hosts;  ///< exact names or "*.suffix"
+  std::string header;              ///< e.g. "Authorization"
+  std::string value_template;      ///< contains "{secret}"
+  uint32_t rate_limit_per_min = 0; ///< 0: unlimited
+  std::string sealed_secret;       ///< nonce(12) || ciphertext || tag(16)
+  int64_t created_at_ms = 0;
+  bool operator==(const credential_record&) const = default;
+};
+
+// Codecs. Decoders fail with corrupt_record (bytes that do not decode) or
+// unsupported_version (written by a newer airlock).
+std::string encode(const credential_record& x);
+result<credential_record> decode_credential(std::string_view bytes);
+std::string encode(const credential_grant& x);
+result<credential_grant> decode_credential_grant(std::string_view bytes);
+std::string encode(const audit_record& x);
+result<audit_record> decode_audit_record(std::string_view bytes);
 
 } // namespace airlock::schema

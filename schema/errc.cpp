@@ -25,6 +25,7 @@ std::string_view to_string(errc code) noexcept {
     case errc::conflict: return "conflict";
     case errc::gone: return "gone";
     case errc::too_large: return "too_large";
+    case errc::unimplemented: return "unimplemented";
   }
   return "unknown_error";
 }

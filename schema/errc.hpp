@@ -33,6 +33,7 @@ enum class errc : uint8_t {
   conflict = 18,           ///< the request contradicts an earlier one (idempotency key reuse)
   gone = 19,               ///< existed once, no longer retained (output dropped from a buffer)
   too_large = 20,          ///< the input or the result exceeds an explicit size limit
+  unimplemented = 21,      ///< this build does not do that yet
 };
 
 /// snake_case name used in logs and the HTTP API's error codes.

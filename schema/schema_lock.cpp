@@ -8,6 +8,7 @@
 #include "schema/auth.capnp.h"
 #include "schema/cluster.capnp.h"
 #include "schema/common.capnp.h"
+#include "schema/egress.capnp.h"
 #include "schema/guest.capnp.h"
 #include "schema/operation.capnp.h"
 #include "schema/sandbox.capnp.h"
@@ -133,6 +134,10 @@ std::string describe_compiled_schema() {
   describe(capnp::Schema::from<cs::PlacementRequest>(), lines);
   describe(capnp::Schema::from<cs::RegistrationAck>(), lines);
   describe(capnp::Schema::from<cs::WorkerView>(), lines);
+  describe(capnp::Schema::from<cs::CredentialScope>(), lines);
+  describe(capnp::Schema::from<cs::Credential>(), lines);
+  describe(capnp::Schema::from<cs::CredentialGrant>(), lines);
+  describe(capnp::Schema::from<cs::AuditRecord>(), lines);
   std::string out;
   for (const auto& line : lines)
     out += line + '\n';

@@ -14,6 +14,7 @@ struct WorkerRegistration {
   runtimes @6 :List(Text);    # namespace, microvm
   version @7 :Text;
   startedAtMs @8 :Int64;
+  egressCaPublicKey @9 :Text;  # PEM: the key its egress intermediate CA is issued for
 }
 
 struct WorkerHeartbeat {

@@ -47,6 +47,7 @@ std::string encode(const worker_registration& r) {
     fill_texts(b.initRuntimes(static_cast<unsigned>(r.runtimes.size())), r.runtimes);
     b.setVersion(r.version);
     b.setStartedAtMs(r.started_at_ms);
+    b.setEgressCaPublicKey(r.egress_ca_public_key);
   });
 }
 
@@ -63,6 +64,7 @@ result<worker_registration> decode_worker_registration(std::string_view bytes) {
       r.runtimes = read_texts(b.getRuntimes());
       r.version = detail::text(b.getVersion());
       r.started_at_ms = b.getStartedAtMs();
+      r.egress_ca_public_key = detail::text(b.getEgressCaPublicKey());
       return r;
     });
 }

@@ -29,6 +29,9 @@ struct worker_registration {
   std::vector<std::string> runtimes;
   std::string version;
   int64_t started_at_ms = 0;
+  /// PEM public key of the worker's egress CA key; the control plane issues
+  /// an intermediate certificate for it at registration. Empty: none wanted.
+  std::string egress_ca_public_key;
   bool operator==(const worker_registration&) const = default;
 };
 

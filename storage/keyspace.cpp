@@ -12,6 +12,8 @@ std::string_view to_string(keyspace space) noexcept {
     case keyspace::sandboxes: return "sandboxes";
     case keyspace::api_keys: return "api_keys";
     case keyspace::workers: return "workers";
+    case keyspace::credentials: return "credentials";
+    case keyspace::audit: return "audit";
   }
   return "unknown";
 }

@@ -16,11 +16,14 @@ enum class keyspace : uint8_t {
   sandboxes,        ///< sandbox id -> schema::sandbox_record
   api_keys,         ///< key id -> schema::api_key_record
   workers,          ///< worker id -> schema::worker_registration
+  credentials,      ///< credential id -> schema::credential_record (secret sealed)
+  audit,            ///< big-endian at_ms, big-endian sequence -> schema::audit_record
 };
 
-inline constexpr std::array<keyspace, 7> all_keyspaces{
-  keyspace::meta,      keyspace::operations, keyspace::active_ops, keyspace::idempotency_keys,
-  keyspace::sandboxes, keyspace::api_keys,   keyspace::workers};
+inline constexpr std::array<keyspace, 9> all_keyspaces{
+  keyspace::meta,      keyspace::operations, keyspace::active_ops,  keyspace::idempotency_keys,
+  keyspace::sandboxes, keyspace::api_keys,   keyspace::workers,     keyspace::credentials,
+  keyspace::audit};
 
 /// Column family name; never rename one (it is the on-disk name).
 std::string_view to_string(keyspace space) noexcept;

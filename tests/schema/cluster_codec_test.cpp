@@ -57,7 +57,8 @@ worker_view sample_worker_view() {
                     {4000, 8192, 100000, 64},
                     {"namespace"},
                     "0.1.0",
-                    17};
+                    17,
+                    ""};
   x.state = "lost";
   x.allocated = {1000, 2048, 4096, 2};
   x.last_heartbeat_at_ms = 1700000000999;
@@ -92,7 +93,8 @@ TEST(cluster_codec, round_trips_every_node_and_data_plane_message) {
 TEST(cluster_codec, round_trips_every_scheduler_message) {
   expect_round_trip(placement_request{"sb_9", "base", {250, 256, 512, 1}},
                     decode_placement_request);
-  expect_round_trip(registration_ack{"wk_1", std::string(32, '\x01') + std::string(1, '\0'), 750},
+  expect_round_trip(registration_ack{"wk_1", std::string(32, '\x01') + std::string(1, '\0'), 750,
+                                      "-----BEGIN CERTIFICATE-----\n..."},
                     decode_registration_ack);
   expect_round_trip(sample_worker_view(), decode_worker_view);
 }

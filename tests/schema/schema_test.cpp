@@ -146,7 +146,7 @@ TEST(sandbox_codec, round_trips_spec_and_state) {
 TEST(worker_codec, round_trips_registration_and_heartbeat) {
   worker_registration reg{"wk_1", "host-a", "10.0.0.1:7100", "http://10.0.0.1:7071",
                           resources{2000, 24000, 100000, 200}, {"namespace", "microvm"},
-                          "0.1.0", 123};
+                          "0.1.0", 123, "-----BEGIN PUBLIC KEY-----\n..."};
   auto decoded = decode_worker_registration(encode(reg));
   ASSERT_TRUE(decoded);
   EXPECT_EQ(*decoded, reg);
