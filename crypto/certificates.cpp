@@ -142,15 +142,16 @@ result<std::shared_ptr<X509>> build(const cert_request& req) {
   if (!cert || !subject)
     return ssl_failure(errc::internal, "allocating a certificate failed");
   auto cn = reinterpret_cast<const unsigned char*>(req.common_name.c_str());
-  bool ok = X509_set_version(cert.get(), 2) == 1 && set_random_serial(cert.get()) &&
-            X509_NAME_add_entry_by_txt(subject.get(), "CN", MBSTRING_UTF8, cn, -1, -1, 0) == 1 &&
-            X509_set_subject_name(cert.get(), subject.get()) == 1 &&
-            X509_set_issuer_name(cert.get(), req.issuer ? X509_get_subject_name(req.issuer)
-                                                        : subject.get()) == 1 &&
-            X509_gmtime_adj(X509_getm_notBefore(cert.get()), -backdate_s) != nullptr &&
-            X509_time_adj_ex(X509_getm_notAfter(cert.get()), req.valid_days, 0, nullptr) !=
-                nullptr &&
-            X509_set_pubkey(cert.get(), req.subject_key) == 1;
+  bool ok =
+    X509_set_version(cert.get(), 2) == 1 && set_random_serial(cert.get())
+    && X509_NAME_add_entry_by_txt(subject.get(), "CN", MBSTRING_UTF8, cn, -1, -1, 0) == 1
+    && X509_set_subject_name(cert.get(), subject.get()) == 1
+    && X509_set_issuer_name(cert.get(),
+                            req.issuer ? X509_get_subject_name(req.issuer) : subject.get())
+         == 1
+    && X509_gmtime_adj(X509_getm_notBefore(cert.get()), -backdate_s) != nullptr
+    && X509_time_adj_ex(X509_getm_notAfter(cert.get()), req.valid_days, 0, nullptr) != nullptr
+    && X509_set_pubkey(cert.get(), req.subject_key) == 1;
   if (!ok)
     return ssl_failure(errc::internal, "filling in a certificate failed");
   X509V3_CTX ctx;
@@ -196,7 +197,11 @@ result<key_and_cert> create_root_ca(std::string_view common_name, int valid_days
   auto key = new_key();
   if (!key)
     return key.error();
-  cert_request req{std::string(common_name), key->get(), nullptr, key->get(), valid_days,
+  cert_request req{std::string(common_name),
+                   key->get(),
+                   nullptr,
+                   key->get(),
+                   valid_days,
                    {{NID_basic_constraints, "critical,CA:TRUE"},
                     {NID_key_usage, "critical,keyCertSign,cRLSign"},
                     {NID_subject_key_identifier, "hash"},
@@ -223,7 +228,10 @@ result<std::string> issue_intermediate(const key_and_cert& root, std::string_vie
   X509* root_cert = root_certs->front().get();
   if (X509_check_private_key(root_cert, root_key->get()) != 1)
     return ssl_failure(errc::invalid_argument, "the root key does not match its certificate");
-  cert_request req{std::string(common_name), subject_key->get(), root_cert, root_key->get(),
+  cert_request req{std::string(common_name),
+                   subject_key->get(),
+                   root_cert,
+                   root_key->get(),
                    valid_days,
                    {{NID_basic_constraints, "critical,CA:TRUE,pathlen:0"},
                     {NID_key_usage, "critical,keyCertSign,cRLSign"},
@@ -240,8 +248,7 @@ result<std::string> issue_intermediate(const key_and_cert& root, std::string_vie
 leaf_minter::~leaf_minter() = default;
 
 result<std::unique_ptr<leaf_minter>> leaf_minter::create(std::string intermediate_key_pem,
-                                                         std::string chain_pem,
-                                                         size_t cache_max) {
+                                                         std::string chain_pem, size_t cache_max) {
   auto key = parse_private_key(intermediate_key_pem);
   if (!key)
     return key.error();
@@ -267,7 +274,11 @@ result<std::unique_ptr<leaf_minter>> leaf_minter::create(std::string intermediat
 
 result<std::shared_ptr<X509>> leaf_minter::mint(const std::string& name) {
   std::string cn = name.size() <= subject_cn_max ? name : std::string("airlock egress");
-  cert_request req{cn, leaf_key_.get(), chain_.front().get(), issuer_key_.get(), leaf_valid_days,
+  cert_request req{cn,
+                   leaf_key_.get(),
+                   chain_.front().get(),
+                   issuer_key_.get(),
+                   leaf_valid_days,
                    {{NID_basic_constraints, "critical,CA:FALSE"},
                     {NID_key_usage, "critical,digitalSignature"},
                     {NID_ext_key_usage, "serverAuth"},

@@ -66,9 +66,8 @@ public:
   /// `chain_pem`: the intermediate's certificate first (it must match
   /// `intermediate_key_pem`), then the certificates above it (the root).
   /// errc::invalid_argument when the PEMs do not parse or do not match.
-  static result<std::unique_ptr<leaf_minter>> create(std::string intermediate_key_pem,
-                                                     std::string chain_pem,
-                                                     size_t cache_max = 1024);
+  static result<std::unique_ptr<leaf_minter>>
+  create(std::string intermediate_key_pem, std::string chain_pem, size_t cache_max = 1024);
 
   /// A certificate for `dns_name` (SAN dNSName, serverAuth, valid 7 days from
   /// one hour ago). errc::invalid_argument for a name that is not a valid

@@ -114,10 +114,10 @@ std::string canonical(std::string_view host) {
 result<uint16_t> parse_port(std::string_view text, std::string_view entry) {
   unsigned value = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || ec != std::errc{} || end != text.data() + text.size() || value == 0 ||
-      value > 65535)
-    return make_status(errc::invalid_argument, "allow entry " + quoted(entry) +
-                                                   ": the port must be a number from 1 to 65535");
+  if (text.empty() || ec != std::errc{} || end != text.data() + text.size() || value == 0
+      || value > 65535)
+    return make_status(errc::invalid_argument, "allow entry " + quoted(entry)
+                                                 + ": the port must be a number from 1 to 65535");
   return static_cast<uint16_t>(value);
 }
 
@@ -125,8 +125,8 @@ bool rule_matches(const allow_rule& rule, std::string_view name) {
   if (!rule.wildcard)
     return name == rule.name;
   // "*.pypi.org" matches "x.pypi.org" and "a.b.pypi.org", never "pypi.org".
-  return name.size() > rule.name.size() + 1 && name.ends_with(rule.name) &&
-         name[name.size() - rule.name.size() - 1] == '.';
+  return name.size() > rule.name.size() + 1 && name.ends_with(rule.name)
+         && name[name.size() - rule.name.size() - 1] == '.';
 }
 
 egress_verdict judge(const egress_policy& policy, std::string_view host,
@@ -194,8 +194,8 @@ result<allow_rule> parse_allow_rule(std::string_view text) {
     rest.remove_prefix(2);
   }
   if (rest.find('*') != std::string_view::npos)
-    return make_status(errc::invalid_argument, "allow entry " + quoted(text) +
-                                                   ": '*' is allowed only as a leading \"*.\"");
+    return make_status(errc::invalid_argument,
+                       "allow entry " + quoted(text) + ": '*' is allowed only as a leading \"*.\"");
   if (is_ip_literal(rest))
     return make_status(errc::invalid_argument,
                        "allow entry " + quoted(text) + " is an IP address; allow names only");
@@ -208,8 +208,8 @@ result<allow_rule> parse_allow_rule(std::string_view text) {
 status validate_egress_policy(const egress_policy& policy) {
   if (policy.allow.size() > egress_allow_rules_max)
     return make_status(errc::invalid_argument,
-                       "egress allows at most " + std::to_string(egress_allow_rules_max) +
-                           " entries, got " + std::to_string(policy.allow.size()));
+                       "egress allows at most " + std::to_string(egress_allow_rules_max)
+                         + " entries, got " + std::to_string(policy.allow.size()));
   for (const auto& entry : policy.allow)
     if (auto rule = parse_allow_rule(entry); !rule)
       return rule.error();

@@ -21,8 +21,8 @@ struct stack_free {
 };
 
 std::shared_ptr<X509> parse_cert(const std::string& pem) {
-  std::unique_ptr<BIO, decltype(&BIO_free)> bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())),
-                                                BIO_free);
+  std::unique_ptr<BIO, decltype(&BIO_free)> bio(
+    BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())), BIO_free);
   return {PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr), X509_free};
 }
 

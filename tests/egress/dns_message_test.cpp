@@ -15,7 +15,11 @@ std::string header(uint16_t id, uint16_t flags, uint16_t qd) {
 }
 
 TEST(dns_message, parses_one_question) {
-  auto message = header(0xabcd, 0x0100, 1) + std::string("\x03" "api\x07" "example\x00\x00\x01\x00\x01", 17);
+  auto message = header(0xabcd, 0x0100, 1)
+                 + std::string("\x03"
+                               "api\x07"
+                               "example\x00\x00\x01\x00\x01",
+                               17);
   auto q = parse_query(message);
   ASSERT_EQ(q.outcome, verdict::query);
   EXPECT_EQ(q.id, 0xabcd);
@@ -30,7 +34,11 @@ TEST(dns_message, drops_responses_and_short_messages_and_refuses_other_opcodes) 
   EXPECT_EQ(parse_query(header(1, 0x8000, 1)).outcome, verdict::drop);
   EXPECT_EQ(parse_query(header(1, 0x2800, 1)).outcome, verdict::notimp); // UPDATE
   EXPECT_EQ(parse_query(header(1, 0, 0)).outcome, verdict::formerr);
-  EXPECT_EQ(parse_query(header(1, 0, 1) + "\x05" "ab").outcome, verdict::formerr);
+  EXPECT_EQ(parse_query(header(1, 0, 1)
+                        + "\x05"
+                          "ab")
+              .outcome,
+            verdict::formerr);
   std::string too_long = header(1, 0, 1);
   for (int i = 0; i < 5; ++i)
     too_long += "\x3f" + std::string(63, 'a');
@@ -39,7 +47,10 @@ TEST(dns_message, drops_responses_and_short_messages_and_refuses_other_opcodes) 
 }
 
 TEST(dns_message, escapes_bytes_that_are_not_name_characters) {
-  auto message = header(1, 0, 1) + std::string("\x03" "a.b\x02\x00z\x00\x00\x10\x00\x01", 12);
+  auto message = header(1, 0, 1)
+                 + std::string("\x03"
+                               "a.b\x02\x00z\x00\x00\x10\x00\x01",
+                               12);
   auto q = parse_query(message);
   ASSERT_EQ(q.outcome, verdict::query);
   EXPECT_EQ(q.name, "a\\046b.\\000z");
@@ -48,7 +59,10 @@ TEST(dns_message, escapes_bytes_that_are_not_name_characters) {
 }
 
 TEST(dns_message, builds_answers_and_sets_tc_when_they_do_not_fit) {
-  auto q = parse_query(header(9, 0x0100, 1) + std::string("\x01" "a\x00\x00\x01\x00\x01", 7));
+  auto q = parse_query(header(9, 0x0100, 1)
+                       + std::string("\x01"
+                                     "a\x00\x00\x01\x00\x01",
+                                     7));
   std::vector<uint32_t> two{0x01020304, 0x05060708};
   auto full = build_response(q, rcode::noerror, two, 30, 512);
   EXPECT_EQ(full.size(), 12u + 7u + 32u);

@@ -76,7 +76,8 @@ struct answer {
 };
 
 uint16_t get16(std::string_view b, size_t at) {
-  return static_cast<uint16_t>((static_cast<uint8_t>(b[at]) << 8) | static_cast<uint8_t>(b[at + 1]));
+  return static_cast<uint16_t>((static_cast<uint8_t>(b[at]) << 8)
+                               | static_cast<uint8_t>(b[at + 1]));
 }
 
 answer parse_answer(std::string_view bytes) {
@@ -192,14 +193,17 @@ struct dns_fixture {
   recording_sink sink;
   address_filter filter;
   std::unique_ptr<resolver_pool> pool =
-      std::make_unique<resolver_pool>(std::make_unique<static_resolver>(test_internet()));
+    std::make_unique<resolver_pool>(std::make_unique<static_resolver>(test_internet()));
   boost::asio::io_context io;
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work{io.get_executor()};
   std::thread thread{[this] { io.run(); }};
   std::unique_ptr<dns_server> server;
 
   explicit dns_fixture(dns_server_options options = {}) {
-    table.put({"sb_dns", "tn_1", "base", "127.0.0.1",
+    table.put({"sb_dns",
+               "tn_1",
+               "base",
+               "127.0.0.1",
                {schema::egress_profile::allowlist,
                 {"allowed.example", "private.example", "loopback.example", "mixed.example",
                  "many.example:443", "*.wild.example"}}});
@@ -267,7 +271,7 @@ TEST(dns_server, a_rule_with_a_port_and_a_wildcard_let_names_resolve) {
   auto wild = parse_answer(udp_exchange(f.port(), make_query(1, "a.wild.example", dns::type_a)));
   EXPECT_EQ(wild.addresses, std::vector<uint32_t>{addr("203.0.113.30")});
   auto missing =
-      parse_answer(udp_exchange(f.port(), make_query(2, "missing.wild.example", dns::type_a)));
+    parse_answer(udp_exchange(f.port(), make_query(2, "missing.wild.example", dns::type_a)));
   EXPECT_EQ(missing.rcode(), nxdomain);
 }
 
@@ -308,15 +312,18 @@ TEST(dns_server, names_outside_the_allowlist_are_refused) {
   ASSERT_TRUE(record);
   EXPECT_EQ(record->decision, "denied");
   EXPECT_NE(record->reason.find("not in the sandbox's allowlist"), std::string::npos)
-      << record->reason;
+    << record->reason;
   // Long-label tunnelling under an unlisted domain goes nowhere either.
   std::string tunnel(63, 'x');
   auto t = parse_answer(
-      udp_exchange(f.port(), make_query(5, tunnel + "." + tunnel + ".attacker.example", 1)));
+    udp_exchange(f.port(), make_query(5, tunnel + "." + tunnel + ".attacker.example", 1)));
   EXPECT_EQ(t.rcode(), refused);
   // A label with a dot inside is not the name it looks like.
   std::string sneaky = make_query(6, "x", dns::type_a);
-  sneaky.replace(12, 2, std::string("\x0f" "allowed.example", 16));
+  sneaky.replace(12, 2,
+                 std::string("\x0f"
+                             "allowed.example",
+                             16));
   EXPECT_EQ(parse_answer(udp_exchange(f.port(), sneaky)).rcode(), refused);
 }
 
@@ -331,7 +338,7 @@ TEST(dns_server, a_name_resolving_only_to_private_addresses_gets_nxdomain) {
     EXPECT_EQ(record->decision, "denied");
     EXPECT_NE(record->reason.find("resolves only to private/loopback/metadata addresses"),
               std::string::npos)
-        << record->reason;
+      << record->reason;
   }
   auto mixed = parse_answer(udp_exchange(f.port(), make_query(9, "mixed.example", dns::type_a)));
   EXPECT_EQ(mixed.rcode(), noerror);
@@ -367,8 +374,7 @@ TEST(dns_server, queries_from_unknown_sources_are_dropped_silently) {
   client_socket stranger(SOCK_DGRAM, "127.0.0.2");
   auto to = client_socket::server(f.port());
   auto query = make_query(1, "allowed.example", dns::type_a);
-  ::sendto(stranger.fd, query.data(), query.size(), 0, reinterpret_cast<sockaddr*>(&to),
-           sizeof to);
+  ::sendto(stranger.fd, query.data(), query.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof to);
   ASSERT_TRUE(eventually([&f] { return f.server->stats().dropped_unknown_source == 1; }));
   // The server handles datagrams in order: once a later query is answered, an
   // answer to the stranger would already be in its socket.

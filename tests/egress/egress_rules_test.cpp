@@ -15,17 +15,17 @@ TEST(egress_rules, parses_exact_wildcard_port_and_passthrough_entries) {
     allow_rule expected;
   };
   const row rows[] = {
-      {"api.example.com", {"api.example.com", false, 0, false}},
-      {"API.Example.COM.", {"api.example.com", false, 0, false}},
-      {"*.pypi.org", {"pypi.org", true, 0, false}},
-      {"host.example:8443", {"host.example", false, 8443, false}},
-      {"*.example.com:443", {"example.com", true, 443, false}},
-      {"passthrough:api.example.com", {"api.example.com", false, 0, true}},
-      {"passthrough:api.example.com:443", {"api.example.com", false, 443, true}},
-      {"PassThrough:*.example.com", {"example.com", true, 0, true}},
-      {"xn--bcher-kva.example", {"xn--bcher-kva.example", false, 0, false}},
-      {"1e100.net", {"1e100.net", false, 0, false}},
-      {"localhost", {"localhost", false, 0, false}},
+    {"api.example.com", {"api.example.com", false, 0, false}},
+    {"API.Example.COM.", {"api.example.com", false, 0, false}},
+    {"*.pypi.org", {"pypi.org", true, 0, false}},
+    {"host.example:8443", {"host.example", false, 8443, false}},
+    {"*.example.com:443", {"example.com", true, 443, false}},
+    {"passthrough:api.example.com", {"api.example.com", false, 0, true}},
+    {"passthrough:api.example.com:443", {"api.example.com", false, 443, true}},
+    {"PassThrough:*.example.com", {"example.com", true, 0, true}},
+    {"xn--bcher-kva.example", {"xn--bcher-kva.example", false, 0, false}},
+    {"1e100.net", {"1e100.net", false, 0, false}},
+    {"localhost", {"localhost", false, 0, false}},
   };
   for (const auto& r : rows) {
     auto rule = parse_allow_rule(r.text);
@@ -41,39 +41,39 @@ TEST(egress_rules, refuses_malformed_entries_with_a_sentence) {
     long_name += "abcdefghi.";
   long_name += "comx"; // 254 characters
   const std::string refused[] = {
-      "",
-      ".",
-      "a..b",
-      ".example.com",
-      "example.com..",
-      long_label + ".com",
-      long_name,
-      "exa_mple.com",
-      "exa mple.com",
-      "-bad.example",
-      "bad-.example",
-      "*",
-      "*.",
-      "*.*.example.com",
-      "api.*.example.com",
-      "a*.example.com",
-      "*example.com",
-      "1.2.3.4",
-      "1.2.3.4:443",
-      "127.1",
-      "0x7f000001",
-      "example.123",
-      "::1",
-      "[::1]:443",
-      "2001:db8::1",
-      "host:0",
-      "host:65536",
-      "host:",
-      "host:8x",
-      "host:-1",
-      "passthrough:",
-      "passthrough:passthrough:host",
-      "ex\xc3\xa4mple.com",
+    "",
+    ".",
+    "a..b",
+    ".example.com",
+    "example.com..",
+    long_label + ".com",
+    long_name,
+    "exa_mple.com",
+    "exa mple.com",
+    "-bad.example",
+    "bad-.example",
+    "*",
+    "*.",
+    "*.*.example.com",
+    "api.*.example.com",
+    "a*.example.com",
+    "*example.com",
+    "1.2.3.4",
+    "1.2.3.4:443",
+    "127.1",
+    "0x7f000001",
+    "example.123",
+    "::1",
+    "[::1]:443",
+    "2001:db8::1",
+    "host:0",
+    "host:65536",
+    "host:",
+    "host:8x",
+    "host:-1",
+    "passthrough:",
+    "passthrough:passthrough:host",
+    "ex\xc3\xa4mple.com",
   };
   for (const auto& text : refused) {
     auto rule = parse_allow_rule(text);
@@ -93,7 +93,7 @@ TEST(egress_rules, validates_every_entry_of_a_policy) {
   EXPECT_EQ(bad.code, errc::invalid_argument);
   EXPECT_NE(bad.message.find("10.0.0.1"), std::string::npos) << bad.message;
   EXPECT_FALSE(validate_egress_policy(
-      allowlist(std::vector<std::string>(egress_allow_rules_max + 1, "a.example"))));
+    allowlist(std::vector<std::string>(egress_allow_rules_max + 1, "a.example"))));
 }
 
 TEST(egress_rules, normalizes_host_names_and_rejects_addresses) {
@@ -144,20 +144,20 @@ TEST(egress_rules, matches_allowlist_rules_by_name_wildcard_and_port) {
     bool passthrough;
   };
   const row rows[] = {
-      {"api.example.com", 443, true, false},
-      {"API.EXAMPLE.COM.", 80, true, false},
-      {"other.example.com", 443, false, false},
-      {"example.com", 443, false, false},
-      {"files.pypi.org", 443, true, false},
-      {"a.b.pypi.org", 443, true, false},
-      {"pypi.org", 443, false, false},
-      {"evilpypi.org", 443, false, false},
-      {"pypi.org.evil.example", 443, false, false},
-      {"alt.example", 8443, true, false},
-      {"alt.example", 443, false, false},
-      {"secure.example", 443, true, true},
-      {"x.tunnel.example", 443, true, true},
-      {"x.tunnel.example", 80, false, false},
+    {"api.example.com", 443, true, false},
+    {"API.EXAMPLE.COM.", 80, true, false},
+    {"other.example.com", 443, false, false},
+    {"example.com", 443, false, false},
+    {"files.pypi.org", 443, true, false},
+    {"a.b.pypi.org", 443, true, false},
+    {"pypi.org", 443, false, false},
+    {"evilpypi.org", 443, false, false},
+    {"pypi.org.evil.example", 443, false, false},
+    {"alt.example", 8443, true, false},
+    {"alt.example", 443, false, false},
+    {"secure.example", 443, true, true},
+    {"x.tunnel.example", 443, true, true},
+    {"x.tunnel.example", 80, false, false},
   };
   for (const auto& r : rows) {
     auto verdict = judge_name(policy, r.host, r.port);

@@ -22,9 +22,9 @@ uint32_t addr(std::string_view text) { return parse_ipv4(text).value(); }
 struct temp_file {
   std::filesystem::path path;
   explicit temp_file(std::string_view text) {
-    path = std::filesystem::temp_directory_path() /
-           ("airlock-names-" + std::to_string(::getpid()) + "-" +
-            std::to_string(reinterpret_cast<uintptr_t>(this)));
+    path = std::filesystem::temp_directory_path()
+           / ("airlock-names-" + std::to_string(::getpid()) + "-"
+              + std::to_string(reinterpret_cast<uintptr_t>(this)));
     std::ofstream(path) << text;
   }
   ~temp_file() { std::filesystem::remove(path); }
@@ -96,8 +96,7 @@ public:
 /// An io_context run by one thread for the test's lifetime.
 struct io_thread {
   boost::asio::io_context io;
-  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work{
-      io.get_executor()};
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work{io.get_executor()};
   std::thread thread{[this] { io.run(); }};
   ~io_thread() {
     work.reset();

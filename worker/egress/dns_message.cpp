@@ -11,8 +11,8 @@ constexpr size_t wire_name_max = 255;
 constexpr size_t a_record_bytes = 16; // pointer(2) type(2) class(2) ttl(4) length(2) address(4)
 
 uint16_t read16(std::string_view bytes, size_t at) {
-  return static_cast<uint16_t>((static_cast<uint8_t>(bytes[at]) << 8) |
-                               static_cast<uint8_t>(bytes[at + 1]));
+  return static_cast<uint16_t>((static_cast<uint8_t>(bytes[at]) << 8)
+                               | static_cast<uint8_t>(bytes[at + 1]));
 }
 
 void put16(std::string& out, uint16_t v) {
@@ -26,8 +26,8 @@ void put32(std::string& out, uint32_t v) {
 }
 
 void append_label_byte(std::string& name, uint8_t c) {
-  bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-               c == '-' || c == '_';
+  bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
+               || c == '-' || c == '_';
   if (plain) {
     name += static_cast<char>(c);
     return;
@@ -126,8 +126,8 @@ std::string build_response(const query& q, rcode code, const std::vector<uint32_
   const bool echo = q.outcome == verdict::query;
   const bool truncated = echo && addresses.size() > answers_that_fit(q, bytes_max);
   const size_t answers = (echo && !truncated) ? addresses.size() : 0;
-  uint16_t flags = static_cast<uint16_t>(flag_qr | (q.flags & 0x7800) | (q.flags & flag_rd) |
-                                         flag_ra | static_cast<uint16_t>(code));
+  uint16_t flags = static_cast<uint16_t>(flag_qr | (q.flags & 0x7800) | (q.flags & flag_rd)
+                                         | flag_ra | static_cast<uint16_t>(code));
   if (truncated)
     flags |= flag_tc;
   std::string out;

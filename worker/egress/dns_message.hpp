@@ -16,7 +16,14 @@ inline constexpr uint16_t type_a = 1;
 inline constexpr uint16_t type_aaaa = 28;
 inline constexpr uint16_t class_in = 1;
 
-enum class rcode : uint8_t { noerror = 0, formerr = 1, servfail = 2, nxdomain = 3, notimp = 4, refused = 5 };
+enum class rcode : uint8_t {
+  noerror = 0,
+  formerr = 1,
+  servfail = 2,
+  nxdomain = 3,
+  notimp = 4,
+  refused = 5
+};
 
 /// What to do with a message.
 enum class verdict : uint8_t {

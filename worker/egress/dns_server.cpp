@@ -27,7 +27,7 @@ using strand_type = asio::strand<asio::any_io_executor>;
 
 namespace {
 
-constexpr int bind_attempts = 8;                        // port 0: UDP and TCP must agree
+constexpr int bind_attempts = 8;                             // port 0: UDP and TCP must agree
 constexpr auto accept_retry = std::chrono::milliseconds(50); // after EMFILE and the like
 
 struct counters {
@@ -42,8 +42,8 @@ struct counters {
 
 int64_t wall_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
+           std::chrono::system_clock::now().time_since_epoch())
+    .count();
 }
 
 std::string join_addresses(const std::vector<uint32_t>& addresses) {
@@ -72,10 +72,9 @@ class dns_server::impl : public std::enable_shared_from_this<impl> {
 public:
   impl(asio::any_io_executor ex, const sandbox_table& sandboxes, resolver_pool& resolver,
        const address_filter& filter, audit_sink& audit, dns_server_options options)
-      : strand_(asio::make_strand(ex)), udp_(strand_), acceptor_(strand_),
-        accept_retry_(strand_), sandboxes_(sandboxes), resolver_(resolver), filter_(filter),
-        audit_(audit), options_(std::move(options)),
-        udp_buffer_(options_.message_bytes_max + 1) {}
+      : strand_(asio::make_strand(ex)), udp_(strand_), acceptor_(strand_), accept_retry_(strand_),
+        sandboxes_(sandboxes), resolver_(resolver), filter_(filter), audit_(audit),
+        options_(std::move(options)), udp_buffer_(options_.message_bytes_max + 1) {}
 
   status bind(const asio::ip::address_v4& address);
   void start();
@@ -164,32 +163,34 @@ private:
 
   void read_length() {
     arm();
-    asio::async_read(socket_, asio::buffer(length_), [self = shared_from_this()](error_code ec, size_t) {
-      if (ec)
-        return self->close();
-      size_t length = (size_t{self->length_[0]} << 8) | self->length_[1];
-      if (length == 0 || length > self->server_->options().message_bytes_max)
-        return self->close();
-      self->read_body(length);
-    });
+    asio::async_read(socket_, asio::buffer(length_),
+                     [self = shared_from_this()](error_code ec, size_t) {
+                       if (ec)
+                         return self->close();
+                       size_t length = (size_t{self->length_[0]} << 8) | self->length_[1];
+                       if (length == 0 || length > self->server_->options().message_bytes_max)
+                         return self->close();
+                       self->read_body(length);
+                     });
   }
 
   void read_body(size_t length) {
     body_.resize(length);
-    asio::async_read(socket_, asio::buffer(body_), [self = shared_from_this()](error_code ec, size_t) {
-      if (ec)
-        return self->close();
-      self->disarm();
-      auto& server = *self->server_;
-      server.handle(self->body_, self->source_, server.options().message_bytes_max, true,
-                    [self](std::string answer) {
-                      if (self->closed_)
-                        return;
-                      if (answer.empty())
-                        return self->read_length();
-                      self->write(std::move(answer));
-                    });
-    });
+    asio::async_read(socket_, asio::buffer(body_),
+                     [self = shared_from_this()](error_code ec, size_t) {
+                       if (ec)
+                         return self->close();
+                       self->disarm();
+                       auto& server = *self->server_;
+                       server.handle(self->body_, self->source_, server.options().message_bytes_max,
+                                     true, [self](std::string answer) {
+                                       if (self->closed_)
+                                         return;
+                                       if (answer.empty())
+                                         return self->read_length();
+                                       self->write(std::move(answer));
+                                     });
+                     });
   }
 
   void write(std::string answer) {
@@ -198,11 +199,12 @@ private:
     out_ += static_cast<char>(answer.size() & 0xff);
     out_ += answer;
     arm();
-    asio::async_write(socket_, asio::buffer(out_), [self = shared_from_this()](error_code ec, size_t) {
-      if (ec)
-        return self->close();
-      self->read_length();
-    });
+    asio::async_write(socket_, asio::buffer(out_),
+                      [self = shared_from_this()](error_code ec, size_t) {
+                        if (ec)
+                          return self->close();
+                        self->read_length();
+                      });
   }
 
   std::shared_ptr<dns_server::impl> server_;
@@ -267,9 +269,12 @@ void dns_server::impl::stop() {
 }
 
 dns_server_stats dns_server::impl::stats() const {
-  return {count_.queries.load(),   count_.answered.load(),
-          count_.refused.load(),   count_.malformed.load(),
-          count_.dropped_unknown_source.load(), count_.dropped_overload.load(),
+  return {count_.queries.load(),
+          count_.answered.load(),
+          count_.refused.load(),
+          count_.malformed.load(),
+          count_.dropped_unknown_source.load(),
+          count_.dropped_overload.load(),
           count_.tcp_rejected.load()};
 }
 
@@ -334,8 +339,7 @@ void dns_server::impl::on_accept(tcp::socket socket) {
     return;
   }
   auto remote = socket.remote_endpoint(ec);
-  if (ec || !remote.address().is_v4() ||
-      !sandboxes_.find(remote.address().to_v4().to_uint())) {
+  if (ec || !remote.address().is_v4() || !sandboxes_.find(remote.address().to_v4().to_uint())) {
     ++count_.dropped_unknown_source;
     socket.close(ec);
     return;
@@ -368,7 +372,7 @@ void dns_server::impl::handle(std::string_view message, uint32_t source, size_t 
     audit(*reply.sandbox, "denied",
           formerr ? "the query is malformed" : "only standard queries are answered", "", "");
     return reply.respond(
-        respond_code(q, formerr ? dns::rcode::formerr : dns::rcode::notimp, reply));
+      respond_code(q, formerr ? dns::rcode::formerr : dns::rcode::notimp, reply));
   }
   answer_query(std::move(reply), q);
 }
@@ -440,12 +444,12 @@ void dns_server::impl::answer_a(reply_to& reply, const dns::query& q,
   ++count_.answered;
   audit(*reply.sandbox, "allowed", allowed_reason + "; answered " + join_addresses(kept), q.name,
         detail);
-  reply.respond(dns::build_response(q, dns::rcode::noerror, kept, options_.answer_ttl_s,
-                                    reply.bytes_max));
+  reply.respond(
+    dns::build_response(q, dns::rcode::noerror, kept, options_.answer_ttl_s, reply.bytes_max));
 }
 
-void dns_server::impl::audit(const sandbox_view& sandbox, const char* decision,
-                             std::string reason, std::string target, std::string detail) {
+void dns_server::impl::audit(const sandbox_view& sandbox, const char* decision, std::string reason,
+                             std::string target, std::string detail) {
   schema::audit_record record;
   record.at_ms = wall_ms();
   record.tenant_id = sandbox.tenant_id;
@@ -460,19 +464,16 @@ void dns_server::impl::audit(const sandbox_view& sandbox, const char* decision,
 
 // ---- the handle ----
 
-result<std::unique_ptr<dns_server>> dns_server::start(asio::any_io_executor ex,
-                                                      const sandbox_table& sandboxes,
-                                                      resolver_pool& resolver,
-                                                      const address_filter& filter,
-                                                      audit_sink& audit,
-                                                      dns_server_options options) {
+result<std::unique_ptr<dns_server>>
+dns_server::start(asio::any_io_executor ex, const sandbox_table& sandboxes, resolver_pool& resolver,
+                  const address_filter& filter, audit_sink& audit, dns_server_options options) {
   error_code ec;
   auto address = asio::ip::make_address_v4(options.bind_address, ec);
   if (ec)
     return make_status(errc::invalid_argument,
                        "\"" + options.bind_address + "\" is not an IPv4 address");
   auto state =
-      std::make_shared<impl>(std::move(ex), sandboxes, resolver, filter, audit, std::move(options));
+    std::make_shared<impl>(std::move(ex), sandboxes, resolver, filter, audit, std::move(options));
   if (auto bound = state->bind(address); !bound)
     return bound;
   state->start();

@@ -62,12 +62,9 @@ class dns_server {
 public:
   /// Binds both sockets and starts serving. errc::invalid_argument for a bad
   /// bind address, errc::unavailable when a socket cannot be bound.
-  static result<std::unique_ptr<dns_server>> start(boost::asio::any_io_executor ex,
-                                                   const sandbox_table& sandboxes,
-                                                   resolver_pool& resolver,
-                                                   const address_filter& filter,
-                                                   audit_sink& audit,
-                                                   dns_server_options options = {});
+  static result<std::unique_ptr<dns_server>>
+  start(boost::asio::any_io_executor ex, const sandbox_table& sandboxes, resolver_pool& resolver,
+        const address_filter& filter, audit_sink& audit, dns_server_options options = {});
   /// Closes the sockets and open connections (asynchronously, on the strand).
   ~dns_server();
   dns_server(const dns_server&) = delete;

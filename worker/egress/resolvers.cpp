@@ -122,8 +122,8 @@ result<std::vector<uint32_t>> system_resolver::resolve(std::string_view name) {
 
 // ---- resolver_pool ----
 
-resolver_pool::resolver_pool(std::unique_ptr<name_resolver> resolver,
-                             resolver_pool_options options, clock_fn clock)
+resolver_pool::resolver_pool(std::unique_ptr<name_resolver> resolver, resolver_pool_options options,
+                             clock_fn clock)
     : resolver_(std::move(resolver)), options_(options), clock_(std::move(clock)) {
   size_t count = std::max<size_t>(options_.threads, 1);
   threads_.reserve(count);
@@ -145,8 +145,8 @@ int64_t resolver_pool::now_ms() const {
   if (clock_)
     return clock_();
   return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+           std::chrono::steady_clock::now().time_since_epoch())
+    .count();
 }
 
 void resolver_pool::resolve(std::string name, boost::asio::any_io_executor ex, callback done) {
@@ -154,9 +154,8 @@ void resolver_pool::resolve(std::string name, boost::asio::any_io_executor ex, c
   if (auto hit = cache_.find(name); hit != cache_.end()) {
     if (hit->second.expires_ms > now_ms()) {
       ++stats_.cache_hits;
-      boost::asio::post(ex, [done = std::move(done), addresses = hit->second.addresses]() {
-        done(addresses);
-      });
+      boost::asio::post(
+        ex, [done = std::move(done), addresses = hit->second.addresses]() { done(addresses); });
       return;
     }
     cache_order_.erase(hit->second.order);
@@ -217,8 +216,8 @@ void resolver_pool::remember(const std::string& name, const std::vector<uint32_t
     cache_order_.pop_front();
   }
   cache_order_.push_back(name);
-  cache_[name] = cache_entry{addresses, now_ms() + options_.cache_ttl_ms,
-                             std::prev(cache_order_.end())};
+  cache_[name] =
+    cache_entry{addresses, now_ms() + options_.cache_ttl_ms, std::prev(cache_order_.end())};
 }
 
 resolver_pool_stats resolver_pool::stats() const {

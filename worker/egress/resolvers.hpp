@@ -122,7 +122,7 @@ private:
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;
-  std::deque<std::string> queue_; ///< names waiting for a thread
+  std::deque<std::string> queue_;                                ///< names waiting for a thread
   std::unordered_map<std::string, std::vector<waiter>> waiting_; ///< by name, queued or running
   size_t waiters_ = 0;
   std::unordered_map<std::string, cache_entry> cache_;
