@@ -32,6 +32,7 @@
 
 #include "actors/errors.hpp"
 #include "schema/cluster.hpp"
+#include "schema/egress.hpp"
 #include "schema/sandbox.hpp"
 #include "schema/worker.hpp"
 
@@ -138,6 +139,16 @@ typename Inspector::result_type inspect(Inspector& f, worker_view& x) {
   return inspect_as_capnp(f, x, "worker_view",
                           [](std::string_view bytes) { return decode_worker_view(bytes); });
 }
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, credential_grant& x) {
+  return inspect_as_capnp(f, x, "credential_grant",
+                          [](std::string_view bytes) { return decode_credential_grant(bytes); });
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, audit_record& x) {
+  return inspect_as_capnp(f, x, "audit_record",
+                          [](std::string_view bytes) { return decode_audit_record(bytes); });
+}
 
 } // namespace airlock::schema
 
@@ -163,6 +174,9 @@ using sc_place_atom = caf::atom_constant<caf::atom("scplace")>;
 using sc_release_atom = caf::atom_constant<caf::atom("screlease")>;
 using sc_node_atom = caf::atom_constant<caf::atom("scnode")>;
 using sc_workers_atom = caf::atom_constant<caf::atom("scworkers")>;
+using sc_creds_atom = caf::atom_constant<caf::atom("sccreds")>;
+using sc_audit_atom = caf::atom_constant<caf::atom("scaudit")>;
+using nd_egress_atom = caf::atom_constant<caf::atom("ndegress")>;
 
 // The value messages are defined in schema/cluster.hpp (their Cap'n Proto
 // codecs live there); these names keep them part of this contract.
@@ -211,7 +225,11 @@ using node_actor = caf::typed_actor<
   caf::replies_to<dp_procs_atom, std::string>::with<std::vector<process_view>>,
   /// A file operation. Errors: not_found, invalid_argument (a directory where
   /// a file is needed, a path escaping the root), too_large, wrong_state.
-  caf::replies_to<dp_file_atom, std::string, file_spec>::with<file_result>>;
+  caf::replies_to<dp_file_atom, std::string, file_spec>::with<file_result>,
+  /// Applies `record.spec.egress` to sandbox `record.id`: new connections of
+  /// the sandbox use it (open ones keep theirs). Errors: not_found,
+  /// unimplemented (a worker without an egress gateway). Idempotent.
+  caf::replies_to<nd_egress_atom, schema::sandbox_record>::with<node_sandbox>>;
 
 using schema::placement_request;
 using schema::registration_ack;
@@ -253,6 +271,15 @@ using scheduler_actor = caf::typed_actor<
   caf::replies_to<sc_node_atom, std::string>::with<placement>,
   /// The fleet, ordered by worker id. Idempotent.
   caf::replies_to<sc_workers_atom>::with<std::vector<worker_view>>,
+  /// The credentials that apply to sandbox `id`, narrowest scope first, the
+  /// secret rendered into each value (a worker's egress gateway keeps them
+  /// in memory only). Errors: not_found, unavailable (no credential service).
+  /// Idempotent.
+  caf::replies_to<sc_creds_atom, std::string /*sandbox id*/>::with<
+    std::vector<schema::credential_grant>>,
+  /// Appends a worker's audit records. Errors: unavailable (no audit log),
+  /// too_large. Not idempotent (a resend appends again).
+  caf::replies_to<sc_audit_atom, std::vector<schema::audit_record>>::with<bool>,
   /// Internal: marks workers lost whose last heartbeat is older than the
   /// heartbeat timeout, then schedules the next check.
   caf::reacts_to<sc_check_atom>>;

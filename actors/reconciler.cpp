@@ -1,5 +1,6 @@
 #include "actors/reconciler.hpp"
 
+#include <caf/send.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
 #include <chrono>
@@ -24,6 +25,7 @@ struct reconciler_state {
   sandbox_registry_actor registry;
   scheduler_actor scheduler;
   reconciler_options options;
+  audit_actor audit;
 };
 
 using reconciler_pointer = reconciler_actor::stateful_pointer<reconciler_state>;
@@ -53,6 +55,11 @@ void mark_lost(reconciler_pointer self, std::shared_ptr<pass> run,
     "unavailable", "worker " + record.worker_id +
                      " no longer runs this sandbox (it restarted); delete it and create a new one"};
   ++run->marked;
+  if (self->state.audit)
+    caf::anon_send(self->state.audit, au_append_atom::value,
+                   std::vector<schema::audit_record>{schema::audit_record{
+                     0, record.tenant_id, record.id, "lifecycle", "error",
+                     record.error_reason->message, "sandbox.reconcile", record.worker_id}});
   self->request(self->state.registry, milliseconds(self->state.options.call_timeout_ms),
                 rg_save_atom::value, std::move(record))
     .then([](schema::sandbox_record&) {}, [](caf::error&) {});
@@ -107,8 +114,10 @@ void scan(reconciler_pointer self, std::shared_ptr<pass> run, std::string cursor
 reconciler_actor::behavior_type reconciler_behavior(reconciler_pointer self,
                                                     sandbox_registry_actor registry,
                                                     scheduler_actor scheduler,
-                                                    reconciler_options options) {
+                                                    reconciler_options options,
+                                                    audit_actor audit) {
   self->state.registry = std::move(registry);
+  self->state.audit = std::move(audit);
   self->state.scheduler = std::move(scheduler);
   self->state.options = options;
   self->delayed_send(self, milliseconds(options.interval_ms), rc_tick_atom::value);
@@ -132,8 +141,10 @@ reconciler_actor::behavior_type reconciler_behavior(reconciler_pointer self,
 } // namespace
 
 reconciler_actor spawn_reconciler(caf::actor_system& system, sandbox_registry_actor registry,
-                                  scheduler_actor scheduler, reconciler_options options) {
-  return system.spawn(reconciler_behavior, std::move(registry), std::move(scheduler), options);
+                                  scheduler_actor scheduler, reconciler_options options,
+                                  audit_actor audit) {
+  return system.spawn(reconciler_behavior, std::move(registry), std::move(scheduler), options,
+                      std::move(audit));
 }
 
 } // namespace airlock::actors

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 
+#include "actors/audit_actor.hpp"
 #include "actors/cluster_protocol.hpp"
 #include "actors/sandbox_registry.hpp"
 
@@ -36,7 +37,10 @@ using reconciler_actor = caf::typed_actor<
   /// Internal: the periodic timer.
   caf::reacts_to<rc_tick_atom>>;
 
+/// With `audit`, every record marked error also becomes a lifecycle audit
+/// record (decision "error").
 reconciler_actor spawn_reconciler(caf::actor_system& system, sandbox_registry_actor registry,
-                                  scheduler_actor scheduler, reconciler_options options = {});
+                                  scheduler_actor scheduler, reconciler_options options = {},
+                                  audit_actor audit = {});
 
 } // namespace airlock::actors

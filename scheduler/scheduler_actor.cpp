@@ -90,6 +90,11 @@ std::optional<caf::error> validate(const scheduler_state& st, const schema::work
       return make_error(errc::invalid_argument, "worker " + r.id.substr(0, 64)
                                                   + " has a registration field over "
                                                   + std::to_string(limit) + " bytes");
+  if (r.egress_ca_public_key.size() > st.options.egress_key_bytes_max)
+    return make_error(errc::invalid_argument, "worker " + r.id.substr(0, 64)
+                                                + " sent an egress CA key over "
+                                                + std::to_string(st.options.egress_key_bytes_max)
+                                                + " bytes");
   if (!st.workers.count(r.id) && st.workers.size() >= st.options.workers_max)
     return make_error(errc::resource_exhausted,
                       "the fleet already holds " + std::to_string(st.options.workers_max)
@@ -97,11 +102,27 @@ std::optional<caf::error> validate(const scheduler_state& st, const schema::work
   return std::nullopt;
 }
 
+/// The worker's egress CA chain, when it asked for one and the control
+/// plane can issue it. A failure refuses the registration: a worker whose
+/// gateway cannot terminate TLS must not look healthy.
+result<std::string> egress_chain(const scheduler_state& st, const schema::worker_registration& r) {
+  if (r.egress_ca_public_key.empty() || !st.deps.issue_egress_ca)
+    return std::string{};
+  auto chain = st.deps.issue_egress_ca(r.egress_ca_public_key, r.id);
+  if (!chain)
+    return make_status(chain.code(), "cannot issue worker " + r.id +
+                                       "'s egress CA: " + chain.error().message);
+  return chain;
+}
+
 caf::result<registration_ack> on_register(self_ptr self, schema::worker_registration& r,
                                           node_actor& node) {
   auto& st = self->state;
   if (auto refused = validate(st, r, node))
     return std::move(*refused);
+  auto chain = egress_chain(st, r);
+  if (!chain)
+    return make_error(chain.error());
   auto& w = st.workers[r.id];
   // A rejoin keeps the reservations: its sandboxes may still run there.
   // Monitoring again after a down lets CAF say whether this node is alive:
@@ -118,7 +139,7 @@ caf::result<registration_ack> on_register(self_ptr self, schema::worker_registra
   w.last_sequence = 0;
   w.last_beat = self->clock().now();
   return registration_ack{w.registration.id, st.deps.token_public_key,
-                          st.options.heartbeat_interval_ms, std::string{}};
+                          st.options.heartbeat_interval_ms, std::move(*chain)};
 }
 
 caf::result<bool> on_beat(self_ptr self, schema::worker_heartbeat& beat) {
@@ -229,6 +250,19 @@ caf::result<placement> on_node(self_ptr self, const std::string& worker_id) {
   return placement_of(i->second);
 }
 
+/// Forwards a worker's call to the control-plane actor that owns the answer.
+template <class Reply, class Handle, class... Ts>
+caf::result<Reply> delegate_to(self_ptr self, const Handle& dest, const char* what, Ts... xs) {
+  if (!dest)
+    return make_error(errc::unavailable, std::string("this control plane has no ") + what);
+  auto promise = self->make_response_promise<Reply>();
+  self->request(dest, std::chrono::milliseconds(self->state.options.delegate_timeout_ms),
+                std::move(xs)...)
+    .then([promise](Reply& reply) mutable { promise.deliver(std::move(reply)); },
+          [promise](caf::error& error) mutable { promise.deliver(std::move(error)); });
+  return promise;
+}
+
 void schedule_check(self_ptr self) {
   self->delayed_send(self, std::chrono::milliseconds(self->state.options.check_interval_ms),
                      actors::sc_check_atom::value);
@@ -280,6 +314,15 @@ scheduler_actor::behavior_type scheduler(self_ptr self, scheduler_options option
       for (const auto& [id, w] : self->state.workers)
         views.push_back(view_of(w));
       return views;
+    },
+    [self](actors::sc_creds_atom, const std::string& sandbox_id) {
+      return delegate_to<std::vector<schema::credential_grant>>(
+        self, self->state.deps.credentials, "credential service", actors::cr_grants_atom::value,
+        sandbox_id);
+    },
+    [self](actors::sc_audit_atom, std::vector<schema::audit_record>& records) {
+      return delegate_to<bool>(self, self->state.deps.audit, "audit log",
+                               actors::au_append_atom::value, std::move(records));
     },
     [self](actors::sc_check_atom) { on_check(self); },
   };

@@ -15,10 +15,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
 
+#include "actors/audit_actor.hpp"
 #include "actors/clock.hpp"
 #include "actors/cluster_protocol.hpp"
+#include "actors/credential_actor.hpp"
 #include "scheduler/placement.hpp"
 
 namespace airlock::scheduler {
@@ -42,6 +46,11 @@ struct scheduler_options {
   size_t heartbeat_sandboxes_max = 100'000;
   /// Longest worker id, name, address or data URL accepted. Default: 1024.
   size_t registration_field_bytes_max = 1'024;
+  /// Longest egress CA public key (PEM) accepted. Default: 4096.
+  size_t egress_key_bytes_max = 4'096;
+  /// Bound on a call delegated to the credential or audit actor.
+  /// Default: 10000.
+  uint32_t delegate_timeout_ms = 10'000;
   /// Policy knobs of the placement library.
   placement_options placement;
 };
@@ -56,6 +65,16 @@ struct scheduler_deps {
   const wall_clock* clock = nullptr;
   /// Randomness for placement's sampling.
   entropy_source* entropy = nullptr;
+  /// Issues a worker's egress intermediate CA for its public key (PEM) and
+  /// returns the chain PEM (intermediate, then root) for registration_ack.
+  /// Runs on the scheduler's thread (one signature: cheap). Empty: workers
+  /// get no chain.
+  std::function<result<std::string>(std::string_view public_key_pem, std::string_view worker_id)>
+    issue_egress_ca;
+  /// Answers sc_creds; absent: unavailable.
+  actors::credential_actor credentials;
+  /// Answers sc_audit; absent: unavailable.
+  actors::audit_actor audit;
 };
 
 /// Spawns the scheduler. Precondition: deps.clock and deps.entropy are set.

@@ -681,6 +681,9 @@ node_impl_actor::behavior_type node_body(self_ptr self, node_context context) {
     [self](actors::dp_file_atom, const std::string& id, actors::file_spec& spec) {
       return handle_file(self, id, spec);
     },
+    [](actors::nd_egress_atom, const schema::sandbox_record&) -> caf::result<node_sandbox> {
+      return make_error(errc::unimplemented, "this worker does not apply egress changes yet");
+    },
     [self](nd_built_atom, const template_outcome& done) { on_built(self, done); },
   };
 }

@@ -82,6 +82,9 @@ node_actor spawn_fake_node(caf::actor_system& system, std::shared_ptr<node_scrip
       [](dp_file_atom, std::string&, file_spec&) -> caf::result<file_result> {
         return make_error(errc::internal);
       },
+      [](nd_egress_atom, schema::sandbox_record&) -> caf::result<node_sandbox> {
+        return make_error(errc::unimplemented);
+      },
     };
   });
 }
@@ -92,7 +95,10 @@ protected:
       : config_(actor_system_options{2}), system_(config_), store_(storage::make_memory_store()),
         journal_(*store_), self_(system_) {
     registry_ = spawn_sandbox_registry(system_, *store_, clock_);
-    scheduler::scheduler_deps deps{"key", &clock_, &entropy_};
+    scheduler::scheduler_deps deps;
+    deps.token_public_key = "key";
+    deps.clock = &clock_;
+    deps.entropy = &entropy_;
     scheduler_ = scheduler::spawn_scheduler(system_, {}, deps);
     sandbox_procedure_options options;
     options.worker_wait_ms = 300; // how long a step waits for an absent worker

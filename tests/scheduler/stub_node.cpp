@@ -20,6 +20,14 @@ void stub_node_script::record_file(std::string sandbox_id, actors::file_spec spe
   std::lock_guard lock(mutex_);
   files_.emplace_back(std::move(sandbox_id), std::move(spec));
 }
+void stub_node_script::record_egress(schema::sandbox_record record) {
+  std::lock_guard lock(mutex_);
+  egresses_.push_back(std::move(record));
+}
+std::vector<schema::sandbox_record> stub_node_script::egresses() const {
+  std::lock_guard lock(mutex_);
+  return egresses_;
+}
 std::vector<schema::sandbox_record> stub_node_script::created() const {
   std::lock_guard lock(mutex_);
   return created_;
@@ -80,6 +88,11 @@ node_actor::behavior_type stub_node(node_actor::pointer, std::shared_ptr<stub_no
     [s](dp_file_atom, std::string& id, file_spec& spec) {
       s->record_file(std::move(id), std::move(spec));
       return s->file_reply;
+    },
+    [s](nd_egress_atom, schema::sandbox_record& record) {
+      auto id = record.id;
+      s->record_egress(std::move(record));
+      return node_sandbox{id, sandbox_state::running};
     },
   };
 }
