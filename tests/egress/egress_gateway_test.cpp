@@ -1,0 +1,599 @@
+// The egress gateway over loopback: a guest (this test) connects to the proxy
+// port with its original destination injected; "the internet" is an HTTP and
+// an HTTPS server on 127.0.0.1 reached through a static name map.
+
+#include "worker/egress/egress_gateway.hpp"
+
+#include <arpa/inet.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <boost/asio/connect.hpp>
+#include <gtest/gtest.h>
+#include <openssl/ssl.h>
+
+#include "crypto/certificates.hpp"
+#include "tests/egress/egress_test_upstream.hpp"
+
+namespace airlock::worker::egress {
+namespace {
+
+using namespace test_doubles;
+using tcp = net::ip::tcp;
+using schema::egress_profile;
+
+constexpr const char* secret_value = "sk-test-secret-4f1d9c";
+constexpr uint32_t guest_original_ip = 0xCB007109; // 203.0.113.9: never connected to
+
+/// A chain for the gateway (intermediate key and chain PEM) and one for the
+/// upstream HTTPS server, each under its own root.
+struct test_pki {
+  crypto::key_and_cert gateway_root;
+  std::string intermediate_key;
+  std::string chain;
+  crypto::key_and_cert upstream_root;
+  std::unique_ptr<crypto::leaf_minter> upstream_minter;
+
+  test_pki() {
+    gateway_root = crypto::create_root_ca("airlock test egress root", 30).value();
+    intermediate_key = crypto::generate_key_pem().value();
+    auto intermediate = crypto::issue_intermediate(
+        gateway_root, crypto::public_key_pem(intermediate_key).value(), "worker egress", 30);
+    chain = intermediate.value() + gateway_root.cert_pem;
+    upstream_root = crypto::create_root_ca("airlock test upstream root", 30).value();
+    auto upstream_key = crypto::generate_key_pem().value();
+    auto upstream_intermediate = crypto::issue_intermediate(
+        upstream_root, crypto::public_key_pem(upstream_key).value(), "upstream ca", 30);
+    upstream_minter = crypto::leaf_minter::create(upstream_key, upstream_intermediate.value() + upstream_root.cert_pem)
+                          .value();
+  }
+};
+
+/// A server context presenting the upstream leaf for api.test.
+void use_upstream_leaf(net::ssl::context& context, crypto::leaf_minter& minter) {
+  auto leaf = minter.for_name("api.test").value();
+  SSL_CTX_use_certificate(context.native_handle(), leaf.cert.get());
+  SSL_CTX_use_PrivateKey(context.native_handle(), leaf.key.get());
+  for (const auto& cert : leaf.chain) SSL_CTX_add1_chain_cert(context.native_handle(), cert.get());
+}
+
+class egress_gateway_test : public ::testing::Test {
+protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/airlock-egress-XXXXXX";
+    ASSERT_NE(::mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+    use_upstream_leaf(upstream_tls_, *pki_.upstream_minter);
+    std::ofstream{dir_ / "upstream-ca.pem"} << pki_.upstream_root.cert_pem;
+    std::ofstream{dir_ / "hosts"} << "# the test's internet\n"
+                                  << "api.test 127.0.0.1\nother.test 127.0.0.1\nwrong.test 127.0.0.1\n"
+                                  << "private.test 10.0.0.7\nmetadata.test 169.254.169.254\n";
+    credentials_->set(credential_source::grants{});
+  }
+
+  void TearDown() override {
+    gateway_.reset();
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+
+  egress_gateway_options options() {
+    egress_gateway_options o;
+    o.bind_address = "127.0.0.1";
+    o.hosts_file = (dir_ / "hosts").string();
+    o.allowed_private = {"127.0.0.0/8"};
+    o.proxy.upstream_ca_file = (dir_ / "upstream-ca.pem").string();
+    o.original_destination = [this](int fd) -> result<std::pair<uint32_t, uint16_t>> {
+      sockaddr_in peer{};
+      socklen_t length = sizeof(peer);
+      ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &length);
+      std::lock_guard lock{mutex_};
+      auto it = destinations_.find(ntohs(peer.sin_port));
+      if (it == destinations_.end()) return make_status(errc::not_found, "no destination registered");
+      return std::pair<uint32_t, uint16_t>{guest_original_ip, it->second};
+    };
+    return o;
+  }
+
+  void start(egress_gateway_options o, bool with_authority = true) {
+    auto started = egress_gateway::start(std::move(o), audit_, credentials_);
+    ASSERT_TRUE(started) << started.error().message;
+    gateway_ = std::move(started.value());
+    if (with_authority) {
+      auto authority = gateway_->set_authority(pki_.intermediate_key, pki_.chain);
+      ASSERT_TRUE(authority) << authority.message;
+    }
+  }
+  void start() { start(options()); }
+
+  void policy(egress_profile profile, std::vector<std::string> allow = {},
+              std::string address = "127.0.0.1") {
+    sandbox_view view;
+    view.sandbox_id = "sb_test";
+    view.tenant_id = "tn_test";
+    view.template_name = "base";
+    view.address = std::move(address);
+    view.policy = schema::egress_policy{profile, std::move(allow)};
+    gateway_->attach(std::move(view));
+  }
+
+  /// A guest socket whose original destination is `port`, connected to the proxy.
+  tcp::socket guest(uint16_t port, const char* source = "127.0.0.1") {
+    tcp::socket socket{io_};
+    socket.open(tcp::v4());
+    socket.bind(tcp::endpoint{net::ip::make_address_v4(source), 0});
+    timeval timeout{10, 0};
+    ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+    {
+      std::lock_guard lock{mutex_};
+      destinations_[socket.local_endpoint().port()] = port;
+    }
+    socket.connect(tcp::endpoint{net::ip::make_address_v4("127.0.0.1"), gateway_->proxy_port()});
+    return socket;
+  }
+
+  /// The guest's TLS context: trusts the gateway's root (or `ca_pem`).
+  std::unique_ptr<net::ssl::context> guest_tls(const std::string& ca_pem) {
+    auto context = std::make_unique<net::ssl::context>(net::ssl::context::tls_client);
+    context->add_certificate_authority(net::buffer(ca_pem));
+    context->set_verify_mode(net::ssl::verify_peer);
+    return context;
+  }
+
+  /// TLS to the proxy as a guest would: SNI `sni` (none when empty), verified.
+  std::unique_ptr<net::ssl::stream<tcp::socket>> tls_guest(uint16_t port, const std::string& sni,
+                                                           net::ssl::context& context,
+                                                           beast::error_code& ec) {
+    auto stream = std::make_unique<net::ssl::stream<tcp::socket>>(guest(port), context);
+    if (!sni.empty()) {
+      SSL_set_tlsext_host_name(stream->native_handle(), sni.c_str());
+      SSL_set1_host(stream->native_handle(), sni.c_str());
+    }
+    stream->handshake(net::ssl::stream_base::client, ec);
+    return stream;
+  }
+
+  template <class Stream>
+  http::response<http::string_body> exchange(Stream& stream, const std::string& host,
+                                             const std::string& target = "/hello",
+                                             std::vector<std::pair<std::string, std::string>> extra = {}) {
+    http::request<http::string_body> request{http::verb::get, target, 11};
+    request.set(http::field::host, host);
+    for (auto& [name, value] : extra) request.set(name, value);
+    http::write(stream, request);
+    beast::flat_buffer buffer;
+    http::response<http::string_body> response;
+    beast::error_code ec;
+    http::read(stream, buffer, response, ec);
+    EXPECT_FALSE(ec) << ec.message();
+    return response;
+  }
+
+  /// Sends raw bytes, returns everything until the proxy closes.
+  std::string raw_exchange(tcp::socket& socket, const std::string& bytes) {
+    net::write(socket, net::buffer(bytes));
+    std::string received;
+    beast::error_code ec;
+    for (char chunk[4096];;) {
+      auto count = socket.read_some(net::buffer(chunk), ec);
+      if (ec) break;
+      received.append(chunk, count);
+    }
+    return received;
+  }
+
+  std::vector<schema::audit_record> audits(std::string_view kind, std::string_view decision) const {
+    std::vector<schema::audit_record> found;
+    for (auto& record : audit_->records())
+      if (record.kind == kind && record.decision == decision) found.push_back(record);
+    return found;
+  }
+
+  /// Waits (bounded) until an audit record matching `predicate` exists.
+  template <class Predicate>
+  bool wait_for_audit(Predicate predicate) const {
+    for (int i = 0; i < 500; ++i) {
+      for (auto& record : audit_->records())
+        if (predicate(record)) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+
+  bool has_denial(std::string_view reason_part) const {
+    return wait_for_audit([&](const schema::audit_record& r) {
+      return r.kind == "egress" && r.decision == "denied" && r.reason.find(reason_part) != std::string::npos;
+    });
+  }
+
+  schema::credential_grant api_grant(uint32_t rate = 0) {
+    schema::credential_grant grant;
+    grant.credential_id = "cred_1";
+    grant.name = "api-key";
+    grant.scope = schema::credential_scope::sandbox;
+    grant.hosts = {"api.test"};
+    grant.header = "X-Api-Key";
+    grant.value = secret_value;
+    grant.rate_limit_per_min = rate;
+    return grant;
+  }
+
+  std::filesystem::path dir_;
+  test_pki pki_;
+  net::ssl::context upstream_tls_{net::ssl::context::tls_server};
+  upstream_server http_upstream_;
+  upstream_server https_upstream_{&upstream_tls_};
+  std::shared_ptr<recording_audit> audit_ = std::make_shared<recording_audit>();
+  std::shared_ptr<fixed_credentials> credentials_ = std::make_shared<fixed_credentials>();
+  std::unique_ptr<egress_gateway> gateway_;
+  net::io_context io_;
+  std::mutex mutex_;
+  std::map<uint16_t, uint16_t> destinations_;
+};
+
+TEST_F(egress_gateway_test, allowed_plain_http_reaches_the_resolved_address_not_the_guest_s) {
+  start();
+  policy(egress_profile::allowlist, {"api.test"});
+  auto socket = guest(http_upstream_.port());
+  auto response = exchange(socket, "api.test");
+  EXPECT_EQ(response.result_int(), 200);
+  EXPECT_EQ(response.body(), "hello from api.test /hello body=");
+  ASSERT_EQ(http_upstream_.requests().size(), 1u);
+  auto allowed = audits("egress", "allowed");
+  ASSERT_EQ(allowed.size(), 1u);
+  EXPECT_EQ(allowed[0].target, "api.test:" + std::to_string(http_upstream_.port()));
+  EXPECT_EQ(allowed[0].detail, "GET /hello");
+  EXPECT_EQ(allowed[0].sandbox_id, "sb_test");
+  EXPECT_EQ(allowed[0].tenant_id, "tn_test");
+  EXPECT_EQ(gateway_->stats().allowed_requests, 1u);
+  EXPECT_EQ(gateway_->stats().connections, 1u);
+}
+
+TEST_F(egress_gateway_test, the_audit_detail_leaves_out_the_query_string) {
+  start();
+  policy(egress_profile::open);
+  auto socket = guest(http_upstream_.port());
+  auto response = exchange(socket, "api.test", "/search?token=hunter2");
+  EXPECT_EQ(response.result_int(), 200);
+  for (auto& record : audit_->records()) EXPECT_EQ(record.detail.find("hunter2"), std::string::npos);
+  EXPECT_EQ(audits("egress", "allowed").at(0).detail, "GET /search");
+}
+
+TEST_F(egress_gateway_test, https_is_terminated_and_gets_the_credential_the_guest_never_sees) {
+  start();
+  policy(egress_profile::allowlist, {"api.test"});
+  credentials_->set(credential_source::grants{api_grant()});
+  auto context = guest_tls(pki_.gateway_root.cert_pem);
+  beast::error_code ec;
+  auto stream = tls_guest(https_upstream_.port(), "api.test", *context, ec);
+  ASSERT_FALSE(ec) << ec.message();
+  auto response = exchange(*stream, "api.test", "/v1/models", {{"X-Api-Key", "guest-made-up"}});
+  EXPECT_EQ(response.result_int(), 200);
+  auto seen = https_upstream_.requests();
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].headers["x-api-key"], secret_value);
+  std::ostringstream guest_view;
+  guest_view << response;
+  EXPECT_EQ(guest_view.str().find(secret_value), std::string::npos);
+  auto used = audits("credential", "allowed");
+  ASSERT_EQ(used.size(), 1u);
+  EXPECT_EQ(used[0].detail, "api-key");
+  for (auto& record : audit_->records()) {
+    EXPECT_EQ(record.reason.find(secret_value), std::string::npos);
+    EXPECT_EQ(record.detail.find(secret_value), std::string::npos);
+    EXPECT_EQ(record.target.find(secret_value), std::string::npos);
+  }
+  auto stats = gateway_->stats();
+  EXPECT_EQ(stats.credential_uses, 1u);
+  EXPECT_EQ(stats.tls_terminated, 1u);
+  EXPECT_EQ(stats.allowed_requests, 1u);
+}
+
+TEST_F(egress_gateway_test, a_host_that_differs_from_the_sni_is_refused_421) {
+  start();
+  policy(egress_profile::allowlist, {"api.test", "other.test"});
+  auto context = guest_tls(pki_.gateway_root.cert_pem);
+  beast::error_code ec;
+  auto stream = tls_guest(https_upstream_.port(), "api.test", *context, ec);
+  ASSERT_FALSE(ec) << ec.message();
+  auto response = exchange(*stream, "other.test");
+  EXPECT_EQ(response.result_int(), 421);
+  EXPECT_NE(response.body().find("Host does not match SNI"), std::string::npos);
+  EXPECT_TRUE(has_denial("Host does not match SNI"));
+  EXPECT_TRUE(https_upstream_.requests().empty());
+}
+
+TEST_F(egress_gateway_test, a_disallowed_sni_with_an_allowed_host_gets_no_certificate) {
+  start();
+  policy(egress_profile::allowlist, {"api.test"});
+  auto context = guest_tls(pki_.gateway_root.cert_pem);
+  beast::error_code ec;
+  auto stream = tls_guest(https_upstream_.port(), "other.test", *context, ec);
+  EXPECT_TRUE(ec);
+  EXPECT_TRUE(wait_for_audit([](const schema::audit_record& r) {
+    return r.decision == "denied" && r.target.starts_with("other.test:");
+  }));
+  EXPECT_EQ(https_upstream_.connections(), 0);
+}
+
+TEST_F(egress_gateway_test, tls_without_sni_is_closed_without_a_certificate) {
+  start();
+  policy(egress_profile::open);
+  auto context = guest_tls(pki_.gateway_root.cert_pem);
+  beast::error_code ec;
+  auto stream = tls_guest(https_upstream_.port(), "", *context, ec);
+  EXPECT_TRUE(ec);
+  EXPECT_TRUE(has_denial("without a server name"));
+  EXPECT_EQ(https_upstream_.connections(), 0);
+}
+
+TEST_F(egress_gateway_test, an_ip_address_as_sni_is_refused) {
+  start();
+  policy(egress_profile::open);
+  auto context = std::make_unique<net::ssl::context>(net::ssl::context::tls_client);
+  auto stream = std::make_unique<net::ssl::stream<tcp::socket>>(guest(https_upstream_.port()), *context);
+  SSL_set_tlsext_host_name(stream->native_handle(), "127.0.0.1");
+  beast::error_code ec;
+  stream->handshake(net::ssl::stream_base::client, ec);
+  EXPECT_TRUE(ec);
+  EXPECT_TRUE(has_denial("IP address"));
+}
+
+TEST_F(egress_gateway_test, connect_requests_are_refused) {
+  start();
+  policy(egress_profile::open);
+  auto socket = guest(http_upstream_.port());
+  auto reply = raw_exchange(socket, "CONNECT api.test:443 HTTP/1.1\r\nHost: api.test:443\r\n\r\n");
+  EXPECT_TRUE(reply.starts_with("HTTP/1.1 403")) << reply;
+  EXPECT_NE(reply.find("proxy requests are refused"), std::string::npos);
+  EXPECT_TRUE(has_denial("CONNECT"));
+}
+
+TEST_F(egress_gateway_test, absolute_uri_requests_are_refused) {
+  start();
+  policy(egress_profile::open);
+  auto socket = guest(http_upstream_.port());
+  auto reply = raw_exchange(socket, "GET http://api.test/ HTTP/1.1\r\nHost: api.test\r\n\r\n");
+  EXPECT_TRUE(reply.starts_with("HTTP/1.1 403")) << reply;
+  EXPECT_NE(reply.find("proxy requests are refused"), std::string::npos);
+  EXPECT_TRUE(http_upstream_.requests().empty());
+}
+
+TEST_F(egress_gateway_test, profile_none_lets_nothing_out) {
+  start();
+  policy(egress_profile::none);
+  auto socket = guest(http_upstream_.port());
+  auto response = exchange(socket, "api.test");
+  EXPECT_EQ(response.result_int(), 403);
+  EXPECT_TRUE(response.body().starts_with("airlock egress denied: "));
+  EXPECT_FALSE(response.keep_alive());
+  EXPECT_TRUE(has_denial("none"));
+  EXPECT_TRUE(http_upstream_.requests().empty());
+}
+
+TEST_F(egress_gateway_test, a_host_outside_the_allowlist_is_refused) {
+  start();
+  policy(egress_profile::allowlist, {"api.test"});
+  auto socket = guest(http_upstream_.port());
+  auto response = exchange(socket, "other.test");
+  EXPECT_EQ(response.result_int(), 403);
+  EXPECT_TRUE(wait_for_audit([](const schema::audit_record& r) {
+    return r.decision == "denied" && r.target.starts_with("other.test:");
+  }));
+  EXPECT_TRUE(http_upstream_.requests().empty());
+  EXPECT_GE(gateway_->stats().denied, 1u);
+}
+
+TEST_F(egress_gateway_test, a_name_resolving_to_private_or_metadata_addresses_is_refused) {
+  start();
+  policy(egress_profile::allowlist, {"private.test", "metadata.test"});
+  for (std::string name : {"private.test", "metadata.test"}) {
+    auto socket = guest(http_upstream_.port());
+    auto response = exchange(socket, name);
+    EXPECT_EQ(response.result_int(), 403) << name;
+    EXPECT_NE(response.body().find("resolves only to private"), std::string::npos) << response.body();
+  }
+  EXPECT_TRUE(has_denial("169.254.169.254"));
+}
+
+TEST_F(egress_gateway_test, past_the_credential_rate_limit_the_guest_gets_429) {
+  start();
+  policy(egress_profile::allowlist, {"api.test"});
+  credentials_->set(credential_source::grants{api_grant(1)});
+  auto first = guest(http_upstream_.port());
+  EXPECT_EQ(exchange(first, "api.test").result_int(), 200);
+  auto second = guest(http_upstream_.port());
+  auto response = exchange(second, "api.test");
+  EXPECT_EQ(response.result_int(), 429);
+  EXPECT_NE(response.body().find("credential api-key rate limit"), std::string::npos);
+  auto refused = audits("credential", "denied");
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_EQ(refused[0].detail, "api-key");
+  EXPECT_EQ(http_upstream_.requests().size(), 1u);
+  EXPECT_EQ(gateway_->stats().rate_limited, 1u);
+  EXPECT_EQ(credentials_->fetches, 1); // the second connection used the cache
+}
+
+TEST_F(egress_gateway_test, a_failed_credential_fetch_is_audited_and_the_request_goes_without) {
+  start();
+  policy(egress_profile::allowlist, {"api.test"});
+  credentials_->set(make_status(errc::unavailable, "control plane unreachable"));
+  auto socket = guest(http_upstream_.port());
+  EXPECT_EQ(exchange(socket, "api.test").result_int(), 200);
+  EXPECT_EQ(http_upstream_.requests().at(0).headers.count("x-api-key"), 0u);
+  auto failures = audits("credential", "denied");
+  ASSERT_EQ(failures.size(), 1u);
+  EXPECT_NE(failures[0].reason.find("control plane unreachable"), std::string::npos);
+}
+
+TEST_F(egress_gateway_test, keep_alive_carries_two_requests_over_one_upstream_connection) {
+  start();
+  policy(egress_profile::allowlist, {"api.test"});
+  auto context = guest_tls(pki_.gateway_root.cert_pem);
+  beast::error_code ec;
+  auto stream = tls_guest(https_upstream_.port(), "api.test", *context, ec);
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_EQ(exchange(*stream, "api.test", "/one").body(), "hello from api.test /one body=");
+  EXPECT_EQ(exchange(*stream, "api.test", "/two").body(), "hello from api.test /two body=");
+  EXPECT_EQ(https_upstream_.requests().size(), 2u);
+  EXPECT_EQ(https_upstream_.connections(), 1);
+  EXPECT_EQ(gateway_->stats().connections, 1u);
+}
+
+TEST_F(egress_gateway_test, a_request_body_is_streamed_upstream) {
+  start();
+  policy(egress_profile::open);
+  auto socket = guest(http_upstream_.port());
+  std::string body(200000, 'b');
+  http::request<http::string_body> request{http::verb::post, "/upload", 11};
+  request.set(http::field::host, "api.test");
+  request.body() = body;
+  request.prepare_payload();
+  http::write(socket, request);
+  beast::flat_buffer buffer;
+  http::response<http::string_body> response;
+  http::read(socket, buffer, response);
+  EXPECT_EQ(response.result_int(), 200);
+  EXPECT_EQ(http_upstream_.requests().at(0).body.size(), body.size());
+}
+
+TEST_F(egress_gateway_test, a_websocket_upgrade_becomes_a_tunnel_both_ways) {
+  start();
+  policy(egress_profile::allowlist, {"api.test"});
+  beast::websocket::stream<tcp::socket> ws{guest(http_upstream_.port())};
+  ws.handshake("api.test", "/ws");
+  ws.write(net::buffer(std::string{"ping through the gateway"}));
+  beast::flat_buffer message;
+  ws.read(message);
+  EXPECT_EQ(beast::buffers_to_string(message.data()), "ping through the gateway");
+  ws.write(net::buffer(std::string{"second"}));
+  message.clear();
+  ws.read(message);
+  EXPECT_EQ(beast::buffers_to_string(message.data()), "second");
+  ws.close(beast::websocket::close_code::normal);
+  EXPECT_EQ(gateway_->stats().upgrades, 1u);
+}
+
+TEST_F(egress_gateway_test, a_passthrough_rule_relays_tls_untouched) {
+  start();
+  policy(egress_profile::allowlist, {"passthrough:api.test"});
+  // The guest sees the upstream's own certificate, so it must trust the upstream root.
+  auto context = guest_tls(pki_.upstream_root.cert_pem);
+  beast::error_code ec;
+  auto stream = tls_guest(https_upstream_.port(), "api.test", *context, ec);
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_EQ(exchange(*stream, "api.test").result_int(), 200);
+  EXPECT_EQ(gateway_->stats().passthrough, 1u);
+  EXPECT_EQ(gateway_->stats().tls_terminated, 0u);
+  EXPECT_TRUE(wait_for_audit([](const schema::audit_record& r) {
+    return r.decision == "allowed" && r.reason.find("pass-through") != std::string::npos;
+  }));
+}
+
+TEST_F(egress_gateway_test, a_header_over_the_limit_is_answered_431) {
+  start();
+  policy(egress_profile::open);
+  auto socket = guest(http_upstream_.port());
+  std::string request = "GET / HTTP/1.1\r\nHost: api.test\r\nX-Big: " + std::string(70000, 'h') + "\r\n\r\n";
+  auto reply = raw_exchange(socket, request);
+  EXPECT_TRUE(reply.starts_with("HTTP/1.1 431")) << reply.substr(0, 100);
+  EXPECT_TRUE(has_denial("request header larger than"));
+  EXPECT_TRUE(http_upstream_.requests().empty());
+}
+
+TEST_F(egress_gateway_test, other_protocols_are_refused) {
+  start();
+  policy(egress_profile::open);
+  auto socket = guest(2222);
+  auto reply = raw_exchange(socket, "SSH-2.0-OpenSSH_9.6\r\n");
+  EXPECT_TRUE(reply.empty());
+  EXPECT_TRUE(has_denial("unsupported protocol"));
+}
+
+TEST_F(egress_gateway_test, connections_from_unknown_addresses_are_closed) {
+  start();
+  policy(egress_profile::open);
+  auto socket = guest(http_upstream_.port(), "127.0.0.2");
+  auto reply = raw_exchange(socket, "GET / HTTP/1.1\r\nHost: api.test\r\n\r\n");
+  EXPECT_TRUE(reply.empty());
+  for (int i = 0; i < 500 && gateway_->stats().unknown_peers == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(gateway_->stats().unknown_peers, 1u);
+  EXPECT_TRUE(http_upstream_.requests().empty());
+}
+
+TEST_F(egress_gateway_test, connections_past_the_per_sandbox_limit_are_closed_and_audited) {
+  auto o = options();
+  o.proxy.connections_per_sandbox_max = 2;
+  start(std::move(o));
+  policy(egress_profile::open);
+  auto first = guest(http_upstream_.port());
+  auto second = guest(http_upstream_.port());
+  for (int i = 0; i < 500 && gateway_->stats().active_connections < 2; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(gateway_->stats().active_connections, 2u);
+  auto third = guest(http_upstream_.port());
+  EXPECT_TRUE(raw_exchange(third, "GET / HTTP/1.1\r\nHost: api.test\r\n\r\n").empty());
+  EXPECT_TRUE(has_denial("too many open connections"));
+  // The first two still work.
+  EXPECT_EQ(exchange(first, "api.test").result_int(), 200);
+}
+
+TEST_F(egress_gateway_test, tls_is_refused_until_the_egress_ca_is_issued) {
+  start(options(), false);
+  policy(egress_profile::open);
+  auto context = guest_tls(pki_.gateway_root.cert_pem);
+  beast::error_code ec;
+  auto stream = tls_guest(https_upstream_.port(), "api.test", *context, ec);
+  EXPECT_TRUE(ec);
+  EXPECT_TRUE(has_denial("egress CA not yet issued"));
+}
+
+TEST_F(egress_gateway_test, an_upstream_that_refuses_connections_gives_502) {
+  start();
+  policy(egress_profile::open);
+  uint16_t closed_port = 0;
+  {
+    tcp::acceptor probe{io_, tcp::endpoint{net::ip::make_address_v4("127.0.0.1"), 0}};
+    closed_port = probe.local_endpoint().port();
+  }
+  auto socket = guest(closed_port);
+  auto response = exchange(socket, "api.test");
+  EXPECT_EQ(response.result_int(), 502);
+  EXPECT_NE(response.body().find("upstream failed"), std::string::npos);
+  EXPECT_EQ(gateway_->stats().upstream_failures, 1u);
+  EXPECT_TRUE(has_denial("upstream failed"));
+}
+
+TEST_F(egress_gateway_test, an_upstream_certificate_for_another_name_gives_502) {
+  start();
+  policy(egress_profile::open);
+  auto context = guest_tls(pki_.gateway_root.cert_pem);
+  beast::error_code ec;
+  // wrong.test resolves to the HTTPS upstream, whose certificate names api.test.
+  auto stream = tls_guest(https_upstream_.port(), "wrong.test", *context, ec);
+  ASSERT_FALSE(ec) << ec.message();
+  auto response = exchange(*stream, "wrong.test");
+  EXPECT_EQ(response.result_int(), 502);
+  EXPECT_NE(response.body().find("TLS handshake"), std::string::npos) << response.body();
+  EXPECT_TRUE(https_upstream_.requests().empty());
+}
+
+TEST_F(egress_gateway_test, a_policy_change_applies_to_new_connections) {
+  start();
+  policy(egress_profile::open);
+  auto socket = guest(http_upstream_.port());
+  EXPECT_EQ(exchange(socket, "api.test").result_int(), 200);
+  policy(egress_profile::none);
+  auto later = guest(http_upstream_.port());
+  EXPECT_EQ(exchange(later, "api.test").result_int(), 403);
+  gateway_->detach("127.0.0.1");
+  auto after_detach = guest(http_upstream_.port());
+  EXPECT_TRUE(raw_exchange(after_detach, "GET / HTTP/1.1\r\nHost: api.test\r\n\r\n").empty());
+}
+
+} // namespace
+} // namespace airlock::worker::egress
