@@ -33,11 +33,8 @@ int run_control(const control_options& options, stop_signals& signals, std::ostr
         !started)
       return started;
     verifier->set(verifier_for(control.signer().public_key(), log));
-    auto* metrics = &control.metrics();
-    return engine.start(store, control.procedures(),
-                        [metrics](const schema::operation_record& record) {
-                          gateway::record_operation_metrics(*metrics, record);
-                        });
+    // Metrics and a lifecycle audit record for every operation that ends.
+    return engine.start(store, control.procedures(), control.terminal_hook());
   };
   steps.after_stop = [&engine] { engine.stop(); };
   steps.metrics = &control.metrics();
@@ -118,8 +115,8 @@ int run_worker(const worker_options& options, stop_signals& signals, std::ostrea
     auto registration = worker.registration(worker_name(options), url_of(bound));
     if (!registration)
       return registration.error();
-    join = join_cluster(system_host.system(), options.join, std::move(*registration),
-                        worker.node(), clock, verifier, nullptr, log);
+    join = join_cluster(system_host.system(), options.join, std::move(*registration), worker,
+                        clock, verifier, nullptr, log);
     out << "joining " << gateway::to_string(options.join) << std::endl;
     return status::ok();
   };

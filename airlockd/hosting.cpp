@@ -39,7 +39,7 @@ std::shared_ptr<const gateway::token_verifier> verifier_for(const std::string& p
 worker::cluster_join_actor join_cluster(caf::actor_system& system,
                                         const gateway::endpoint& control,
                                         schema::worker_registration registration,
-                                        actors::node_actor node, const wall_clock& clock,
+                                        worker_host& worker, const wall_clock& clock,
                                         std::shared_ptr<verifier_slot> verifier,
                                         std::shared_ptr<std::promise<void>> joined,
                                         const actors::logger& log) {
@@ -48,16 +48,19 @@ worker::cluster_join_actor join_cluster(caf::actor_system& system,
   options.port = control.port;
   worker::cluster_join_deps deps;
   deps.registration = std::move(registration);
-  deps.node = std::move(node);
+  deps.node = worker.node();
   deps.clock = &clock;
   auto first = std::make_shared<std::atomic<bool>>(true);
-  deps.on_joined = [verifier, joined, first, log](const actors::registration_ack& ack) {
+  deps.on_joined = [verifier, joined, first, log, &worker](const actors::registration_ack& ack) {
     verifier->set(verifier_for(ack.token_public_key, log));
+    worker.joined(ack);
     log.info("joined the control plane", {{"worker_id", ack.worker_id}});
     if (first->exchange(false) && joined)
       joined->set_value();
   };
-  return worker::spawn_cluster_join(system, std::move(options), std::move(deps));
+  auto join = worker::spawn_cluster_join(system, std::move(options), std::move(deps));
+  worker.set_join(join);
+  return join;
 }
 
 } // namespace airlock::airlockd

@@ -17,6 +17,7 @@
 #include "gateway/data_routes.hpp"
 #include "gateway/endpoint.hpp"
 #include "storage/kv_store.hpp"
+#include "airlockd/worker_host.hpp"
 #include "worker/cluster_join.hpp"
 
 namespace airlock::airlockd {
@@ -56,12 +57,13 @@ status announce_admin_key(storage::kv_store& store, const std::string& url,
 std::shared_ptr<const gateway::token_verifier> verifier_for(const std::string& public_key,
                                                             const actors::logger& log);
 
-/// Starts the join actor for `registration`/`node` towards `control`; every
-/// (re)join refreshes `verifier` from the ack. `joined` is set on the first.
+/// Starts the join actor for `registration` and the worker's node towards
+/// `control`; every (re)join refreshes `verifier` and the worker's egress
+/// CA from the ack. `joined` is set on the first.
 worker::cluster_join_actor join_cluster(caf::actor_system& system,
                                         const gateway::endpoint& control,
                                         schema::worker_registration registration,
-                                        actors::node_actor node, const wall_clock& clock,
+                                        worker_host& worker, const wall_clock& clock,
                                         std::shared_ptr<verifier_slot> verifier,
                                         std::shared_ptr<std::promise<void>> joined,
                                         const actors::logger& log);

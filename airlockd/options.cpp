@@ -182,6 +182,41 @@ option_spec<O> cli_config_spec() {
           "$XDG_CONFIG_HOME/airlock/config.json, else ~/.config/airlock/config.json"};
 }
 
+/// The egress gateway's options (serve, worker).
+template <class O>
+void add_egress_specs(std::vector<option_spec<O>>& specs) {
+  specs.push_back({"egress", "BOOL", "run the egress gateway (false: nothing leaves a sandbox)",
+                   [](O& o, std::string_view v) { return set_bool(o.sandboxes.egress, v); },
+                   [](const O& o) { return std::string(o.sandboxes.egress ? "true" : "false"); }});
+  specs.push_back({"egress-proxy-port", "PORT", "the gateway's proxy port; 0 takes a free port",
+                   [](O& o, std::string_view v) {
+                     return set_number<uint16_t>(o.sandboxes.egress_proxy_port, v, 0, 65535);
+                   },
+                   [](const O& o) { return show_number(o.sandboxes.egress_proxy_port); }});
+  specs.push_back({"egress-dns-port", "PORT", "the gateway's DNS port; 0 takes a free port",
+                   [](O& o, std::string_view v) {
+                     return set_number<uint16_t>(o.sandboxes.egress_dns_port, v, 0, 65535);
+                   },
+                   [](const O& o) { return show_number(o.sandboxes.egress_dns_port); }});
+  specs.push_back({"egress-hosts-file", "FILE", "static name map the gateway resolves with",
+                   [](O& o, std::string_view v) {
+                     return set_path(o.sandboxes.egress_hosts_file, v);
+                   },
+                   [](const O& o) { return o.sandboxes.egress_hosts_file; }, "none"});
+  specs.push_back({"egress-upstream-ca", "FILE", "extra CA certificates trusted for upstream TLS",
+                   [](O& o, std::string_view v) {
+                     return set_path(o.sandboxes.egress_upstream_ca, v);
+                   },
+                   [](const O& o) { return o.sandboxes.egress_upstream_ca; }, "none"});
+  specs.push_back({"egress-allow-private", "CIDRS",
+                   "private ranges (comma-separated) sandboxes may reach by name",
+                   [](O& o, std::string_view v) {
+                     o.sandboxes.egress_allow_private = std::string(v);
+                     return status::ok();
+                   },
+                   [](const O& o) { return o.sandboxes.egress_allow_private; }, "none"});
+}
+
 /// Options of the hosts that run sandboxes (serve, worker).
 template <class O>
 void add_sandbox_host_specs(std::vector<option_spec<O>>& specs) {
@@ -224,6 +259,7 @@ void add_sandbox_host_specs(std::vector<option_spec<O>>& specs) {
                      return set_number<uint32_t>(o.sandboxes.sandboxes_max, v, 1, 100'000);
                    },
                    [](const O& o) { return show_number(o.sandboxes.sandboxes_max); }});
+  add_egress_specs(specs);
 }
 
 std::vector<option_spec<serve_options>> serve_specs() {

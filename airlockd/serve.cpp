@@ -69,11 +69,8 @@ status start_parts(serve_parts& parts, storage::kv_store& store, const serve_opt
       !started)
     return started;
   parts.verifier->set(verifier_for(parts.control.signer().public_key(), parts.worker_log));
-  auto* metrics = &parts.control.metrics();
-  return parts.engine.start(store, parts.control.procedures(),
-                            [metrics](const schema::operation_record& record) {
-                              gateway::record_operation_metrics(*metrics, record);
-                            });
+  // Metrics and a lifecycle audit record for every operation that ends.
+  return parts.engine.start(store, parts.control.procedures(), parts.control.terminal_hook());
 }
 
 void add_serve_routes(serve_parts& parts, gateway::route_table& routes) {
@@ -102,7 +99,7 @@ status join_local_worker(serve_parts& parts, const gateway::endpoint& bound,
   auto first_join = joined->get_future();
   parts.join = join_cluster(parts.engine.system(),
                             gateway::endpoint{"127.0.0.1", parts.control.cluster_port()},
-                            std::move(*registration), parts.worker.node(), parts.clock,
+                            std::move(*registration), parts.worker, parts.clock,
                             parts.verifier, joined, log);
   if (first_join.wait_for(join_timeout) != std::future_status::ready)
     return make_status(errc::timeout, "the local worker did not join the scheduler");

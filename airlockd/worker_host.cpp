@@ -9,6 +9,9 @@
 #include <filesystem>
 
 #include "actors/api_keys.hpp"
+#include "crypto/certificates.hpp"
+#include "worker/egress/address_filter.hpp"
+#include "worker/egress/egress_gateway.hpp"
 #include "airlockd/version.hpp"
 #include "worker/host_capacity.hpp"
 #include "worker/rootfs/rootfs_driver.hpp"
@@ -44,7 +47,8 @@ std::string table_name(const std::string& instance) {
 }
 
 worker::namespace_runtime_options runtime_options(const std::string& data_dir,
-                                                  const sandbox_host_options& options) {
+                                                  const sandbox_host_options& options,
+                                                  uint16_t proxy_port, uint16_t dns_port) {
   worker::namespace_runtime_options runtime;
   runtime.state_dir = data_dir + "/runtime";
   runtime.cgroups.parent = options.instance;
@@ -53,7 +57,21 @@ worker::namespace_runtime_options runtime_options(const std::string& data_dir,
   runtime.address_pool = options.address_pool;
   runtime.id_range_base = options.uid_base;
   runtime.slots_max = options.sandboxes_max;
+  runtime.net.egress_proxy_port = proxy_port;
+  runtime.net.egress_dns_port = dns_port;
   return runtime;
+}
+
+/// "10.1.0.0/16,192.168.5.0/24" -> its items (empty: none).
+std::vector<std::string> split_list(std::string_view text) {
+  std::vector<std::string> out;
+  while (!text.empty()) {
+    auto comma = text.find(',');
+    if (auto item = text.substr(0, comma); !item.empty())
+      out.emplace_back(item);
+    text = comma == std::string_view::npos ? std::string_view{} : text.substr(comma + 1);
+  }
+  return out;
 }
 
 } // namespace
@@ -66,7 +84,11 @@ status worker_host::start(caf::actor_system& system, const std::string& data_dir
   data_dir_ = data_dir;
   store_ = &store;
   options_ = options;
-  auto runtime = worker::namespace_runtime::open(runtime_options(data_dir, options));
+  if (auto egress = start_egress(system, options); !egress)
+    return egress;
+  auto runtime_config = runtime_options(data_dir, options, egress_proxy_port(), egress_dns_port());
+  runtime_config.net.drop_log_group = drop_log_group_;
+  auto runtime = worker::namespace_runtime::open(std::move(runtime_config));
   if (!runtime)
     return make_status(runtime.code(), "cannot start the namespace runtime: " +
                                          runtime.error().message);
@@ -84,6 +106,7 @@ status worker_host::start(caf::actor_system& system, const std::string& data_dir
   // The store belongs to the daemon and outlives the worker: no ownership.
   context.store = std::shared_ptr<storage::kv_store>(&store, [](storage::kv_store*) {});
   context.options.sandboxes_max = options.sandboxes_max;
+  context.egress = egress_;
   worker_ = worker::spawn_worker(system, std::move(context));
   caf::scoped_actor self{system};
   status outcome = status::ok();
@@ -104,6 +127,7 @@ status worker_host::start(caf::actor_system& system, const std::string& data_dir
   node.templates.guest_binary =
     options.guest_binary.empty() ? default_guest_binary() : options.guest_binary;
   node.clock = std::make_shared<system_wall_clock>();
+  node.egress = egress_;
   node_ = worker::spawn_node(system, std::move(node));
   log_.info("worker ready", {{"instance", options.instance},
                              {"address_pool", options.address_pool},
@@ -127,6 +151,92 @@ void worker_host::stop() {
   caf::anon_send_exit(worker_, caf::exit_reason::user_shutdown);
   node_ = nullptr;
   worker_ = nullptr;
+  if (firewall_log_)
+    firewall_log_->stop();
+  if (gateway_)
+    gateway_->stop();
+}
+
+void worker_host::set_join(const worker::cluster_join_actor& join) {
+  if (egress_bridge_)
+    egress_bridge_->set_join(join);
+}
+
+void worker_host::joined(const actors::registration_ack& ack) {
+  if (!gateway_)
+    return;
+  if (ack.egress_ca_chain.empty()) {
+    log_.warn("the control plane issued no egress CA: TLS egress is refused until it does", {});
+    return;
+  }
+  if (auto set = gateway_->set_authority(egress_key_pem_, ack.egress_ca_chain); !set) {
+    log_.error("the egress CA chain from the control plane is unusable",
+               {{"error", set.message}});
+    return;
+  }
+  // The chain is the worker's intermediate then the root; sandboxes trust the root.
+  auto root_begin = ack.egress_ca_chain.rfind("-----BEGIN CERTIFICATE-----");
+  egress_->set_root_ca(ack.egress_ca_chain.substr(root_begin));
+}
+
+void worker_host::start_firewall_log(const sandbox_host_options& options) {
+  // One NFLOG group per instance, so that two airlockd on a host do not
+  // read each other's drops.
+  uint32_t hash = 2166136261U;
+  for (char c : options.instance)
+    hash = (hash ^ static_cast<unsigned char>(c)) * 16777619U;
+  worker::egress::firewall_log_options log_options;
+  log_options.group = static_cast<uint16_t>(1000 + hash % 60000);
+  auto binding = egress_;
+  auto started = worker::egress::firewall_log::start(
+    log_options, [binding](int ifindex) { return binding->by_interface(ifindex); },
+    egress_bridge_);
+  if (!started) {
+    log_.warn("the firewall's drops will not be audited", {{"error", started.error().message},
+                                                           {"group", log_options.group}});
+    return;
+  }
+  firewall_log_ = std::move(*started);
+  drop_log_group_ = log_options.group;
+}
+
+uint16_t worker_host::egress_proxy_port() const noexcept {
+  return gateway_ ? gateway_->proxy_port() : 0;
+}
+
+uint16_t worker_host::egress_dns_port() const noexcept {
+  return gateway_ ? gateway_->dns_port() : 0;
+}
+
+status worker_host::start_egress(caf::actor_system& system, const sandbox_host_options& options) {
+  if (!options.egress) {
+    egress_ = std::make_shared<worker::egress_binding>(nullptr);
+    log_.info("egress gateway disabled: nothing leaves any sandbox", {});
+    return status::ok();
+  }
+  auto key = crypto::generate_key_pem();
+  if (!key)
+    return key.error();
+  egress_key_pem_ = std::move(*key);
+  egress_bridge_ = std::make_shared<worker::cluster_egress_bridge>(system);
+  worker::egress::egress_gateway_options gateway;
+  gateway.proxy_port = options.egress_proxy_port;
+  gateway.dns_port = options.egress_dns_port;
+  gateway.hosts_file = options.egress_hosts_file;
+  gateway.proxy.upstream_ca_file = options.egress_upstream_ca;
+  gateway.allowed_private = split_list(options.egress_allow_private);
+  // Sandboxes never reach each other through the gateway either.
+  gateway.denied = {options.address_pool};
+  auto started = worker::egress::egress_gateway::start(gateway, egress_bridge_, egress_bridge_);
+  if (!started)
+    return make_status(started.code(), "cannot start the egress gateway: " +
+                                         started.error().message);
+  gateway_ = std::move(*started);
+  egress_ = std::make_shared<worker::egress_binding>(gateway_);
+  start_firewall_log(options);
+  log_.info("egress gateway listening", {{"proxy_port", gateway_->proxy_port()},
+                                         {"dns_port", gateway_->dns_port()}});
+  return status::ok();
 }
 
 result<schema::worker_registration> worker_host::registration(const std::string& name,
@@ -157,6 +267,12 @@ result<schema::worker_registration> worker_host::registration(const std::string&
   registration.runtimes = {"namespace"};
   registration.version = std::string(version());
   registration.started_at_ms = system_wall_clock{}.now_ms();
+  if (!egress_key_pem_.empty()) {
+    auto public_key = crypto::public_key_pem(egress_key_pem_);
+    if (!public_key)
+      return public_key.error();
+    registration.egress_ca_public_key = *public_key;
+  }
   return registration;
 }
 

@@ -15,6 +15,10 @@
 #include "schema/errc.hpp"
 #include "schema/worker.hpp"
 #include "storage/kv_store.hpp"
+#include "worker/cluster_join.hpp"
+#include "worker/egress_binding.hpp"
+#include "worker/egress/firewall_log.hpp"
+#include "worker/egress_bridge.hpp"
 #include "worker/node_actor.hpp"
 #include "worker/worker_actor.hpp"
 
@@ -39,12 +43,29 @@ public:
 
   const actors::node_actor& node() const noexcept { return node_; }
 
+  /// The join actor, once spawned: the egress gateway's audit records and
+  /// credential fetches go through it.
+  void set_join(const worker::cluster_join_actor& join);
+
+  /// The control plane accepted this worker: the egress gateway gets the
+  /// CA chain issued for its key. Called on the join actor; does not block.
+  void joined(const actors::registration_ack& ack);
+
+  /// The egress gateway's proxy and DNS ports (0 without a gateway).
+  uint16_t egress_proxy_port() const noexcept;
+  uint16_t egress_dns_port() const noexcept;
+
   /// Who this worker is: a stable id kept in the worker store, `name`, the
   /// host's capacity and `data_url`.
   result<schema::worker_registration> registration(const std::string& name,
                                                    const std::string& data_url) const;
 
 private:
+  /// Starts the egress gateway (when enabled) and makes this worker's CA key.
+  status start_egress(caf::actor_system& system, const sandbox_host_options& options);
+  /// Turns the firewall's logged drops into audit records (best effort).
+  void start_firewall_log(const sandbox_host_options& options);
+
   actors::logger log_;
   caf::actor_system* system_ = nullptr;
   std::string data_dir_;
@@ -52,6 +73,13 @@ private:
   sandbox_host_options options_;
   worker::worker_actor worker_;
   actors::node_actor node_;
+  std::shared_ptr<worker::cluster_egress_bridge> egress_bridge_;
+  std::shared_ptr<worker::egress::egress_gateway> gateway_;
+  std::shared_ptr<worker::egress_binding> egress_;
+  std::unique_ptr<worker::egress::firewall_log> firewall_log_;
+  uint16_t drop_log_group_ = 0; ///< 0: the firewall does not log its drops
+  /// This worker's egress CA key: stays in memory, never in a file or a sandbox.
+  std::string egress_key_pem_;
 };
 
 } // namespace airlock::airlockd

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 #include <set>
 
 #include "actors/errors.hpp"
@@ -36,6 +37,10 @@ struct join_state {
   uint32_t beat_failures = 0;    ///< in a row
   uint64_t sequence = 0;         ///< of the last beat sent
   schema::worker_heartbeat load; ///< what the owner last reported
+  std::deque<schema::audit_record> audit; ///< waiting for the control plane
+  bool flush_scheduled = false;
+  bool audit_in_flight = false;
+  uint64_t audit_dropped = 0; ///< since start, oldest first when the buffer is full
 };
 
 using self_ptr = cluster_join_actor::stateful_pointer<join_state>;
@@ -177,6 +182,81 @@ void on_beat_timer(self_ptr self, uint64_t session) {
       });
 }
 
+void schedule_flush(self_ptr self) {
+  auto& st = self->state;
+  if (st.flush_scheduled || st.audit.empty())
+    return;
+  st.flush_scheduled = true;
+  self->delayed_send(self, milliseconds(st.options.audit_flush_ms), cj_flush_atom::value);
+}
+
+void add_audit(self_ptr self, std::vector<schema::audit_record>& records) {
+  auto& st = self->state;
+  for (auto& record : records) {
+    if (st.audit.size() >= st.options.audit_buffer_max) {
+      st.audit.pop_front();
+      ++st.audit_dropped;
+    }
+    st.audit.push_back(std::move(record));
+  }
+  schedule_flush(self);
+}
+
+/// One batch at a time; a failed batch goes back to the front of the queue.
+void flush_audit(self_ptr self) {
+  auto& st = self->state;
+  st.flush_scheduled = false;
+  if (st.audit_in_flight || st.audit.empty())
+    return;
+  if (!st.joined) {
+    schedule_flush(self);
+    return;
+  }
+  size_t count = std::min(st.audit.size(), st.options.audit_batch_max);
+  std::vector<schema::audit_record> batch(std::make_move_iterator(st.audit.begin()),
+                                          std::make_move_iterator(st.audit.begin() + count));
+  st.audit.erase(st.audit.begin(), st.audit.begin() + count);
+  st.audit_in_flight = true;
+  self
+    ->request(st.scheduler, milliseconds(st.options.request_timeout_ms),
+              actors::sc_audit_atom::value, batch)
+    .then(
+      [self](bool) {
+        self->state.audit_in_flight = false;
+        schedule_flush(self);
+      },
+      [self, batch](caf::error&) mutable {
+        self->state.audit_in_flight = false;
+        std::vector<schema::audit_record> again = std::move(batch);
+        auto& queue = self->state.audit;
+        queue.insert(queue.begin(), std::make_move_iterator(again.begin()),
+                     std::make_move_iterator(again.end()));
+        while (queue.size() > self->state.options.audit_buffer_max) {
+          queue.pop_front();
+          ++self->state.audit_dropped;
+        }
+        schedule_flush(self);
+      });
+}
+
+caf::result<std::vector<schema::credential_grant>> fetch_credentials(self_ptr self,
+                                                                     const std::string& id) {
+  auto& st = self->state;
+  if (!st.joined)
+    return make_error(errc::unavailable,
+                      "this worker is not joined to the control plane; credentials are "
+                      "unavailable until it reconnects");
+  auto promise = self->make_response_promise<std::vector<schema::credential_grant>>();
+  self
+    ->request(st.scheduler, milliseconds(st.options.request_timeout_ms),
+              actors::sc_creds_atom::value, id)
+    .then([promise](std::vector<schema::credential_grant>& grants) mutable {
+      promise.deliver(std::move(grants));
+    },
+          [promise](caf::error& error) mutable { promise.deliver(std::move(error)); });
+  return promise;
+}
+
 cluster_join_actor::behavior_type cluster_join(self_ptr self, cluster_join_options options,
                                                cluster_join_deps deps) {
   AIRLOCK_ASSERT(deps.node && deps.clock != nullptr, "cluster_join_deps incomplete");
@@ -204,6 +284,9 @@ cluster_join_actor::behavior_type cluster_join(self_ptr self, cluster_join_optio
     [self](cj_status_atom) {
       return caf::result<bool, registration_ack>(self->state.joined, self->state.ack);
     },
+    [self](cj_audit_atom, std::vector<schema::audit_record>& records) { add_audit(self, records); },
+    [self](cj_creds_atom, const std::string& id) { return fetch_credentials(self, id); },
+    [self](cj_flush_atom) { flush_audit(self); },
     [self](cj_connect_atom, uint64_t session) { on_connect(self, session); },
     [self](cj_beat_atom, uint64_t session) { on_beat_timer(self, session); },
   };

@@ -24,7 +24,10 @@ namespace airlock::worker {
 
 using cj_load_atom = caf::atom_constant<caf::atom("cjload")>;
 using cj_status_atom = caf::atom_constant<caf::atom("cjstatus")>;
+using cj_audit_atom = caf::atom_constant<caf::atom("cjaudit")>;
+using cj_creds_atom = caf::atom_constant<caf::atom("cjcreds")>;
 // Internal to the join actor.
+using cj_flush_atom = caf::atom_constant<caf::atom("cjflush")>;
 using cj_connect_atom = caf::atom_constant<caf::atom("cjconnect")>;
 using cj_beat_atom = caf::atom_constant<caf::atom("cjbeat")>;
 
@@ -46,6 +49,13 @@ struct cluster_join_options {
   /// Beats that fail in a row (timeouts) before the connection counts as
   /// lost and the worker reconnects. Default: 3.
   uint32_t beat_failures_max = 3;
+  /// Audit records waiting for the control plane; beyond it the oldest are
+  /// dropped (and counted in the log). Default: 10000.
+  size_t audit_buffer_max = 10'000;
+  /// How long records gather before one batch goes out. Default: 200.
+  uint32_t audit_flush_ms = 200;
+  /// Records per batch. Default: 500.
+  size_t audit_batch_max = 500;
 };
 
 /// What the join actor is given at spawn.
@@ -71,6 +81,14 @@ using cluster_join_actor = caf::typed_actor<
   /// the last registration_ack (the token public key; empty before the
   /// first join, kept while reconnecting). Idempotent.
   caf::replies_to<cj_status_atom>::with<bool, actors::registration_ack>,
+  /// Audit records (the egress gateway's decisions) for the control plane:
+  /// batched, sent while joined, kept (bounded) while not.
+  caf::reacts_to<cj_audit_atom, std::vector<schema::audit_record>>,
+  /// The credentials that apply to a sandbox, from the control plane.
+  /// Errors: unavailable (not joined), those of sc_creds.
+  caf::replies_to<cj_creds_atom, std::string>::with<std::vector<schema::credential_grant>>,
+  /// Internal: send a batch of audit records.
+  caf::reacts_to<cj_flush_atom>,
   /// Internal: connect (session number; stale sessions are ignored).
   caf::reacts_to<cj_connect_atom, uint64_t>,
   /// Internal: time for a heartbeat of a session.

@@ -172,6 +172,9 @@ create_sandbox_request to_create_request(const schema::sandbox_record& record) {
   req.limits.cpu_millis = record.spec.cpu_millis;
   req.limits.memory_mb = record.spec.memory_mb;
   req.disk_mb = record.spec.disk_mb;
+  req.egress.tenant_id = record.tenant_id;
+  req.egress.template_name = record.spec.template_name;
+  req.egress.policy = record.spec.egress;
   return req;
 }
 
@@ -406,6 +409,20 @@ void resolve_user(self_ptr self, const sandbox_actor& box, const std::string& us
           });
 }
 
+/// A new egress policy for a running sandbox: its new connections follow it.
+caf::result<node_sandbox> handle_egress(self_ptr self, const schema::sandbox_record& record) {
+  auto& egress = self->state.context.egress;
+  if (!egress || !egress->enabled())
+    return make_error(errc::unimplemented,
+                      "this worker runs without an egress gateway (--egress=false): nothing "
+                      "leaves its sandboxes whatever the policy");
+  auto it = self->state.sandboxes.find(record.id);
+  if (it == self->state.sandboxes.end() || !egress->set_policy(record.id, record.spec.egress))
+    return make_error(errc::not_found, "sandbox " + record.id + " does not run on this worker");
+  it->second.record.spec.egress = record.spec.egress;
+  return node_sandbox{record.id, it->second.state};
+}
+
 /// The environment of a process: PATH (and HOME when known), then the
 /// sandbox's env, then the process's own; later ones win.
 std::vector<std::pair<std::string, std::string>> merged_env(self_ptr self,
@@ -414,6 +431,11 @@ std::vector<std::pair<std::string, std::string>> merged_env(self_ptr self,
                                                             const user_ids& user) {
   std::map<std::string, std::string> env;
   env["PATH"] = opts(self).default_path;
+  // TLS clients that do not read the system bundle by default still trust
+  // the egress gateway's CA.
+  env["SSL_CERT_FILE"] = sandbox_ca_bundle;
+  env["REQUESTS_CA_BUNDLE"] = sandbox_ca_bundle;
+  env["NODE_EXTRA_CA_CERTS"] = sandbox_ca_file;
   if (!user.home.empty())
     env["HOME"] = user.home;
   if (auto it = self->state.sandboxes.find(sandbox_id); it != self->state.sandboxes.end())
@@ -681,8 +703,9 @@ node_impl_actor::behavior_type node_body(self_ptr self, node_context context) {
     [self](actors::dp_file_atom, const std::string& id, actors::file_spec& spec) {
       return handle_file(self, id, spec);
     },
-    [](actors::nd_egress_atom, const schema::sandbox_record&) -> caf::result<node_sandbox> {
-      return make_error(errc::unimplemented, "this worker does not apply egress changes yet");
+    [self](actors::nd_egress_atom,
+           const schema::sandbox_record& record) -> caf::result<node_sandbox> {
+      return handle_egress(self, record);
     },
     [self](nd_built_atom, const template_outcome& done) { on_built(self, done); },
   };

@@ -44,6 +44,22 @@ namespace {
 
 using self_ptr = worker_actor::stateful_pointer<worker_state>;
 
+/// Points the sandbox at the egress gateway: its resolv.conf and trust store,
+/// then the gateway's entry for its address (before any of its processes runs).
+status attach_egress(const worker_context& ctx, const create_sandbox_request& req,
+                     const sandbox_handle& handle, const std::string& rootfs_path) {
+  if (!ctx.egress || !ctx.egress->enabled() || !req.network)
+    return status::ok();
+  if (auto files = prepare_egress_files(rootfs_path, handle.host_address, ctx.egress->root_ca());
+      !files)
+    return files;
+  egress::sandbox_view view = req.egress;
+  view.sandbox_id = req.id;
+  view.address = handle.sandbox_address;
+  ctx.egress->attach(std::move(view), handle.host_interface);
+  return status::ok();
+}
+
 /// The blocking part of create, on a helper thread: rootfs, runtime, handshake.
 /// Undoes what it did on failure.
 created_sandbox create_blocking(const worker_context& ctx, const create_sandbox_request& req) {
@@ -74,12 +90,20 @@ created_sandbox create_blocking(const worker_context& ctx, const create_sandbox_
     (void)ctx.rootfs->delete_sandbox(req.id);
     return out;
   }
+  if (auto wired = attach_egress(ctx, req, *handle, spec.rootfs_path); !wired) {
+    out.outcome = wired;
+    (void)ctx.runtime->destroy(req.id);
+    (void)ctx.rootfs->delete_sandbox(req.id);
+    return out;
+  }
   const int fd = host_end.get();
   auto client = std::make_unique<guest::guest_client>(std::move(host_end));
   if (auto hello = client->handshake(ctx.options.guest_handshake_timeout_ms); !hello) {
     out.outcome = make_status(hello.code(), "the guest of sandbox " + req.id
                                               + " did not say hello: " + hello.error().message);
     client.reset();
+    if (ctx.egress)
+      ctx.egress->detach(req.id);
     (void)ctx.runtime->destroy(req.id);
     (void)ctx.rootfs->delete_sandbox(req.id);
     return out;
@@ -112,6 +136,8 @@ caf::error reconcile_timeout(const caf::error& err) {
 }
 
 void forget(self_ptr self, const std::string& id) {
+  if (self->state.context.egress)
+    self->state.context.egress->detach(id);
   self->state.sandboxes.erase(id);
   storage::write_batch batch;
   batch.erase(storage::keyspace::sandboxes, id);
@@ -214,6 +240,9 @@ caf::result<bool> handle_destroy(self_ptr self, const std::string& id) {
   auto timeout = std::chrono::milliseconds(self->state.context.options.destroy_timeout_ms);
   it->second.record.state = schema::sandbox_state::destroying;
   (void)persist(self, it->second.record);
+  // No new connection leaves a sandbox that is going away.
+  if (self->state.context.egress)
+    self->state.context.egress->detach(id);
   self->request(it->second.actor, timeout, sbx_destroy_atom::value)
     .then(
       [self, id, promise](bool) mutable {

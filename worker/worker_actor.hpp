@@ -23,6 +23,7 @@
 
 #include "schema/sandbox.hpp"
 #include "storage/kv_store.hpp"
+#include "worker/egress_binding.hpp"
 #include "worker/rootfs/rootfs_driver.hpp"
 #include "worker/runtime/sandbox_runtime.hpp"
 #include "worker/sandbox_actor.hpp"
@@ -64,6 +65,8 @@ struct worker_context {
   std::shared_ptr<sandbox_runtime> runtime;
   std::shared_ptr<rootfs_driver> rootfs;
   std::shared_ptr<storage::kv_store> store; ///< worker-local
+  /// The egress gateway's sandboxes; null: no egress (the firewall drops all).
+  std::shared_ptr<egress_binding> egress;
   worker_options options;
 };
 
@@ -74,6 +77,9 @@ struct create_sandbox_request {
   sandbox_limits limits;
   uint64_t disk_mb = 0; ///< 0: no disk limit
   bool network = true;
+  /// Tenant, template and policy for the egress gateway (id and address are
+  /// filled in by the worker).
+  egress::sandbox_view egress;
 };
 
 /// One row of list.
