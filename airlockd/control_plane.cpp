@@ -4,6 +4,8 @@
 
 #include "actors/sandbox_procedures.hpp"
 #include "airlockd/daemon.hpp"
+#include "airlockd/egress_ca.hpp"
+#include "crypto/sealed_box.hpp"
 #include "gateway/api_routes.hpp"
 #include "scheduler/cluster_listener.hpp"
 #include "scheduler/scheduler_actor.hpp"
@@ -22,14 +24,37 @@ status control_plane::start(caf::actor_system& system, storage::kv_store& store,
   if (!signer)
     return make_status(signer.code(), "cannot load the token key: " + signer.error().message);
   signer_.emplace(std::move(*signer));
+  auto master_key = crypto::load_or_create_key_file(data_dir + "/credentials.key");
+  if (!master_key)
+    return make_status(master_key.code(),
+                       "cannot load the credentials key: " + master_key.error().message);
+  auto egress_ca = load_or_create_egress_ca(data_dir);
+  if (!egress_ca)
+    return make_status(egress_ca.code(),
+                       "cannot load the egress CA: " + egress_ca.error().message);
   registry_ = actors::spawn_sandbox_registry(system, store, clock_);
+  audit_ = actors::spawn_audit_actor(system, store, clock_, audit_options_);
+  actors::credential_actor_deps credential_deps;
+  credential_deps.store = &store;
+  credential_deps.master_key = std::move(*master_key);
+  credential_deps.clock = &clock_;
+  credential_deps.entropy = &entropy_;
+  credential_deps.registry = registry_;
+  credential_deps.log = log_.with_component("credentials");
+  credentials_ = actors::spawn_credential_actor(system, std::move(credential_deps));
   scheduler::scheduler_deps deps;
   deps.token_public_key = signer_->public_key();
   deps.clock = &clock_;
   deps.entropy = &entropy_;
+  deps.issue_egress_ca = [root = std::move(*egress_ca)](std::string_view public_key_pem,
+                                                        std::string_view worker_id) {
+    return issue_worker_egress_ca(root, public_key_pem, worker_id);
+  };
+  deps.credentials = credentials_;
+  deps.audit = audit_;
   scheduler_ = scheduler::spawn_scheduler(system, {}, deps);
   procedures_ = actors::spawn_sandbox_procedures(system, registry_, scheduler_);
-  reconciler_ = actors::spawn_reconciler(system, registry_, scheduler_);
+  reconciler_ = actors::spawn_reconciler(system, registry_, scheduler_, {}, audit_);
   gateway::describe_control_metrics(metrics_);
   if (cluster_listen) {
     auto port = scheduler::publish_scheduler(system, scheduler_, cluster_listen->host,
@@ -58,8 +83,14 @@ void control_plane::stop() {
     caf::anon_send_exit(scheduler_, caf::exit_reason::user_shutdown);
   if (registry_)
     caf::anon_send_exit(registry_, caf::exit_reason::user_shutdown);
+  if (credentials_)
+    caf::anon_send_exit(credentials_, caf::exit_reason::user_shutdown);
+  if (audit_)
+    caf::anon_send_exit(audit_, caf::exit_reason::user_shutdown);
   scheduler_ = nullptr;
   registry_ = nullptr;
+  credentials_ = nullptr;
+  audit_ = nullptr;
   system_ = nullptr;
 }
 
@@ -79,7 +110,19 @@ void control_plane::add_routes(gateway::route_table& routes,
   deps.clock = &clock_;
   deps.entropy = &entropy_;
   deps.metrics = &metrics_;
+  deps.credentials = credentials_;
+  deps.audit = audit_;
+  deps.log = log_;
   gateway::add_control_routes(routes, deps);
+}
+
+std::function<void(const schema::operation_record&)> control_plane::terminal_hook() {
+  return [metrics = &metrics_, audit = audit_](const schema::operation_record& record) {
+    gateway::record_operation_metrics(*metrics, record);
+    if (audit)
+      caf::anon_send(audit, actors::au_append_atom::value,
+                     std::vector<schema::audit_record>{actors::lifecycle_audit(record)});
+  };
 }
 
 } // namespace airlock::airlockd

@@ -6,12 +6,15 @@
 
 #include <caf/actor_system.hpp>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 
+#include "actors/audit_actor.hpp"
 #include "actors/clock.hpp"
 #include "actors/cluster_protocol.hpp"
+#include "actors/credential_actor.hpp"
 #include "actors/log.hpp"
 #include "actors/operation_engine.hpp"
 #include "actors/reconciler.hpp"
@@ -32,10 +35,16 @@ public:
   control_plane(const control_plane&) = delete;
   control_plane& operator=(const control_plane&) = delete;
 
-  /// Loads (or creates) the token key under `data_dir`/keys, spawns the
-  /// registry over `store`, the scheduler and the procedures. With
-  /// `cluster_listen`, publishes the scheduler there (the system must have
-  /// the middleman). Blocking: call from set-up code.
+  /// The audit log's retention and sweep. Set before start.
+  void configure_audit(const actors::audit_options& options) { audit_options_ = options; }
+
+  /// Loads (or creates) the token key under `data_dir`/keys, the
+  /// credentials' master key (`data_dir`/credentials.key, 0600) and the
+  /// egress root CA (`data_dir`/egress-ca.key and .crt); spawns the
+  /// registry over `store`, the audit log, the credential service, the
+  /// scheduler (which issues each worker's egress intermediate) and the
+  /// procedures. With `cluster_listen`, publishes the scheduler there (the
+  /// system must have the middleman). Blocking: call from set-up code.
   status start(caf::actor_system& system, storage::kv_store& store, const std::string& data_dir,
                const std::optional<gateway::endpoint>& cluster_listen);
 
@@ -44,6 +53,10 @@ public:
 
   /// The procedures for the engine (valid after start).
   const actors::procedure_table& procedures() const noexcept { return procedures_; }
+
+  /// The engine's on_terminal hook: operation metrics, and a lifecycle
+  /// audit record per ended operation (valid after start; thread-safe).
+  std::function<void(const schema::operation_record&)> terminal_hook();
 
   /// Adds the control routes (the engine must be running by the time the
   /// first request arrives).
@@ -58,6 +71,8 @@ public:
   const actors::sandbox_registry_actor& registry() const noexcept { return registry_; }
   const actors::scheduler_actor& scheduler() const noexcept { return scheduler_; }
   const gateway::token_signer& signer() const { return *signer_; }
+  const actors::audit_actor& audit() const noexcept { return audit_; }
+  const actors::credential_actor& credentials() const noexcept { return credentials_; }
   gateway::metrics_registry& metrics() noexcept { return metrics_; }
 
 private:
@@ -71,6 +86,9 @@ private:
   actors::scheduler_actor scheduler_;
   actors::procedure_table procedures_;
   actors::reconciler_actor reconciler_;
+  actors::audit_options audit_options_;
+  actors::audit_actor audit_;
+  actors::credential_actor credentials_;
   uint16_t cluster_port_ = 0;
 };
 

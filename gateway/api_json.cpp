@@ -1,6 +1,7 @@
 #include "gateway/api_json.hpp"
 
 #include "schema/base64.hpp"
+#include "schema/egress_rules.hpp"
 
 #include <csignal>
 #include <cstdio>
@@ -151,6 +152,9 @@ result<std::optional<schema::egress_policy>> read_egress(const json& body,
       policy.allow.push_back(host.get<std::string>());
     }
   }
+  // The gateway enforces exactly what the API accepts (schema/egress_rules).
+  if (auto valid = schema::validate_egress_policy(policy); !valid)
+    return bad("egress.allow: " + valid.message);
   return std::optional<schema::egress_policy>(std::move(policy));
 }
 

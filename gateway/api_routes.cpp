@@ -9,6 +9,7 @@
 
 #include "actors/sandbox_procedures.hpp"
 #include "gateway/api_common.hpp"
+#include "gateway/egress_routes.hpp"
 #include "gateway/sse.hpp"
 
 namespace airlock::gateway {
@@ -261,10 +262,14 @@ void patch_sandbox(api_ptr api, exchange_ptr ex, caller who) {
   auto patch = parse_sandbox_patch(*body, api->deps.options.limits);
   if (!patch)
     return ex->respond(error_response(patch.error()));
+  bool egress_changed = patch->egress.has_value();
   call_actor(
     *api->deps.system, api->deps.registry, api->call_timeout(),
-    [ex](schema::sandbox_record& record) {
+    [api, ex, egress_changed](schema::sandbox_record& record) {
       ex->respond(json_response(http::status::ok, to_json(record)));
+      // After the durable update: new connections on its worker use it.
+      if (egress_changed)
+        push_egress_to_worker(api->deps, record);
     },
     answer_error(ex), actors::rg_patch_atom::value, std::string(ex->path_param("id")),
     scope_of(who), *patch);
@@ -402,9 +407,6 @@ void add_unimplemented(route_table& routes, api_ptr api) {
     {verb::post, "/v1/templates"},                {verb::get, "/v1/templates/{name}"},
     {verb::put, "/v1/templates/{name}/pool"},     {verb::post, "/v1/workers/{id}/cordon"},
     {verb::post, "/v1/workers/{id}/drain"},       {verb::post, "/v1/workers/{id}/uncordon"},
-    {verb::post, "/v1/credentials"},              {verb::get, "/v1/credentials"},
-    {verb::get, "/v1/credentials/{id}"},          {verb::delete_, "/v1/credentials/{id}"},
-    {verb::get, "/v1/audit"},
   };
   for (const auto& [method, pattern] : later)
     routes.add_async(method, pattern, not_yet(api, std::string(pattern)));
@@ -469,6 +471,7 @@ void add_control_routes(route_table& routes, const control_api_deps& deps) {
   routes.add_async(verb::post, "/v1/api-keys", authed(api, create_api_key), json_body);
   routes.add_async(verb::get, "/v1/workers", authed(api, list_workers));
   routes.add_async(verb::get, "/metrics", [api](exchange_ptr ex) { serve_metrics(api, ex); });
+  add_egress_routes(routes, deps);
   add_unimplemented(routes, api);
 }
 

@@ -10,9 +10,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 
+#include "actors/audit_actor.hpp"
 #include "actors/clock.hpp"
 #include "actors/cluster_protocol.hpp"
+#include "actors/credential_actor.hpp"
+#include "actors/log.hpp"
 #include "actors/operation_engine.hpp"
 #include "actors/sandbox_registry.hpp"
 #include "gateway/api_json.hpp"
@@ -49,6 +53,13 @@ struct control_api_deps {
   const wall_clock* clock = nullptr;
   entropy_source* entropy = nullptr; ///< thread-safe (system_entropy)
   metrics_registry* metrics = nullptr;
+  /// POST/GET/DELETE /v1/credentials; absent: those routes answer 503.
+  actors::credential_actor credentials;
+  /// GET /v1/audit; absent: 503.
+  actors::audit_actor audit;
+  /// Where the routes report what they cannot tell the client (a worker that
+  /// did not take a PATCHed egress policy). Absent: not reported.
+  std::optional<actors::logger> log;
   api_options options;
 };
 

@@ -108,11 +108,22 @@ const std::map<doc_key, route_doc>& docs() {
     {{"POST", "/v1/templates"}, {"Later release: 501.", "api_key", 501, "none", "json"}},
     {{"GET", "/v1/templates/{name}"}, {"Later release: 501.", "api_key", 501, "none", "json"}},
     {{"PUT", "/v1/templates/{name}/pool"}, {"Later release: 501.", "api_key", 501, "none", "json"}},
-    {{"POST", "/v1/credentials"}, {"Later release: 501.", "api_key", 501, "none", "json"}},
-    {{"GET", "/v1/credentials"}, {"Later release: 501.", "api_key", 501, "none", "json"}},
-    {{"GET", "/v1/credentials/{id}"}, {"Later release: 501.", "api_key", 501, "none", "json"}},
-    {{"DELETE", "/v1/credentials/{id}"}, {"Later release: 501.", "api_key", 501, "none", "json"}},
-    {{"GET", "/v1/audit"}, {"Later release: 501.", "api_key", 501, "none", "json"}},
+    {{"POST", "/v1/credentials"},
+     {"Create a credential {name, scope: {tenant|template|sandbox}, hosts, inject: {header, "
+      "value_template with {secret}}, secret, rate_limit_per_min}: 201 without the secret, "
+      "which can never be read back.",
+      "api_key", 201, "json", "json"}},
+    {{"GET", "/v1/credentials"},
+     {"List credentials (?limit, ?cursor); never their secrets.", "api_key", 200, "none", "json"}},
+    {{"GET", "/v1/credentials/{id}"},
+     {"One credential, without its secret.", "api_key", 200, "none", "json"}},
+    {{"DELETE", "/v1/credentials/{id}"},
+     {"Delete a credential: 200 {id, deleted}.", "api_key", 200, "none", "json"}},
+    {{"GET", "/v1/audit"},
+     {"Audit records in time order: egress decisions, DNS answers, credential uses, lifecycle "
+      "events (?sandbox_id, ?kind=egress|dns|credential|lifecycle, ?since=RFC3339|ms, ?limit, "
+      "?cursor).",
+      "api_key", 200, "none", "json"}},
   };
   return table;
 }
