@@ -18,14 +18,16 @@ constexpr const char* airlockd_path = AIRLOCK_AIRLOCKD_PATH;
 
 std::vector<std::string> serve_argv(const serve_process::options& opts,
                                     const std::string& data_dir) {
-  return {airlockd_path,     "serve",
-          "--data-dir",      data_dir,
-          "--listen",        "127.0.0.1:0",
-          "--instance",      opts.instance,
-          "--veth-prefix",   opts.veth_prefix,
-          "--address-pool",  opts.address_pool,
-          "--uid-base",      std::to_string(opts.uid_base),
-          "--image-size-mb", std::to_string(opts.image_size_mb)};
+  std::vector<std::string> argv{airlockd_path,     "serve",
+                                "--data-dir",      data_dir,
+                                "--listen",        "127.0.0.1:0",
+                                "--instance",      opts.instance,
+                                "--veth-prefix",   opts.veth_prefix,
+                                "--address-pool",  opts.address_pool,
+                                "--uid-base",      std::to_string(opts.uid_base),
+                                "--image-size-mb", std::to_string(opts.image_size_mb)};
+  argv.insert(argv.end(), opts.extra_args.begin(), opts.extra_args.end());
+  return argv;
 }
 
 } // namespace

@@ -49,6 +49,8 @@ public:
     uint32_t uid_base = 700'000'000;
     /// The btrfs loop image (sparse). Default: 4096.
     uint32_t image_size_mb = 4096;
+    /// More flags for airlockd serve (egress options, say). Default: none.
+    std::vector<std::string> extra_args;
   };
 
   /// Starts it and reads its admin key and port; nullptr (and `error` set)

@@ -2,7 +2,9 @@
 
 #include <elf.h>
 #include <fcntl.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -362,10 +364,45 @@ status probe_mirror(std::string_view mirror, std::string_view suite, uint32_t ti
                                             "template_options.mirror");
 }
 
+/// debootstrap creates device nodes in the target and refuses a nodev mount,
+/// and the btrfs image is mounted nodev. For the build only, the staging tree
+/// is bind-mounted onto itself with devices allowed; sandboxes still see it
+/// through the nodev mount.
+class build_mount {
+public:
+  explicit build_mount(const std::filesystem::path& dir) : dir_(dir) {
+    struct statvfs fs{};
+    if (::statvfs(dir.c_str(), &fs) != 0 || (fs.f_flag & ST_NODEV) == 0)
+      return;
+    if (::mount(dir.c_str(), dir.c_str(), nullptr, MS_BIND, nullptr) != 0) {
+      failure_ = errno_status("bind-mount " + dir.string() + " for the template build");
+      return;
+    }
+    mounted_ = true;
+    if (::mount(nullptr, dir.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_NOSUID, nullptr) != 0)
+      failure_ = errno_status("allow devices on " + dir.string() + " for debootstrap");
+  }
+  ~build_mount() {
+    if (mounted_)
+      (void)::umount2(dir_.c_str(), MNT_DETACH);
+  }
+  build_mount(const build_mount&) = delete;
+  build_mount& operator=(const build_mount&) = delete;
+  const status& failure() const { return failure_; }
+
+private:
+  std::filesystem::path dir_;
+  bool mounted_ = false;
+  status failure_ = status::ok();
+};
+
 status populate_base(const std::filesystem::path& dir, const template_options& options,
                      const build_control& control) {
   if (auto guest = check_guest(options); !guest)
     return guest;
+  build_mount devices_allowed(dir);
+  if (!devices_allowed.failure())
+    return devices_allowed.failure();
   std::string mirror = options.mirror;
   if (mirror.empty()) {
     auto found = find_host_mirror(options.apt_dir, options.suite);

@@ -1,0 +1,510 @@
+// Egress end to end: a real `airlockd serve` whose gateway resolves with a
+// static name map and trusts the test upstream CA, sandboxes of the `base`
+// template (python3, curl) running the red team's probes as root, and "the
+// internet" in a network namespace (upstream_world.hpp). Every attack must
+// fail and leave an audit record (GET /v1/audit); allowed traffic (HTTP,
+// HTTPS with an injected credential, WebSocket) must work; the secret must
+// appear nowhere in the sandbox nor in airlock's log.
+
+#include <gtest/gtest.h>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/api/api_support.hpp"
+#include "tests/egress_e2e/upstream_world.hpp"
+
+namespace airlock::test {
+namespace {
+
+using nlohmann::json;
+using steady = std::chrono::steady_clock;
+
+constexpr const char* probe_source = AIRLOCK_PROBE_PY;
+/// The secret of the injected credential; must never reach a sandbox.
+const std::string secret = "sk-airlock-e2e-" + std::to_string(::getpid()) + "-do-not-leak";
+/// The first create builds the `base` template (debootstrap): minutes.
+constexpr milliseconds first_create_wait{900'000};
+
+class egress_e2e : public ::testing::Test {
+public:
+  static void SetUpTestSuite() {
+    start_error_.clear();
+    if (!running_as_root())
+      return;
+    lock_ = std::make_unique<host_lock>("/run/airlock-egress-e2e.lock");
+    world_ = upstream_world::start(start_error_);
+    if (!world_)
+      return;
+    serve_process::options options;
+    options.instance = "egre2e";
+    options.veth_prefix = "ee";
+    options.address_pool = "10.207.0.0/16";
+    options.uid_base = 1'000'000'000;
+    options.image_size_mb = 8192;
+    options.extra_args = {"--egress-hosts-file", world_->hosts_file(), "--egress-upstream-ca",
+                          world_->ca_file()};
+    server_ = serve_process::start(options, start_error_);
+  }
+
+  static void TearDownTestSuite() {
+    server_.reset();
+    world_.reset();
+    lock_.reset();
+  }
+
+protected:
+  void SetUp() override {
+    if (!running_as_root())
+      GTEST_SKIP() << "the egress end-to-end tests run sandboxes and network namespaces: root";
+    ASSERT_TRUE(server_) << start_error_;
+  }
+
+  /// Each test's sandboxes go, so that the next ones have room on two cores.
+  void TearDown() override {
+    for (const auto& id : created_) {
+      auto deleted = admin().call("DELETE", "/v1/sandboxes/" + id);
+      if (deleted.status == 202)
+        admin().wait_operation(deleted.json.value("operation_id", ""));
+    }
+    created_.clear();
+  }
+
+  static api_client admin() { return {server_->host(), server_->port(), server_->admin_key()}; }
+
+  /// A running `base` sandbox with `egress` and the probe at /root/probe.py.
+  static std::string sandbox_with(const json& egress) {
+    auto client = admin();
+    json spec = {{"template", "base"}, {"cpu_millis", 200}, {"memory_mb", 256}, {"egress", egress}};
+    auto created = client.create(spec);
+    if (created.status != 202) {
+      ADD_FAILURE() << "create answered " << created.status << ": " << created.body;
+      return "";
+    }
+    std::string op_id = created.json.value("operation_id", "");
+    auto deadline = steady::now() + first_create_wait;
+    json op;
+    while (steady::now() < deadline) {
+      auto reply = client.get("/v1/operations/" + op_id + "?wait=30");
+      op = reply.json;
+      auto state = op.value("state", "");
+      if (reply.status != 200 || (state != "pending" && state != "running"))
+        break;
+    }
+    if (op.value("state", "") != "succeeded") {
+      ADD_FAILURE() << "create did not succeed: " << op.dump();
+      return "";
+    }
+    std::string id = created.json.value("sandbox_id", "");
+    created_.push_back(id);
+    auto put = client.call("PUT", "/v1/sandboxes/" + id + "/files?path=/root/probe.py",
+                           read_file(probe_source));
+    EXPECT_EQ(put.status, 201) << put.body;
+    return id;
+  }
+
+  /// Runs a shell line in the sandbox; its stdout (stderr appended).
+  static std::string run(const std::string& id, const std::string& cmd) {
+    auto out = admin().run(id, cmd);
+    return out.stdout_bytes + out.stderr_bytes;
+  }
+
+  static std::string probe(const std::string& id, const std::string& args) {
+    return run(id, "python3 /root/probe.py " + args);
+  }
+
+  /// `text` without its trailing newline.
+  static std::string line_of(std::string text) {
+    text.erase(text.find_last_not_of('\n') + 1);
+    return text;
+  }
+
+  /// Polls GET /v1/audit until a record of the sandbox matches; its JSON or null.
+  static json audit_find(const std::string& id, const std::string& kind,
+                         const std::function<bool(const json&)>& match) {
+    json found;
+    poll_until(
+      [&] {
+        auto reply = admin().get("/v1/audit?sandbox_id=" + id + "&kind=" + kind + "&limit=1000");
+        if (reply.status != 200 || !reply.json.contains("items"))
+          return false;
+        for (const auto& item : reply.json["items"])
+          if (match(item)) {
+            found = item;
+            return true;
+          }
+        return false;
+      },
+      milliseconds(15'000));
+    return found;
+  }
+
+  static json denied(const std::string& id, const std::string& kind, const std::string& target_part,
+                     const std::string& reason_part = "") {
+    return audit_find(id, kind, [&](const json& r) {
+      return r.value("decision", "") == "denied"
+             && r.value("target", "").find(target_part) != std::string::npos
+             && r.value("reason", "").find(reason_part) != std::string::npos;
+    });
+  }
+
+  static inline std::unique_ptr<host_lock> lock_;
+  static inline std::unique_ptr<upstream_world> world_;
+  static inline std::unique_ptr<serve_process> server_;
+  static inline std::string start_error_;
+  static inline std::vector<std::string> created_;
+};
+
+const json allow_api = {{"profile", "allowlist"}, {"allow", {"api.test"}}};
+
+/// True when `needle` occurs in the file (read in blocks with an overlap).
+bool file_contains(const std::filesystem::path& path, const std::string& needle) {
+  std::ifstream in(path, std::ios::binary);
+  std::string carry;
+  std::vector<char> block(1 << 20);
+  while (in) {
+    in.read(block.data(), static_cast<std::streamsize>(block.size()));
+    std::string text = carry + std::string(block.data(), static_cast<size_t>(in.gcount()));
+    if (text.find(needle) != std::string::npos)
+      return true;
+    carry = text.size() >= needle.size() ? text.substr(text.size() - needle.size() + 1) : text;
+  }
+  return false;
+}
+
+/// Regular files under `root` (templates excepted: built before any secret
+/// existed) that contain `needle`.
+std::vector<std::string> files_containing(const std::string& root, const std::string& needle) {
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(
+         root, std::filesystem::directory_options::skip_permission_denied, ec);
+       it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    if (ec)
+      break;
+    if (it->path().filename() == "templates" && it->is_directory(ec)) {
+      it.disable_recursion_pending();
+      continue;
+    }
+    if (it->is_regular_file(ec) && !it->is_symlink(ec) && file_contains(it->path(), needle))
+      found.push_back(it->path().string());
+  }
+  return found;
+}
+
+/// Host pids of the processes in sandbox `id`'s cgroup.
+std::vector<int> sandbox_pids(const std::string& id) {
+  std::vector<int> pids;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    auto name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos)
+      continue;
+    if (read_file(entry.path().string() + "/cgroup").find(id) != std::string::npos)
+      pids.push_back(std::stoi(name));
+  }
+  return pids;
+}
+
+/// True when `needle` is in the environment or any readable mapping of `pid`.
+bool process_holds(int pid, const std::string& needle) {
+  std::string base = "/proc/" + std::to_string(pid);
+  if (read_file(base + "/environ").find(needle) != std::string::npos)
+    return true;
+  std::ifstream maps(base + "/maps");
+  int mem = ::open((base + "/mem").c_str(), O_RDONLY | O_CLOEXEC);
+  if (mem < 0)
+    return false;
+  bool found = false;
+  std::string line;
+  while (!found && std::getline(maps, line)) {
+    unsigned long begin = 0, end = 0;
+    char perms[5] = {};
+    if (std::sscanf(line.c_str(), "%lx-%lx %4s", &begin, &end, perms) != 3 || perms[0] != 'r')
+      continue;
+    if (line.find("[vvar]") != std::string::npos)
+      continue;
+    std::string bytes(end - begin, '\0');
+    ssize_t n = ::pread(mem, bytes.data(), bytes.size(), static_cast<off_t>(begin));
+    if (n > 0 && bytes.substr(0, static_cast<size_t>(n)).find(needle) != std::string::npos)
+      found = true;
+  }
+  ::close(mem);
+  return found;
+}
+
+TEST_F(egress_e2e, allowed_http_and_https_reach_the_upstream_and_are_audited) {
+  auto id = sandbox_with(allow_api);
+  ASSERT_FALSE(id.empty());
+  auto http = run(id, "curl -s -m 10 http://api.test/echo");
+  EXPECT_NE(http.find("\"server\":\"real\""), std::string::npos) << http;
+  auto https = run(id, "curl -s -m 10 https://api.test/echo");
+  EXPECT_NE(https.find("\"server\":\"real\""), std::string::npos)
+    << "curl trusts the gateway's CA through the sandbox's bundle: " << https;
+  auto record = audit_find(id, "egress", [](const json& r) {
+    return r.value("decision", "") == "allowed" && r.value("target", "").find("api.test") == 0;
+  });
+  EXPECT_FALSE(record.is_null()) << "no audit record of the allowed request";
+}
+
+TEST_F(egress_e2e, a_direct_connection_to_an_ip_address_is_refused) {
+  auto id = sandbox_with(allow_api);
+  ASSERT_FALSE(id.empty());
+  auto out = run(id, "curl -s -m 10 -o /dev/null -w '%{http_code}' http://198.51.100.10/echo");
+  EXPECT_EQ(out, "403") << out;
+  EXPECT_FALSE(denied(id, "egress", "198.51.100.10").is_null());
+}
+
+TEST_F(egress_e2e, dns_spoofing_through_etc_hosts_or_a_fake_resolver_never_picks_the_destination) {
+  auto id = sandbox_with(allow_api);
+  ASSERT_FALSE(id.empty());
+  uint64_t attacker_before = world_->attacker_requests();
+  // /etc/hosts sends api.test to the attacker: the gateway resolves itself.
+  run(id, "echo '198.51.100.11 api.test' >> /etc/hosts");
+  auto via_hosts = run(id, "curl -s -m 10 http://api.test/echo");
+  EXPECT_NE(via_hosts.find("\"server\":\"real\""), std::string::npos) << via_hosts;
+  // A fake resolver at the attacker's address: the query is redirected to
+  // the gateway's resolver, which answers the true address.
+  auto via_resolver = probe(id, "dns api.test 198.51.100.11");
+  EXPECT_EQ(via_resolver, "rcode=0 answers=198.51.100.10\n");
+  EXPECT_EQ(world_->attacker_requests(), attacker_before) << "the attacker was reached";
+  EXPECT_EQ(world_->udp_datagrams(), 0U) << "a DNS query reached the fake resolver";
+  // The spoofed name reached the attacker nowhere; the disallowed one is refused.
+  auto evil = probe(id, "dns evil.test 198.51.100.11");
+  EXPECT_EQ(evil.rfind("rcode=5", 0), 0U) << evil;
+  EXPECT_FALSE(denied(id, "dns", "evil.test").is_null());
+  auto record = audit_find(id, "egress", [](const json& r) {
+    return r.value("decision", "") == "allowed" && r.value("target", "").find("api.test") == 0;
+  });
+  EXPECT_FALSE(record.is_null());
+}
+
+TEST_F(egress_e2e, sni_and_host_must_agree_and_be_allowed) {
+  auto id = sandbox_with(allow_api);
+  ASSERT_FALSE(id.empty());
+  // Allowed SNI, disallowed Host: the request is refused after termination.
+  auto smuggled = probe(id, "tls api.test other.test /echo");
+  EXPECT_EQ(smuggled.find("\"server\":\"real\""), std::string::npos) << smuggled;
+  EXPECT_NE(smuggled.find(" 4"), std::string::npos) << "a 4xx status line: " << smuggled;
+  EXPECT_FALSE(denied(id, "egress", "other.test").is_null());
+  // Disallowed SNI, allowed Host: no certificate, no request.
+  auto reverse = probe(id, "tls other.test api.test /echo");
+  EXPECT_EQ(reverse.rfind("ERROR", 0), 0U) << reverse;
+  EXPECT_FALSE(denied(id, "egress", "other.test").is_null());
+}
+
+TEST_F(egress_e2e, tls_without_sni_or_with_an_ip_address_as_sni_is_refused) {
+  auto id = sandbox_with(allow_api);
+  ASSERT_FALSE(id.empty());
+  auto no_sni = probe(id, "tls - api.test /echo");
+  EXPECT_EQ(no_sni.rfind("ERROR", 0), 0U) << no_sni;
+  EXPECT_FALSE(audit_find(id, "egress", [](const json& r) {
+                 return r.value("decision", "") == "denied"
+                        && r.value("reason", "").find("SNI") != std::string::npos;
+               }).is_null());
+  auto ip_sni = probe(id, "ipsni 198.51.100.10");
+  EXPECT_EQ(ip_sni, "closed\n") << ip_sni;
+  EXPECT_FALSE(denied(id, "egress", "198.51.100.10").is_null());
+}
+
+TEST_F(egress_e2e, proxy_requests_connect_and_absolute_uris_are_refused) {
+  auto id = sandbox_with(allow_api);
+  ASSERT_FALSE(id.empty());
+  auto connect = probe(id, "raw 198.51.100.10 80 'CONNECT other.test:443 HTTP/1.1\\r\\nHost: "
+                           "api.test\\r\\n\\r\\n'");
+  EXPECT_EQ(connect.rfind("HTTP/1.1 403", 0), 0U) << connect;
+  auto absolute = probe(id, "raw 198.51.100.10 80 'GET http://other.test/echo HTTP/1.1\\r\\nHost: "
+                            "api.test\\r\\n\\r\\n'");
+  EXPECT_EQ(absolute.rfind("HTTP/1.1 403", 0), 0U) << absolute;
+  EXPECT_FALSE(audit_find(id, "egress", [](const json& r) {
+                 return r.value("decision", "") == "denied"
+                        && r.value("detail", "").find("CONNECT") != std::string::npos;
+               }).is_null());
+}
+
+TEST_F(egress_e2e, udp_quic_icmp_ipv6_and_spoofed_sources_never_leave) {
+  auto id = sandbox_with(allow_api);
+  ASSERT_FALSE(id.empty());
+  EXPECT_EQ(probe(id, "udp 198.51.100.11 443"), "sent\n");
+  EXPECT_EQ(probe(id, "udp 198.51.100.11 9999"), "sent\n");
+  EXPECT_EQ(probe(id, "ping 198.51.100.10"), "no reply\n");
+  EXPECT_EQ(probe(id, "ipv6"), "sent\n");
+  auto ipv6_socket = run(id, "curl -s -m 5 -6 http://[2001:db8::10]/ >/dev/null 2>&1; echo $?");
+  EXPECT_NE(ipv6_socket, "0\n");
+  EXPECT_FALSE(denied(id, "egress", "198.51.100.11:443", "UDP").is_null());
+  EXPECT_FALSE(audit_find(id, "egress", [](const json& r) {
+                 return r.value("decision", "") == "denied"
+                        && r.value("reason", "").find("ICMP") != std::string::npos;
+               }).is_null());
+  EXPECT_FALSE(audit_find(id, "egress", [](const json& r) {
+                 return r.value("decision", "") == "denied"
+                        && r.value("reason", "").find("IPv6") != std::string::npos;
+               }).is_null());
+  EXPECT_EQ(world_->udp_datagrams(), 0U) << "UDP reached the internet";
+}
+
+TEST_F(egress_e2e, raw_packets_with_another_sandbox_or_the_host_as_source_are_dropped) {
+  auto id = sandbox_with(allow_api);
+  auto victim = sandbox_with(allow_api);
+  ASSERT_FALSE(id.empty());
+  ASSERT_FALSE(victim.empty());
+  // The victim's address, as its own eth0 shows it.
+  auto victim_address = line_of(probe(victim, "myaddr"));
+  ASSERT_FALSE(victim_address.empty());
+  EXPECT_EQ(probe(id, "spoof " + victim_address + " 198.51.100.11 spoofed-as-victim.api.test"),
+            "sent\n");
+  auto host_address = line_of(probe(id, "gateway"));
+  EXPECT_EQ(probe(id, "spoof " + host_address + " 198.51.100.11 spoofed-as-host.api.test"), "sent\n");
+  EXPECT_FALSE(denied(id, "egress", "", "spoof").is_null())
+    << "the firewall's drop is audited against the sending sandbox's interface";
+  // A genuine query from the sender is answered and audited: the resolver
+  // works, so the spoofed ones were dropped before it.
+  EXPECT_EQ(probe(id, "dns genuine.api.test").rfind("rcode=", 0), 0U);
+  EXPECT_FALSE(audit_find(id, "dns", [](const json& r) {
+                 return r.value("target", "").find("genuine.api.test") != std::string::npos;
+               }).is_null());
+  auto spoofed = admin().get("/v1/audit?kind=dns&limit=1000");
+  EXPECT_EQ(spoofed.body.find("spoofed-as-"), std::string::npos)
+    << "a spoofed query reached the resolver: " << spoofed.body;
+}
+
+TEST_F(egress_e2e, dns_refuses_txt_tunnelling_and_names_that_resolve_to_private_addresses) {
+  auto id = sandbox_with({{"profile", "allowlist"},
+                          {"allow", {"api.test", "meta.test", "private.test", "loop.test"}}});
+  ASSERT_FALSE(id.empty());
+  EXPECT_EQ(probe(id, "dns api.test 8.8.8.8 16").rfind("rcode=5", 0), 0U) << "TXT is refused";
+  EXPECT_FALSE(denied(id, "dns", "api.test", "TXT").is_null());
+  std::string label(60, 'a');
+  auto tunnel = probe(id, "dns " + label + ".data." + label + ".evil.test");
+  EXPECT_EQ(tunnel.rfind("rcode=5", 0), 0U) << tunnel;
+  EXPECT_FALSE(denied(id, "dns", "evil.test").is_null());
+  for (std::string name : {"meta.test", "private.test", "loop.test"}) {
+    auto answer = probe(id, "dns " + name);
+    EXPECT_EQ(answer.rfind("rcode=3", 0), 0U) << name << ": " << answer;
+    // Past DNS (curl --resolve): the gateway resolves the name itself and
+    // refuses the private answer (DNS rebinding).
+    auto fetched = run(id, "curl -s -m 10 -o /dev/null -w '%{http_code}' --resolve " + name
+                             + ":80:198.51.100.10 http://" + name + "/");
+    EXPECT_TRUE(fetched == "403" || fetched == "502") << name << ": " << fetched;
+    EXPECT_FALSE(denied(id, "egress", name).is_null()) << name;
+  }
+}
+
+TEST_F(egress_e2e, other_ports_the_host_the_control_plane_and_other_sandboxes_are_unreachable) {
+  auto id = sandbox_with({{"profile", "allowlist"}, {"allow", {"api.test:443"}}});
+  auto other = sandbox_with(allow_api);
+  ASSERT_FALSE(id.empty());
+  ASSERT_FALSE(other.empty());
+  auto port80 = run(id, "curl -s -m 10 -o /dev/null -w '%{http_code}' http://api.test:8080/echo");
+  EXPECT_EQ(port80, "403") << port80;
+  EXPECT_FALSE(denied(id, "egress", "api.test:8080").is_null());
+  auto ssh = probe(id, "raw 198.51.100.10 22 'SSH-2.0-probe\\r\\n'");
+  EXPECT_EQ(ssh, "closed\n") << ssh;
+  EXPECT_FALSE(denied(id, "egress", "", "unsupported protocol").is_null());
+  auto gateway = line_of(probe(id, "gateway"));
+  auto control = run(id, "curl -s -m 5 -o /dev/null -w '%{http_code}' http://" + gateway + ":"
+                           + std::to_string(server_->port()) + "/healthz");
+  EXPECT_NE(control, "200") << "the control plane answered a sandbox";
+  auto other_address = line_of(probe(other, "myaddr"));
+  ASSERT_FALSE(other_address.empty());
+  auto lateral = run(id, "curl -s -m 5 -o /dev/null -w '%{http_code}' http://" + other_address + ":8000/");
+  EXPECT_NE(lateral, "200");
+  EXPECT_FALSE(denied(id, "egress", other_address).is_null());
+}
+
+TEST_F(egress_e2e, a_credential_is_injected_rate_limited_and_never_enters_the_sandbox) {
+  auto id = sandbox_with(allow_api);
+  ASSERT_FALSE(id.empty());
+  auto client = admin();
+  auto made = client.post("/v1/credentials",
+                          {{"name", "upstream-token"},
+                           {"scope", {{"sandbox", id}}},
+                           {"hosts", {"api.test"}},
+                           {"inject", {{"header", "Authorization"}, {"value_template", "Bearer {secret}"}}},
+                           {"secret", secret},
+                           {"rate_limit_per_min", 3}});
+  ASSERT_EQ(made.status, 201) << made.body;
+  EXPECT_EQ(made.body.find(secret), std::string::npos) << "the secret was echoed";
+  auto echoed = run(id, "curl -s -m 10 https://api.test/echo");
+  auto body = json::parse(echoed, nullptr, false);
+  ASSERT_TRUE(body.is_object()) << echoed;
+  // The upstream saw the header (as its hash); the sandbox saw no secret.
+  unsigned char digest[32];
+  (void)digest;
+  EXPECT_FALSE(body.value("auth_sha256", "").empty()) << "no Authorization reached the upstream";
+  EXPECT_EQ(echoed.find(secret), std::string::npos);
+  // The guest's own Authorization header is replaced, not passed beside it.
+  auto replaced = run(id, "curl -s -m 10 -H 'Authorization: Bearer guest' https://api.test/echo");
+  EXPECT_EQ(json::parse(replaced, nullptr, false).value("auth_sha256", ""), body.value("auth_sha256", ""));
+  // A third use within the minute is the limit; the fourth gets 429.
+  run(id, "curl -s -m 10 -o /dev/null https://api.test/echo");
+  auto limited = run(id, "curl -s -m 10 -o /dev/null -w '%{http_code}' https://api.test/echo");
+  EXPECT_EQ(limited, "429");
+  EXPECT_FALSE(audit_find(id, "credential", [](const json& r) {
+                 return r.value("decision", "") == "allowed"
+                        && r.value("detail", "").find("upstream-token") != std::string::npos;
+               }).is_null());
+  EXPECT_FALSE(audit_find(id, "credential", [](const json& r) {
+                 return r.value("decision", "") == "denied";
+               }).is_null());
+  // Secrecy, checked from the host so that the search itself never carries
+  // the secret into the sandbox: not in any file under airlockd's data
+  // directory (the sandbox's root filesystem, the store, the worker's state),
+  // not in the environment or memory of any process of the sandbox, not in
+  // airlockd's log.
+  EXPECT_EQ(files_containing(server_->data_dir(), secret), std::vector<std::string>{});
+  auto pids = sandbox_pids(id);
+  EXPECT_FALSE(pids.empty()) << "no process of the sandbox found in the host's /proc";
+  for (int pid : pids) {
+    EXPECT_FALSE(process_holds(pid, secret)) << "the secret is in the memory or environment of "
+                                                "sandbox process "
+                                             << pid << " (" << read_file("/proc/" + std::to_string(pid) + "/comm") << ")";
+  }
+  EXPECT_EQ(server_->log().find(secret), std::string::npos) << "the secret is in airlockd's log";
+}
+
+TEST_F(egress_e2e, websocket_upgrades_work_through_tls_termination) {
+  auto id = sandbox_with(allow_api);
+  ASSERT_FALSE(id.empty());
+  EXPECT_EQ(probe(id, "ws api.test"), "HTTP/1.1 101 Switching Protocols | echo=True\n");
+}
+
+TEST_F(egress_e2e, profiles_none_and_open_and_a_patch_apply_to_new_connections) {
+  auto none = sandbox_with({{"profile", "none"}});
+  ASSERT_FALSE(none.empty());
+  EXPECT_EQ(run(none, "curl -s -m 10 -o /dev/null -w '%{http_code}' http://api.test/echo"), "000")
+    << "none: the name does not even resolve";
+  EXPECT_FALSE(denied(none, "dns", "api.test").is_null());
+  auto open = sandbox_with({{"profile", "open"}});
+  ASSERT_FALSE(open.empty());
+  EXPECT_NE(run(open, "curl -s -m 10 http://other.test/echo").find("\"server\":\"real\""),
+            std::string::npos);
+  auto meta = run(open, "curl -s -m 10 -o /dev/null -w '%{http_code}' http://meta.test/");
+  EXPECT_NE(meta, "200") << "open still refuses the metadata address";
+  auto patched = admin().call("PATCH", "/v1/sandboxes/" + open,
+                              json{{"egress", {{"profile", "none"}}}}.dump());
+  ASSERT_EQ(patched.status, 200) << patched.body;
+  EXPECT_EQ(patched.json["egress"].value("profile", ""), "none");
+  auto after = run(open, "curl -s -m 10 -o /dev/null -w '%{http_code}' http://other.test/echo");
+  EXPECT_NE(after, "200") << "the patch applies to new connections";
+}
+
+TEST_F(egress_e2e, lifecycle_changes_are_audited) {
+  auto id = sandbox_with(allow_api);
+  ASSERT_FALSE(id.empty());
+  EXPECT_FALSE(audit_find(id, "lifecycle", [](const json& r) {
+                 return r.value("target", "").find("sandbox.create") != std::string::npos;
+               }).is_null());
+}
+
+} // namespace
+} // namespace airlock::test
