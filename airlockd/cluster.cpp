@@ -28,6 +28,7 @@ int run_control(const control_options& options, stop_signals& signals, std::ostr
   steps.before_listen = [&](storage::kv_store& store) {
     auto& system = engine.start_system();
     engine.on_stop([&control] { control.stop(); });
+    control.configure(options.control);
     if (auto started = control.start(system, store, absolute_path(options.data_dir),
                                      options.cluster_listen);
         !started)

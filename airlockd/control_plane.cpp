@@ -99,6 +99,13 @@ void control_plane::reconcile_now() {
     caf::anon_send(reconciler_, actors::rc_tick_atom::value);
 }
 
+void control_plane::configure(const control_settings& settings) {
+  audit_options_.audit_retention_hours = settings.audit_retention_hours;
+  // The option parser validated the text already.
+  if (auto parsed = parse_template_egress(settings.template_egress))
+    template_egress_ = std::move(*parsed);
+}
+
 void control_plane::add_routes(gateway::route_table& routes,
                                const actors::operation_engine_actor& engine) {
   gateway::control_api_deps deps;
@@ -113,6 +120,7 @@ void control_plane::add_routes(gateway::route_table& routes,
   deps.credentials = credentials_;
   deps.audit = audit_;
   deps.log = log_;
+  deps.options.template_egress = template_egress_;
   gateway::add_control_routes(routes, deps);
 }
 

@@ -18,6 +18,7 @@
 #include "actors/log.hpp"
 #include "actors/operation_engine.hpp"
 #include "actors/reconciler.hpp"
+#include "airlockd/options.hpp"
 #include "actors/sandbox_registry.hpp"
 #include "gateway/attach_token.hpp"
 #include "gateway/endpoint.hpp"
@@ -35,8 +36,9 @@ public:
   control_plane(const control_plane&) = delete;
   control_plane& operator=(const control_plane&) = delete;
 
-  /// The audit log's retention and sweep. Set before start.
-  void configure_audit(const actors::audit_options& options) { audit_options_ = options; }
+  /// The audit log's retention and the templates' default egress. Set
+  /// before start.
+  void configure(const control_settings& settings);
 
   /// Loads (or creates) the token key under `data_dir`/keys, the
   /// credentials' master key (`data_dir`/credentials.key, 0600) and the
@@ -87,6 +89,7 @@ private:
   actors::procedure_table procedures_;
   actors::reconciler_actor reconciler_;
   actors::audit_options audit_options_;
+  std::map<std::string, schema::egress_policy> template_egress_;
   actors::audit_actor audit_;
   actors::credential_actor credentials_;
   uint16_t cluster_port_ = 0;

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "airlockd/config_file.hpp"
+#include "schema/egress_rules.hpp"
 
 extern char** environ; // NOLINT: POSIX declares it nowhere in C++ headers
 
@@ -182,6 +183,68 @@ option_spec<O> cli_config_spec() {
           "$XDG_CONFIG_HOME/airlock/config.json, else ~/.config/airlock/config.json"};
 }
 
+} // namespace
+
+result<std::map<std::string, schema::egress_policy>> parse_template_egress(std::string_view text) {
+  std::map<std::string, schema::egress_policy> out;
+  auto bad = [&text](const std::string& why) {
+    return make_status(errc::invalid_argument,
+                       "template egress '" + std::string(text) + "': " + why
+                         + " (expected NAME=PROFILE[:HOST,...];... e.g. base=open)");
+  };
+  while (!text.empty()) {
+    auto semicolon = text.find(';');
+    auto item = text.substr(0, semicolon);
+    text = semicolon == std::string_view::npos ? std::string_view{} : text.substr(semicolon + 1);
+    if (item.empty())
+      continue;
+    auto equals = item.find('=');
+    if (equals == std::string_view::npos || equals == 0)
+      return bad("'" + std::string(item) + "' has no NAME=");
+    auto name = std::string(item.substr(0, equals));
+    auto rest = item.substr(equals + 1);
+    auto colon = rest.find(':');
+    auto profile = schema::parse_egress_profile(rest.substr(0, colon));
+    if (!profile)
+      return bad("profile of " + name + " must be none, allowlist or open");
+    schema::egress_policy policy;
+    policy.profile = *profile;
+    for (auto hosts = colon == std::string_view::npos ? std::string_view{} : rest.substr(colon + 1);
+         !hosts.empty();) {
+      auto comma = hosts.find(',');
+      if (auto host = hosts.substr(0, comma); !host.empty())
+        policy.allow.emplace_back(host);
+      hosts = comma == std::string_view::npos ? std::string_view{} : hosts.substr(comma + 1);
+    }
+    if (auto valid = schema::validate_egress_policy(policy); !valid)
+      return bad(name + ": " + valid.message);
+    out[name] = std::move(policy);
+  }
+  return out;
+}
+
+namespace {
+
+/// The control plane's settings (serve, control).
+template <class O>
+void add_control_settings_specs(std::vector<option_spec<O>>& specs) {
+  specs.push_back({"audit-retention-hours", "HOURS", "audit records older than this are deleted",
+                   [](O& o, std::string_view v) {
+                     return set_number<uint32_t>(o.control.audit_retention_hours, v, 1, 876'000);
+                   },
+                   [](const O& o) { return show_number(o.control.audit_retention_hours); }});
+  specs.push_back({"template-egress", "RULES",
+                   "egress per template when a create names none: base=open;t=allowlist:a.com,*.b.org",
+                   [](O& o, std::string_view v) {
+                     auto parsed = parse_template_egress(v);
+                     if (!parsed)
+                       return parsed.error();
+                     o.control.template_egress = std::string(v);
+                     return status::ok();
+                   },
+                   [](const O& o) { return o.control.template_egress; }, "none"});
+}
+
 /// The egress gateway's options (serve, worker).
 template <class O>
 void add_egress_specs(std::vector<option_spec<O>>& specs) {
@@ -272,6 +335,7 @@ std::vector<option_spec<serve_options>> serve_specs() {
   specs.push_back(cli_config_spec<opts>());
   add_common_specs(specs);
   add_sandbox_host_specs(specs);
+  add_control_settings_specs(specs);
   return specs;
 }
 
@@ -284,11 +348,12 @@ std::vector<option_spec<control_options>> control_specs() {
                    [](const opts& o) { return gateway::to_string(o.listen); }});
   specs.push_back(
     {"cluster-listen", "HOST:PORT",
-     "address workers join (not served yet: cluster transport arrives in a later release)",
+     "address workers join (CAF cluster transport); port 0 takes a free port",
      [](opts& o, std::string_view v) { return set_endpoint(o.cluster_listen, v); },
      [](const opts& o) { return gateway::to_string(o.cluster_listen); }});
   specs.push_back(cli_config_spec<opts>());
   add_common_specs(specs);
+  add_control_settings_specs(specs);
   return specs;
 }
 

@@ -20,6 +20,7 @@
 #include "gateway/endpoint.hpp"
 #include "gateway/health_server.hpp"
 #include "schema/errc.hpp"
+#include "schema/sandbox.hpp"
 
 namespace airlock::airlockd {
 
@@ -85,6 +86,21 @@ struct sandbox_host_options {
   std::string egress_allow_private;
 };
 
+/// What the control plane keeps and decides (serve, control).
+struct control_settings {
+  /// Audit records older than this are deleted (swept every minute).
+  /// Default: 720 (30 days).
+  uint32_t audit_retention_hours = 720;
+  /// Egress of a sandbox whose create request names none, per template:
+  /// "base=open;tools=allowlist:pypi.org,*.pythonhosted.org". Templates not
+  /// named get profile none. Default: none (every template: none).
+  std::string template_egress;
+};
+
+/// control_settings::template_egress as a map (validated allow rules).
+/// invalid_argument with a sentence on malformed text.
+result<std::map<std::string, schema::egress_policy>> parse_template_egress(std::string_view text);
+
 /// `airlockd serve`: control plane and a local worker in one process.
 struct serve_options {
   /// Root of airlock's durable state; created with mode 0700. Default:
@@ -102,6 +118,8 @@ struct serve_options {
   gateway::health_server_options http;
   /// The local worker. Default: see sandbox_host_options.
   sandbox_host_options sandboxes;
+  /// Audit retention, template egress defaults. Default: see control_settings.
+  control_settings control;
 };
 
 /// `airlockd control`: the control plane alone, for a cluster.
@@ -120,6 +138,8 @@ struct control_options {
   actors::log_level log_level = actors::log_level::info;
   /// Default: see gateway::health_server_options.
   gateway::health_server_options http;
+  /// Default: see control_settings.
+  control_settings control;
 };
 
 /// `airlockd worker`: runs sandboxes on this host for a control plane.

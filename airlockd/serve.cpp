@@ -56,6 +56,7 @@ status start_parts(serve_parts& parts, storage::kv_store& store, const serve_opt
     parts.worker.stop();
     parts.control.stop();
   });
+  parts.control.configure(options.control);
   if (auto started = parts.control.start(system, store, data_dir,
                                          gateway::endpoint{"127.0.0.1", 0});
       !started)

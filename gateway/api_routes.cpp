@@ -194,6 +194,11 @@ void create_sandbox(api_ptr api, exchange_ptr ex, caller who) {
   auto spec = parse_sandbox_spec(*body, api->deps.options.limits);
   if (!spec)
     return ex->respond(error_response(spec.error()));
+  // The template's default egress when the request names none.
+  const auto& defaults = api->deps.options.template_egress;
+  if (auto found = defaults.find(spec->template_name);
+      !body->contains("egress") && found != defaults.end())
+    spec->egress = found->second;
   replay_or(api, ex, who, [api, ex, who, spec = std::move(*spec)]() {
     auto now = api->deps.clock->now_ms();
     schema::sandbox_record record;

@@ -9,8 +9,10 @@
 #include <caf/actor_system.hpp>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "actors/audit_actor.hpp"
 #include "actors/clock.hpp"
@@ -41,6 +43,9 @@ struct api_options {
   uint32_t list_limit_max = 1000;
   /// Largest JSON body on control routes. Default: 65536.
   uint64_t json_body_bytes_max = 65'536;
+  /// Egress of a sandbox whose create request names none, by template; a
+  /// template not listed gets profile none. Default: empty.
+  std::map<std::string, schema::egress_policy> template_egress;
 };
 
 /// What the control routes work with. Every pointee outlives the server.

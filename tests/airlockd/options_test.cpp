@@ -220,5 +220,37 @@ TEST(endpoint, a_wildcard_listener_is_dialled_on_loopback) {
   EXPECT_EQ(gateway::dialable({"10.1.2.3", 1}), (gateway::endpoint{"10.1.2.3", 1}));
 }
 
+TEST(template_egress, parses_profiles_and_allow_lists_per_template) {
+  auto parsed = parse_template_egress("base=open;tools=allowlist:pypi.org,*.pythonhosted.org;x=none");
+  ASSERT_TRUE(parsed) << parsed.error().message;
+  ASSERT_EQ(parsed->size(), 3U);
+  EXPECT_EQ(parsed->at("base").profile, schema::egress_profile::open);
+  EXPECT_EQ(parsed->at("tools").profile, schema::egress_profile::allowlist);
+  EXPECT_EQ(parsed->at("tools").allow,
+            (std::vector<std::string>{"pypi.org", "*.pythonhosted.org"}));
+  EXPECT_EQ(parsed->at("x").profile, schema::egress_profile::none);
+  EXPECT_TRUE(parse_template_egress("") && parse_template_egress("")->empty());
+}
+
+TEST(template_egress, refuses_bad_profiles_names_and_rules_with_a_sentence) {
+  EXPECT_FALSE(parse_template_egress("base=sometimes"));
+  EXPECT_FALSE(parse_template_egress("=open"));
+  EXPECT_FALSE(parse_template_egress("base"));
+  auto bad_rule = parse_template_egress("base=allowlist:10.0.0.1");
+  ASSERT_FALSE(bad_rule);
+  EXPECT_NE(bad_rule.error().message.find("base"), std::string::npos) << bad_rule.error().message;
+  EXPECT_NE(serve_error({"--template-egress", "base=maybe"}, user_env()), "");
+}
+
+TEST(template_egress, serve_and_control_take_the_option_and_audit_retention) {
+  auto options = serve_ok({"--template-egress", "base=open", "--audit-retention-hours", "48"},
+                          user_env());
+  EXPECT_EQ(options.control.template_egress, "base=open");
+  EXPECT_EQ(options.control.audit_retention_hours, 48U);
+  auto control = parse_control(args{"--template-egress", "minimal=none"}, user_env());
+  ASSERT_TRUE(control) << control.error().message;
+  EXPECT_EQ(control->options.control.template_egress, "minimal=none");
+}
+
 } // namespace
 } // namespace airlock::airlockd

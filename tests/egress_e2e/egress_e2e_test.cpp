@@ -53,7 +53,7 @@ public:
     options.uid_base = 1'000'000'000;
     options.image_size_mb = 8192;
     options.extra_args = {"--egress-hosts-file", world_->hosts_file(), "--egress-upstream-ca",
-                          world_->ca_file()};
+                          world_->ca_file(), "--template-egress", "base=allowlist:api.test"};
     server_ = serve_process::start(options, start_error_);
   }
 
@@ -83,9 +83,12 @@ protected:
   static api_client admin() { return {server_->host(), server_->port(), server_->admin_key()}; }
 
   /// A running `base` sandbox with `egress` and the probe at /root/probe.py.
+  /// With a null `egress` the create names none (the template's default applies).
   static std::string sandbox_with(const json& egress) {
     auto client = admin();
-    json spec = {{"template", "base"}, {"cpu_millis", 200}, {"memory_mb", 256}, {"egress", egress}};
+    json spec = {{"template", "base"}, {"cpu_millis", 200}, {"memory_mb", 256}};
+    if (!egress.is_null())
+      spec["egress"] = egress;
     auto created = client.create(spec);
     if (created.status != 202) {
       ADD_FAILURE() << "create answered " << created.status << ": " << created.body;
@@ -496,6 +499,19 @@ TEST_F(egress_e2e, profiles_none_and_open_and_a_patch_apply_to_new_connections) 
   EXPECT_EQ(patched.json["egress"].value("profile", ""), "none");
   auto after = run(open, "curl -s -m 10 -o /dev/null -w '%{http_code}' http://other.test/echo");
   EXPECT_NE(after, "200") << "the patch applies to new connections";
+}
+
+TEST_F(egress_e2e, the_templates_default_applies_when_a_create_names_no_egress) {
+  auto id = sandbox_with(nullptr);
+  ASSERT_FALSE(id.empty());
+  auto record = admin().get("/v1/sandboxes/" + id).json;
+  EXPECT_EQ(record["egress"].value("profile", ""), "allowlist") << record.dump();
+  EXPECT_EQ(record["egress"]["allow"], json({"api.test"}));
+  EXPECT_NE(run(id, "curl -s -m 10 http://api.test/echo").find("\"server\":\"real\""),
+            std::string::npos);
+  EXPECT_EQ(run(id, "curl -s -m 10 -o /dev/null -w '%{http_code}' --resolve other.test:80:"
+                    "198.51.100.10 http://other.test/echo"),
+            "403");
 }
 
 TEST_F(egress_e2e, lifecycle_changes_are_audited) {
