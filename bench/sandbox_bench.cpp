@@ -602,7 +602,7 @@ int run(const bench_options& opt) {
   }
   actors::system_config config;
   caf::actor_system system{config};
-  auto worker = spawn_worker(system, worker_context{host->runtime, host->rootfs, host->store, {}});
+  auto worker = spawn_worker(system, worker_context{host->runtime, host->rootfs, host->store, nullptr, {}});
   {
     caf::scoped_actor self{system};
     auto report = ask<recover_report>(self, worker, wk_recover_atom::value);

@@ -68,7 +68,7 @@ result<worker_host> worker_host::open(const std::string& data_dir, bool build_mi
 }
 
 worker_context worker_host::context(worker_options options) const {
-  return worker_context{runtime, rootfs, store, std::move(options)};
+  return worker_context{runtime, rootfs, store, nullptr, std::move(options)};
 }
 
 } // namespace airlock::worker::test
