@@ -7,7 +7,9 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -31,6 +33,25 @@ namespace net = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 
+/// `size` deterministic bytes for byte-exact body checks (not periodic in
+/// any power of two, so a chunk relayed twice or skipped shows).
+inline std::string pattern_bytes(std::size_t size) {
+  std::string bytes(size, '\0');
+  for (std::size_t i = 0; i < size; ++i) bytes[i] = static_cast<char>('a' + (i * 7 + i / 251) % 26);
+  return bytes;
+}
+
+/// The number after `prefix` in `target` ("/bytes/123" -> 123), or nullopt.
+inline std::optional<std::size_t> size_after(std::string_view target, std::string_view prefix) {
+  if (!target.starts_with(prefix)) return std::nullopt;
+  std::size_t size = 0;
+  for (char c : target.substr(prefix.size())) {
+    if (c < '0' || c > '9') return std::nullopt;
+    size = size * 10 + static_cast<std::size_t>(c - '0');
+  }
+  return size;
+}
+
 struct seen_request {
   std::string host;
   std::string target;
@@ -39,6 +60,15 @@ struct seen_request {
 };
 
 /// An HTTP/1.1 server (TLS when given a context) on 127.0.0.1, port 0.
+/// Answers "hello from <host> <target> body=<request body>" with a
+/// Content-Length, except for these targets (N a byte count):
+///   /bytes/N        N pattern_bytes with a Content-Length
+///   /chunked/N      N pattern_bytes in 50000-byte chunks
+///   /until-close/N  N pattern_bytes, no length: the body ends with the
+///                   connection (close_notify over TLS); no Connection: close
+///   /stall/N        a Content-Length of N, N/2 bytes, then silence until the
+///                   peer closes
+/// and WebSocket upgrades, whose messages it echoes.
 class upstream_server {
 public:
   explicit upstream_server(net::ssl::context* tls = nullptr) : tls_(tls) {
@@ -112,15 +142,83 @@ private:
         co_await echo_websocket(stream, request);
         co_return;
       }
+      const std::string target{request.target()};
+      if (auto size = size_after(target, "/chunked/")) {
+        co_await send_chunked(stream, *size);
+        if (!request.keep_alive()) co_return;
+        continue;
+      }
+      if (auto size = size_after(target, "/until-close/")) {
+        co_await send_until_close(stream, *size);
+        co_return;
+      }
+      if (auto size = size_after(target, "/stall/")) {
+        co_await send_stalled(stream, *size);
+        co_return;
+      }
       http::response<http::string_body> response{http::status::ok, request.version()};
       response.set(http::field::content_type, "text/plain");
-      response.body() = "hello from " + std::string{request[http::field::host]} + " " +
-                        std::string{request.target()} + " body=" + request.body();
+      if (auto size = size_after(target, "/bytes/")) {
+        response.body() = pattern_bytes(*size);
+      } else {
+        response.body() = "hello from " + std::string{request[http::field::host]} + " " + target +
+                          " body=" + request.body();
+      }
       response.keep_alive(request.keep_alive());
       response.prepare_payload();
       co_await http::async_write(stream, response, net::redirect_error(net::use_awaitable, ec));
       if (ec || !request.keep_alive()) co_return;
     }
+  }
+
+  // Coroutines below pass named objects to co_await expressions: GCC 12
+  // destroys some temporaries there twice.
+  template <class Stream>
+  net::awaitable<void> send_chunked(Stream& stream, std::size_t size) {
+    http::response<http::empty_body> response{http::status::ok, 11};
+    response.chunked(true);
+    http::response_serializer<http::empty_body> serializer{response};
+    beast::error_code ec;
+    co_await http::async_write_header(stream, serializer, net::redirect_error(net::use_awaitable, ec));
+    const std::string body = pattern_bytes(size);
+    constexpr std::size_t chunk_bytes = 50000;
+    for (std::size_t at = 0; at < size && !ec; at += chunk_bytes) {
+      auto piece = net::buffer(body.data() + at, std::min(chunk_bytes, size - at));
+      auto chunk = http::make_chunk(piece);
+      co_await net::async_write(stream, chunk, net::redirect_error(net::use_awaitable, ec));
+    }
+    auto last = http::make_chunk_last();
+    if (!ec) co_await net::async_write(stream, last, net::redirect_error(net::use_awaitable, ec));
+  }
+
+  template <class Stream>
+  net::awaitable<void> send_until_close(Stream& stream, std::size_t size) {
+    http::response<http::string_body> response{http::status::ok, 11};
+    response.body() = pattern_bytes(size); // no prepare_payload(): no length
+    beast::error_code ec;
+    co_await http::async_write(stream, response, net::redirect_error(net::use_awaitable, ec));
+    if (!ec) co_await end_stream(stream);
+  }
+
+  template <class Stream>
+  net::awaitable<void> send_stalled(Stream& stream, std::size_t size) {
+    std::string partial = "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(size) + "\r\n\r\n" +
+                          pattern_bytes(size / 2);
+    beast::error_code ec;
+    co_await net::async_write(stream, net::buffer(partial), net::redirect_error(net::use_awaitable, ec));
+    char byte = 0;
+    auto one = net::buffer(&byte, 1);
+    while (!ec) co_await stream.async_read_some(one, net::redirect_error(net::use_awaitable, ec));
+  }
+
+  net::awaitable<void> end_stream(beast::tcp_stream& stream) {
+    beast::error_code ignored;
+    stream.socket().shutdown(net::ip::tcp::socket::shutdown_send, ignored);
+    co_return;
+  }
+  net::awaitable<void> end_stream(beast::ssl_stream<beast::tcp_stream>& stream) {
+    beast::error_code ignored;
+    co_await stream.async_shutdown(net::redirect_error(net::use_awaitable, ignored));
   }
 
   template <class Stream>

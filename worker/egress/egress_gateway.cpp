@@ -31,12 +31,21 @@ result<std::unique_ptr<name_resolver>> make_resolver(const std::string& hosts_fi
   return std::unique_ptr<name_resolver>(std::move(resolver.value()));
 }
 
-/// Accepts connections, each on its own strand, until the acceptor closes.
-net::awaitable<void> accept_loop(tcp::acceptor& acceptor, egress_proxy& proxy, net::io_context& io) {
+/// The executor a new connection runs on: its own strand when several
+/// threads run the io_context; with one thread the io_context itself, since
+/// a strand there only adds a queue and a lock to every completion.
+net::any_io_executor connection_executor(net::io_context& io, bool strands) {
+  if (strands) return net::make_strand(io);
+  return io.get_executor();
+}
+
+/// Accepts connections until the acceptor closes.
+net::awaitable<void> accept_loop(tcp::acceptor& acceptor, egress_proxy& proxy, net::io_context& io,
+                                 bool strands) {
   for (;;) {
     boost::system::error_code ec;
-    auto socket = co_await acceptor.async_accept(net::any_io_executor{net::make_strand(io)},
-                                                 net::redirect_error(net::use_awaitable, ec));
+    auto executor = connection_executor(io, strands);
+    auto socket = co_await acceptor.async_accept(executor, net::redirect_error(net::use_awaitable, ec));
     if (!acceptor.is_open() || ec == net::error::operation_aborted) co_return;
     if (ec) {
       // Out of descriptors or memory: back off instead of spinning.
@@ -109,7 +118,8 @@ status egress_gateway::open(egress_gateway_options& options, std::shared_ptr<aud
   if (!dns) return dns.error();
   dns_ = std::move(dns.value());
   dns_port_ = dns_->port();
-  net::co_spawn(*io_, accept_loop(*acceptor_, *proxy_, *io_), [](std::exception_ptr) {});
+  bool strands = options.network_threads > 1;
+  net::co_spawn(*io_, accept_loop(*acceptor_, *proxy_, *io_, strands), [](std::exception_ptr) {});
   return status::ok();
 }
 

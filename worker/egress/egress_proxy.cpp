@@ -195,6 +195,14 @@ awaitable<void> serve_tls(connection& conn, tcp_stream& stream, beast::flat_buff
   co_await serve_https(conn, tls, buffer);
 }
 
+/// Small writes (a response header, a short body) go out at once: with
+/// Nagle's algorithm the second of two small writes waits for the peer's
+/// delayed ACK (~40 ms on Linux).
+void set_no_delay(net::ip::tcp::socket& socket) {
+  beast::error_code ignored;
+  socket.set_option(net::ip::tcp::no_delay(true), ignored);
+}
+
 /// The sandbox a connection comes from, or null (unknown peers are closed).
 std::shared_ptr<const sandbox_view> identify(proxy_state& state, const net::ip::tcp::socket& socket) {
   beast::error_code ec;
@@ -228,6 +236,7 @@ awaitable<void> run_connection(std::shared_ptr<proxy_state> state, net::ip::tcp:
   }
   conn.original_address = destination->first;
   conn.original_port = destination->second;
+  set_no_delay(socket);
   tcp_stream stream{std::move(socket)};
   beast::flat_buffer buffer;
   client_hello hello;
@@ -351,6 +360,7 @@ awaitable<result<tcp_stream>> connect_tcp(const connection& conn, const std::vec
   if (ec)
     co_return make_status(errc::unavailable, "connecting to " + format_ipv4(addresses.front()) + ":" +
                                                  std::to_string(port) + " failed: " + ec.message());
+  set_no_delay(stream.socket());
   co_return std::move(stream);
 }
 
