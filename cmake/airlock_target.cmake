@@ -23,16 +23,23 @@ function(airlock_library name)
   airlock_settings(airlock_${name})
 endfunction()
 
-# airlock_test(NAME SOURCES ... DEPS ... LABELS label [TIMEOUT s]): one GoogleTest executable per folder.
-# One label per executable: gtest_discover_tests splits a list of labels into
-# separate property arguments.
+# airlock_test(NAME SOURCES ... DEPS ... LABELS label [TIMEOUT s] [WHOLE]): one GoogleTest
+# executable per folder. One label per executable: gtest_discover_tests splits
+# a list of labels into separate property arguments. WHOLE registers the
+# executable as one ctest test instead of one per test case, for suites whose
+# shared set-up is too expensive to repeat per case (a template build).
 function(airlock_test name)
-  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "WHOLE" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
   airlock_settings(${name})
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 300)
+  endif()
+  if(ARG_WHOLE)
+    add_test(NAME ${name} COMMAND ${name})
+    set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT})
+    return()
   endif()
   gtest_discover_tests(${name} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT}
     DISCOVERY_TIMEOUT 60)

@@ -260,8 +260,11 @@ bool upstream_world::make_network(std::string& error) {
   netns_ = "airlock-egr-inet-" + std::to_string(::getpid());
   veth_ = "eginet" + std::to_string(::getpid() % 100000);
   std::string peer = veth_ + "p";
-  // Leftovers of a crashed earlier run would hold the addresses.
-  run_quiet({"/sbin/ip", "link", "del", veth_});
+  // Leftovers of a crashed earlier run (any pid: the suite's host lock is
+  // held) would hold the addresses.
+  run_quiet({"/bin/sh", "-c",
+             "for l in $(ip -o link show | grep -o \"eginet[0-9]*@\" | tr -d @); do ip link del $l; done;"
+             " for n in $(ip netns list | grep -o \"airlock-egr-inet-[0-9]*\"); do ip netns del $n; done"});
   bool ok = run_quiet({"/sbin/ip", "netns", "add", netns_})
             && run_quiet({"/sbin/ip", "link", "add", veth_, "type", "veth", "peer", "name", peer,
                           "netns", netns_})
