@@ -84,5 +84,18 @@ TEST(credentials, cache_serves_grants_until_the_ttl_and_limits_per_credential) {
   EXPECT_EQ(cache.find("sb_1", now), nullptr);
 }
 
+TEST(credentials, a_failed_fetch_is_remembered_briefly_then_fetched_again) {
+  credential_cache cache{credential_cache_options{.ttl_ms = 30000, .failure_ttl_ms = 2000}};
+  auto now = credential_cache::clock::time_point{} + 1h;
+  cache.store_failure("sb_1", now);
+  auto during = cache.find("sb_1", now + 1999ms);
+  ASSERT_NE(during, nullptr) << "requests do not wait for another fetch right away";
+  EXPECT_TRUE(during->empty()) << "and go without credentials";
+  EXPECT_EQ(cache.find("sb_1", now + 2s), nullptr) << "then the next request fetches again";
+  cache.store("sb_1", {grant("c1", credential_scope::tenant, {"a.test"}, 0)}, now + 2s);
+  ASSERT_NE(cache.find("sb_1", now + 3s), nullptr);
+  EXPECT_EQ(cache.find("sb_1", now + 3s)->size(), 1U);
+}
+
 } // namespace
 } // namespace airlock::worker::egress

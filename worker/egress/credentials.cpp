@@ -60,14 +60,22 @@ credential_cache::find(const std::string& sandbox_id, clock::time_point now) con
   std::lock_guard lock{mutex_};
   auto it = grants_.find(sandbox_id);
   if (it == grants_.end()) return nullptr;
-  if (now - it->second.fetched_at >= std::chrono::milliseconds(options_.ttl_ms)) return nullptr;
+  if (now >= it->second.expires_at) return nullptr;
   return it->second.grants;
 }
 
 void credential_cache::store(const std::string& sandbox_id, grant_list grants, clock::time_point now) {
   std::lock_guard lock{mutex_};
   if (grants_.size() >= options_.sandboxes_max && !grants_.contains(sandbox_id)) grants_.clear();
-  grants_[sandbox_id] = entry{std::make_shared<const grant_list>(std::move(grants)), now};
+  grants_[sandbox_id] = entry{std::make_shared<const grant_list>(std::move(grants)),
+                              now + std::chrono::milliseconds(options_.ttl_ms)};
+}
+
+void credential_cache::store_failure(const std::string& sandbox_id, clock::time_point now) {
+  std::lock_guard lock{mutex_};
+  if (grants_.size() >= options_.sandboxes_max && !grants_.contains(sandbox_id)) grants_.clear();
+  grants_[sandbox_id] = entry{std::make_shared<const grant_list>(),
+                              now + std::chrono::milliseconds(options_.failure_ttl_ms)};
 }
 
 void credential_cache::forget(const std::string& sandbox_id) {

@@ -31,6 +31,10 @@ const schema::credential_grant* select_grant(const std::vector<schema::credentia
 struct credential_cache_options {
   /// How long fetched grants are used before fetching again. Default: 30000.
   uint32_t ttl_ms = 30000;
+  /// After a failed fetch, requests go without credentials for this long
+  /// before the next fetch, so that a control plane that is away does not
+  /// hold every request for the fetch timeout. Default: 2000.
+  uint32_t failure_ttl_ms = 2000;
   /// Sandboxes whose grants are kept; beyond it the cache is emptied. Default: 4096.
   std::size_t sandboxes_max = 4096;
   /// Rate-limit buckets kept; beyond it full (idle) buckets are dropped. Default: 65536.
@@ -49,6 +53,9 @@ public:
   std::shared_ptr<const grant_list> find(const std::string& sandbox_id, clock::time_point now) const;
   /// Remembers freshly fetched grants.
   void store(const std::string& sandbox_id, grant_list grants, clock::time_point now);
+  /// Remembers a failed fetch: find() answers an empty list for
+  /// failure_ttl_ms, then nothing (fetch again).
+  void store_failure(const std::string& sandbox_id, clock::time_point now);
   /// Forgets a sandbox's grants (it left the worker).
   void forget(const std::string& sandbox_id);
   /// Takes one use of `grant` from its credential's bucket; false: rate limited.
@@ -57,7 +64,7 @@ public:
 private:
   struct entry {
     std::shared_ptr<const grant_list> grants;
-    clock::time_point fetched_at;
+    clock::time_point expires_at;
   };
   void trim_buckets(clock::time_point now);
 

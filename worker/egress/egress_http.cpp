@@ -166,6 +166,7 @@ awaitable<std::shared_ptr<const grant_list>> grants_for(const connection& conn) 
     std::string why = fetched ? fetched->error().message : std::string{"timed out"};
     conn.audit("credential", false, "credential fetch failed (" + why + "); request sent without credentials",
                conn.sandbox->sandbox_id);
+    state.credentials.store_failure(sandbox_id, now);
     co_return nullptr;
   }
   state.credentials.store(sandbox_id, std::move(fetched->value()), now);
