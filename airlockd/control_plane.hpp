@@ -40,6 +40,12 @@ public:
   /// before start.
   void configure(const control_settings& settings);
 
+  /// Called on each /metrics scrape (serve: the local worker's egress
+  /// counters). Set before add_routes.
+  void on_scrape(std::function<void(gateway::metrics_registry&)> hook) {
+    on_scrape_ = std::move(hook);
+  }
+
   /// Loads (or creates) the token key under `data_dir`/keys, the
   /// credentials' master key (`data_dir`/credentials.key, 0600) and the
   /// egress root CA (`data_dir`/egress-ca.key and .crt); spawns the
@@ -90,6 +96,7 @@ private:
   actors::reconciler_actor reconciler_;
   actors::audit_options audit_options_;
   std::map<std::string, schema::egress_policy> template_egress_;
+  std::function<void(gateway::metrics_registry&)> on_scrape_;
   actors::audit_actor audit_;
   actors::credential_actor credentials_;
   uint16_t cluster_port_ = 0;

@@ -200,6 +200,33 @@ void worker_host::start_firewall_log(const sandbox_host_options& options) {
   drop_log_group_ = log_options.group;
 }
 
+void worker_host::report_metrics(gateway::metrics_registry& metrics) const {
+  if (!gateway_)
+    return;
+  // Described on every scrape: describing again with the same type is a no-op.
+  auto stats = gateway_->stats();
+  auto dns = gateway_->dns_stats();
+  const std::pair<const char*, uint64_t> egress_counters[] = {
+    {"airlock_egress_connections_total", stats.connections},
+    {"airlock_egress_denied_total", stats.denied},
+    {"airlock_egress_requests_total", stats.allowed_requests},
+    {"airlock_egress_tls_terminated_total", stats.tls_terminated},
+    {"airlock_egress_credential_uses_total", stats.credential_uses},
+    {"airlock_egress_rate_limited_total", stats.rate_limited},
+    {"airlock_egress_upstream_failures_total", stats.upstream_failures},
+    {"airlock_egress_dns_queries_total", dns.queries},
+    {"airlock_egress_dns_refused_total", dns.refused},
+  };
+  for (const auto& [name, value] : egress_counters) {
+    metrics.describe(name, "egress gateway: see docs/egress.md", "counter");
+    metrics.counter_set(name, {}, static_cast<double>(value));
+  }
+  metrics.describe("airlock_egress_active_connections", "egress gateway connections open now",
+                   "gauge");
+  metrics.gauge_set("airlock_egress_active_connections", {},
+                    static_cast<double>(stats.active_connections));
+}
+
 uint16_t worker_host::egress_proxy_port() const noexcept {
   return gateway_ ? gateway_->proxy_port() : 0;
 }

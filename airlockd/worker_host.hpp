@@ -12,6 +12,7 @@
 #include "actors/cluster_protocol.hpp"
 #include "actors/log.hpp"
 #include "airlockd/options.hpp"
+#include "gateway/metrics.hpp"
 #include "schema/errc.hpp"
 #include "schema/worker.hpp"
 #include "storage/kv_store.hpp"
@@ -50,6 +51,10 @@ public:
   /// The control plane accepted this worker: the egress gateway gets the
   /// CA chain issued for its key. Called on the join actor; does not block.
   void joined(const actors::registration_ack& ack);
+
+  /// Mirrors the egress gateway's counters into `metrics` (families
+  /// airlock_egress_* and airlock_egress_dns_*). Thread-safe.
+  void report_metrics(gateway::metrics_registry& metrics) const;
 
   /// The egress gateway's proxy and DNS ports (0 without a gateway).
   uint16_t egress_proxy_port() const noexcept;

@@ -426,7 +426,9 @@ void add_unimplemented(route_table& routes, api_ptr api) {
 /// engine first, then everything the registry holds is rendered.
 void serve_metrics(api_ptr api, exchange_ptr ex) {
   auto* metrics = api->deps.metrics;
-  auto render = [ex, metrics]() {
+  auto render = [api, ex, metrics]() {
+    if (api->deps.on_scrape)
+      api->deps.on_scrape(*metrics);
     http_response response{http::status::ok, 11};
     response.set(http::field::content_type, "text/plain; version=0.0.4");
     response.body() = metrics->render();

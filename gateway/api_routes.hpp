@@ -9,6 +9,7 @@
 #include <caf/actor_system.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -65,6 +66,9 @@ struct control_api_deps {
   /// Where the routes report what they cannot tell the client (a worker that
   /// did not take a PATCHed egress policy). Absent: not reported.
   std::optional<actors::logger> log;
+  /// Called on each /metrics scrape before rendering, to mirror components'
+  /// own counters (the egress gateway's); thread-safe. Absent: nothing.
+  std::function<void(metrics_registry&)> on_scrape;
   api_options options;
 };
 

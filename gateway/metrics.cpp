@@ -151,6 +151,13 @@ void metrics_registry::counter_add(std::string_view name, const metric_labels& l
     entry->value += value;
 }
 
+void metrics_registry::counter_set(std::string_view name, const metric_labels& labels,
+                                   double value) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  if (auto* entry = find_series(name, labels, "counter"))
+    entry->value = value;
+}
+
 void metrics_registry::gauge_set(std::string_view name, const metric_labels& labels, double value) {
   std::lock_guard<std::mutex> guard(mutex_);
   if (auto* entry = find_series(name, labels, "gauge"))

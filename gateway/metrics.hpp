@@ -37,6 +37,9 @@ public:
   void describe(std::string name, std::string help, std::string type,
                 std::vector<double> histogram_buckets = {});
   void counter_add(std::string_view name, const metric_labels& labels, double value = 1);
+  /// Sets a counter to a total kept elsewhere (a component's own monotonic
+  /// count, mirrored at scrape time).
+  void counter_set(std::string_view name, const metric_labels& labels, double value);
   void gauge_set(std::string_view name, const metric_labels& labels, double value);
   void histogram_observe(std::string_view name, const metric_labels& labels, double value);
   /// The text format 0.0.4 (label values escaped), families sorted by name.

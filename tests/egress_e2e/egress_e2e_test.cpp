@@ -514,6 +514,24 @@ TEST_F(egress_e2e, the_templates_default_applies_when_a_create_names_no_egress) 
             "403");
 }
 
+TEST_F(egress_e2e, the_gateways_counters_are_on_metrics) {
+  auto id = sandbox_with(allow_api);
+  ASSERT_FALSE(id.empty());
+  run(id, "curl -s -m 10 -o /dev/null http://api.test/echo; curl -s -m 10 -o /dev/null "
+          "--resolve other.test:80:198.51.100.10 http://other.test/");
+  auto scraped = admin().get("/metrics");
+  ASSERT_EQ(scraped.status, 200);
+  auto value_of = [&scraped](const std::string& name) {
+    auto at = scraped.body.find("\n" + name + " ");
+    return at == std::string::npos ? -1.0 : std::stod(scraped.body.substr(at + name.size() + 2));
+  };
+  EXPECT_GE(value_of("airlock_egress_requests_total"), 1.0) << scraped.body;
+  EXPECT_GE(value_of("airlock_egress_denied_total"), 1.0);
+  EXPECT_GE(value_of("airlock_egress_dns_queries_total"), 2.0);
+  EXPECT_GE(value_of("airlock_egress_active_connections"), 0.0);
+  EXPECT_NE(scraped.body.find("# TYPE airlock_egress_requests_total counter"), std::string::npos);
+}
+
 TEST_F(egress_e2e, lifecycle_changes_are_audited) {
   auto id = sandbox_with(allow_api);
   ASSERT_FALSE(id.empty());
