@@ -185,6 +185,17 @@ option_spec<O> cli_config_spec() {
 
 } // namespace
 
+std::vector<std::string> split_list(std::string_view text, char separator) {
+  std::vector<std::string> out;
+  while (!text.empty()) {
+    auto at = text.find(separator);
+    if (auto item = text.substr(0, at); !item.empty())
+      out.emplace_back(item);
+    text = at == std::string_view::npos ? std::string_view{} : text.substr(at + 1);
+  }
+  return out;
+}
+
 result<std::map<std::string, schema::egress_policy>> parse_template_egress(std::string_view text) {
   std::map<std::string, schema::egress_policy> out;
   auto bad = [&text](const std::string& why) {
@@ -192,12 +203,7 @@ result<std::map<std::string, schema::egress_policy>> parse_template_egress(std::
                        "template egress '" + std::string(text) + "': " + why
                          + " (expected NAME=PROFILE[:HOST,...];... e.g. base=open)");
   };
-  while (!text.empty()) {
-    auto semicolon = text.find(';');
-    auto item = text.substr(0, semicolon);
-    text = semicolon == std::string_view::npos ? std::string_view{} : text.substr(semicolon + 1);
-    if (item.empty())
-      continue;
+  for (std::string_view item : split_list(text, ';')) {
     auto equals = item.find('=');
     if (equals == std::string_view::npos || equals == 0)
       return bad("'" + std::string(item) + "' has no NAME=");
@@ -209,13 +215,8 @@ result<std::map<std::string, schema::egress_policy>> parse_template_egress(std::
       return bad("profile of " + name + " must be none, allowlist or open");
     schema::egress_policy policy;
     policy.profile = *profile;
-    for (auto hosts = colon == std::string_view::npos ? std::string_view{} : rest.substr(colon + 1);
-         !hosts.empty();) {
-      auto comma = hosts.find(',');
-      if (auto host = hosts.substr(0, comma); !host.empty())
-        policy.allow.emplace_back(host);
-      hosts = comma == std::string_view::npos ? std::string_view{} : hosts.substr(comma + 1);
-    }
+    if (colon != std::string_view::npos)
+      policy.allow = split_list(rest.substr(colon + 1), ',');
     if (auto valid = schema::validate_egress_policy(policy); !valid)
       return bad(name + ": " + valid.message);
     out[name] = std::move(policy);

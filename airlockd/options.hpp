@@ -97,6 +97,9 @@ struct control_settings {
   std::string template_egress;
 };
 
+/// The non-empty items of `text` between `separator`s ("a,,b" -> a, b).
+std::vector<std::string> split_list(std::string_view text, char separator);
+
 /// control_settings::template_egress as a map (validated allow rules).
 /// invalid_argument with a sentence on malformed text.
 result<std::map<std::string, schema::egress_policy>> parse_template_egress(std::string_view text);

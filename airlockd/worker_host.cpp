@@ -62,18 +62,6 @@ worker::namespace_runtime_options runtime_options(const std::string& data_dir,
   return runtime;
 }
 
-/// "10.1.0.0/16,192.168.5.0/24" -> its items (empty: none).
-std::vector<std::string> split_list(std::string_view text) {
-  std::vector<std::string> out;
-  while (!text.empty()) {
-    auto comma = text.find(',');
-    if (auto item = text.substr(0, comma); !item.empty())
-      out.emplace_back(item);
-    text = comma == std::string_view::npos ? std::string_view{} : text.substr(comma + 1);
-  }
-  return out;
-}
-
 } // namespace
 
 worker_host::~worker_host() { stop(); }
@@ -251,7 +239,7 @@ status worker_host::start_egress(caf::actor_system& system, const sandbox_host_o
   gateway.dns_port = options.egress_dns_port;
   gateway.hosts_file = options.egress_hosts_file;
   gateway.proxy.upstream_ca_file = options.egress_upstream_ca;
-  gateway.allowed_private = split_list(options.egress_allow_private);
+  gateway.allowed_private = split_list(options.egress_allow_private, ',');
   // Sandboxes never reach each other through the gateway either.
   gateway.denied = {options.address_pool};
   auto started = worker::egress::egress_gateway::start(gateway, egress_bridge_, egress_bridge_);

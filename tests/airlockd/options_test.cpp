@@ -220,6 +220,12 @@ TEST(endpoint, a_wildcard_listener_is_dialled_on_loopback) {
   EXPECT_EQ(gateway::dialable({"10.1.2.3", 1}), (gateway::endpoint{"10.1.2.3", 1}));
 }
 
+TEST(split_list, keeps_the_non_empty_items_between_separators) {
+  EXPECT_EQ(split_list("a,,b,", ','), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(split_list("", ';'), std::vector<std::string>{});
+  EXPECT_EQ(split_list("10.1.0.0/16", ','), std::vector<std::string>{"10.1.0.0/16"});
+}
+
 TEST(template_egress, parses_profiles_and_allow_lists_per_template) {
   auto parsed = parse_template_egress("base=open;tools=allowlist:pypi.org,*.pythonhosted.org;x=none");
   ASSERT_TRUE(parsed) << parsed.error().message;
