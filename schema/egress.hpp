@@ -38,7 +38,7 @@ struct audit_record {
   std::string tenant_id;
   std::string sandbox_id;
   std::string kind;
-  std::string decision; ///< "allowed" | "denied" (lifecycle: the operation's state)
+  std::string decision; ///< "allowed" | "denied" | "tunnel" (egress) (lifecycle: the operation's state)
   std::string reason;   ///< why, in words an operator can act on
   std::string target;   ///< host[:port], address, or operation kind
   std::string detail;   ///< method and path, credential name, operation id ...

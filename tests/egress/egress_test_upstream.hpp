@@ -68,6 +68,10 @@ struct seen_request {
 ///                   connection (close_notify over TLS); no Connection: close
 ///   /stall/N        a Content-Length of N, N/2 bytes, then silence until the
 ///                   peer closes
+///   /switch         101 with Upgrade: h2c, whatever was asked (a rogue
+///                   switch), then echoes raw bytes
+///   /bad-accept     101 with Upgrade: websocket and a Sec-WebSocket-Accept
+///                   that answers no key, then echoes raw bytes
 /// and WebSocket upgrades, whose messages it echoes.
 class upstream_server {
 public:
@@ -86,6 +90,8 @@ public:
   }
   uint16_t port() const { return port_; }
   int connections() const { return connections_; }
+  /// Bytes that reached a rogue switch's echo after its 101.
+  uint64_t echoed_after_switch() const { return echoed_; }
   std::vector<seen_request> requests() const {
     std::lock_guard lock{mutex_};
     return requests_;
@@ -138,6 +144,10 @@ private:
       co_await http::async_read(stream, buffer, request, net::redirect_error(net::use_awaitable, ec));
       if (ec) co_return;
       remember(request);
+      if (request.target() == "/switch" || request.target() == "/bad-accept") {
+        co_await rogue_switch(stream, buffer, request.target() == "/switch" ? "h2c" : "websocket");
+        co_return;
+      }
       if (beast::websocket::is_upgrade(request)) {
         co_await echo_websocket(stream, request);
         co_return;
@@ -222,6 +232,25 @@ private:
   }
 
   template <class Stream>
+  net::awaitable<void> rogue_switch(Stream& stream, beast::flat_buffer& buffer, const std::string& protocol) {
+    std::string head = "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + protocol +
+                       "\r\nSec-WebSocket-Accept: AAAAAAAAAAAAAAAAAAAAAAAAAAA=\r\n\r\n";
+    beast::error_code ec;
+    co_await net::async_write(stream, net::buffer(head), net::redirect_error(net::use_awaitable, ec));
+    if (buffer.size() > 0 && !ec) {
+      echoed_ += buffer.size();
+      co_await net::async_write(stream, buffer.data(), net::redirect_error(net::use_awaitable, ec));
+    }
+    char bytes[4096];
+    while (!ec) {
+      auto count = co_await stream.async_read_some(net::buffer(bytes), net::redirect_error(net::use_awaitable, ec));
+      if (ec) break;
+      echoed_ += count;
+      co_await net::async_write(stream, net::buffer(bytes, count), net::redirect_error(net::use_awaitable, ec));
+    }
+  }
+
+  template <class Stream>
   net::awaitable<void> echo_websocket(Stream& stream, const http::request<http::string_body>& request) {
     beast::websocket::stream<Stream&> ws{stream};
     beast::error_code ec;
@@ -239,6 +268,7 @@ private:
   net::ip::tcp::acceptor acceptor_{io_};
   uint16_t port_ = 0;
   std::atomic<int> connections_{0};
+  std::atomic<uint64_t> echoed_{0};
   mutable std::mutex mutex_;
   std::vector<seen_request> requests_;
   std::thread thread_;

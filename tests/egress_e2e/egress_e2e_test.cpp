@@ -481,6 +481,49 @@ TEST_F(egress_e2e, websocket_upgrades_work_through_tls_termination) {
   EXPECT_EQ(probe(id, "ws api.test"), "HTTP/1.1 101 Switching Protocols | echo=True\n");
 }
 
+TEST_F(egress_e2e, a_websocket_tunnel_is_audited_as_one_with_its_protocol_and_judged_host) {
+  auto id = sandbox_with(allow_api);
+  ASSERT_FALSE(id.empty());
+  ASSERT_EQ(probe(id, "ws api.test"), "HTTP/1.1 101 Switching Protocols | echo=True\n");
+  auto record = audit_find(id, "egress", [](const json& r) { return r.value("decision", "") == "tunnel"; });
+  ASSERT_FALSE(record.is_null()) << "no egress/tunnel record for the WebSocket";
+  EXPECT_EQ(record.value("target", ""), "api.test:443");
+  EXPECT_NE(record.value("reason", "").find("websocket"), std::string::npos) << record.dump();
+}
+
+const json allow_wild = {{"profile", "allowlist"}, {"allow", {"allowed.test", "*.wild.test"}}};
+
+// The bypass of a shared host: one request for an allowed name asks to
+// switch to HTTP/2 (h2c); were the switch forwarded, the connection would
+// become a tunnel whose next streams name any host the address serves.
+TEST_F(egress_e2e, an_h2c_upgrade_to_an_allowed_name_cannot_reach_another_name_on_a_shared_host) {
+  auto id = sandbox_with(allow_wild);
+  ASSERT_FALSE(id.empty());
+  auto out = probe(id, std::string("h2c ") + shared_host_address + " cdn.wild.test evil.test");
+  EXPECT_EQ(out.find("content of evil.test"), std::string::npos)
+    << "HTTP/2 after an h2c upgrade reached a name the policy refuses: " << out;
+  // The switch is stripped: the request itself is answered over HTTP/1.1,
+  // without the upgrade's headers, and the preface that follows is refused.
+  EXPECT_EQ(out.rfind("HTTP/1.1 200", 0), 0U) << out;
+  EXPECT_NE(out.find("first=content of cdn.wild.test; headers=host "), std::string::npos) << out;
+  EXPECT_NE(out.find("second=HTTP/1.1 505"), std::string::npos) << out;
+  EXPECT_FALSE(denied(id, "egress", "cdn.wild.test:80", "h2c").is_null())
+    << "the refused switch is audited as a denial";
+  EXPECT_FALSE(denied(id, "egress", "", "HTTP/2").is_null()) << "the clear-text preface is audited";
+  EXPECT_TRUE(audit_find(id, "egress", [](const json& r) { return r.value("decision", "") == "tunnel"; })
+                .is_null())
+    << "no tunnel was opened";
+}
+
+TEST_F(egress_e2e, a_switch_to_a_protocol_that_was_not_asked_for_is_cut_off) {
+  auto id = sandbox_with(allow_wild);
+  ASSERT_FALSE(id.empty());
+  std::string host = std::string(shared_host_address) + " cdn.wild.test";
+  EXPECT_EQ(probe(id, "switch " + host + " plain"), "HTTP/1.1 502 Bad Gateway | echoed=False\n");
+  EXPECT_EQ(probe(id, "switch " + host + " ws"), "HTTP/1.1 502 Bad Gateway | echoed=False\n");
+  EXPECT_FALSE(denied(id, "egress", "cdn.wild.test:80", "101").is_null());
+}
+
 TEST_F(egress_e2e, profiles_none_and_open_and_a_patch_apply_to_new_connections) {
   auto none = sandbox_with({{"profile", "none"}});
   ASSERT_FALSE(none.empty());

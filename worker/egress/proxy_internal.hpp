@@ -97,6 +97,11 @@ struct connection {
   /// Writes an audit record of kind `kind` for this sandbox.
   void audit(std::string_view kind, bool allowed, std::string reason, std::string target,
              std::string detail = {}) const;
+  /// Writes an egress/tunnel record: from here on the connection's bytes
+  /// are relayed without being judged (WebSocket, TLS pass-through).
+  void audit_tunnel(std::string reason, std::string target, std::string detail) const;
+  void record_audit(std::string_view kind, std::string_view decision, std::string reason, std::string target,
+                    std::string detail) const;
   /// "host:port" with the connection's original port.
   std::string target(std::string_view host) const;
 };
