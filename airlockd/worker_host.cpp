@@ -202,6 +202,8 @@ void worker_host::report_metrics(gateway::metrics_registry& metrics) const {
     {"airlock_egress_credential_uses_total", stats.credential_uses},
     {"airlock_egress_rate_limited_total", stats.rate_limited},
     {"airlock_egress_upstream_failures_total", stats.upstream_failures},
+    {"airlock_egress_tunnels_total", stats.upgrades + stats.passthrough},
+    {"airlock_egress_switches_refused_total", stats.switches_refused},
     {"airlock_egress_dns_queries_total", dns.queries},
     {"airlock_egress_dns_refused_total", dns.refused},
   };

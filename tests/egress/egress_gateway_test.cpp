@@ -728,6 +728,7 @@ TEST_F(egress_gateway_test, an_h2c_upgrade_is_stripped_and_the_clear_text_prefac
   EXPECT_EQ(seen.count("http2-settings"), 0u);
   EXPECT_EQ(seen.count("connection"), 0u);
   EXPECT_TRUE(has_denial("protocol switch to h2c refused"));
+  EXPECT_EQ(gateway_->stats().switches_refused, 1u);
   // What an h2c client sends next: the preface, on the same connection.
   auto reply = raw_exchange(socket, std::string("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n") + std::string(9, '\0'));
   EXPECT_TRUE(reply.starts_with("HTTP/1.1 505")) << reply.substr(0, 100);
@@ -778,6 +779,7 @@ TEST_F(egress_gateway_test, a_101_nobody_asked_for_ends_both_connections) {
   EXPECT_EQ(reply.find("HTTP/1.1 101"), std::string::npos)
       << "the 101 itself never reaches the guest: " << reply.substr(0, 200);
   EXPECT_TRUE(has_denial("upstream switched protocols (101, Upgrade: h2c) though no switch was asked for"));
+  EXPECT_EQ(gateway_->stats().switches_refused, 1u);
   EXPECT_TRUE(audits("egress", "tunnel").empty());
   EXPECT_EQ(http_upstream_.echoed_after_switch(), 0u);
 }
@@ -794,6 +796,8 @@ TEST_F(egress_gateway_test, a_101_that_does_not_answer_the_websocket_asked_for_e
     EXPECT_TRUE(reply.starts_with("HTTP/1.1 502")) << target << ": " << reply.substr(0, 100);
   }
   EXPECT_TRUE(has_denial("without answering the WebSocket upgrade asked for"));
+  EXPECT_EQ(gateway_->stats().switches_refused, 2u);
+  EXPECT_EQ(gateway_->stats().upgrades, 0u);
   EXPECT_TRUE(audits("egress", "tunnel").empty());
   EXPECT_EQ(http_upstream_.echoed_after_switch(), 0u) << "no byte after the 101 reached the upstream";
 }

@@ -572,6 +572,8 @@ TEST_F(egress_e2e, the_gateways_counters_are_on_metrics) {
   EXPECT_GE(value_of("airlock_egress_denied_total"), 1.0);
   EXPECT_GE(value_of("airlock_egress_dns_queries_total"), 2.0);
   EXPECT_GE(value_of("airlock_egress_active_connections"), 0.0);
+  EXPECT_GE(value_of("airlock_egress_tunnels_total"), 0.0);
+  EXPECT_GE(value_of("airlock_egress_switches_refused_total"), 0.0);
   EXPECT_NE(scraped.body.find("# TYPE airlock_egress_requests_total counter"), std::string::npos);
 }
 

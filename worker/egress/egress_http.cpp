@@ -469,6 +469,7 @@ awaitable<bool> relay_response(const connection& conn, Guest& guest, beast::flat
       std::string what = "upstream switched protocols (101, Upgrade: " + switched_protocol(parser.get()) + ") " +
                          (asked.websocket ? "without answering the WebSocket upgrade asked for"
                                           : "though no switch was asked for");
+      ++conn.state.counters.switches_refused;
       refusal why{http::status::bad_gateway, what};
       std::string target = conn.target(host);
       co_await refuse(conn, guest, why, target, detail);
@@ -571,6 +572,7 @@ awaitable<bool> handle_request(const connection& conn, Guest& guest, beast::flat
     // Stripped rather than refused: an upgrade is optional (RFC 9110
     // section 7.8), so the request goes on as HTTP/1.1; the switch is a denial.
     ++conn.state.counters.denied;
+    ++conn.state.counters.switches_refused;
     conn.audit("egress", false,
                "protocol switch to " + asked.refused + " refused (only WebSocket is forwarded); the request "
                "went on as HTTP/1.1",

@@ -408,7 +408,8 @@ egress_stats egress_proxy::stats() const {
   const auto& c = state_->counters;
   return egress_stats{c.connections, c.unknown_peers, c.active_connections, c.denied,
                       c.allowed_requests, c.tls_terminated, c.passthrough, c.credential_uses,
-                      c.rate_limited, c.upstream_failures, c.upgrades};
+                      c.rate_limited, c.upstream_failures, c.upgrades,
+                      c.switches_refused};
 }
 
 } // namespace airlock::worker::egress

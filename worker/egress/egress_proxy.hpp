@@ -77,6 +77,7 @@ struct egress_stats {
   uint64_t rate_limited = 0;       ///< requests answered 429
   uint64_t upstream_failures = 0;  ///< requests answered 502
   uint64_t upgrades = 0;           ///< 101 responses turned into tunnels
+  uint64_t switches_refused = 0;   ///< upgrades stripped, and 101s that answered none asked for
 };
 
 struct proxy_state;

@@ -58,7 +58,7 @@ private:
 struct proxy_counters {
   std::atomic<uint64_t> connections{0}, unknown_peers{0}, active_connections{0}, denied{0},
       allowed_requests{0}, tls_terminated{0}, passthrough{0}, credential_uses{0}, rate_limited{0},
-      upstream_failures{0}, upgrades{0};
+      upstream_failures{0}, upgrades{0}, switches_refused{0};
 };
 
 /// Everything every connection reads; owned by egress_proxy via shared_ptr.
