@@ -312,7 +312,7 @@ struct tree {
   std::map<std::string, std::string> outsider_target; ///< target -> outsider folder
   std::vector<link_edge> links;
   std::vector<include_edge> includes;
-  std::vector<violation> unnamed; ///< airlock_library calls the rules do not name
+  std::vector<violation> unnamed; ///< unnamed libraries, root include directories
 };
 
 class checker {
@@ -433,7 +433,29 @@ private:
           tree_.target_home[first.text] = owner;
       } else if (cmd.name == "target_link_libraries" && !owner.empty()) {
         add_deps(cmd.args, file, owner, false);
+      } else if (cmd.name == "target_include_directories" && !owner.empty()) {
+        check_roots(cmd.args, file, owner);
       }
+    }
+  }
+
+  /// A PUBLIC or INTERFACE include directory that is a root (of the sources
+  /// or of the build) would make every header resolve in whatever links it.
+  void check_roots(const std::vector<token>& args, const std::string& file,
+                   const std::string& owner) {
+    static const std::set<std::string> roots{"${PROJECT_SOURCE_DIR}", "${PROJECT_BINARY_DIR}",
+                                             "${CMAKE_SOURCE_DIR}", "${CMAKE_BINARY_DIR}"};
+    std::string scope = "PRIVATE";
+    for (size_t i = 1; i < args.size(); ++i) {
+      const std::string& arg = args[i].text;
+      if (arg == "PUBLIC" || arg == "PRIVATE" || arg == "INTERFACE")
+        scope = arg;
+      else if (scope != "PRIVATE" && roots.count(arg) > 0)
+        tree_.unnamed.push_back(make(file, args[i].line, owner, "",
+                                     arg + " is a " + scope
+                                       + " include directory: every header would resolve in"
+                                         " whatever links it; a library exposes only its own"
+                                         " folder (airlock_library, docs/layering.md)"));
     }
   }
 

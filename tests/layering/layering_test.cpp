@@ -205,6 +205,19 @@ TEST_F(planted_tree, reports_a_library_the_rules_do_not_name) {
   EXPECT_EQ(r.violations[1].line, 2u);
 }
 
+TEST_F(planted_tree, reports_a_library_that_exposes_the_repository_root) {
+  write("storage/CMakeLists.txt", "airlock_library(storage SOURCES store.cpp DEPS airlock_schema)\n"
+                                  "target_include_directories(airlock_storage PRIVATE x\n"
+                                  "  PUBLIC ${PROJECT_SOURCE_DIR})\n");
+  report r = run();
+  ASSERT_EQ(r.violations.size(), 1u) << all_messages(r);
+  EXPECT_EQ(r.violations[0].file, "storage/CMakeLists.txt");
+  EXPECT_EQ(r.violations[0].line, 3u);
+  EXPECT_NE(r.violations[0].message.find("${PROJECT_SOURCE_DIR} is a PUBLIC include directory"),
+            std::string::npos)
+    << r.violations[0].message;
+}
+
 TEST_F(planted_tree, reports_a_cycle_and_an_unknown_name_in_the_rules) {
   write("cmake/layers.txt", "schema: gateway\n"
                             "storage: schema nosuch\n"
