@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "actors/errors.hpp"
+#include "storage/egress_store.hpp"
 
 namespace airlock::actors {
 
@@ -93,7 +94,7 @@ audit_actor spawn_audit_actor(caf::actor_system& system, storage::kv_store& stor
       [self](au_append_atom, std::vector<schema::audit_record>& records) {
         return on_append(self, records);
       },
-      [self](au_query_atom, const storage::audit_query& query) -> caf::result<audit_page> {
+      [self](au_query_atom, const schema::audit_query& query) -> caf::result<audit_page> {
         auto found = self->state.store->query(query);
         if (!found)
           return make_error(found.error());

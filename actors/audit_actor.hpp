@@ -18,7 +18,7 @@
 #include "actors/cluster_protocol.hpp" // inspect() of audit_record
 #include "schema/egress.hpp"
 #include "schema/operation.hpp"
-#include "storage/egress_store.hpp"
+#include "schema/page.hpp"
 #include "storage/kv_store.hpp"
 
 namespace airlock::actors {
@@ -45,7 +45,7 @@ struct audit_options {
 };
 
 /// One page of GET /v1/audit.
-using audit_page = storage::page<schema::audit_record>;
+using audit_page = schema::page<schema::audit_record>;
 
 using audit_actor = caf::typed_actor<
   /// Appends records (at_ms 0 is stamped with now). Errors: too_large,
@@ -53,7 +53,7 @@ using audit_actor = caf::typed_actor<
   caf::replies_to<au_append_atom, std::vector<schema::audit_record>>::with<bool>,
   /// Records matching the query in time order. Errors: invalid_argument
   /// (bad cursor), io_error. Idempotent.
-  caf::replies_to<au_query_atom, storage::audit_query>::with<audit_page>,
+  caf::replies_to<au_query_atom, schema::audit_query>::with<audit_page>,
   /// Deletes records past the retention now; replies with how many.
   /// Idempotent.
   caf::replies_to<au_sweep_atom>::with<uint64_t>,
@@ -70,5 +70,5 @@ schema::audit_record lifecycle_audit(const schema::operation_record& record);
 
 } // namespace airlock::actors
 
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::storage::audit_query)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::schema::audit_query)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::actors::audit_page)

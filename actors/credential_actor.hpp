@@ -23,9 +23,9 @@
 #include "actors/log.hpp"
 #include "actors/sandbox_registry.hpp"
 #include "schema/egress.hpp"
+#include "schema/page.hpp"
 #include "schema/sandbox.hpp"
 #include "storage/kv_store.hpp"
-#include "storage/operation_store.hpp"
 
 namespace airlock::actors {
 
@@ -89,7 +89,7 @@ grants_for(const std::vector<schema::credential_record>& credentials,
            std::vector<std::string>* unreadable = nullptr);
 
 /// A page of credentials (sealed_secret always empty).
-using credential_page = storage::page<schema::credential_record>;
+using credential_page = schema::page<schema::credential_record>;
 
 struct credential_actor_options {
   credential_limits limits;

@@ -18,12 +18,12 @@
 #include "actors/log.hpp"
 #include "actors/operation_engine.hpp"
 #include "actors/reconciler.hpp"
-#include "airlockd/options.hpp"
 #include "actors/sandbox_registry.hpp"
+#include "airlockd/options.hpp"
 #include "gateway/attach_token.hpp"
 #include "gateway/endpoint.hpp"
-#include "gateway/metrics.hpp"
 #include "gateway/router.hpp"
+#include "metrics/metrics.hpp"
 #include "schema/errc.hpp"
 #include "storage/kv_store.hpp"
 
@@ -42,7 +42,7 @@ public:
 
   /// Called on each /metrics scrape (serve: the local worker's egress
   /// counters). Set before add_routes.
-  void on_scrape(std::function<void(gateway::metrics_registry&)> hook) {
+  void on_scrape(std::function<void(metrics::metrics_registry&)> hook) {
     on_scrape_ = std::move(hook);
   }
 
@@ -81,7 +81,7 @@ public:
   const gateway::token_signer& signer() const { return *signer_; }
   const actors::audit_actor& audit() const noexcept { return audit_; }
   const actors::credential_actor& credentials() const noexcept { return credentials_; }
-  gateway::metrics_registry& metrics() noexcept { return metrics_; }
+  metrics::metrics_registry& metrics() noexcept { return metrics_; }
 
 private:
   actors::logger log_;
@@ -89,14 +89,14 @@ private:
   system_wall_clock clock_;
   system_entropy entropy_;
   std::optional<gateway::token_signer> signer_;
-  gateway::metrics_registry metrics_;
+  metrics::metrics_registry metrics_;
   actors::sandbox_registry_actor registry_;
   actors::scheduler_actor scheduler_;
   actors::procedure_table procedures_;
   actors::reconciler_actor reconciler_;
   actors::audit_options audit_options_;
   std::map<std::string, schema::egress_policy> template_egress_;
-  std::function<void(gateway::metrics_registry&)> on_scrape_;
+  std::function<void(metrics::metrics_registry&)> on_scrape_;
   actors::audit_actor audit_;
   actors::credential_actor credentials_;
   uint16_t cluster_port_ = 0;

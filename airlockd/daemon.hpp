@@ -13,8 +13,8 @@
 #include "actors/log.hpp"
 #include "gateway/endpoint.hpp"
 #include "gateway/health_server.hpp"
-#include "gateway/metrics.hpp"
 #include "gateway/router.hpp"
+#include "metrics/metrics.hpp"
 #include "schema/errc.hpp"
 #include "storage/kv_store.hpp"
 
@@ -97,7 +97,7 @@ struct daemon_steps {
   /// Extra readiness condition for /readyz once started (cheap, non-blocking).
   std::function<status()> ready;
   /// Where the listener records its request metrics; may be null.
-  gateway::metrics_registry* metrics = nullptr;
+  metrics::metrics_registry* metrics = nullptr;
 };
 
 /// DIR made absolute (against the working directory).

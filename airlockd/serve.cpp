@@ -58,7 +58,7 @@ status start_parts(serve_parts& parts, storage::kv_store& store, const serve_opt
   });
   parts.control.configure(options.control);
   parts.control.on_scrape(
-    [&parts](gateway::metrics_registry& metrics) { parts.worker.report_metrics(metrics); });
+    [&parts](metrics::metrics_registry& metrics) { parts.worker.report_metrics(metrics); });
   if (auto started = parts.control.start(system, store, data_dir,
                                          gateway::endpoint{"127.0.0.1", 0});
       !started)

@@ -188,7 +188,7 @@ void worker_host::start_firewall_log(const sandbox_host_options& options) {
   drop_log_group_ = log_options.group;
 }
 
-void worker_host::report_metrics(gateway::metrics_registry& metrics) const {
+void worker_host::report_metrics(metrics::metrics_registry& metrics) const {
   if (!gateway_)
     return;
   // Described on every scrape: describing again with the same type is a no-op.

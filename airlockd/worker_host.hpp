@@ -12,13 +12,13 @@
 #include "actors/cluster_protocol.hpp"
 #include "actors/log.hpp"
 #include "airlockd/options.hpp"
-#include "gateway/metrics.hpp"
+#include "metrics/metrics.hpp"
 #include "schema/errc.hpp"
 #include "schema/worker.hpp"
 #include "storage/kv_store.hpp"
 #include "worker/cluster_join.hpp"
-#include "worker/egress_binding.hpp"
 #include "worker/egress/firewall_log.hpp"
+#include "worker/egress_binding.hpp"
 #include "worker/egress_bridge.hpp"
 #include "worker/node_actor.hpp"
 #include "worker/worker_actor.hpp"
@@ -54,7 +54,7 @@ public:
 
   /// Mirrors the egress gateway's counters into `metrics` (families
   /// airlock_egress_* and airlock_egress_dns_*). Thread-safe.
-  void report_metrics(gateway::metrics_registry& metrics) const;
+  void report_metrics(metrics::metrics_registry& metrics) const;
 
   /// The egress gateway's proxy and DNS ports (0 without a gateway).
   uint16_t egress_proxy_port() const noexcept;

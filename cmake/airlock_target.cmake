@@ -14,11 +14,31 @@ function(airlock_settings target)
   endif()
 endfunction()
 
-# airlock_library(NAME SOURCES ... DEPS ...): one library per folder.
+# Each library exposes only its own headers (docs/layering.md). Its PUBLIC
+# include directory is ${PROJECT_BINARY_DIR}/include/<target>, which holds one
+# symlink, <folder> -> the library's source folder (worker/runtime for
+# airlock_worker_runtime), so `#include "folder/file.hpp"` resolves only in
+# targets that link the library. Neither the repository root nor the binary
+# root is a PUBLIC include directory of any library. Headers a library
+# generates go to ${PROJECT_BINARY_DIR}/generated/<target>/<folder>/ (schema's
+# Cap'n Proto headers, airlockd's build_info.hpp).
+function(airlock_public_headers target folder)
+  set(root ${PROJECT_BINARY_DIR}/include/${target})
+  get_filename_component(parent ${root}/${folder} DIRECTORY)
+  file(MAKE_DIRECTORY ${parent})
+  file(CREATE_LINK ${PROJECT_SOURCE_DIR}/${folder} ${root}/${folder} SYMBOLIC)
+  target_include_directories(${target} PUBLIC ${root})
+endfunction()
+
+# airlock_library(NAME SOURCES ... DEPS ...): one library per folder, named
+# airlock_NAME; its folder is the one whose CMakeLists.txt calls this. DEPS
+# are PUBLIC, and cmake/layers.txt must allow each of them (the layering test
+# checks it).
 function(airlock_library name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
   add_library(airlock_${name} STATIC ${ARG_SOURCES})
-  target_include_directories(airlock_${name} PUBLIC ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
+  file(RELATIVE_PATH folder ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_SOURCE_DIR})
+  airlock_public_headers(airlock_${name} ${folder})
   target_link_libraries(airlock_${name} PUBLIC ${ARG_DEPS})
   airlock_settings(airlock_${name})
 endfunction()
@@ -31,6 +51,9 @@ endfunction()
 function(airlock_test name)
   cmake_parse_arguments(ARG "WHOLE" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
+  # Tests include their helpers as "tests/<folder>/...": the repository root,
+  # PRIVATE only, so that it never reaches a library.
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
   airlock_settings(${name})
   if(NOT ARG_TIMEOUT)

@@ -482,7 +482,7 @@ void add_control_routes(route_table& routes, const control_api_deps& deps) {
   add_unimplemented(routes, api);
 }
 
-void describe_control_metrics(metrics_registry& metrics) {
+void describe_control_metrics(metrics::metrics_registry& metrics) {
   metrics.describe("airlock_operations_total", "Operations that ended, by kind and state.",
                    "counter");
   metrics.describe("airlock_operation_duration_seconds",
@@ -492,7 +492,8 @@ void describe_control_metrics(metrics_registry& metrics) {
   metrics.describe("airlock_operations_live", "Operations being driven now.", "gauge");
 }
 
-void record_operation_metrics(metrics_registry& metrics, const schema::operation_record& record) {
+void record_operation_metrics(metrics::metrics_registry& metrics,
+                              const schema::operation_record& record) {
   std::string state(schema::to_string(record.state));
   metrics.counter_add("airlock_operations_total", {{"kind", record.kind}, {"state", state}});
   auto seconds = static_cast<double>(record.updated_at_ms - record.created_at_ms) / 1000.0;

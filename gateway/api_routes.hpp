@@ -24,8 +24,8 @@
 #include "actors/sandbox_registry.hpp"
 #include "gateway/api_json.hpp"
 #include "gateway/attach_token.hpp"
-#include "gateway/metrics.hpp"
 #include "gateway/router.hpp"
+#include "metrics/metrics.hpp"
 
 namespace airlock::gateway {
 
@@ -58,7 +58,7 @@ struct control_api_deps {
   const token_signer* signer = nullptr;
   const wall_clock* clock = nullptr;
   entropy_source* entropy = nullptr; ///< thread-safe (system_entropy)
-  metrics_registry* metrics = nullptr;
+  metrics::metrics_registry* metrics = nullptr;
   /// POST/GET/DELETE /v1/credentials; absent: those routes answer 503.
   actors::credential_actor credentials;
   /// GET /v1/audit; absent: 503.
@@ -68,7 +68,7 @@ struct control_api_deps {
   std::optional<actors::logger> log;
   /// Called on each /metrics scrape before rendering, to mirror components'
   /// own counters (the egress gateway's); thread-safe. Absent: nothing.
-  std::function<void(metrics_registry&)> on_scrape;
+  std::function<void(metrics::metrics_registry&)> on_scrape;
   api_options options;
 };
 
@@ -76,10 +76,11 @@ struct control_api_deps {
 void add_control_routes(route_table& routes, const control_api_deps& deps);
 
 /// Registers the families /metrics shows beyond the HTTP server's own.
-void describe_control_metrics(metrics_registry& metrics);
+void describe_control_metrics(metrics::metrics_registry& metrics);
 
 /// Counts an ended operation (kind, state) and its latency; the engine's
 /// on_terminal hook.
-void record_operation_metrics(metrics_registry& metrics, const schema::operation_record& record);
+void record_operation_metrics(metrics::metrics_registry& metrics,
+                              const schema::operation_record& record);
 
 } // namespace airlock::gateway

@@ -247,9 +247,9 @@ void delete_credential(deps_ptr deps, exchange_ptr ex, caller who) {
 
 // --- audit ------------------------------------------------------------------------
 
-result<storage::audit_query> audit_query_of(const exchange& ex, const caller& who,
+result<schema::audit_query> audit_query_of(const exchange& ex, const caller& who,
                                             size_t limit_max) {
-  storage::audit_query query;
+  schema::audit_query query;
   query.tenant_id = scope_of(who);
   query.sandbox_id = ex.query("sandbox_id").value_or("");
   query.kind = ex.query("kind").value_or("");

@@ -17,7 +17,6 @@
 #include "actors/credential_actor.hpp"
 #include "gateway/api_routes.hpp"
 #include "schema/egress.hpp"
-#include "storage/egress_store.hpp"
 
 namespace airlock::gateway {
 

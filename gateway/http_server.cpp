@@ -91,7 +91,7 @@ std::string_view as_view(beast::string_view text) { return {text.data(), text.si
 
 struct http_server::impl {
   impl(const http_server_options& opts, route_table table, const actors::logger& logger,
-       metrics_registry* registry)
+       metrics::metrics_registry* registry)
       : options(opts), routes(std::move(table)), log(logger.with_component("gateway")),
         metrics(registry), io(std::make_unique<net::io_context>(static_cast<int>(opts.threads))) {}
 
@@ -107,7 +107,7 @@ struct http_server::impl {
   const http_server_options options;
   const route_table routes;
   const actors::logger log;
-  metrics_registry* const metrics; ///< may be null; not owned
+  metrics::metrics_registry* const metrics; ///< may be null; not owned
   endpoint bound;
 
   std::mutex mutex;                   ///< guards the fields below up to `stopping`
@@ -824,7 +824,7 @@ void http_server::impl::stop() {
 result<std::unique_ptr<http_server>> http_server::start(const http_server_options& options,
                                                         const endpoint& listen, route_table routes,
                                                         const actors::logger& log,
-                                                        metrics_registry* metrics) {
+                                                        metrics::metrics_registry* metrics) {
   if (auto valid = validate(options); !valid)
     return valid;
   if (metrics != nullptr)
@@ -885,7 +885,7 @@ http_server_stats http_server::stats() const {
   return out;
 }
 
-void describe_http_metrics(metrics_registry& metrics) {
+void describe_http_metrics(metrics::metrics_registry& metrics) {
   metrics.describe(std::string(metric_requests),
                    "HTTP requests answered, by route pattern, method and status.", "counter");
   metrics.describe(std::string(metric_duration),
@@ -897,7 +897,7 @@ void describe_http_metrics(metrics_registry& metrics) {
                    "counter");
 }
 
-void add_metrics_route(route_table& routes, const metrics_registry& metrics) {
+void add_metrics_route(route_table& routes, const metrics::metrics_registry& metrics) {
   routes.add(http::verb::get, "/metrics", [&metrics](const http_request&) {
     http_response response{http::status::ok, 11};
     response.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");

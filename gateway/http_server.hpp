@@ -21,9 +21,9 @@
 #include "actors/log.hpp"
 #include "gateway/endpoint.hpp"
 #include "gateway/exchange.hpp"
-#include "gateway/metrics.hpp"
 #include "gateway/router.hpp"
 #include "gateway/sse.hpp"
+#include "metrics/metrics.hpp"
 #include "schema/errc.hpp"
 
 namespace airlock::gateway {
@@ -81,7 +81,7 @@ struct http_server_stats {
 /// airlock_http_request_duration_seconds{route} (histogram, to the end of the
 /// response or the SSE header), airlock_http_response_bytes_total{route} (body
 /// bytes written, SSE events included). route is the pattern, or "unmatched".
-void describe_http_metrics(metrics_registry& metrics);
+void describe_http_metrics(metrics::metrics_registry& metrics);
 
 class http_server {
 public:
@@ -92,7 +92,7 @@ public:
   static result<std::unique_ptr<http_server>> start(const http_server_options& options,
                                                     const endpoint& listen, route_table routes,
                                                     const actors::logger& log,
-                                                    metrics_registry* metrics = nullptr);
+                                                    metrics::metrics_registry* metrics = nullptr);
 
   /// Stops the server (see stop()).
   ~http_server();
@@ -121,6 +121,6 @@ private:
 
 /// GET /metrics -> 200 text/plain; version=0.0.4 with `metrics.render()`.
 /// `metrics` must outlive the server.
-void add_metrics_route(route_table& routes, const metrics_registry& metrics);
+void add_metrics_route(route_table& routes, const metrics::metrics_registry& metrics);
 
 } // namespace airlock::gateway

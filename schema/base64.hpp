@@ -1,7 +1,8 @@
 #pragma once
 // Base64 (RFC 4648): the standard alphabet, padded, for the API's binary
 // output chunks; the URL alphabet, unpadded, for data-plane tokens. Header
-// only, so that the CLI (which links no airlock library) shares it.
+// only, so that the CLI (which links schema and no other airlock library)
+// shares it without linking anything.
 
 #include <cstdint>
 #include <optional>

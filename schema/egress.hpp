@@ -1,8 +1,10 @@
 #pragma once
 // Value types of issue 5's egress control: credentials as a worker's egress
 // gateway receives them, and audit records (what the gateway decided, which
-// credential it used, which lifecycle change happened). Codecs: schema/egress.capnp.
+// credential it used, which lifecycle change happened) and the audit query
+// that reads them back. Codecs: schema/egress.capnp.
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -43,6 +45,21 @@ struct audit_record {
   std::string target;   ///< host[:port], address, or operation kind
   std::string detail;   ///< method and path, credential name, operation id ...
   bool operator==(const audit_record&) const = default;
+};
+
+/// What GET /v1/audit asks for: the audit actor's query message and the
+/// audit store's filter. Empty strings match anything.
+struct audit_query {
+  std::string tenant_id; ///< empty: every tenant (admin)
+  std::string sandbox_id;
+  std::string kind;
+  int64_t since_ms = 0; ///< records at or after this time
+  size_t limit = 100;   ///< 1..1000 (the API's bounds)
+  std::string cursor;   ///< a previous page's next_cursor (opaque hex)
+  /// Records examined per call; past it the page ends early with a cursor
+  /// so that a narrow filter over a long history stays bounded.
+  /// Default: 100000.
+  size_t scan_max = 100'000;
 };
 
 /// Version written into every egress record; readers refuse newer ones.

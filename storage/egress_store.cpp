@@ -54,7 +54,7 @@ std::optional<std::string> from_hex(std::string_view text) {
 
 uint64_t time_part(int64_t at_ms) { return at_ms < 0 ? 0 : static_cast<uint64_t>(at_ms); }
 
-bool matches(const audit_query& q, const schema::audit_record& r) {
+bool matches(const schema::audit_query& q, const schema::audit_record& r) {
   return (q.tenant_id.empty() || r.tenant_id == q.tenant_id) &&
          (q.sandbox_id.empty() || r.sandbox_id == q.sandbox_id) &&
          (q.kind.empty() || r.kind == q.kind);
@@ -62,7 +62,7 @@ bool matches(const audit_query& q, const schema::audit_record& r) {
 
 /// Where a query's scan starts (exclusive): after the cursor, and never
 /// before since_ms (an 8-byte key sorts before every key of that millisecond).
-result<std::string> start_after(const audit_query& q) {
+result<std::string> start_after(const schema::audit_query& q) {
   std::string since;
   if (q.since_ms > 0)
     put_be64(since, time_part(q.since_ms));
@@ -121,7 +121,7 @@ status audit_store::append(std::span<const schema::audit_record> records) {
   return store_.write(batch, durability::buffered);
 }
 
-result<page<schema::audit_record>> audit_store::query(const audit_query& q) const {
+result<page<schema::audit_record>> audit_store::query(const schema::audit_query& q) const {
   if (q.limit == 0)
     return make_status(errc::invalid_argument, "audit limit must be at least 1");
   auto from = start_after(q);

@@ -34,20 +34,6 @@ private:
   kv_store& store_;
 };
 
-/// What GET /v1/audit asks for. Empty strings match anything.
-struct audit_query {
-  std::string tenant_id;  ///< empty: every tenant (admin)
-  std::string sandbox_id;
-  std::string kind;
-  int64_t since_ms = 0;   ///< records at or after this time
-  size_t limit = 100;     ///< 1..1000 (the API's bounds)
-  std::string cursor;     ///< a previous page's next_cursor (opaque hex)
-  /// Records examined per call; past it the page ends early with a cursor
-  /// so that a narrow filter over a long history stays bounded.
-  /// Default: 100000.
-  size_t scan_max = 100'000;
-};
-
 /// Audit records keyed by (big-endian at_ms, big-endian sequence), so a scan
 /// is in time order and a time bound is a key bound. Thread-safe.
 class audit_store {
@@ -63,7 +49,7 @@ public:
   status append(std::span<const schema::audit_record> records);
   /// Matching records in time order, at most `limit`; next_cursor is empty
   /// at the end. Errors: invalid_argument (limit 0, bad cursor).
-  result<page<schema::audit_record>> query(const audit_query& query) const;
+  result<page<schema::audit_record>> query(const schema::audit_query& query) const;
   /// Deletes at most `max_records` records older than `cutoff_ms` (oldest
   /// first) and returns how many it deleted; call again while it returns
   /// max_records.

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "schema/operation.hpp"
+#include "schema/page.hpp"
 #include "storage/kv_store.hpp"
 
 namespace airlock::storage {
@@ -20,11 +21,8 @@ struct operation_filter {
   std::optional<schema::operation_state> state; ///< nullopt: any state
 };
 
-template <class T>
-struct page {
-  std::vector<T> items;
-  std::string next_cursor; ///< empty when there is nothing more
-};
+/// The stores' pages are schema's (schema/page.hpp), which messages carry.
+using schema::page;
 
 class operation_store {
 public:

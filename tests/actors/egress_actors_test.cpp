@@ -211,7 +211,7 @@ TEST_F(egress_actors, audit_appends_are_queryable_and_the_sweep_drops_old_ones) 
     {0, "acme", "sb_1", "egress", "allowed", "", "b:443", std::string(5000, 'x')},
     {now, "evil", "sb_9", "dns", "denied", "", "c", ""}};
   ASSERT_TRUE(ask<bool>(audit, au_append_atom::value, records));
-  storage::audit_query q;
+  schema::audit_query q;
   q.tenant_id = "acme";
   auto page = ask<audit_page>(audit, au_query_atom::value, q);
   ASSERT_TRUE(page);
@@ -221,7 +221,7 @@ TEST_F(egress_actors, audit_appends_are_queryable_and_the_sweep_drops_old_ones) 
   auto deleted = ask<uint64_t>(audit, au_sweep_atom::value);
   ASSERT_TRUE(deleted);
   EXPECT_EQ(*deleted, 1u);
-  EXPECT_EQ(ask<audit_page>(audit, au_query_atom::value, storage::audit_query{})->items.size(), 2u);
+  EXPECT_EQ(ask<audit_page>(audit, au_query_atom::value, schema::audit_query{})->items.size(), 2u);
   std::vector<schema::audit_record> too_many(10'001);
   EXPECT_EQ(ask<bool>(audit, au_append_atom::value, too_many).code(), errc::too_large);
 }

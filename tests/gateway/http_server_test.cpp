@@ -91,7 +91,7 @@ protected:
   }
 
   exchange_queue queue_;
-  metrics_registry metrics_;
+  metrics::metrics_registry metrics_;
   uint16_t port_ = 0;
   std::ostringstream log_text_;
   actors::log_sink sink_{log_text_};

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "gateway/metrics.hpp"
 #include "gateway/sse.hpp"
+#include "metrics/metrics.hpp"
 
 namespace airlock::gateway {
 namespace {
@@ -95,7 +95,7 @@ TEST(sse, drained_fires_when_the_queue_empties_and_close_ends_after_the_queue) {
 }
 
 TEST(metrics, renders_families_sorted_with_help_type_and_escaped_labels) {
-  metrics_registry metrics;
+  metrics::metrics_registry metrics;
   metrics.describe("b_total", "Things.\nCounted \\ here.", "counter");
   metrics.describe("a_gauge", "A gauge.", "gauge");
   metrics.counter_add("b_total", {{"path", "a\"b\\c\nd"}});
@@ -115,7 +115,7 @@ TEST(metrics, renders_families_sorted_with_help_type_and_escaped_labels) {
 }
 
 TEST(metrics, histograms_have_cumulative_buckets_sum_and_count) {
-  metrics_registry metrics;
+  metrics::metrics_registry metrics;
   metrics.describe("d_seconds", "Durations.", "histogram", {0.1, 1});
   metrics.histogram_observe("d_seconds", {{"route", "/x"}}, 0.05);
   metrics.histogram_observe("d_seconds", {{"route", "/x"}}, 0.5);
@@ -131,14 +131,14 @@ TEST(metrics, histograms_have_cumulative_buckets_sum_and_count) {
 }
 
 TEST(metrics, formats_special_values_and_bounds_series_per_family) {
-  EXPECT_EQ(format_metric_value(1), "1");
-  EXPECT_EQ(format_metric_value(0.25), "0.25");
-  EXPECT_EQ(format_metric_value(1e21), "1e+21");
-  EXPECT_EQ(format_metric_value(std::numeric_limits<double>::infinity()), "+Inf");
-  EXPECT_EQ(format_metric_value(-std::numeric_limits<double>::infinity()), "-Inf");
-  metrics_options options;
+  EXPECT_EQ(metrics::format_metric_value(1), "1");
+  EXPECT_EQ(metrics::format_metric_value(0.25), "0.25");
+  EXPECT_EQ(metrics::format_metric_value(1e21), "1e+21");
+  EXPECT_EQ(metrics::format_metric_value(std::numeric_limits<double>::infinity()), "+Inf");
+  EXPECT_EQ(metrics::format_metric_value(-std::numeric_limits<double>::infinity()), "-Inf");
+  metrics::metrics_options options;
   options.series_per_family_max = 2;
-  metrics_registry metrics(options);
+  metrics::metrics_registry metrics(options);
   for (int i = 0; i < 5; ++i)
     metrics.counter_add("c_total", {{"n", std::to_string(i)}});
   EXPECT_EQ(metrics.value("c_total", {{"n", "1"}}), 1);

@@ -163,7 +163,7 @@ TEST_F(egress_delegation, credentials_and_audit_records_pass_through_to_their_ac
     {5, "acme", "sb_1", "egress", "denied", "not allowed", "x:443", ""}};
   auto appended = ask<bool>(scheduler_, sc_audit_atom::value, records);
   ASSERT_TRUE(appended);
-  auto page = ask<audit_page>(audit, au_query_atom::value, storage::audit_query{});
+  auto page = ask<audit_page>(audit, au_query_atom::value, schema::audit_query{});
   ASSERT_TRUE(page);
   EXPECT_EQ(page->items, records);
 }

@@ -51,7 +51,7 @@ TEST(credential_store, puts_gets_lists_by_tenant_and_erases) {
 
 class audit_store_test : public ::testing::Test {
 protected:
-  std::vector<int64_t> times(const audit_query& q) {
+  std::vector<int64_t> times(const schema::audit_query& q) {
     std::vector<int64_t> out;
     auto cursor = q.cursor;
     for (int pages = 0; pages < 100; ++pages) {
@@ -91,7 +91,7 @@ TEST_F(audit_store_test, filters_by_tenant_sandbox_kind_and_since) {
     audit(30, "b", "sb_3", "egress"), audit(40, "a", "sb_1", "credential"),
     audit(50, "a", "sb_1", "egress")};
   ASSERT_TRUE(store_.append(records));
-  audit_query q;
+  schema::audit_query q;
   q.tenant_id = "a";
   EXPECT_EQ(times(q), (std::vector<int64_t>{10, 20, 40, 50}));
   q.sandbox_id = "sb_1";
@@ -108,7 +108,7 @@ TEST_F(audit_store_test, pages_with_a_cursor_never_overlap_and_end_with_an_empty
   for (int64_t t = 1; t <= 7; ++t)
     records.push_back(audit(t, "a", "sb", "egress"));
   ASSERT_TRUE(store_.append(records));
-  audit_query q;
+  schema::audit_query q;
   q.limit = 3;
   auto first = store_.query(q);
   ASSERT_TRUE(first);
@@ -126,7 +126,7 @@ TEST_F(audit_store_test, a_scan_bound_ends_the_page_early_with_a_cursor_that_con
   for (int64_t t = 1; t <= 10; ++t)
     records.push_back(audit(t, t == 9 ? "b" : "a", "sb", "egress"));
   ASSERT_TRUE(store_.append(records));
-  audit_query q;
+  schema::audit_query q;
   q.tenant_id = "b";
   q.scan_max = 4;
   auto first = store_.query(q);

@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-namespace airlock::gateway {
+namespace airlock::metrics {
 
 using metric_labels = std::vector<std::pair<std::string, std::string>>;
 
@@ -77,4 +77,4 @@ std::string format_metric_value(double value);
 /// A label value with backslash, double quote and newline escaped.
 std::string escape_label_value(std::string_view value);
 
-} // namespace airlock::gateway
+} // namespace airlock::metrics

@@ -1,11 +1,11 @@
-#include "gateway/metrics.hpp"
+#include "metrics/metrics.hpp"
 
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <limits>
 
-namespace airlock::gateway {
+namespace airlock::metrics {
 
 namespace {
 
@@ -238,4 +238,4 @@ std::string metrics_registry::render() const {
   return out;
 }
 
-} // namespace airlock::gateway
+} // namespace airlock::metrics
