@@ -17,69 +17,13 @@
 #include <vector>
 
 #include "actors/errors.hpp"
+#include "worker/node_state.hpp"
 
 namespace airlock::worker::node_detail {
 
-// Internal to the node actor: a template build finished off the actor.
-using nd_built_atom = caf::atom_constant<caf::atom("ndbuilt")>;
-
-struct template_outcome {
-  std::string name;
-  status outcome;
-};
-
-} // namespace airlock::worker::node_detail
-
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::node_detail::template_outcome)
-
-namespace airlock::worker {
-
 namespace {
-
-using actors::node_sandbox;
-using node_detail::nd_built_atom;
-using node_detail::template_outcome;
-using schema::sandbox_state;
-using node_sandbox_promise = caf::typed_response_promise<node_sandbox>;
-
-/// The node's interface plus what its helper threads send back.
-using node_impl_actor = actors::node_actor::extend<caf::reacts_to<nd_built_atom, template_outcome>>;
-
-/// A sandbox this node created (or is creating).
-struct tracked_sandbox {
-  schema::sandbox_record record;
-  sandbox_state state = sandbox_state::creating;
-  std::vector<node_sandbox_promise> create_waiters;  ///< joined creates
-  std::vector<node_sandbox_promise> destroy_waiters; ///< destroys that wait for the create
-};
-
-/// Who runs a process.
-struct user_ids {
-  bool set_user = false;
-  uint32_t uid = 0;
-  uint32_t gid = 0;
-  std::string home;
-};
-
-} // namespace
-
-struct node_state {
-  static inline const char* name = "node";
-  node_context context;
-  std::map<std::string, tracked_sandbox> sandboxes;
-  std::set<std::string> ready_templates;
-  /// Template builds under way, by name: what to do when each ends.
-  std::map<std::string, std::vector<std::function<void(const status&)>>> builds;
-  size_t waiting_creates = 0;
-};
-
-namespace {
-
-using self_ptr = node_impl_actor::stateful_pointer<node_state>;
 
 std::chrono::milliseconds ms(uint64_t value) { return std::chrono::milliseconds(value); }
-
-const node_options& opts(self_ptr self) { return self->state.context.options; }
 
 // ---- templates -------------------------------------------------------------
 
@@ -163,19 +107,6 @@ void finish_create(self_ptr self, const std::string& id, const status& outcome) 
     waiter.deliver(node_sandbox{id, sandbox_state::running});
   if (!destroys.empty())
     start_destroy(self, id, std::move(destroys));
-}
-
-create_sandbox_request to_create_request(const schema::sandbox_record& record) {
-  create_sandbox_request req;
-  req.id = record.id;
-  req.template_name = record.spec.template_name;
-  req.limits.cpu_millis = record.spec.cpu_millis;
-  req.limits.memory_mb = record.spec.memory_mb;
-  req.disk_mb = record.spec.disk_mb;
-  req.egress.tenant_id = record.tenant_id;
-  req.egress.template_name = record.spec.template_name;
-  req.egress.policy = record.spec.egress;
-  return req;
 }
 
 /// The template is ready (or not): create the sandbox on the worker.
@@ -312,69 +243,6 @@ caf::result<T> on_sandbox(self_ptr self, const std::string& id, Then then) {
   return promise;
 }
 
-int64_t actor_now_ms(self_ptr self) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-           self->clock().now().time_since_epoch())
-    .count();
-}
-
-/// An actor-clock time (what the sandbox actor keeps) as Unix ms.
-int64_t to_unix_ms(self_ptr self, int64_t actor_ms) {
-  if (actor_ms == 0)
-    return 0;
-  return self->state.context.clock->now_ms() - (actor_now_ms(self) - actor_ms);
-}
-
-actors::process_view to_view(self_ptr self, const process_info& info) {
-  actors::process_view view;
-  view.process_id = info.id;
-  const bool ended = info.state == process_state::exited || info.state == process_state::failed;
-  view.state = ended ? "exited" : "running";
-  view.exit_code = info.exit_code;
-  view.signal = info.signal;
-  view.started_at_ms = to_unix_ms(self, info.started_at_ms);
-  view.ended_at_ms = ended ? to_unix_ms(self, info.ended_at_ms) : 0;
-  view.error = info.error;
-  return view;
-}
-
-/// One /etc/passwd line's (uid, gid, home) if it names `user`.
-std::optional<user_ids> passwd_entry(std::string_view line, std::string_view user) {
-  std::vector<std::string_view> fields;
-  while (fields.size() < 7) {
-    auto colon = line.find(':');
-    fields.push_back(line.substr(0, colon));
-    if (colon == std::string_view::npos)
-      break;
-    line.remove_prefix(colon + 1);
-  }
-  if (fields.size() < 6 || fields[0] != user)
-    return std::nullopt;
-  user_ids ids{true, 0, 0, std::string(fields[5])};
-  auto parse = [](std::string_view text, uint32_t& out) {
-    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
-    return ec == std::errc{} && end == text.data() + text.size() && !text.empty();
-  };
-  if (!parse(fields[2], ids.uid) || !parse(fields[3], ids.gid))
-    return std::nullopt;
-  return ids;
-}
-
-result<user_ids> find_user(std::string_view passwd, const std::string& user) {
-  while (!passwd.empty()) {
-    auto newline = passwd.find('\n');
-    auto line = passwd.substr(0, newline);
-    if (auto ids = passwd_entry(line, user))
-      return *ids;
-    if (newline == std::string_view::npos)
-      break;
-    passwd.remove_prefix(newline + 1);
-  }
-  return make_status(errc::invalid_argument, "no user \"" + user
-                                               + "\" in the sandbox's /etc/passwd; give a name it "
-                                                 "lists or a numeric uid");
-}
-
 /// Resolves exec_spec.user: "" and "root" are root, digits a uid (and gid),
 /// anything else a name looked up in the sandbox's /etc/passwd.
 void resolve_user(self_ptr self, const sandbox_actor& box, const std::string& user,
@@ -423,49 +291,6 @@ caf::result<node_sandbox> handle_egress(self_ptr self, const schema::sandbox_rec
   return node_sandbox{record.id, it->second.state};
 }
 
-/// The environment of a process: PATH (and HOME when known), then the
-/// sandbox's env, then the process's own; later ones win.
-std::vector<std::pair<std::string, std::string>> merged_env(self_ptr self,
-                                                            const std::string& sandbox_id,
-                                                            const actors::exec_spec& spec,
-                                                            const user_ids& user) {
-  std::map<std::string, std::string> env;
-  env["PATH"] = opts(self).default_path;
-  // TLS clients that do not read the system bundle by default still trust
-  // the egress gateway's CA.
-  env["SSL_CERT_FILE"] = sandbox_ca_bundle;
-  env["REQUESTS_CA_BUNDLE"] = sandbox_ca_bundle;
-  env["NODE_EXTRA_CA_CERTS"] = sandbox_ca_file;
-  if (!user.home.empty())
-    env["HOME"] = user.home;
-  if (auto it = self->state.sandboxes.find(sandbox_id); it != self->state.sandboxes.end())
-    for (const auto& [key, value] : it->second.record.spec.env)
-      env[key] = value;
-  for (const auto& [key, value] : spec.env)
-    env[key] = value;
-  return {env.begin(), env.end()};
-}
-
-exec_request to_exec(self_ptr self, const std::string& sandbox_id, const actors::exec_spec& spec,
-                     const user_ids& user) {
-  exec_request req;
-  req.argv = spec.argv;
-  req.cmd = spec.cmd;
-  req.env = merged_env(self, sandbox_id, spec, user);
-  req.cwd = spec.cwd;
-  req.set_user = user.set_user;
-  req.uid = user.uid;
-  req.gid = user.gid;
-  req.pty = spec.pty;
-  req.rows = spec.rows;
-  req.cols = spec.cols;
-  req.stdin_open = spec.stdin_open;
-  req.timeout_ms =
-    static_cast<uint32_t>(std::min<uint64_t>(uint64_t{spec.timeout_s} * 1000, UINT32_MAX));
-  req.report_start_failure = true;
-  return req;
-}
-
 using view_promise = caf::typed_response_promise<actors::process_view>;
 
 /// Starts the process and answers with its row (times in Unix ms).
@@ -498,20 +323,6 @@ caf::result<actors::process_view> handle_exec(self_ptr self, const std::string& 
                      start_process(self, box, to_exec(self, id, spec, *user), promise);
                    });
     });
-}
-
-actors::output_batch to_batch(output_reply& reply) {
-  actors::output_batch batch;
-  batch.segments.reserve(reply.pieces.size());
-  for (auto& piece : reply.pieces)
-    batch.segments.push_back(
-      actors::output_segment{piece.fd, piece.end_offset, std::move(piece.bytes)});
-  batch.next_offset = reply.next_offset;
-  batch.start_offset = reply.start_offset;
-  batch.exited = reply.exited;
-  batch.exit_code = reply.exit_code;
-  batch.signal = reply.signal;
-  return batch;
 }
 
 caf::result<actors::output_batch> handle_output(self_ptr self, const std::string& id,
@@ -574,73 +385,6 @@ caf::result<std::vector<actors::process_view>> handle_procs(self_ptr self, const
 }
 
 // ---- files -----------------------------------------------------------------
-
-actors::file_entry to_entry(const guest::file_info& info) {
-  actors::file_entry entry;
-  entry.name = info.name;
-  switch (info.type) {
-    case guest::file_type::regular: entry.type = "file"; break;
-    case guest::file_type::directory: entry.type = "dir"; break;
-    case guest::file_type::symlink: entry.type = "symlink"; break;
-    case guest::file_type::other: entry.type = "other"; break;
-  }
-  entry.size_bytes = info.size;
-  entry.mode = info.mode;
-  entry.modified_at_ms = info.mtime_ns / 1'000'000;
-  return entry;
-}
-
-file_request to_file_request(actors::file_spec& spec) {
-  file_request req;
-  req.path = std::move(spec.path);
-  switch (spec.verb) {
-    case actors::file_verb::read:
-      req.op = file_op::read;
-      req.offset = spec.offset;
-      req.length = spec.length;
-      break;
-    case actors::file_verb::write:
-      req.op = file_op::write;
-      req.data = std::move(spec.data);
-      req.mode = spec.mode == 0 ? 0644 : spec.mode;
-      req.parents = true; // the API creates parents
-      break;
-    case actors::file_verb::list: req.op = file_op::list; break;
-    case actors::file_verb::stat: req.op = file_op::stat; break;
-    case actors::file_verb::mkdir:
-      req.op = file_op::mkdir;
-      // file_spec's default mode (0644) is a file's; a directory gets 0755
-      // unless the caller gave a mode with search bits.
-      req.mode = (spec.mode & 0111) != 0 ? spec.mode : 0;
-      req.parents = true;
-      break;
-    case actors::file_verb::remove:
-      req.op = file_op::remove;
-      req.recursive = spec.recursive;
-      break;
-    case actors::file_verb::rename:
-      req.op = file_op::rename;
-      req.to = std::move(spec.to);
-      break;
-  }
-  return req;
-}
-
-actors::file_result to_file_result(file_reply& reply, const std::string& path) {
-  actors::file_result out;
-  out.data = std::move(reply.data);
-  out.written = reply.bytes;
-  out.truncated = reply.truncated;
-  out.entries.reserve(reply.entries.size());
-  for (const auto& info : reply.entries)
-    out.entries.push_back(to_entry(info));
-  out.info = to_entry(reply.info);
-  if (out.info.name.empty() && !reply.info.name.empty())
-    out.info.name = reply.info.name;
-  if (out.info.name.empty())
-    out.info.name = path.substr(path.rfind('/') + 1);
-  return out;
-}
 
 caf::result<actors::file_result> handle_file(self_ptr self, const std::string& id,
                                              actors::file_spec& spec) {
@@ -713,8 +457,12 @@ node_impl_actor::behavior_type node_body(self_ptr self, node_context context) {
 
 } // namespace
 
+} // namespace airlock::worker::node_detail
+
+namespace airlock::worker {
+
 actors::node_actor spawn_node(caf::actor_system& system, node_context context) {
-  node_impl_actor node = system.spawn(node_body, std::move(context));
+  node_detail::node_impl_actor node = system.spawn(node_detail::node_body, std::move(context));
   return node;
 }
 

@@ -1,0 +1,94 @@
+#pragma once
+// The node actor's state, shared by the files that implement it (internal to
+// worker/: node_actor.cpp runs the behaviour, templates, the lifecycle and the
+// data-plane forwarding; node_translation.cpp translates the cluster
+// protocol's values (actors/cluster_protocol.hpp: sandbox records, exec and
+// file specs, process views, output batches) to and from the worker's own
+// requests and replies). Not a public header: node_actor.hpp is the contract.
+
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "worker/node_actor.hpp"
+
+namespace airlock::worker::node_detail {
+
+// Internal to the node actor: a template build finished off the actor.
+using nd_built_atom = caf::atom_constant<caf::atom("ndbuilt")>;
+
+struct template_outcome {
+  std::string name;
+  status outcome;
+};
+
+} // namespace airlock::worker::node_detail
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::node_detail::template_outcome)
+
+namespace airlock::worker::node_detail {
+
+using actors::node_sandbox;
+using schema::sandbox_state;
+using node_sandbox_promise = caf::typed_response_promise<node_sandbox>;
+
+/// The node's interface plus what its helper threads send back.
+using node_impl_actor = actors::node_actor::extend<caf::reacts_to<nd_built_atom, template_outcome>>;
+
+/// A sandbox this node created (or is creating).
+struct tracked_sandbox {
+  schema::sandbox_record record;
+  sandbox_state state = sandbox_state::creating;
+  std::vector<node_sandbox_promise> create_waiters;  ///< joined creates
+  std::vector<node_sandbox_promise> destroy_waiters; ///< destroys that wait for the create
+};
+
+/// Who runs a process.
+struct user_ids {
+  bool set_user = false;
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  std::string home;
+};
+
+struct node_state {
+  static inline const char* name = "node";
+  node_context context;
+  std::map<std::string, tracked_sandbox> sandboxes;
+  std::set<std::string> ready_templates;
+  /// Template builds under way, by name: what to do when each ends.
+  std::map<std::string, std::vector<std::function<void(const status&)>>> builds;
+  size_t waiting_creates = 0;
+};
+
+using self_ptr = node_impl_actor::stateful_pointer<node_state>;
+
+inline const node_options& opts(self_ptr self) { return self->state.context.options; }
+
+// ---- translation (node_translation.cpp) -------------------------------------
+
+create_sandbox_request to_create_request(const schema::sandbox_record& record);
+
+/// A process's row as the cluster protocol has it (times in Unix ms).
+actors::process_view to_view(self_ptr self, const process_info& info);
+
+/// The uid, gid and home of `user` in the text of an /etc/passwd.
+result<user_ids> find_user(std::string_view passwd, const std::string& user);
+
+/// The sandbox actor's exec request for `spec`, run as `user`.
+exec_request to_exec(self_ptr self, const std::string& sandbox_id, const actors::exec_spec& spec,
+                     const user_ids& user);
+
+actors::output_batch to_batch(output_reply& reply);
+file_request to_file_request(actors::file_spec& spec);
+actors::file_result to_file_result(file_reply& reply, const std::string& path);
+
+} // namespace airlock::worker::node_detail

@@ -1,0 +1,110 @@
+// The sandbox actor's lifecycle: pause and resume (the runtime freezes the
+// sandbox), stats, and destroy (stop the guest link, the runtime's sandbox
+// and its rootfs, off the actor).
+
+#include <string>
+#include <utility>
+
+#include "actors/errors.hpp"
+#include "worker/sandbox_state.hpp"
+
+namespace airlock::worker::sandbox_detail {
+
+caf::result<bool> handle_freeze(self_ptr self, bool pause) {
+  auto& st = self->state;
+  if (st.destroying)
+    return make_error(errc::wrong_state, "sandbox " + st.parts.id + " is being destroyed");
+  auto promise = self->make_response_promise<bool>();
+  auto runtime = st.parts.runtime;
+  auto id = st.parts.id;
+  post_blocking(
+    self,
+    [runtime, id, pause] {
+      job_result out;
+      out.outcome = pause ? runtime->pause(id) : runtime->resume(id);
+      return out;
+    },
+    [self, promise, pause, was_paused = st.paused](job_result& done) mutable {
+      if (!done.outcome) {
+        self->state.paused = was_paused;
+        promise.deliver(make_error(done.outcome));
+        return;
+      }
+      self->state.paused = pause;
+      promise.deliver(true);
+    });
+  // Block new guest work at once when pausing (a frozen guest answers nothing).
+  if (pause)
+    st.paused = true;
+  return promise;
+}
+
+caf::result<sandbox_stats> handle_stats(self_ptr self) {
+  auto promise = self->make_response_promise<sandbox_stats>();
+  auto runtime = self->state.parts.runtime;
+  auto id = self->state.parts.id;
+  post_blocking(
+    self,
+    [runtime, id] {
+      job_result out;
+      auto stats = runtime->stats(id);
+      if (stats)
+        out.stats = *stats;
+      else
+        out.outcome = stats.error();
+      return out;
+    },
+    [promise](job_result& done) mutable {
+      if (done.outcome)
+        promise.deliver(done.stats);
+      else
+        promise.deliver(make_error(done.outcome));
+    });
+  return promise;
+}
+
+caf::result<bool> handle_destroy(self_ptr self) {
+  auto& st = self->state;
+  auto promise = self->make_response_promise<bool>();
+  st.destroy_waiters.push_back(promise);
+  if (st.destroying)
+    return promise;
+  st.destroying = true;
+  const status gone = make_status(errc::unavailable, "sandbox " + st.parts.id + " was destroyed");
+  fail_all_readers(self, gone);
+  for (auto& [stream, pending] : st.pending_exec)
+    deliver_status(pending.promise, gone);
+  st.pending_exec.clear();
+  auto link = std::move(st.link); // the helper drops the last reference: joins off the actor
+  auto runtime = st.parts.runtime;
+  auto rootfs = st.parts.rootfs;
+  auto id = st.parts.id;
+  post_blocking(
+    self,
+    [link, runtime, rootfs, id]() mutable {
+      job_result out;
+      if (link)
+        link->stop();
+      link.reset();
+      out.outcome = runtime->destroy(id);
+      if (out.outcome && rootfs)
+        out.outcome = rootfs->delete_sandbox(id);
+      return out;
+    },
+    [self](job_result& done) {
+      for (auto& waiter : self->state.destroy_waiters) {
+        if (done.outcome)
+          waiter.deliver(true);
+        else
+          waiter.deliver(make_error(done.outcome));
+      }
+      self->state.destroy_waiters.clear();
+      if (done.outcome)
+        self->quit();
+      else
+        self->state.destroying = false; // a later destroy retries
+    });
+  return promise;
+}
+
+} // namespace airlock::worker::sandbox_detail
