@@ -27,12 +27,13 @@
 //
 //   egress_bench [--small N] [--connections M] [--large-mb S]
 //                [--cases small,connections,large] [--gateway-threads T]
-//                [--relay-chunk-kb K]
+//                [--relay-chunk-kb K] [--help]
 // T and K set egress_gateway_options::network_threads and
 // egress_proxy_options::relay_chunk_bytes (defaults: the gateway's own).
 //
 // Exit status: 0 measured (targets met or missed: printed), 1 a response was
-// wrong (status, length, body) or a check failed, 64 bad options.
+// wrong (status, length, body) or a check failed, 2 bad flags (a one-line
+// message, see bench/bench_flags.hpp).
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -67,6 +68,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_flags.hpp"
 #include "crypto/certificates.hpp"
 #include "schema/egress.hpp"
 #include "schema/errc.hpp"
@@ -957,40 +959,26 @@ int run(const bench_options& opt) {
 } // namespace
 } // namespace airlock::bench
 
-int main(int argc, char** argv) try {
+int main(int argc, char** argv) {
   airlock::bench::bench_options opt;
-  for (int i = 1; i < argc; i += 2) {
-    std::string key = argv[i];
-    if (i + 1 >= argc) {
-      std::cerr << "option " << key << " needs a value\n";
-      return 64;
-    }
-    std::string value = argv[i + 1];
-    if (key == "--small")
-      opt.small = std::stoi(value);
-    else if (key == "--connections")
-      opt.connections = std::stoi(value);
-    else if (key == "--large-mb")
-      opt.large_mb = std::stoull(value);
-    else if (key == "--cases")
-      opt.cases = value;
-    else if (key == "--gateway-threads")
-      opt.gateway_threads = std::stoul(value);
-    else if (key == "--relay-chunk-kb")
-      opt.relay_chunk_kb = static_cast<uint32_t>(std::stoul(value));
-    else {
-      std::cerr << "unknown option " << key
-                << " (--small N --connections M --large-mb S --cases small,connections,large "
-                   "--gateway-threads T --relay-chunk-kb K)\n";
-      return 64;
-    }
+  airlock::bench::bench_flags flags{
+    "egress_bench", "HTTPS through the egress gateway (TLS termination, credential injection)\n"
+                    "against a direct connection to the same upstream, over loopback."};
+  flags.integer("small", opt.small, "GET /small per path on one keep-alive connection", 1)
+    .integer("connections", opt.connections, "GET /small per path, each on a fresh connection", 1)
+    .integer("large-mb", opt.large_mb, "MiB of the one large GET per path", 1, 1 << 24)
+    .names("cases", opt.cases, {"small", "connections", "large"}, "which cases run")
+    .integer("gateway-threads", opt.gateway_threads, "egress_gateway_options::network_threads", 1,
+             1024)
+    .integer("relay-chunk-kb", opt.relay_chunk_kb,
+             "egress_proxy_options::relay_chunk_bytes / 1024; 0: the gateway's default", 0,
+             1 << 20);
+  if (auto status = flags.parse(argc, argv))
+    return *status;
+  try {
+    return airlock::bench::run(opt);
+  } catch (const std::exception& e) {
+    std::cerr << "egress_bench: " << e.what() << "\n";
+    return 1;
   }
-  if (opt.small < 1 || opt.connections < 1 || opt.large_mb < 1 || opt.gateway_threads < 1) {
-    std::cerr << "egress_bench: counts must be at least 1\n";
-    return 64;
-  }
-  return airlock::bench::run(opt);
-} catch (const std::exception& e) {
-  std::cerr << "egress_bench: " << e.what() << " (options take numbers where shown)\n";
-  return 64;
 }
