@@ -31,7 +31,7 @@ struct outcome {
   options values;
 };
 
-outcome parse(std::vector<std::string> args) {
+outcome parse(const std::vector<std::string>& args) {
   outcome result;
   auto& o = result.values;
   bench_flags flags{"demo_bench", "A benchmark for the test."};
@@ -42,8 +42,7 @@ outcome parse(std::vector<std::string> args) {
     .integer("window-kb", o.window_kb, "window; 0: default", 0, 1024)
     .integers("writers", o.writers, "writer counts", 1, 4096)
     .names("cases", o.cases, {"small", "large"}, "cases to run");
-  args.insert(args.begin(), "demo_bench");
-  std::vector<const char*> argv;
+  std::vector<const char*> argv{"demo_bench"};
   for (const auto& a : args)
     argv.push_back(a.c_str());
   std::ostringstream out, err;
