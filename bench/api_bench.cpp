@@ -15,7 +15,7 @@
 // after the other, never at once, on separate instances and data dirs.
 //
 //   api_bench [--airlockd PATH] [--data-dir DIR] [--creates N] [--execs N]
-//             [--output-mb N] [--clients N] [--output-cpu-millis N]
+//             [--output-mb N] [--clients N] [--output-cpu-millis N] [--help]
 //
 // Needs root. DIR (default /var/tmp/airlock-api-bench) keeps the btrfs images
 // and templates between runs; their loop mounts are removed at the end.
@@ -55,6 +55,7 @@
 #include "actors/errors.hpp"
 #include "actors/system_config.hpp"
 #include "airlockd/worker_host.hpp"
+#include "bench/bench_flags.hpp"
 #include "storage/kv_store.hpp"
 
 #ifndef AIRLOCK_AIRLOCKD_PATH
@@ -667,28 +668,20 @@ void run_pipe(const bench_options& opt, results& out) {
     std::cerr << "raw pipe delivered " << total << " bytes\n";
 }
 
-bool parse_args(int argc, char** argv, bench_options& opt) {
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string flag = argv[i];
-    std::string value = argv[i + 1];
-    if (flag == "--airlockd")
-      opt.airlockd = value;
-    else if (flag == "--data-dir")
-      opt.data_dir = value;
-    else if (flag == "--creates")
-      opt.creates = std::stoi(value);
-    else if (flag == "--execs")
-      opt.execs = std::stoi(value);
-    else if (flag == "--output-mb")
-      opt.output_mb = std::stoull(value);
-    else if (flag == "--clients")
-      opt.clients = std::stoi(value);
-    else if (flag == "--output-cpu-millis")
-      opt.output_cpu_millis = std::stoi(value);
-    else
-      return false;
-  }
-  return argc % 2 == 1;
+/// Parses the flags into `opt`; nullopt to run, else the status to exit with.
+std::optional<int> parse_args(int argc, char** argv, bench_options& opt) {
+  bench_flags flags{"api_bench",
+                    "The HTTP API (a child `airlockd serve`) against the node actor underneath\n"
+                    "it: create, exec and output. Needs root."};
+  flags.text("airlockd", opt.airlockd, "PATH", "the airlockd binary run as the HTTP side")
+    .text("data-dir", opt.data_dir, "DIR", "btrfs images and templates (kept between runs)")
+    .integer("creates", opt.creates, "creates per concurrency level", 1)
+    .integer("execs", opt.execs, "execs per concurrency level", 1)
+    .integer("output-mb", opt.output_mb, "MiB read in the output phase; 0: none", 0, 1 << 24)
+    .integer("clients", opt.clients, "the concurrent level (the other is 1)", 1, 1024)
+    .integer("output-cpu-millis", opt.output_cpu_millis, "cpu of the output phase's sandbox", 1,
+             1'000'000);
+  return flags.parse(argc, argv);
 }
 
 } // namespace
@@ -697,11 +690,8 @@ bool parse_args(int argc, char** argv, bench_options& opt) {
 int main(int argc, char** argv) {
   using namespace airlock::bench;
   bench_options opt;
-  if (!parse_args(argc, argv, opt)) {
-    std::cerr << "usage: api_bench [--airlockd PATH] [--data-dir DIR] [--creates N] [--execs N] "
-                 "[--output-mb N] [--clients N] [--output-cpu-millis N]\n";
-    return 2;
-  }
+  if (auto status = parse_args(argc, argv, opt))
+    return *status;
   if (::geteuid() != 0) {
     std::cerr << "api_bench needs root (sandboxes)\n";
     return 1;

@@ -3,7 +3,7 @@
 // write-group merging when threads write synced batches concurrently.
 //
 //   group_commit_bench [--dir DIR] [--seconds S] [--warmup S] [--writers 1,8,64]
-//                      [--extra-sync-us N]
+//                      [--extra-sync-us N] [--help]
 //
 // DIR must be on the filesystem the data directory would use: the number
 // measured is mostly that disk's fsync latency. Default: /var/tmp.
@@ -11,6 +11,7 @@
 // microseconds of sleep before it returns. Numbers taken with it are a model,
 // not a measurement, and the RocksDB-concurrent column is then not shown (the
 // sleep would happen outside RocksDB's write group and overlap freely).
+// Bad flags: a one-line message and status 2 (bench/bench_flags.hpp).
 
 #include <atomic>
 #include <chrono>
@@ -21,11 +22,11 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "bench/bench_flags.hpp"
 #include "schema/operation.hpp"
 #include "storage/commit_journal.hpp"
 #include "storage/kv_store.hpp"
@@ -56,35 +57,18 @@ struct cell_result {
   std::exit(1);
 }
 
-std::vector<int> parse_list(const std::string& text) {
-  std::vector<int> values;
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');)
-    values.push_back(std::stoi(item));
-  return values;
-}
-
-bench_options parse_options(int argc, char** argv) {
-  bench_options options;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc)
-      fail("missing value after " + flag);
-    const std::string value = argv[++i];
-    if (flag == "--dir")
-      options.dir = value;
-    else if (flag == "--seconds")
-      options.seconds = std::stod(value);
-    else if (flag == "--warmup")
-      options.warmup_seconds = std::stod(value);
-    else if (flag == "--writers")
-      options.writers = parse_list(value);
-    else if (flag == "--extra-sync-us")
-      options.extra_sync_us = std::stoi(value);
-    else
-      fail("unknown flag " + flag + " (known: --dir --seconds --warmup --writers --extra-sync-us)");
-  }
-  return options;
+/// Parses the flags into `options`; nullopt to run, else the status to exit with.
+std::optional<int> parse_options(int argc, char** argv, bench_options& options) {
+  bench_flags flags{"group_commit_bench",
+                    "Durable transitions per second on a real RocksDB store: group commit vs one\n"
+                    "sync per transition vs RocksDB's own write groups."};
+  flags.text("dir", options.dir, "DIR", "parent of the scratch databases (the disk measured)")
+    .decimal("seconds", options.seconds, "measured time per cell", 0.001, 3600)
+    .decimal("warmup", options.warmup_seconds, "unmeasured time before each cell", 0, 3600)
+    .integers("writers", options.writers, "concurrent writers, one row each", 1, 4096)
+    .integer("extra-sync-us", options.extra_sync_us,
+             "model a slower disk: sleep N us after every synced write (a model)", 0, 1'000'000);
+  return flags.parse(argc, argv);
 }
 
 /// A running sandbox.create operation as the engine persists it mid-way.
@@ -291,8 +275,8 @@ cell_result run_async_cell(const bench_options& options, int writers) {
   auto journal = std::make_unique<storage::group_commit_journal>(store);
   for (int w = 0; w < writers; ++w) {
     auto& state = states[size_t(w)];
-    state = async_writer{journal.get(), &stop, &done, realistic_record(),
-                         "op_" + std::to_string(w) + "_", 0};
+    state = async_writer{
+      journal.get(), &stop, &done, realistic_record(), "op_" + std::to_string(w) + "_", 0};
   }
   for (auto& state : states)
     state.submit_next();
@@ -354,11 +338,8 @@ void print_row(int writers, const cell_result& group, const cell_result& seriali
 int main(int argc, char** argv) {
   using namespace airlock::bench;
   bench_options options;
-  try {
-    options = parse_options(argc, argv);
-  } catch (const std::exception& e) {
-    fail(std::string("bad flag value: ") + e.what());
-  }
+  if (auto status = parse_options(argc, argv, options))
+    return *status;
   print_header(options);
   for (int writers : options.writers) {
     const auto group = run_cell(options, mode::group_commit, writers);

@@ -15,11 +15,13 @@
 //
 //   sandbox_bench [--data-dir DIR] [--guest PATH] [--creates N] [--execs N]
 //                 [--output-mb N] [--idle N] [--cases create,exec,output,memory]
-//                 [--idle-settle-ms N] [--idle-hold-s N]
+//                 [--idle-settle-ms N] [--idle-hold-s N] [--cpu-millis N]
+//                 [--window-kb N] [--help]
 //
 // Needs root. DIR holds the btrfs image, the runtime state and the store; it
 // is left in place (its loop mount too) for the next run. Default:
-// /var/tmp/airlock-sandbox-bench.
+// /var/tmp/airlock-sandbox-bench. Bad flags: a one-line message and status 2
+// (bench/bench_flags.hpp).
 
 #include <fcntl.h>
 #include <sys/socket.h>
@@ -46,6 +48,7 @@
 
 #include "actors/errors.hpp"
 #include "actors/system_config.hpp"
+#include "bench/bench_flags.hpp"
 #include "guest/client.hpp"
 #include "storage/kv_store.hpp"
 #include "worker/rootfs/overlay_driver.hpp"
@@ -602,7 +605,8 @@ int run(const bench_options& opt) {
   }
   actors::system_config config;
   caf::actor_system system{config};
-  auto worker = spawn_worker(system, worker_context{host->runtime, host->rootfs, host->store, nullptr, {}});
+  auto worker =
+    spawn_worker(system, worker_context{host->runtime, host->rootfs, host->store, nullptr, {}});
   {
     caf::scoped_actor self{system};
     auto report = ask<recover_report>(self, worker, wk_recover_atom::value);
@@ -631,40 +635,30 @@ int run(const bench_options& opt) {
 } // namespace
 } // namespace airlock::bench
 
-int main(int argc, char** argv) try {
+int main(int argc, char** argv) {
   airlock::bench::bench_options opt;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string key = argv[i];
-    std::string value = argv[i + 1];
-    if (key == "--data-dir")
-      opt.data_dir = value;
-    else if (key == "--guest")
-      opt.guest = value;
-    else if (key == "--creates")
-      opt.creates = std::stoi(value);
-    else if (key == "--execs")
-      opt.execs = std::stoi(value);
-    else if (key == "--output-mb")
-      opt.output_mb = std::stoull(value);
-    else if (key == "--cpu-millis")
-      opt.cpu_millis = static_cast<uint32_t>(std::stoul(value));
-    else if (key == "--window-kb")
-      opt.window_kb = static_cast<uint32_t>(std::stoul(value));
-    else if (key == "--idle-settle-ms")
-      opt.idle_settle_ms = std::stoi(value);
-    else if (key == "--idle-hold-s")
-      opt.idle_hold_s = std::stoi(value);
-    else if (key == "--cases")
-      opt.cases = value;
-    else if (key == "--idle")
-      opt.idle = std::stoi(value);
-    else {
-      std::cerr << "unknown option " << key << "\n";
-      return 64;
-    }
+  airlock::bench::bench_flags flags{
+    "sandbox_bench", "Sandboxes on this host (create, exec, output, memory) against host-only\n"
+                     "baselines. Needs root."};
+  flags.text("data-dir", opt.data_dir, "DIR", "btrfs image, runtime state and store (kept)")
+    .text("guest", opt.guest, "PATH", "the airlock-guest binary")
+    .integer("creates", opt.creates, "sandboxes created one after the other", 1)
+    .integer("execs", opt.execs, "exec round trips", 1)
+    .integer("output-mb", opt.output_mb, "MiB read in the output case", 1, 1 << 24)
+    .integer("cpu-millis", opt.cpu_millis, "cpu limit of the output case's sandbox", 1, 1'000'000)
+    .integer("window-kb", opt.window_kb, "output window of the output case; 0: the guest default",
+             0, 1 << 20)
+    .integer("idle", opt.idle, "idle sandboxes in the memory case", 1)
+    .integer("idle-settle-ms", opt.idle_settle_ms, "wait after the last idle create", 0, 3'600'000)
+    .integer("idle-hold-s", opt.idle_hold_s, "keep the idle sandboxes this long to inspect them", 0,
+             86'400)
+    .names("cases", opt.cases, {"create", "exec", "output", "memory"}, "which cases run");
+  if (auto status = flags.parse(argc, argv))
+    return *status;
+  try {
+    return airlock::bench::run(opt);
+  } catch (const std::exception& e) {
+    std::cerr << "sandbox_bench: " << e.what() << "\n";
+    return 1;
   }
-  return airlock::bench::run(opt);
-} catch (const std::exception& e) {
-  std::cerr << "sandbox_bench: " << e.what() << " (options take numbers where shown)\n";
-  return 64;
 }

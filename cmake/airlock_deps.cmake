@@ -5,7 +5,7 @@ find_package(RocksDB REQUIRED)
 find_package(OpenSSL REQUIRED)
 find_package(GTest REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)
-find_package(Boost 1.74 REQUIRED)
+find_package(Boost 1.74 REQUIRED COMPONENTS program_options)  # Boost::program_options: bench/
 
 # CAF 0.17 ships no CMake config: locate its headers and libraries by hand.
 find_path(CAF_INCLUDE_DIR caf/all.hpp REQUIRED)
