@@ -10,7 +10,8 @@
 // template and seals it; a failed or cancelled build deletes the staging tree,
 // so a half template never becomes visible.
 //
-// Blocking (minutes for `base`): run it on the worker's rootfs thread.
+// Blocking (minutes for `base`): run it on a helper thread (the node actor
+// uses a CAF blocking actor per build).
 
 #include <atomic>
 #include <cstdint>
