@@ -11,8 +11,7 @@
 namespace airlock::actors {
 
 struct actor_system_options {
-  /// Scheduler threads; 0 keeps CAF's default (one per core, at least 4).
-  /// Default: 0.
+  /// Scheduler threads; 0: CAF's default (one per core, at least 4). Default: 0.
   size_t scheduler_threads = 0;
 };
 

@@ -10,8 +10,7 @@
 // template and seals it; a failed or cancelled build deletes the staging tree,
 // so a half template never becomes visible.
 //
-// Blocking (minutes for `base`): run it on a helper thread (the node actor
-// uses a CAF blocking actor per build).
+// Blocking (minutes for `base`): run it on a helper thread, never in an actor.
 
 #include <atomic>
 #include <cstdint>
