@@ -11,7 +11,7 @@
 namespace airlock::actors {
 
 struct actor_system_options {
-  /// Scheduler threads. Default: 0 (one per core).
+  /// Scheduler threads; 0: CAF's default (one per core, at least 4). Default: 0.
   size_t scheduler_threads = 0;
 };
 

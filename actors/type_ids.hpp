@@ -40,7 +40,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(airlock, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(airlock, (airlock::actors::placement))
   CAF_ADD_TYPE_ID(airlock, (airlock::actors::node_actor))
   CAF_ADD_TYPE_ID(airlock, (airlock::actors::scheduler_actor))
-  // Issue 5: credentials to workers, audit records from them.
+  // Egress control: credentials to workers, audit records from them.
   CAF_ADD_TYPE_ID(airlock, (airlock::schema::credential_grant))
   CAF_ADD_TYPE_ID(airlock, (std::vector<airlock::schema::credential_grant>))
   CAF_ADD_TYPE_ID(airlock, (airlock::schema::audit_record))

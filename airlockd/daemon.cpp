@@ -188,7 +188,7 @@ int run_daemon(const daemon_spec& spec, const daemon_steps& steps, stop_signals&
     steps.add_routes(routes);
   gateway::add_openapi_route(routes);
   auto server =
-    gateway::health_server::start(spec.http, spec.listen, std::move(routes), log, steps.metrics);
+    gateway::http_server::start(spec.http, spec.listen, std::move(routes), log, steps.metrics);
   if (!server) {
     log.error("cannot start the HTTP listener", {{"error", server.error().message}});
     return 1;

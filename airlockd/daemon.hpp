@@ -12,7 +12,7 @@
 
 #include "actors/log.hpp"
 #include "gateway/endpoint.hpp"
-#include "gateway/health_server.hpp"
+#include "gateway/http_server.hpp"
 #include "gateway/router.hpp"
 #include "metrics/metrics.hpp"
 #include "schema/errc.hpp"
@@ -77,7 +77,7 @@ struct daemon_spec {
   std::string data_dir;   ///< made absolute before use
   std::string store_name; ///< store directory under data_dir: "state" or "worker"
   gateway::endpoint listen;
-  gateway::health_server_options http;
+  gateway::http_server_options http;
 };
 
 /// The steps a subcommand plugs into the common run, in the order they run.

@@ -21,7 +21,7 @@
 namespace airlock::airlockd {
 
 struct engine_host_options {
-  /// CAF scheduler threads. Default: 0 (one per core).
+  /// CAF scheduler threads; 0: CAF's default (one per core, at least 4). Default: 0.
   size_t scheduler_threads = 0;
   /// How long start-up recovery may take before airlockd gives up.
   /// Default: 60000.

@@ -173,9 +173,9 @@ std::string_view summary_of(std::string_view command) {
   if (command == "serve")
     return "Runs the control plane and a local worker in one process.";
   if (command == "control")
-    return "Runs the control plane alone (cluster transport arrives in a later release).";
-  return "Runs a worker that joins a control plane (cluster transport arrives in a later "
-         "release).";
+    return "Runs the control plane alone; workers join it on --cluster-listen.";
+  return "Runs a worker that joins a control plane (--join) and serves its sandboxes' data "
+         "plane.";
 }
 
 } // namespace

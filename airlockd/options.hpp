@@ -18,7 +18,7 @@
 
 #include "actors/log.hpp"
 #include "gateway/endpoint.hpp"
-#include "gateway/health_server.hpp"
+#include "gateway/http_server.hpp"
 #include "schema/errc.hpp"
 #include "schema/sandbox.hpp"
 
@@ -117,8 +117,8 @@ struct serve_options {
   /// Least severe level written to the log on stderr. Default: info.
   actors::log_level log_level = actors::log_level::info;
   /// Threads, limits and timeouts of the HTTP listener. Default: see
-  /// gateway::health_server_options.
-  gateway::health_server_options http;
+  /// gateway::http_server_options.
+  gateway::http_server_options http;
   /// The local worker. Default: see sandbox_host_options.
   sandbox_host_options sandboxes;
   /// Audit retention, template egress defaults. Default: see control_settings.
@@ -139,8 +139,8 @@ struct control_options {
   std::string cli_config;
   /// Default: info.
   actors::log_level log_level = actors::log_level::info;
-  /// Default: see gateway::health_server_options.
-  gateway::health_server_options http;
+  /// Default: see gateway::http_server_options.
+  gateway::http_server_options http;
   /// Default: see control_settings.
   control_settings control;
 };
@@ -158,8 +158,8 @@ struct worker_options {
   std::string name;
   /// Default: info.
   actors::log_level log_level = actors::log_level::info;
-  /// Default: see gateway::health_server_options.
-  gateway::health_server_options http;
+  /// Default: see gateway::http_server_options.
+  gateway::http_server_options http;
   /// Default: see sandbox_host_options.
   sandbox_host_options sandboxes;
 };

@@ -1,5 +1,5 @@
 // HTTPS through the egress gateway against a direct connection to the same
-// upstream, side by side in one run (issue 5):
+// upstream, side by side in one run:
 //   small        N sequential GET /small (100-byte body) on one keep-alive
 //                connection per path, the two paths' requests interleaved so
 //                that load from elsewhere on the machine falls on both alike

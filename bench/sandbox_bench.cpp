@@ -495,7 +495,7 @@ status import_base(host_pieces& host) {
 void bench_output_direct(host_pieces& host, const bench_options& opt) {
   const std::string bytes = std::to_string(opt.output_mb << 20);
   const std::string blocks = std::to_string(opt.output_mb * 16);
-  // The command with GNU coreutils head: the `base` template.
+  // The reference command (GNU coreutils head) needs the `base` template.
   if (auto base = import_base(host); base.is_ok()) {
     guest_throughput(host, *host.rootfs, "base", opt.guest,
                      {{"guest, GNU head (base)", "head -c " + bytes + " /dev/zero"}}, opt);

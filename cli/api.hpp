@@ -1,5 +1,5 @@
 #pragma once
-// The CLI's view of airlockd's HTTP API (/work/shared/API.md): requests with
+// The CLI's view of airlockd's HTTP API (API.md; docs/api.md): requests with
 // the API key, JSON answers, and failures turned into one sentence with the
 // server's error code and a hint about what to do next.
 

@@ -1,4 +1,4 @@
-# Every dependency comes from a Debian package (see scripts/setup.sh).
+# Every dependency comes from a Debian package (scripts/bootstrap installs them).
 find_package(Threads REQUIRED)
 find_package(CapnProto REQUIRED)
 find_package(RocksDB REQUIRED)

@@ -1,5 +1,5 @@
 #pragma once
-// The control plane's issue-5 routes (API.md): credentials
+// The control plane's egress-control routes (API.md): credentials
 // (POST/GET/DELETE /v1/credentials) and the audit log (GET /v1/audit),
 // tenant-scoped (an admin key sees every tenant). The secret of a credential
 // goes in once and never comes back out: no answer and no log line carries it.

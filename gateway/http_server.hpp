@@ -1,7 +1,8 @@
 #pragma once
 // A bounded HTTP/1.1 server (Boost.Beast on Asio) for airlock's listeners:
 // synchronous and asynchronous routes, per-route body limits, server-sent
-// events and request metrics.
+// events and request metrics; and the operator routes every listener serves
+// (/healthz, /readyz, /metrics).
 //
 // Every resource a client can make it hold is bounded by http_server_options:
 // header and body bytes, time to send a request, idle keep-alive time,
@@ -122,5 +123,14 @@ private:
 /// GET /metrics -> 200 text/plain; version=0.0.4 with `metrics.render()`.
 /// `metrics` must outlive the server.
 void add_metrics_route(route_table& routes, const metrics::metrics_registry& metrics);
+
+/// Whether the process can take traffic: ok, or why not (the message is shown
+/// to the client). Called on an I/O thread for every /readyz: must be cheap
+/// and must not block (read an atomic, not the disk).
+using readiness_check = std::function<status()>;
+
+/// GET /healthz -> 200 {"status":"ok"}; GET /readyz -> 200 {"status":"ready"}
+/// or 503 {"error":{"code":"not_ready","message":...}}.
+void add_operator_routes(route_table& routes, readiness_check ready);
 
 } // namespace airlock::gateway

@@ -1,7 +1,7 @@
 #pragma once
 // Placement policy as a pure library: given the fleet view, choose a worker
-// for a sandbox. The scheduler actor (a later issue) feeds it; the simulator
-// can test it in isolation.
+// for a sandbox. The scheduler actor (scheduler_actor.hpp) feeds it the ready
+// workers; tests and a simulator can drive it in isolation.
 
 #include <cstddef>
 #include <string>

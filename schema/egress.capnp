@@ -1,5 +1,5 @@
 @0xec77459f2bdc302e;
-# Issue 5's egress control: credentials as the control plane stores them, the
+# Egress control: credentials as the control plane stores them, the
 # grants a worker's gateway receives, and audit records.
 # Rule: field ordinals only ever grow (schema/schema.lock pins them).
 using Cxx = import "/capnp/c++.capnp";

@@ -1,5 +1,5 @@
 #pragma once
-// Value types of issue 5's egress control: credentials as a worker's egress
+// Value types of egress control: credentials as a worker's egress
 // gateway receives them, and audit records (what the gateway decided, which
 // credential it used, which lifecycle change happened) and the audit query
 // that reads them back. Codecs: schema/egress.capnp.

@@ -125,7 +125,7 @@ TEST_F(api_bad_input, later_release_routes_answer_501) {
   auto api = admin();
   expect_error(api.get("/v1/templates"), 501, "not_implemented");
   expect_error(api.call("POST", "/v1/sandboxes/sb_any/suspend"), 501, "not_implemented");
-  // Issue 5 made /v1/audit real: its bad input is a 400 now.
+  // /v1/audit exists (the audit log): its bad input is a 400, not a 501.
   expect_error(api.get("/v1/audit?kind=nope"), 400, "invalid_argument");
   // Still authenticated first.
   expect_error(as("").get("/v1/templates"), 401);

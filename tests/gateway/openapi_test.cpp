@@ -4,7 +4,7 @@
 
 #include "gateway/api_routes.hpp"
 #include "gateway/data_routes.hpp"
-#include "gateway/health_server.hpp"
+#include "gateway/http_server.hpp"
 
 namespace airlock::gateway {
 namespace {

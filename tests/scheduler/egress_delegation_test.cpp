@@ -1,4 +1,4 @@
-// The scheduler's issue-5 duties on CAF's test scheduler: it issues a
+// The scheduler's egress-control duties on CAF's test scheduler: it issues a
 // worker's egress CA chain at registration and answers a worker's credential
 // and audit calls by delegating to the control plane's actors.
 #include <caf/all.hpp>

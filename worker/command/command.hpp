@@ -6,8 +6,8 @@
 // cancel flag, and optionally a network namespace to run in. A timeout or a
 // cancel kills the whole group (debootstrap starts dpkg, wget and chroot).
 //
-// Blocking: call it from a dedicated thread (the runtime's caller, the rootfs
-// thread), never from an actor. The child only makes async-signal-safe calls
+// Blocking: call it from a helper thread (the worker's blocking actors that
+// call the runtime and the rootfs driver), never from an event-based actor. The child only makes async-signal-safe calls
 // between fork and exec, so it is safe in the multi-threaded worker.
 
 #include <atomic>

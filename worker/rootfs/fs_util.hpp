@@ -2,7 +2,7 @@
 // Small file-system helpers shared by the rootfs drivers and the template
 // builder: errno-to-status conversion, the mount table, and whole-tree
 // operations. Everything here is synchronous and blocks
-// on the disk; callers run it on the worker's rootfs thread, never in an actor.
+// on the disk; callers run it on a worker helper thread, never in an actor.
 
 #include <sys/types.h>
 

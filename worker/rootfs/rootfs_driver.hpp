@@ -7,8 +7,8 @@
 // docs/rootfs.md for the layout on disk.
 //
 // Every call is synchronous and may block on the disk or on a child process:
-// the worker calls the driver from its dedicated rootfs thread, never from an
-// actor. Calls for different ids may run concurrently; calls for the same id
+// the worker calls the driver on a helper thread (a CAF blocking actor per
+// job), never from an event-based actor. Calls for different ids may run concurrently; calls for the same id
 // must be serialized by the caller.
 
 #include <cstdint>

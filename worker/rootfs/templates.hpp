@@ -10,7 +10,7 @@
 // template and seals it; a failed or cancelled build deletes the staging tree,
 // so a half template never becomes visible.
 //
-// Blocking (minutes for `base`): run it on the worker's rootfs thread.
+// Blocking (minutes for `base`): run it on a helper thread, never in an actor.
 
 #include <atomic>
 #include <cstdint>

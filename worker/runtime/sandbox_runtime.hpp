@@ -1,7 +1,7 @@
 #pragma once
 // The contract between the worker and whatever isolates a sandbox: Linux
 // namespaces today (namespace_runtime), a micro-VM later. The worker calls it
-// from a dedicated thread: every call blocks (clone, mounts, ip, nft).
+// from helper threads (blocking actors): every call blocks (clone, mounts, ip, nft).
 
 #include <sys/types.h>
 

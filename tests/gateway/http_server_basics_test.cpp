@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/log.hpp"
-#include "gateway/health_server.hpp"
+#include "gateway/http_server.hpp"
 #include "tests/airlockd/test_support.hpp"
 
 namespace airlock::gateway {
@@ -21,14 +21,14 @@ namespace {
 using test::http_connection;
 using test::http_get;
 
-class health_server_test : public ::testing::Test {
+class http_server_basics : public ::testing::Test {
 protected:
-  std::unique_ptr<health_server> start(health_server_options options = {},
-                                       route_table routes = {}) {
+  std::unique_ptr<http_server> start(http_server_options options = {},
+                                     route_table routes = {}) {
     add_operator_routes(routes, [this] {
       return ready_ ? status::ok() : make_status(errc::unavailable, "warming up");
     });
-    auto server = health_server::start(options, {"127.0.0.1", 0}, std::move(routes), log_);
+    auto server = http_server::start(options, {"127.0.0.1", 0}, std::move(routes), log_);
     EXPECT_TRUE(server.has_value()) << (server ? "" : server.error().message);
     return server ? std::move(*server) : nullptr;
   }
@@ -44,14 +44,14 @@ protected:
   actors::logger log_{"test", actors::log_level::warn, sink_};
 };
 
-TEST_F(health_server_test, binds_port_zero_to_a_real_port) {
+TEST_F(http_server_basics, binds_port_zero_to_a_real_port) {
   auto server = start();
   ASSERT_TRUE(server);
   EXPECT_EQ(server->local_endpoint().host, "127.0.0.1");
   EXPECT_NE(server->local_endpoint().port, 0);
 }
 
-TEST_F(health_server_test, healthz_answers_ok_json) {
+TEST_F(http_server_basics, healthz_answers_ok_json) {
   auto server = start();
   ASSERT_TRUE(server);
   auto reply = http_get("127.0.0.1", server->local_endpoint().port, "/healthz");
@@ -61,7 +61,7 @@ TEST_F(health_server_test, healthz_answers_ok_json) {
   EXPECT_EQ(nlohmann::json::parse(reply->body), (nlohmann::json{{"status", "ok"}}));
 }
 
-TEST_F(health_server_test, readyz_follows_the_readiness_check) {
+TEST_F(http_server_basics, readyz_follows_the_readiness_check) {
   auto server = start();
   ASSERT_TRUE(server);
   uint16_t port = server->local_endpoint().port;
@@ -79,7 +79,7 @@ TEST_F(health_server_test, readyz_follows_the_readiness_check) {
   EXPECT_EQ(nlohmann::json::parse(reply->body), (nlohmann::json{{"status", "ready"}}));
 }
 
-TEST_F(health_server_test, unknown_routes_get_a_json_404_and_wrong_methods_a_405) {
+TEST_F(http_server_basics, unknown_routes_get_a_json_404_and_wrong_methods_a_405) {
   auto server = start();
   ASSERT_TRUE(server);
   uint16_t port = server->local_endpoint().port;
@@ -97,7 +97,7 @@ TEST_F(health_server_test, unknown_routes_get_a_json_404_and_wrong_methods_a_405
   EXPECT_EQ(nlohmann::json::parse(reply->body)["error"]["code"], "method_not_allowed");
 }
 
-TEST_F(health_server_test, keeps_a_connection_open_for_several_requests) {
+TEST_F(http_server_basics, keeps_a_connection_open_for_several_requests) {
   auto server = start();
   ASSERT_TRUE(server);
   auto conn = http_connection::open("127.0.0.1", server->local_endpoint().port);
@@ -118,8 +118,8 @@ TEST_F(health_server_test, keeps_a_connection_open_for_several_requests) {
   EXPECT_EQ(server->stats().requests, 3u);
 }
 
-TEST_F(health_server_test, oversized_headers_get_431_and_oversized_bodies_413) {
-  health_server_options options;
+TEST_F(http_server_basics, oversized_headers_get_431_and_oversized_bodies_413) {
+  http_server_options options;
   options.header_bytes_max = 1024;
   options.body_bytes_max = 100;
   auto server = start(options);
@@ -147,7 +147,7 @@ TEST_F(health_server_test, oversized_headers_get_431_and_oversized_bodies_413) {
   EXPECT_EQ(server->stats().requests_rejected, 2u);
 }
 
-TEST_F(health_server_test, malformed_requests_get_a_json_400) {
+TEST_F(http_server_basics, malformed_requests_get_a_json_400) {
   auto server = start();
   ASSERT_TRUE(server);
   auto conn = http_connection::open("127.0.0.1", server->local_endpoint().port);
@@ -159,8 +159,8 @@ TEST_F(health_server_test, malformed_requests_get_a_json_400) {
   EXPECT_EQ(nlohmann::json::parse(reply->body)["error"]["code"], "bad_request");
 }
 
-TEST_F(health_server_test, refuses_connections_over_the_limit_with_503) {
-  health_server_options options;
+TEST_F(http_server_basics, refuses_connections_over_the_limit_with_503) {
+  http_server_options options;
   options.connections_max = 1;
   auto server = start(options);
   ASSERT_TRUE(server);
@@ -180,8 +180,8 @@ TEST_F(health_server_test, refuses_connections_over_the_limit_with_503) {
   EXPECT_EQ(server->stats().connections_open, 1u);
 }
 
-TEST_F(health_server_test, closes_connections_that_stay_idle) {
-  health_server_options options;
+TEST_F(http_server_basics, closes_connections_that_stay_idle) {
+  http_server_options options;
   options.idle_timeout_ms = 100;
   auto server = start(options);
   ASSERT_TRUE(server);
@@ -190,7 +190,7 @@ TEST_F(health_server_test, closes_connections_that_stay_idle) {
   EXPECT_TRUE(conn->wait_closed());
 }
 
-TEST_F(health_server_test, stop_lets_a_request_in_flight_finish) {
+TEST_F(http_server_basics, stop_lets_a_request_in_flight_finish) {
   std::promise<void> entered;
   std::promise<void> release;
   std::shared_future<void> released = release.get_future().share();
@@ -226,8 +226,8 @@ TEST_F(health_server_test, stop_lets_a_request_in_flight_finish) {
   EXPECT_EQ(server->stats().connections_open, 0u);
 }
 
-TEST_F(health_server_test, stop_closes_idle_connections_without_waiting_for_the_deadline) {
-  health_server_options options;
+TEST_F(http_server_basics, stop_closes_idle_connections_without_waiting_for_the_deadline) {
+  http_server_options options;
   options.shutdown_timeout_ms = 60'000;
   auto server = start(options);
   ASSERT_TRUE(server);
@@ -242,19 +242,19 @@ TEST_F(health_server_test, stop_closes_idle_connections_without_waiting_for_the_
   server->stop(); // idempotent
 }
 
-TEST_F(health_server_test, a_taken_port_is_an_io_error) {
+TEST_F(http_server_basics, a_taken_port_is_an_io_error) {
   auto first = start();
   ASSERT_TRUE(first);
-  auto second = health_server::start({}, first->local_endpoint(), route_table{}, log_);
+  auto second = http_server::start({}, first->local_endpoint(), route_table{}, log_);
   ASSERT_FALSE(second.has_value());
   EXPECT_EQ(second.code(), errc::io_error);
   EXPECT_NE(second.error().message.find(to_string(first->local_endpoint())), std::string::npos);
 }
 
-TEST_F(health_server_test, rejects_options_out_of_range) {
-  health_server_options options;
+TEST_F(http_server_basics, rejects_options_out_of_range) {
+  http_server_options options;
   options.threads = 0;
-  auto server = health_server::start(options, {"127.0.0.1", 0}, route_table{}, log_);
+  auto server = http_server::start(options, {"127.0.0.1", 0}, route_table{}, log_);
   ASSERT_FALSE(server.has_value());
   EXPECT_EQ(server.code(), errc::invalid_argument);
 }
