@@ -54,9 +54,10 @@ std::string to_string(capnp::Data::Reader data) { return schema::detail::data(da
 
 void fill(cs::GuestStart::Builder b, const start_request& m) {
   b.setStreamId(m.stream_id);
-  schema::detail::fill_texts(b.initArgv(schema::detail::count(m.argv.size())), m.argv);
+  // Every byte travels, NULs included: the agent decides what to refuse.
+  schema::detail::fill_texts(b.initArgv(schema::detail::count(m.argv.size())), m.argv, as_text);
   b.setShell(as_text(m.shell));
-  schema::detail::fill_pairs(b.initEnv(schema::detail::count(m.env.size())), m.env);
+  schema::detail::fill_pairs(b.initEnv(schema::detail::count(m.env.size())), m.env, as_text);
   b.setCwd(as_text(m.cwd));
   b.setSetUser(m.set_user);
   b.setUid(m.uid);

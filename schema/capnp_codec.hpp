@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -120,11 +121,14 @@ inline capnp::Data::Reader as_data(std::string_view bytes) {
 /// A list length as Cap'n Proto's init functions take it.
 inline unsigned count(size_t n) { return static_cast<unsigned>(n); }
 
-/// Fills a text list made by `initX(count(values.size()))`.
-template <class ListBuilder>
-void fill_texts(ListBuilder list, const std::vector<std::string>& values) {
+/// Fills a text list made by `initX(count(values.size()))`. `as_text` turns
+/// a string into what the list takes: by default the string itself, which
+/// Cap'n Proto reads up to its first NUL; the guest protocol passes one that
+/// keeps every byte.
+template <class ListBuilder, class AsText = std::identity>
+void fill_texts(ListBuilder list, const std::vector<std::string>& values, AsText as_text = {}) {
   for (unsigned i = 0; i < values.size(); ++i)
-    list.set(i, values[i]);
+    list.set(i, as_text(values[i]));
 }
 
 inline std::vector<std::string> read_texts(capnp::List<capnp::Text>::Reader list) {
@@ -136,13 +140,14 @@ inline std::vector<std::string> read_texts(capnp::List<capnp::Text>::Reader list
 }
 
 /// Fills a KeyValue list made by `initX(count(pairs.size()))` from a map or
-/// a vector of pairs, in their order.
-template <class Pairs>
-void fill_pairs(capnp::List<capnp_schema::KeyValue>::Builder list, const Pairs& pairs) {
+/// a vector of pairs, in their order; `as_text` as for fill_texts.
+template <class Pairs, class AsText = std::identity>
+void fill_pairs(capnp::List<capnp_schema::KeyValue>::Builder list, const Pairs& pairs,
+                AsText as_text = {}) {
   unsigned i = 0;
   for (const auto& [key, value] : pairs) {
-    list[i].setKey(key);
-    list[i].setValue(value);
+    list[i].setKey(as_text(key));
+    list[i].setValue(as_text(value));
     ++i;
   }
 }
