@@ -86,13 +86,12 @@ int stop_signals::wait() {
 }
 
 result<file_lock> file_lock::acquire(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0)
+  unique_fd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  if (!fd)
     return make_status(errc::io_error, "cannot open " + path + ": " + errno_text(errno));
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
     int error = errno;
-    std::string holder = error == EWOULDBLOCK ? lock_holder(fd) : std::string();
-    ::close(fd);
+    std::string holder = error == EWOULDBLOCK ? lock_holder(fd.get()) : std::string();
     if (error == EWOULDBLOCK)
       return make_status(errc::unavailable, holder + " holds " + path);
     return make_status(errc::io_error, "cannot lock " + path + ": " + errno_text(error));
@@ -100,24 +99,8 @@ result<file_lock> file_lock::acquire(const std::string& path) {
   std::string pid = std::to_string(::getpid()) + "\n";
   // The pid is only for the message above; failing to record it is harmless.
   [[maybe_unused]] bool recorded =
-    ::ftruncate(fd, 0) == 0 && ::pwrite(fd, pid.data(), pid.size(), 0) > 0;
-  return file_lock(fd);
-}
-
-file_lock::file_lock(file_lock&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-
-file_lock& file_lock::operator=(file_lock&& other) noexcept {
-  if (this != &other) {
-    if (fd_ >= 0)
-      ::close(fd_);
-    fd_ = std::exchange(other.fd_, -1);
-  }
-  return *this;
-}
-
-file_lock::~file_lock() {
-  if (fd_ >= 0)
-    ::close(fd_); // closing releases the flock
+    ::ftruncate(fd.get(), 0) == 0 && ::pwrite(fd.get(), pid.data(), pid.size(), 0) > 0;
+  return file_lock(std::move(fd));
 }
 
 status ensure_private_directory(const std::string& dir) {

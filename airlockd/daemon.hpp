@@ -9,6 +9,7 @@
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "actors/log.hpp"
 #include "gateway/endpoint.hpp"
@@ -16,6 +17,7 @@
 #include "gateway/router.hpp"
 #include "metrics/metrics.hpp"
 #include "schema/errc.hpp"
+#include "schema/unique_fd.hpp"
 #include "storage/kv_store.hpp"
 
 namespace airlock::airlockd {
@@ -48,13 +50,9 @@ public:
   /// cannot be opened.
   static result<file_lock> acquire(const std::string& path);
 
-  file_lock(file_lock&& other) noexcept;
-  file_lock& operator=(file_lock&& other) noexcept;
-  ~file_lock();
-
 private:
-  explicit file_lock(int fd) : fd_(fd) {}
-  int fd_ = -1;
+  explicit file_lock(unique_fd fd) : fd_(std::move(fd)) {}
+  unique_fd fd_; ///< closing it releases the flock
 };
 
 /// Creates `dir` (mode 0700) and missing parents; ok if it exists as a directory.

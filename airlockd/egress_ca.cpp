@@ -3,13 +3,11 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fcntl.h>
 #include <fstream>
 #include <sstream>
 #include <sys/stat.h>
-#include <unistd.h>
 
-#include "schema/unique_fd.hpp"
+#include "schema/atomic_file.hpp"
 
 namespace airlock::airlockd {
 
@@ -21,21 +19,6 @@ constexpr int intermediate_valid_days = 365;
 bool exists(const std::string& path) {
   struct stat info {};
   return ::lstat(path.c_str(), &info) == 0;
-}
-
-/// Writes through a temporary file renamed into place, synced.
-status write_file(const std::string& path, const std::string& bytes, mode_t mode) {
-  auto temp = path + ".tmp";
-  unique_fd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode));
-  bool ok = fd && ::fchmod(fd.get(), mode) == 0 &&
-            ::write(fd.get(), bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()) &&
-            ::fsync(fd.get()) == 0 && ::rename(temp.c_str(), path.c_str()) == 0;
-  if (!ok) {
-    auto reason = std::string(std::strerror(errno));
-    ::unlink(temp.c_str());
-    return make_status(errc::io_error, "cannot write " + path + ": " + reason);
-  }
-  return status::ok();
 }
 
 result<std::string> read_file(const std::string& path, bool secret) {
@@ -65,9 +48,9 @@ result<crypto::key_and_cert> load_or_create_egress_ca(const std::string& data_di
     auto made = crypto::create_root_ca("airlock egress root CA", root_valid_days);
     if (!made)
       return made.error();
-    if (auto saved = write_file(key_path, made->key_pem, 0600); !saved)
+    if (auto saved = write_file_atomically(key_path, made->key_pem, 0600); !saved)
       return saved;
-    if (auto saved = write_file(cert_path, made->cert_pem, 0644); !saved)
+    if (auto saved = write_file_atomically(cert_path, made->cert_pem, 0644); !saved)
       return saved;
     return made;
   }

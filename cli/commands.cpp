@@ -95,6 +95,36 @@ result<json> list_all(context& ctx, const std::string& path, query_params query,
                                                  + " pages; narrow it with --state or --limit");
 }
 
+/// One column of a listing: its header and the item field it shows.
+struct column {
+  std::string header;
+  std::string field;
+};
+
+/// Lists every page of `path` (up to --limit items) and prints it: the JSON
+/// with --json, else a table of `columns`.
+int print_listing(context& ctx, const std::string& path, query_params query,
+                  const std::vector<column>& columns) {
+  auto listed = list_all(ctx, path, std::move(query), ctx.inv.number("limit").value_or(0));
+  if (!listed)
+    return report(ctx, listed.error());
+  if (ctx.inv.json) {
+    ctx.io.out << listed->dump(2) << "\n";
+    return 0;
+  }
+  std::vector<std::string> headers;
+  for (const auto& c : columns)
+    headers.push_back(c.header);
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& item : (*listed)["items"]) {
+    auto& row = rows.emplace_back();
+    for (const auto& c : columns)
+      row.push_back(text_of(item.value(c.field, json())));
+  }
+  print_table(ctx.io.out, headers, rows);
+  return 0;
+}
+
 /// 0 for a succeeded operation; 1 after printing the error of another.
 int operation_outcome(context& ctx, const json& operation) {
   if (operation.value("state", "") == "succeeded")
@@ -149,21 +179,9 @@ int run_ls(context& ctx) {
     query.emplace_back("state", *state);
   for (const auto& [key, value] : ctx.inv.pairs("metadata"))
     query.emplace_back("metadata." + key, value);
-  auto listed =
-    list_all(ctx, "/v1/sandboxes", std::move(query), ctx.inv.number("limit").value_or(0));
-  if (!listed)
-    return report(ctx, listed.error());
-  if (ctx.inv.json) {
-    ctx.io.out << listed->dump(2) << "\n";
-    return 0;
-  }
-  std::vector<std::vector<std::string>> rows;
-  for (const auto& item : (*listed)["items"])
-    rows.push_back({text_of(item.value("id", json())), text_of(item.value("state", json())),
-                    text_of(item.value("template", json())),
-                    text_of(item.value("created_at", json()))});
-  print_table(ctx.io.out, {"ID", "STATE", "TEMPLATE", "CREATED"}, rows);
-  return 0;
+  return print_listing(
+    ctx, "/v1/sandboxes", std::move(query),
+    {{"ID", "id"}, {"STATE", "state"}, {"TEMPLATE", "template"}, {"CREATED", "created_at"}});
 }
 
 int run_get(context& ctx) {
@@ -213,21 +231,12 @@ int run_ops(context& ctx) {
     query.emplace_back("target_id", *target);
   if (auto state = ctx.inv.value("state"))
     query.emplace_back("state", *state);
-  auto listed =
-    list_all(ctx, "/v1/operations", std::move(query), ctx.inv.number("limit").value_or(0));
-  if (!listed)
-    return report(ctx, listed.error());
-  if (ctx.inv.json) {
-    ctx.io.out << listed->dump(2) << "\n";
-    return 0;
-  }
-  std::vector<std::vector<std::string>> rows;
-  for (const auto& op : (*listed)["items"])
-    rows.push_back({text_of(op.value("id", json())), text_of(op.value("kind", json())),
-                    text_of(op.value("target_id", json())), text_of(op.value("state", json())),
-                    text_of(op.value("updated_at", json()))});
-  print_table(ctx.io.out, {"ID", "KIND", "TARGET", "STATE", "UPDATED"}, rows);
-  return 0;
+  return print_listing(ctx, "/v1/operations", std::move(query),
+                       {{"ID", "id"},
+                        {"KIND", "kind"},
+                        {"TARGET", "target_id"},
+                        {"STATE", "state"},
+                        {"UPDATED", "updated_at"}});
 }
 
 int run_wait(context& ctx) {

@@ -15,6 +15,7 @@
 #include "cli/base64.hpp"
 #include "cli/commands.hpp"
 #include "cli/sse.hpp"
+#include "schema/unique_fd.hpp"
 
 namespace airlock::cli {
 
@@ -89,26 +90,18 @@ extern "C" void on_winch(int) {
 
 /// A pipe with both ends non-blocking and close-on-exec.
 struct pipe_pair {
-  int read = -1;
-  int write = -1;
+  unique_fd read;
+  unique_fd write;
   pipe_pair() {
     int fds[2];
     if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) == 0) {
-      read = fds[0];
-      write = fds[1];
+      read.reset(fds[0]);
+      write.reset(fds[1]);
     }
   }
-  ~pipe_pair() {
-    if (read >= 0)
-      ::close(read);
-    if (write >= 0)
-      ::close(write);
-  }
-  pipe_pair(const pipe_pair&) = delete;
-  pipe_pair& operator=(const pipe_pair&) = delete;
   void drain() const {
     char bytes[64];
-    while (::read(read, bytes, sizeof bytes) > 0) {
+    while (::read(read.get(), bytes, sizeof bytes) > 0) {
     }
   }
 };
@@ -121,7 +114,7 @@ public:
   input_pump(context& ctx, attachment attach, terminal* tty)
       : ctx_(ctx), attach_(std::move(attach)), tty_(tty) {
     if (tty_ && tty_->present()) {
-      winch_fd.store(winch_.write);
+      winch_fd.store(winch_.write.get());
       struct sigaction action {};
       action.sa_handler = on_winch;
       ::sigemptyset(&action.sa_mask);
@@ -138,7 +131,7 @@ public:
     if (!thread_.joinable())
       return;
     stopping_.store(true);
-    [[maybe_unused]] auto written = ::write(wake_.write, "s", 1);
+    [[maybe_unused]] auto written = ::write(wake_.write.get(), "s", 1);
     thread_.join();
     if (watching_winch_)
       ::sigaction(SIGWINCH, &saved_winch_, nullptr);
@@ -175,7 +168,8 @@ private:
 
   void pump_descriptor() {
     std::string chunk(ctx_.options.stdin_chunk_bytes, '\0');
-    pollfd fds[3] = {{ctx_.io.in_fd, POLLIN, 0}, {wake_.read, POLLIN, 0}, {winch_.read, POLLIN, 0}};
+    pollfd fds[3] = {
+      {ctx_.io.in_fd, POLLIN, 0}, {wake_.read.get(), POLLIN, 0}, {winch_.read.get(), POLLIN, 0}};
     while (!stopping_.load()) {
       if (::poll(fds, 3, -1) < 0) {
         if (errno == EINTR)

@@ -62,20 +62,24 @@ result<std::shared_ptr<EVP_PKEY>> new_key() {
   return own(key);
 }
 
-result<std::shared_ptr<EVP_PKEY>> parse_private_key(std::string_view pem) {
+/// A key read from `pem` by `read_pem` (PEM_read_bio_PrivateKey or _PUBKEY).
+template <class ReadPem>
+result<std::shared_ptr<EVP_PKEY>> parse_key(std::string_view pem, ReadPem read_pem,
+                                            std::string_view what) {
   auto bio = read_bio(pem);
-  EVP_PKEY* key = bio ? PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr) : nullptr;
+  EVP_PKEY* key = bio ? read_pem(bio.get(), nullptr, nullptr, nullptr) : nullptr;
   if (key == nullptr)
-    return ssl_failure(errc::invalid_argument, "the private key PEM does not parse");
+    return ssl_failure(errc::invalid_argument,
+                       "the " + std::string(what) + " key PEM does not parse");
   return own(key);
 }
 
+result<std::shared_ptr<EVP_PKEY>> parse_private_key(std::string_view pem) {
+  return parse_key(pem, PEM_read_bio_PrivateKey, "private");
+}
+
 result<std::shared_ptr<EVP_PKEY>> parse_public_key(std::string_view pem) {
-  auto bio = read_bio(pem);
-  EVP_PKEY* key = bio ? PEM_read_bio_PUBKEY(bio.get(), nullptr, nullptr, nullptr) : nullptr;
-  if (key == nullptr)
-    return ssl_failure(errc::invalid_argument, "the public key PEM does not parse");
-  return own(key);
+  return parse_key(pem, PEM_read_bio_PUBKEY, "public");
 }
 
 /// Every certificate in `pem`, in order.

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "schema/atomic_file.hpp"
 #include "schema/unique_fd.hpp"
 
 namespace airlock::crypto {
@@ -61,31 +62,16 @@ result<std::string> read_key(const std::string& path) {
   return key;
 }
 
-/// Writes a fresh key to a temporary file and links it into place, so a
-/// crash never leaves a short key behind and a concurrent creator wins once.
+/// Writes a fresh key beside `path` and links it into place, so a crash never
+/// leaves a short key behind and a concurrent creator wins once.
 status create_key(const std::string& path) {
   std::string key(sealed_key_bytes, '\0');
   if (RAND_bytes(bytes(key), length(key)) != 1)
     return make_status(errc::internal, "the system random source failed");
-  auto temp = path + ".tmp";
-  ::unlink(temp.c_str());
-  unique_fd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-  if (!fd)
-    return io_failure("cannot create the key file", temp);
-  bool written = ::write(fd.get(), key.data(), key.size()) == static_cast<ssize_t>(key.size()) &&
-                 ::fsync(fd.get()) == 0;
+  auto created = write_file_atomically(path, key, 0600, existing_file::keep);
   OPENSSL_cleanse(key.data(), key.size());
-  if (!written) {
-    ::unlink(temp.c_str());
-    return io_failure("cannot write the key file", temp);
-  }
-  int linked = ::link(temp.c_str(), path.c_str());
-  int link_errno = errno;
-  ::unlink(temp.c_str());
-  if (linked != 0 && link_errno != EEXIST) {
-    errno = link_errno;
-    return io_failure("cannot create the key file", path);
-  }
+  if (!created && created.code != errc::already_exists)
+    return created;
   return status::ok();
 }
 

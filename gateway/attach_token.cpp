@@ -19,6 +19,7 @@
 #include <openssl/pem.h>
 
 #include "schema/assert.hpp"
+#include "schema/atomic_file.hpp"
 
 namespace airlock::gateway {
 
@@ -60,16 +61,6 @@ std::optional<std::string> raw_public_key(evp_pkey_st* key) {
   return std::string(reinterpret_cast<const char*>(raw.data()), size);
 }
 
-status make_private_parents(const std::filesystem::path& dir) {
-  std::filesystem::path partial;
-  for (const auto& part : dir) {
-    partial /= part;
-    if (::mkdir(partial.c_str(), 0700) != 0 && errno != EEXIST)
-      return io_failure("cannot create directory", partial.string(), errno);
-  }
-  return status::ok();
-}
-
 /// The PEM text of a fresh Ed25519 key, or a failure.
 result<std::string> generate_key_pem() {
   evp_pkey_ptr key(EVP_PKEY_Q_keygen(nullptr, nullptr, "ED25519"));
@@ -82,27 +73,17 @@ result<std::string> generate_key_pem() {
   return std::string(data, static_cast<size_t>(size));
 }
 
-/// Writes `pem` to a private temporary file and links it to `path`: link()
-/// fails with EEXIST when another process created the key first, and then we
-/// use theirs. A reader never sees a half-written key.
+/// Writes `pem` beside `path` and links it into place: when another process
+/// created the key first, theirs stays and we use it. A reader never sees a
+/// half-written key.
 status create_key_file(const std::string& path, const std::string& pem) {
-  if (auto made = make_private_parents(std::filesystem::path(path).parent_path()); !made)
+  if (auto made = make_private_directories(std::filesystem::path(path).parent_path().string());
+      !made)
     return made;
-  std::string temp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0)
-    return io_failure("cannot create", temp, errno);
-  bool ok = ::fchmod(fd, 0600) == 0
-            && ::write(fd, pem.data(), pem.size()) == static_cast<ssize_t>(pem.size())
-            && ::fsync(fd) == 0;
-  int error = errno;
-  ::close(fd);
-  if (ok && ::link(temp.c_str(), path.c_str()) != 0 && errno != EEXIST) {
-    ok = false;
-    error = errno;
-  }
-  ::unlink(temp.c_str());
-  return ok ? status::ok() : io_failure("cannot write", path, error);
+  auto created = write_file_atomically(path, pem, 0600, existing_file::keep);
+  if (!created && created.code != errc::already_exists)
+    return created;
+  return status::ok();
 }
 
 /// The file's bytes; not_found when it does not exist.

@@ -204,21 +204,32 @@ bool send_batch(const std::shared_ptr<sse_stream>& stream, const actors::output_
   return true;
 }
 
-/// Reads the next batch once the client has taken the previous one, so a
-/// slow client slows the reads instead of growing a queue.
+void pump_output(api_ptr api, std::shared_ptr<sse_stream> stream, target t,
+                 actors::output_request request);
+
+/// Sends `batch` and, unless that ended the stream, reads the next batch
+/// once the client has taken this one, so a slow client slows the reads
+/// instead of growing a queue.
+void forward_batch(api_ptr api, std::shared_ptr<sse_stream> stream, target t,
+                   actors::output_request request, const actors::output_batch& batch) {
+  if (!send_batch(stream, batch))
+    return;
+  request.offset = batch.next_offset;
+  stream->when_drained([api, stream, t, request]() {
+    if (!stream->closed())
+      pump_output(api, stream, t, request);
+  });
+}
+
+/// Reads the next batch, waiting up to output_wait_ms for output, and
+/// forwards it; an error ends the stream with an `error` event.
 void pump_output(api_ptr api, std::shared_ptr<sse_stream> stream, target t,
                  actors::output_request request) {
   request.wait_ms = api->deps.options.output_wait_ms;
   call_actor(
     *api->deps.system, t.node, milliseconds(request.wait_ms) + api->timeout(),
-    [api, stream, t, request](actors::output_batch& batch) mutable {
-      if (!send_batch(stream, batch))
-        return;
-      request.offset = batch.next_offset;
-      stream->when_drained([api, stream, t, request]() {
-        if (!stream->closed())
-          pump_output(api, stream, t, request);
-      });
+    [api, stream, t, request](actors::output_batch& batch) {
+      forward_batch(api, stream, t, request, batch);
     },
     [stream](caf::error& error) {
       auto failure = to_status(error);
@@ -260,15 +271,8 @@ void stream_output(api_ptr api, exchange_ptr ex, target t) {
   request.wait_ms = 0;
   call_actor(
     *api->deps.system, t.node, api->timeout(),
-    [api, ex, t, request](actors::output_batch& batch) mutable {
-      auto stream = ex->open_sse(api->deps.options.sse);
-      if (!send_batch(stream, batch))
-        return;
-      request.offset = batch.next_offset;
-      stream->when_drained([api, stream, t, request]() {
-        if (!stream->closed())
-          pump_output(api, stream, t, request);
-      });
+    [api, ex, t, request](actors::output_batch& batch) {
+      forward_batch(api, ex->open_sse(api->deps.options.sse), t, request, batch);
     },
     answer_error(ex), actors::dp_output_atom::value, t.sandbox_id, request);
 }

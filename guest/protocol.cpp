@@ -7,6 +7,7 @@
 
 #include <cstring>
 
+#include "schema/capnp_codec.hpp"
 #include "schema/guest.capnp.h"
 
 namespace airlock::guest {
@@ -41,31 +42,22 @@ void append_builder(std::string& out, capnp::MessageBuilder& builder) {
   capnp::writeMessage(stream, builder);
 }
 
-capnp::Data::Reader as_data(std::string_view bytes) {
-  return {reinterpret_cast<const kj::byte*>(bytes.data()), bytes.size()};
-}
+using schema::detail::as_data;
 
 capnp::Text::Reader as_text(const std::string& text) { return {text.data(), text.size()}; }
 
-std::string to_string(capnp::Text::Reader text) { return {text.begin(), text.size()}; }
+std::string to_string(capnp::Text::Reader text) { return schema::detail::text(text); }
 
-std::string to_string(capnp::Data::Reader data) {
-  return {reinterpret_cast<const char*>(data.begin()), data.size()};
-}
+std::string to_string(capnp::Data::Reader data) { return schema::detail::data(data); }
 
 // ---- host -> guest: encode ----------------------------------------------------
 
 void fill(cs::GuestStart::Builder b, const start_request& m) {
   b.setStreamId(m.stream_id);
-  auto argv = b.initArgv(static_cast<unsigned>(m.argv.size()));
-  for (unsigned i = 0; i < m.argv.size(); ++i)
-    argv.set(i, as_text(m.argv[i]));
+  // Every byte travels, NULs included: the agent decides what to refuse.
+  schema::detail::fill_texts(b.initArgv(schema::detail::count(m.argv.size())), m.argv, as_text);
   b.setShell(as_text(m.shell));
-  auto env = b.initEnv(static_cast<unsigned>(m.env.size()));
-  for (unsigned i = 0; i < m.env.size(); ++i) {
-    env[i].setKey(as_text(m.env[i].first));
-    env[i].setValue(as_text(m.env[i].second));
-  }
+  schema::detail::fill_pairs(b.initEnv(schema::detail::count(m.env.size())), m.env, as_text);
   b.setCwd(as_text(m.cwd));
   b.setSetUser(m.set_user);
   b.setUid(m.uid);
@@ -306,12 +298,6 @@ void build(capnp::MallocMessageBuilder& builder, const Message& message) {
   std::visit(Filler{root}, message);
 }
 
-std::string flat_payload(capnp::MessageBuilder& builder) {
-  auto words = capnp::messageToFlatArray(builder);
-  auto bytes = words.asBytes();
-  return {reinterpret_cast<const char*>(bytes.begin()), bytes.size()};
-}
-
 } // namespace
 
 void append_frame(std::string& out, const host_message& message) {
@@ -343,13 +329,13 @@ void append_output_frame(std::string& out, uint32_t stream_id, uint8_t fd, uint6
 std::string encode_payload(const host_message& message) {
   capnp::MallocMessageBuilder builder(first_segment_words(payload_hint(message)));
   build<cs::HostToGuest, host_filler>(builder, message);
-  return flat_payload(builder);
+  return schema::detail::flat_bytes(builder);
 }
 
 std::string encode_payload(const guest_message& message) {
   capnp::MallocMessageBuilder builder(first_segment_words(payload_hint(message)));
   build<cs::GuestToHost, guest_filler>(builder, message);
-  return flat_payload(builder);
+  return schema::detail::flat_bytes(builder);
 }
 
 errc errc_from_string(std::string_view name) noexcept {
@@ -368,11 +354,9 @@ namespace {
 start_request read(cs::GuestStart::Reader r) {
   start_request m;
   m.stream_id = r.getStreamId();
-  for (auto arg : r.getArgv())
-    m.argv.push_back(to_string(arg));
+  m.argv = schema::detail::read_texts(r.getArgv());
   m.shell = to_string(r.getShell());
-  for (auto kv : r.getEnv())
-    m.env.emplace_back(to_string(kv.getKey()), to_string(kv.getValue()));
+  m.env = schema::detail::read_pairs<decltype(m.env)>(r.getEnv());
   m.cwd = to_string(r.getCwd());
   m.set_user = r.getSetUser();
   m.uid = r.getUid();
@@ -567,31 +551,14 @@ result<guest_message> read(cs::GuestToHost::Reader r) {
 
 template <class Envelope, class Message>
 result<Message> decode(std::string_view payload, std::string_view what) {
-  if (payload.empty() || payload.size() % sizeof(capnp::word) != 0)
-    return make_status(errc::corrupt_record, std::string(what) + " frame has an invalid length of "
-                                               + std::to_string(payload.size()) + " bytes");
-  // Cap'n Proto reads words in place; copy only when the payload is unaligned.
-  kj::Array<capnp::word> copy;
-  auto words = kj::ArrayPtr<const capnp::word>(reinterpret_cast<const capnp::word*>(payload.data()),
-                                               payload.size() / sizeof(capnp::word));
-  if (reinterpret_cast<uintptr_t>(payload.data()) % alignof(capnp::word) != 0) {
-    copy = kj::heapArray<capnp::word>(words.size());
-    std::memcpy(copy.begin(), payload.data(), payload.size());
-    words = copy.asPtr();
-  }
-  try {
-    capnp::ReaderOptions options;
-    options.traversalLimitInWords = decode_traversal_words_max;
-    options.nestingLimit = decode_nesting_max;
-    capnp::FlatArrayMessageReader message(words, options);
-    auto root = message.getRoot<Envelope>();
-    if (root.getSchemaVersion() == 0)
-      return make_status(errc::corrupt_record, std::string(what) + " frame has no version");
-    return read(root);
-  } catch (const kj::Exception& e) {
-    return make_status(errc::corrupt_record,
-                       std::string(what) + " frame does not decode: " + e.getDescription().cStr());
-  }
+  std::string subject = std::string(what) + " frame";
+  return schema::detail::read_message<Envelope, Message>(
+    payload, subject, {decode_traversal_words_max, decode_nesting_max},
+    [&subject](typename Envelope::Reader root) -> result<Message> {
+      if (root.getSchemaVersion() == 0)
+        return make_status(errc::corrupt_record, subject + " has no version");
+      return read(root);
+    });
 }
 
 } // namespace

@@ -9,32 +9,6 @@ namespace {
 
 namespace cs = airlock::capnp_schema;
 
-void fill_resources(cs::Resources::Builder b, const resources& r) {
-  b.setCpuMillis(r.cpu_millis);
-  b.setMemoryMb(r.memory_mb);
-  b.setDiskMb(r.disk_mb);
-  b.setSandboxes(r.sandboxes);
-}
-
-resources read_resources(cs::Resources::Reader b) {
-  return resources{b.getCpuMillis(), b.getMemoryMb(), b.getDiskMb(), b.getSandboxes()};
-}
-
-void fill_texts(capnp::List<capnp::Text>::Builder list, const std::vector<std::string>& values) {
-  for (unsigned i = 0; i < values.size(); ++i)
-    list.set(i, values[i]);
-}
-
-std::vector<std::string> read_texts(capnp::List<capnp::Text>::Reader list) {
-  std::vector<std::string> out;
-  out.reserve(list.size());
-  for (auto value : list)
-    out.push_back(detail::text(value));
-  return out;
-}
-
-unsigned count(size_t n) { return static_cast<unsigned>(n); }
-
 // -- nested parts: filled and read without a schema version of their own ----
 
 void fill_segment(cs::OutputSegment::Builder b, const output_segment& x) {
@@ -83,13 +57,9 @@ result<node_sandbox> decode_node_sandbox(std::string_view bytes) {
 std::string encode(const exec_spec& x) {
   return detail::to_bytes<cs::ExecSpec>([&x](cs::ExecSpec::Builder b) {
     b.setSchemaVersion(cluster_schema_version);
-    fill_texts(b.initArgv(count(x.argv.size())), x.argv);
+    detail::fill_texts(b.initArgv(detail::count(x.argv.size())), x.argv);
     b.setCmd(x.cmd);
-    auto env = b.initEnv(count(x.env.size()));
-    for (unsigned i = 0; i < x.env.size(); ++i) {
-      env[i].setKey(x.env[i].first);
-      env[i].setValue(x.env[i].second);
-    }
+    detail::fill_pairs(b.initEnv(detail::count(x.env.size())), x.env);
     b.setCwd(x.cwd);
     b.setUser(x.user);
     b.setPty(x.pty);
@@ -104,10 +74,9 @@ result<exec_spec> decode_exec_spec(std::string_view bytes) {
   return detail::from_bytes<cs::ExecSpec, exec_spec>(
     bytes, cluster_schema_version, "exec spec", [](cs::ExecSpec::Reader b) -> result<exec_spec> {
       exec_spec x;
-      x.argv = read_texts(b.getArgv());
+      x.argv = detail::read_texts(b.getArgv());
       x.cmd = detail::text(b.getCmd());
-      for (auto kv : b.getEnv())
-        x.env.emplace_back(detail::text(kv.getKey()), detail::text(kv.getValue()));
+      x.env = detail::read_pairs<decltype(x.env)>(b.getEnv());
       x.cwd = detail::text(b.getCwd());
       x.user = detail::text(b.getUser());
       x.pty = b.getPty();
@@ -187,7 +156,7 @@ result<output_segment> decode_output_segment(std::string_view bytes) {
 std::string encode(const output_batch& x) {
   return detail::to_bytes<cs::OutputBatch>([&x](cs::OutputBatch::Builder b) {
     b.setSchemaVersion(cluster_schema_version);
-    auto segments = b.initSegments(count(x.segments.size()));
+    auto segments = b.initSegments(detail::count(x.segments.size()));
     for (unsigned i = 0; i < x.segments.size(); ++i)
       fill_segment(segments[i], x.segments[i]);
     b.setNextOffset(x.next_offset);
@@ -265,7 +234,7 @@ std::string encode(const file_result& x) {
     b.setSchemaVersion(cluster_schema_version);
     b.setData(detail::as_data(x.data));
     b.setWritten(x.written);
-    auto entries = b.initEntries(count(x.entries.size()));
+    auto entries = b.initEntries(detail::count(x.entries.size()));
     for (unsigned i = 0; i < x.entries.size(); ++i)
       fill_entry(entries[i], x.entries[i]);
     b.setTruncated(x.truncated);
@@ -294,7 +263,7 @@ std::string encode(const placement_request& x) {
     b.setSchemaVersion(cluster_schema_version);
     b.setSandboxId(x.sandbox_id);
     b.setTemplateName(x.template_name);
-    fill_resources(b.initNeeds(), x.needs);
+    detail::fill_resources(b.initNeeds(), x.needs);
   });
 }
 
@@ -303,7 +272,7 @@ result<placement_request> decode_placement_request(std::string_view bytes) {
     bytes, cluster_schema_version, "placement request",
     [](cs::PlacementRequest::Reader b) -> result<placement_request> {
       return placement_request{detail::text(b.getSandboxId()), detail::text(b.getTemplateName()),
-                               read_resources(b.getNeeds())};
+                               detail::read_resources(b.getNeeds())};
     });
 }
 
@@ -332,10 +301,10 @@ std::string encode(const worker_view& x) {
     b.setSchemaVersion(cluster_schema_version);
     b.setRegistration(detail::as_data(registration));
     b.setState(x.state);
-    fill_resources(b.initAllocated(), x.allocated);
+    detail::fill_resources(b.initAllocated(), x.allocated);
     b.setLastHeartbeatAtMs(x.last_heartbeat_at_ms);
-    fill_resources(b.initReserved(), x.reserved);
-    fill_texts(b.initSandboxIds(count(x.sandbox_ids.size())), x.sandbox_ids);
+    detail::fill_resources(b.initReserved(), x.reserved);
+    detail::fill_texts(b.initSandboxIds(detail::count(x.sandbox_ids.size())), x.sandbox_ids);
   });
 }
 
@@ -349,10 +318,10 @@ result<worker_view> decode_worker_view(std::string_view bytes) {
       worker_view x;
       x.registration = std::move(*registration);
       x.state = detail::text(b.getState());
-      x.allocated = read_resources(b.getAllocated());
+      x.allocated = detail::read_resources(b.getAllocated());
       x.last_heartbeat_at_ms = b.getLastHeartbeatAtMs();
-      x.reserved = read_resources(b.getReserved());
-      x.sandbox_ids = read_texts(b.getSandboxIds());
+      x.reserved = detail::read_resources(b.getReserved());
+      x.sandbox_ids = detail::read_texts(b.getSandboxIds());
       return x;
     });
 }

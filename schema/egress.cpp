@@ -9,22 +9,6 @@ namespace {
 
 namespace cs = airlock::capnp_schema;
 
-template <class ListBuilder>
-void fill_texts(ListBuilder list, const std::vector<std::string>& values) {
-  for (unsigned i = 0; i < values.size(); ++i)
-    list.set(i, values[i]);
-}
-
-std::vector<std::string> read_texts(capnp::List<capnp::Text>::Reader list) {
-  std::vector<std::string> out;
-  out.reserve(list.size());
-  for (auto value : list)
-    out.push_back(detail::text(value));
-  return out;
-}
-
-unsigned count(size_t n) { return static_cast<unsigned>(n); }
-
 } // namespace
 
 std::string_view to_string(credential_scope scope) noexcept {
@@ -52,7 +36,7 @@ std::string encode(const credential_record& x) {
     b.setName(x.name);
     b.setScopeKind(static_cast<cs::CredentialScope>(x.scope));
     b.setScopeValue(x.scope_value);
-    fill_texts(b.initHosts(count(x.hosts.size())), x.hosts);
+    detail::fill_texts(b.initHosts(detail::count(x.hosts.size())), x.hosts);
     b.setHeader(x.header);
     b.setValueTemplate(x.value_template);
     b.setRateLimitPerMin(x.rate_limit_per_min);
@@ -73,7 +57,7 @@ result<credential_record> decode_credential(std::string_view bytes) {
       x.name = detail::text(b.getName());
       x.scope = static_cast<credential_scope>(b.getScopeKind());
       x.scope_value = detail::text(b.getScopeValue());
-      x.hosts = read_texts(b.getHosts());
+      x.hosts = detail::read_texts(b.getHosts());
       x.header = detail::text(b.getHeader());
       x.value_template = detail::text(b.getValueTemplate());
       x.rate_limit_per_min = b.getRateLimitPerMin();
@@ -89,7 +73,7 @@ std::string encode(const credential_grant& x) {
     b.setCredentialId(x.credential_id);
     b.setName(x.name);
     b.setScope(static_cast<cs::CredentialScope>(x.scope));
-    fill_texts(b.initHosts(count(x.hosts.size())), x.hosts);
+    detail::fill_texts(b.initHosts(detail::count(x.hosts.size())), x.hosts);
     b.setHeader(x.header);
     b.setValue(x.value);
     b.setRateLimitPerMin(x.rate_limit_per_min);
@@ -106,7 +90,7 @@ result<credential_grant> decode_credential_grant(std::string_view bytes) {
       x.credential_id = detail::text(b.getCredentialId());
       x.name = detail::text(b.getName());
       x.scope = static_cast<credential_scope>(b.getScope());
-      x.hosts = read_texts(b.getHosts());
+      x.hosts = detail::read_texts(b.getHosts());
       x.header = detail::text(b.getHeader());
       x.value = detail::text(b.getValue());
       x.rate_limit_per_min = b.getRateLimitPerMin();

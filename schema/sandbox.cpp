@@ -25,36 +25,17 @@ auto parse_name(const Array& names, std::string_view text) -> std::optional<size
   return std::nullopt;
 }
 
-void set_map(capnp::List<cs::KeyValue>::Builder list,
-             const std::map<std::string, std::string>& values) {
-  unsigned i = 0;
-  for (const auto& [key, value] : values) {
-    list[i].setKey(key);
-    list[i].setValue(value);
-    ++i;
-  }
-}
-
-std::map<std::string, std::string> get_map(capnp::List<cs::KeyValue>::Reader list) {
-  std::map<std::string, std::string> out;
-  for (auto kv : list)
-    out[detail::text(kv.getKey())] = detail::text(kv.getValue());
-  return out;
-}
-
 void fill_spec(cs::SandboxSpec::Builder b, const sandbox_spec& s) {
   b.setTemplate(s.template_name);
   b.setCpuMillis(s.cpu_millis);
   b.setMemoryMb(s.memory_mb);
   b.setDiskMb(s.disk_mb);
-  set_map(b.initEnv(static_cast<unsigned>(s.env.size())), s.env);
-  set_map(b.initMetadata(static_cast<unsigned>(s.metadata.size())), s.metadata);
+  detail::fill_pairs(b.initEnv(detail::count(s.env.size())), s.env);
+  detail::fill_pairs(b.initMetadata(detail::count(s.metadata.size())), s.metadata);
   b.setIdleTimeoutS(s.idle_timeout_s);
   auto egress = b.initEgress();
   egress.setProfile(static_cast<cs::EgressProfile>(s.egress.profile));
-  auto allow = egress.initAllow(static_cast<unsigned>(s.egress.allow.size()));
-  for (unsigned i = 0; i < s.egress.allow.size(); ++i)
-    allow.set(i, s.egress.allow[i]);
+  detail::fill_texts(egress.initAllow(detail::count(s.egress.allow.size())), s.egress.allow);
   b.setFromCheckpoint(s.from_checkpoint);
 }
 
@@ -66,12 +47,11 @@ result<sandbox_spec> read_spec(cs::SandboxSpec::Reader b) {
   s.cpu_millis = b.getCpuMillis();
   s.memory_mb = b.getMemoryMb();
   s.disk_mb = b.getDiskMb();
-  s.env = get_map(b.getEnv());
-  s.metadata = get_map(b.getMetadata());
+  s.env = detail::read_pairs<decltype(s.env)>(b.getEnv());
+  s.metadata = detail::read_pairs<decltype(s.metadata)>(b.getMetadata());
   s.idle_timeout_s = b.getIdleTimeoutS();
   s.egress.profile = static_cast<egress_profile>(b.getEgress().getProfile());
-  for (auto name : b.getEgress().getAllow())
-    s.egress.allow.push_back(detail::text(name));
+  s.egress.allow = detail::read_texts(b.getEgress().getAllow());
   s.from_checkpoint = detail::text(b.getFromCheckpoint());
   return s;
 }

@@ -9,31 +9,6 @@ namespace {
 
 namespace cs = airlock::capnp_schema;
 
-void fill_resources(cs::Resources::Builder b, const resources& r) {
-  b.setCpuMillis(r.cpu_millis);
-  b.setMemoryMb(r.memory_mb);
-  b.setDiskMb(r.disk_mb);
-  b.setSandboxes(r.sandboxes);
-}
-
-resources read_resources(cs::Resources::Reader b) {
-  return resources{b.getCpuMillis(), b.getMemoryMb(), b.getDiskMb(), b.getSandboxes()};
-}
-
-template <class ListBuilder>
-void fill_texts(ListBuilder list, const std::vector<std::string>& values) {
-  for (unsigned i = 0; i < values.size(); ++i)
-    list.set(i, values[i]);
-}
-
-std::vector<std::string> read_texts(capnp::List<capnp::Text>::Reader list) {
-  std::vector<std::string> out;
-  out.reserve(list.size());
-  for (auto value : list)
-    out.push_back(detail::text(value));
-  return out;
-}
-
 } // namespace
 
 std::string encode(const worker_registration& r) {
@@ -43,8 +18,8 @@ std::string encode(const worker_registration& r) {
     b.setName(r.name);
     b.setClusterAddress(r.cluster_address);
     b.setDataUrl(r.data_url);
-    fill_resources(b.initCapacity(), r.capacity);
-    fill_texts(b.initRuntimes(static_cast<unsigned>(r.runtimes.size())), r.runtimes);
+    detail::fill_resources(b.initCapacity(), r.capacity);
+    detail::fill_texts(b.initRuntimes(detail::count(r.runtimes.size())), r.runtimes);
     b.setVersion(r.version);
     b.setStartedAtMs(r.started_at_ms);
     b.setEgressCaPublicKey(r.egress_ca_public_key);
@@ -60,8 +35,8 @@ result<worker_registration> decode_worker_registration(std::string_view bytes) {
       r.name = detail::text(b.getName());
       r.cluster_address = detail::text(b.getClusterAddress());
       r.data_url = detail::text(b.getDataUrl());
-      r.capacity = read_resources(b.getCapacity());
-      r.runtimes = read_texts(b.getRuntimes());
+      r.capacity = detail::read_resources(b.getCapacity());
+      r.runtimes = detail::read_texts(b.getRuntimes());
       r.version = detail::text(b.getVersion());
       r.started_at_ms = b.getStartedAtMs();
       r.egress_ca_public_key = detail::text(b.getEgressCaPublicKey());
@@ -75,8 +50,8 @@ std::string encode(const worker_heartbeat& h) {
     b.setWorkerId(h.worker_id);
     b.setSequence(h.sequence);
     b.setSentAtMs(h.sent_at_ms);
-    fill_resources(b.initAllocated(), h.allocated);
-    fill_texts(b.initSandboxIds(static_cast<unsigned>(h.sandbox_ids.size())), h.sandbox_ids);
+    detail::fill_resources(b.initAllocated(), h.allocated);
+    detail::fill_texts(b.initSandboxIds(detail::count(h.sandbox_ids.size())), h.sandbox_ids);
     b.setLoadMilli(h.load_milli);
   });
 }
@@ -89,8 +64,8 @@ result<worker_heartbeat> decode_worker_heartbeat(std::string_view bytes) {
       h.worker_id = detail::text(b.getWorkerId());
       h.sequence = b.getSequence();
       h.sent_at_ms = b.getSentAtMs();
-      h.allocated = read_resources(b.getAllocated());
-      h.sandbox_ids = read_texts(b.getSandboxIds());
+      h.allocated = detail::read_resources(b.getAllocated());
+      h.sandbox_ids = detail::read_texts(b.getSandboxIds());
       h.load_milli = b.getLoadMilli();
       return h;
     });

@@ -127,42 +127,10 @@ result<page<schema::audit_record>> audit_store::query(const schema::audit_query&
   auto from = start_after(q);
   if (!from)
     return from.error();
-  page<schema::audit_record> out;
-  status failure;
-  bool more = false;
-  size_t examined = 0;
-  std::string last_examined;
-  auto scanned = store_.scan(keyspace::audit, "", *from,
-                             [&](std::string_view key, std::string_view value) {
-    if (examined++ == q.scan_max) {
-      more = true; // bounded: the client continues from the last examined key
-      return false;
-    }
-    last_examined = key;
-    auto record = schema::decode_audit_record(value);
-    if (!record) {
-      failure = detail::about_record("audit record", to_hex(key), record.error());
-      return false;
-    }
-    if (!matches(q, *record))
-      return true;
-    if (out.items.size() == q.limit) {
-      more = true;
-      return false;
-    }
-    out.items.push_back(std::move(*record));
-    out.next_cursor = to_hex(key);
-    return true;
-  });
-  if (!scanned)
-    return scanned;
-  if (!failure)
-    return failure;
-  if (!more)
-    out.next_cursor.clear();
-  else if (out.items.size() < q.limit)
-    out.next_cursor = to_hex(last_examined); // the scan bound ended the page
-  return out;
+  detail::list_bounds bounds{q.scan_max, [](std::string_view key) { return to_hex(key); }};
+  return detail::list_records<schema::audit_record>(
+    store_, keyspace::audit, "audit record", schema::decode_audit_record,
+    [&q](const schema::audit_record& r) { return matches(q, r); }, q.limit, *from, bounds);
 }
 
 result<uint64_t> audit_store::delete_older_than(int64_t cutoff_ms, size_t max_records) {

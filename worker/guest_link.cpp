@@ -17,11 +17,7 @@ guest_link::guest_link(std::unique_ptr<guest::guest_client> client, int channel_
   thread_ = std::thread([this] { run(); });
 }
 
-guest_link::~guest_link() {
-  stop();
-  if (wake_fd_ >= 0)
-    ::close(wake_fd_);
-}
+guest_link::~guest_link() { stop(); }
 
 status guest_link::post(job work) {
   {
@@ -55,7 +51,7 @@ void guest_link::stop() {
 
 void guest_link::wake() {
   uint64_t one = 1;
-  (void)!::write(wake_fd_, &one, sizeof one);
+  (void)!::write(wake_fd_.get(), &one, sizeof one);
 }
 
 void guest_link::drain_events() {
@@ -94,11 +90,11 @@ void guest_link::run() {
       work(*client_);
     drain_events();
     const bool throttled = inflight_.load() >= options_.inflight_bytes_max;
-    pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {channel_fd_, POLLIN, 0}};
+    pollfd fds[2] = {{wake_fd_.get(), POLLIN, 0}, {channel_fd_, POLLIN, 0}};
     const nfds_t count = (closed_ || throttled) ? 1 : 2;
     ::poll(fds, count, throttled ? options_.backpressure_poll_ms : -1);
     uint64_t drained = 0;
-    (void)!::read(wake_fd_, &drained, sizeof drained);
+    (void)!::read(wake_fd_.get(), &drained, sizeof drained);
   }
 }
 

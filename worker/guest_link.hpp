@@ -21,6 +21,7 @@
 
 #include "guest/client.hpp"
 #include "schema/errc.hpp"
+#include "schema/unique_fd.hpp"
 
 namespace airlock::worker {
 
@@ -71,7 +72,7 @@ private:
   int channel_fd_;
   event_sink sink_;
   guest_link_options options_;
-  int wake_fd_ = -1; ///< eventfd
+  unique_fd wake_fd_; ///< eventfd
   std::mutex mutex_;
   std::deque<job> jobs_;
   bool stopping_ = false;

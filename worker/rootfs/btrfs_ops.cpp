@@ -241,25 +241,40 @@ status btrfs_delete_subvolume(const std::filesystem::path& path) {
   return delete_recursive(parent->get(), path.filename().string(), path, path, 0);
 }
 
-result<bool> btrfs_is_read_only(const std::filesystem::path& subvolume) {
+namespace {
+
+/// An open subvolume and its flags (BTRFS_SUBVOL_RDONLY).
+struct subvolume_flags {
+  unique_fd fd;
+  uint64_t flags = 0;
+};
+
+result<subvolume_flags> read_subvolume_flags(const std::filesystem::path& subvolume) {
   auto fd = open_dir(subvolume);
   if (!fd)
     return fd.error();
-  uint64_t flags = 0;
-  if (::ioctl(fd->get(), BTRFS_IOC_SUBVOL_GETFLAGS, &flags) != 0)
+  subvolume_flags out{std::move(*fd)};
+  if (::ioctl(out.fd.get(), BTRFS_IOC_SUBVOL_GETFLAGS, &out.flags) != 0)
     return errno_status("cannot read the flags of subvolume " + subvolume.string());
-  return (flags & BTRFS_SUBVOL_RDONLY) != 0;
+  return out;
+}
+
+} // namespace
+
+result<bool> btrfs_is_read_only(const std::filesystem::path& subvolume) {
+  auto current = read_subvolume_flags(subvolume);
+  if (!current)
+    return current.error();
+  return (current->flags & BTRFS_SUBVOL_RDONLY) != 0;
 }
 
 status btrfs_set_read_only(const std::filesystem::path& subvolume, bool read_only) {
-  auto fd = open_dir(subvolume);
-  if (!fd)
-    return fd.error();
-  uint64_t flags = 0;
-  if (::ioctl(fd->get(), BTRFS_IOC_SUBVOL_GETFLAGS, &flags) != 0)
-    return errno_status("cannot read the flags of subvolume " + subvolume.string());
-  flags = read_only ? (flags | BTRFS_SUBVOL_RDONLY) : (flags & ~uint64_t{BTRFS_SUBVOL_RDONLY});
-  if (::ioctl(fd->get(), BTRFS_IOC_SUBVOL_SETFLAGS, &flags) != 0)
+  auto current = read_subvolume_flags(subvolume);
+  if (!current)
+    return current.error();
+  uint64_t flags = read_only ? (current->flags | BTRFS_SUBVOL_RDONLY)
+                             : (current->flags & ~uint64_t{BTRFS_SUBVOL_RDONLY});
+  if (::ioctl(current->fd.get(), BTRFS_IOC_SUBVOL_SETFLAGS, &flags) != 0)
     return errno_status("cannot change the read-only flag of subvolume " + subvolume.string());
   return status::ok();
 }

@@ -77,20 +77,6 @@ status write_file(const std::filesystem::path& path, std::string_view contents, 
   return status::ok();
 }
 
-status write_file_atomic(const std::filesystem::path& path, std::string_view contents,
-                         mode_t mode) {
-  auto temporary = path;
-  temporary += ".tmp";
-  if (auto written = write_file(temporary, contents, mode); !written)
-    return written;
-  auto fd = open_fd(temporary, O_RDONLY);
-  if (fd && ::fsync(fd->get()) != 0)
-    return errno_status("cannot sync " + temporary.string());
-  if (::rename(temporary.c_str(), path.c_str()) != 0)
-    return errno_status("cannot rename " + temporary.string() + " to " + path.string());
-  return status::ok();
-}
-
 result<std::string> read_file(const std::filesystem::path& path, size_t bytes_max) {
   auto fd = open_fd(path, O_RDONLY);
   if (!fd)

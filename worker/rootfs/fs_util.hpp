@@ -34,11 +34,6 @@ status make_dirs(const std::filesystem::path& path, mode_t mode = 0755);
 /// Whether `path` exists (without following a final symlink).
 bool path_exists(const std::filesystem::path& path) noexcept;
 
-/// Writes `contents` to `path` through a temporary file and rename, so readers
-/// see the old or the new file, never a half-written one.
-status write_file_atomic(const std::filesystem::path& path, std::string_view contents,
-                         mode_t mode = 0644);
-
 /// Writes `contents` to `path` (created or truncated).
 status write_file(const std::filesystem::path& path, std::string_view contents, mode_t mode = 0644);
 

@@ -7,8 +7,9 @@
 
 #include <cerrno>
 
-#include "worker/rootfs/fs_util.hpp"
+#include "schema/atomic_file.hpp"
 #include "worker/command/command.hpp"
+#include "worker/rootfs/fs_util.hpp"
 
 namespace airlock::worker {
 
@@ -200,7 +201,7 @@ result<std::filesystem::path> overlay_driver::make_sandbox(std::string_view sand
     if (made && ::mkdir((dir / sub).c_str(), 0755) != 0)
       made = errno_status("cannot create " + (dir / sub).string());
   if (made)
-    made = write_file_atomic(dir / "lowers", join_layers(lowers, '\n') + "\n");
+    made = write_file_atomically((dir / "lowers").string(), join_layers(lowers, '\n') + "\n", 0644);
   if (made)
     made = mount_sandbox(dir, lowers);
   if (!made) {
@@ -270,7 +271,8 @@ status overlay_driver::checkpoint(std::string_view sandbox_id, std::string_view 
     {"cp", "-a", "--reflink=auto", "--", (source / "upper").string(), (partial / "upper").string()},
     copy);
   if (copied)
-    copied = write_file_atomic(partial / "lowers", join_layers(*lowers, '\n') + "\n");
+    copied =
+      write_file_atomically((partial / "lowers").string(), join_layers(*lowers, '\n') + "\n", 0644);
   if (copied && ::rename(partial.c_str(), target.c_str()) != 0)
     copied = errno_status("cannot rename " + partial.string() + " to " + target.string());
   if (!copied)

@@ -14,9 +14,10 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 
+#include "schema/atomic_file.hpp"
+#include "worker/command/command.hpp"
 #include "worker/rootfs/apt_sources.hpp"
 #include "worker/rootfs/fs_util.hpp"
-#include "worker/command/command.hpp"
 
 namespace airlock::worker {
 
@@ -516,8 +517,8 @@ result<template_manifest> template_builder::build(std::string_view name,
     manifest.source = describe_source(name, options);
     manifest.guest_binary = options.guest_binary.string();
     report(control, "seal", 99);
-    built =
-      write_file_atomic(manifest_path(driver_.templates_dir(), name), manifest_to_json(manifest));
+    built = write_file_atomically(manifest_path(driver_.templates_dir(), name).string(),
+                                  manifest_to_json(manifest), 0644);
   }
   if (built)
     built = driver_.seal_template(name);

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "schema/atomic_file.hpp"
 #include "worker/runtime/caps.hpp"
 #include "worker/runtime/child.hpp"
 #include "worker/runtime/mount_ns.hpp"
@@ -113,7 +114,7 @@ namespace_runtime::open(namespace_runtime_options options) {
   if (::geteuid() != 0)
     return make_status(errc::permission_denied,
                        "the namespace runtime needs root (uid maps, cgroups, veth, nftables)");
-  if (auto made = make_directories(options.state_dir); !made)
+  if (auto made = make_private_directories(options.state_dir); !made)
     return made;
   auto cgroups = detect_cgroup_driver(options.cgroups);
   if (!cgroups)

@@ -8,6 +8,7 @@
 #include <memory>
 #include <sstream>
 
+#include "schema/atomic_file.hpp"
 #include "worker/runtime/cgroup_driver.hpp"
 #include "worker/runtime/sys.hpp"
 
@@ -91,7 +92,7 @@ result<sandbox_record> decode_record(std::string_view input) {
 }
 
 status save_record(const std::string& dir, const sandbox_record& record) {
-  return write_file_atomic(dir + "/" + record.id + ".state", encode_record(record));
+  return write_file_atomically(dir + "/" + record.id + ".state", encode_record(record), 0600);
 }
 
 status remove_record(const std::string& dir, std::string_view id) {

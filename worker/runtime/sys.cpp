@@ -79,52 +79,6 @@ status write_control_file(const std::string& path, std::string_view content) {
   return status::ok();
 }
 
-namespace {
-
-status fsync_directory_of(const std::string& path) {
-  auto slash = path.rfind('/');
-  std::string dir = slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash);
-  unique_fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!fd || ::fsync(fd.get()) != 0)
-    return sys_error(errc::io_error, "fsync directory " + dir, errno);
-  return status::ok();
-}
-
-} // namespace
-
-status write_file_atomic(const std::string& path, std::string_view content) {
-  std::string tmp = path + ".tmp";
-  unique_fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-  if (!fd)
-    return sys_error(errc_from_errno(errno), "create " + tmp, errno);
-  size_t done = 0;
-  while (done < content.size()) {
-    ssize_t n = ::write(fd.get(), content.data() + done, content.size() - done);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      return sys_error(errc::io_error, "write " + tmp, errno);
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(fd.get()) != 0)
-    return sys_error(errc::io_error, "fsync " + tmp, errno);
-  fd.reset();
-  if (::rename(tmp.c_str(), path.c_str()) != 0)
-    return sys_error(errc::io_error, "rename " + tmp + " to " + path, errno);
-  return fsync_directory_of(path);
-}
-
-status make_directories(const std::string& path) {
-  for (size_t pos = 1; pos <= path.size(); ++pos) {
-    if (pos != path.size() && path[pos] != '/')
-      continue;
-    std::string prefix = path.substr(0, pos);
-    if (::mkdir(prefix.c_str(), 0700) != 0 && errno != EEXIST)
-      return sys_error(errc_from_errno(errno), "mkdir " + prefix, errno);
-  }
-  return status::ok();
-}
-
 result<uint64_t> process_start_time(pid_t pid) {
   auto text = read_file("/proc/" + std::to_string(pid) + "/stat", 4096);
   if (!text)

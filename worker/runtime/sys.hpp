@@ -1,7 +1,8 @@
 #pragma once
 // Small system helpers shared by the runtime's layers: errno-carrying status
-// values, whole-file reads and writes (cgroup and /proc files are tiny), an
-// atomic file replace. Host tools (ip, nft) run through worker/command.
+// values, whole-file reads and control-file writes (cgroup and /proc files are
+// tiny). Atomic file replaces go through schema/atomic_file.hpp; host tools
+// (ip, nft) run through worker/command.
 
 #include <sys/types.h>
 
@@ -27,13 +28,6 @@ result<std::string> read_file(const std::string& path, size_t max_bytes = 1 << 2
 /// Writes `content` to an existing file in one write(2), as cgroup and /proc
 /// control files require. Does not create or truncate.
 status write_control_file(const std::string& path, std::string_view content);
-
-/// Replaces `path` atomically: write a temporary sibling, fsync, rename, fsync
-/// the directory. A crash leaves either the old or the new content.
-status write_file_atomic(const std::string& path, std::string_view content);
-
-/// Creates `path` and its parents with mode 0700 (existing directories are fine).
-status make_directories(const std::string& path);
 
 /// The start time of `pid` (field 22 of /proc/<pid>/stat, in clock ticks since
 /// boot): with the pid it names one process across pid reuse.
