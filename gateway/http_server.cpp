@@ -3,6 +3,8 @@
 #include <mutex>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "gateway/http_server_state.hpp"
 
 namespace airlock::gateway {
