@@ -46,10 +46,6 @@ private:
 
 enum class first_bytes { tls, http, refused, gone };
 
-std::string_view buffered(const beast::flat_buffer& buffer) {
-  return {static_cast<const char*>(buffer.data().data()), buffer.size()};
-}
-
 /// A request line starts with a method token (uppercase letters) and a space.
 hello_status looks_like_http(std::string_view bytes) {
   constexpr std::size_t method_max = 20;

@@ -36,6 +36,11 @@ using tcp_stream = beast::tcp_stream;
 using tls_stream = beast::ssl_stream<beast::tcp_stream>;
 using std::chrono::milliseconds;
 
+/// The bytes a buffer holds, as text.
+inline std::string_view buffered(const beast::flat_buffer& buffer) {
+  return {static_cast<const char*>(buffer.data().data()), buffer.size()};
+}
+
 /// Gate for callbacks arriving from threads we do not own (credential
 /// sources): once closed, nothing more is posted to our executors.
 class lifeline {
