@@ -91,47 +91,41 @@ caf::result<Reply> park(self_ptr self, std::map<uint64_t, Waiter>& table, Subjec
   return promise;
 }
 
+/// Answers the waiters in `table` on `process_id` that `attempt` can answer
+/// now and drops them; `still_waiting` sees each one that must wait on.
+template <class Table, class Attempt, class StillWaiting>
+void wake_table(self_ptr self, Table& table, const std::string& process_id, Attempt attempt,
+                StillWaiting still_waiting) {
+  for (auto it = table.begin(); it != table.end();) {
+    auto& waiter = it->second;
+    if (waiter.request.process_id != process_id) {
+      ++it;
+      continue;
+    }
+    bool must_wait = false;
+    auto reply = attempt(self, waiter.request, must_wait);
+    if (reply && must_wait) {
+      still_waiting(waiter, *reply);
+      ++it;
+      continue;
+    }
+    if (reply)
+      waiter.promise.deliver(std::move(*reply));
+    else
+      deliver_status(waiter.promise, reply.error());
+    it = table.erase(it);
+  }
+}
+
 } // namespace
 
 /// Answers every waiter on `process_id` that can now be answered.
 void wake_readers(self_ptr self, const std::string& process_id) {
-  for (auto it = self->state.readers.begin(); it != self->state.readers.end();) {
-    auto& reader = it->second;
-    if (reader.request.process_id != process_id) {
-      ++it;
-      continue;
-    }
-    bool must_wait = false;
-    auto reply = try_read(self, reader.request, must_wait);
-    if (reply && must_wait) {
-      ++it;
-      continue;
-    }
-    if (reply)
-      reader.promise.deliver(std::move(*reply));
-    else
-      deliver_status(reader.promise, reply.error());
-    it = self->state.readers.erase(it);
-  }
-  for (auto it = self->state.outputs.begin(); it != self->state.outputs.end();) {
-    auto& reader = it->second;
-    if (reader.request.process_id != process_id) {
-      ++it;
-      continue;
-    }
-    bool must_wait = false;
-    auto reply = try_output(self, reader.request, must_wait);
-    if (reply && must_wait) {
-      reader.request.offset = reply->next_offset; // past unwanted bytes
-      ++it;
-      continue;
-    }
-    if (reply)
-      reader.promise.deliver(std::move(*reply));
-    else
-      deliver_status(reader.promise, reply.error());
-    it = self->state.outputs.erase(it);
-  }
+  wake_table(self, self->state.readers, process_id, try_read, [](waiting_reader&, const read_reply&) {});
+  wake_table(self, self->state.outputs, process_id, try_output,
+             [](waiting_output& waiter, const output_reply& reply) {
+               waiter.request.offset = reply.next_offset; // past unwanted bytes
+             });
   auto* proc = find_process(self, process_id);
   if (proc == nullptr || !has_ended(*proc))
     return;
