@@ -177,6 +177,7 @@ using sc_workers_atom = caf::atom_constant<caf::atom("scworkers")>;
 using sc_creds_atom = caf::atom_constant<caf::atom("sccreds")>;
 using sc_audit_atom = caf::atom_constant<caf::atom("scaudit")>;
 using nd_egress_atom = caf::atom_constant<caf::atom("ndegress")>;
+using nd_metrics_atom = caf::atom_constant<caf::atom("ndmetrics")>;
 
 // The value messages are defined in schema/cluster.hpp (their Cap'n Proto
 // codecs live there); these names keep them part of this contract.
@@ -229,7 +230,12 @@ using node_actor = caf::typed_actor<
   /// Applies `record.spec.egress` to sandbox `record.id`: new connections of
   /// the sandbox use it (open ones keep theirs). Errors: not_found,
   /// unimplemented (a worker without an egress gateway). Idempotent.
-  caf::replies_to<nd_egress_atom, schema::sandbox_record>::with<node_sandbox>>;
+  caf::replies_to<nd_egress_atom, schema::sandbox_record>::with<node_sandbox>,
+  /// This worker's own figures (its sandboxes by state, its egress proxy's
+  /// counters) as Prometheus text, metric families that the control plane's
+  /// own never use: `serve` appends them to its /metrics, a split-mode
+  /// worker serves them on its data listener. Idempotent.
+  caf::replies_to<nd_metrics_atom>::with<std::string>>;
 
 using schema::placement_request;
 using schema::registration_ack;

@@ -14,6 +14,7 @@
 #include "airlockd/worker_host.hpp"
 #include "gateway/api_routes.hpp"
 #include "gateway/data_routes.hpp"
+#include "gateway/node_metrics.hpp"
 
 namespace airlock::airlockd {
 
@@ -49,6 +50,7 @@ int run_control(const control_options& options, stop_signals& signals, std::ostr
     data.registry = control.registry();
     data.scheduler = control.scheduler();
     data.signer = &control.signer();
+    data.metrics = &control.metrics();
     gateway::add_data_routes(routes, data);
   };
  steps.after_listen = [&](storage::kv_store& store, const gateway::endpoint& bound) {
@@ -84,8 +86,11 @@ int run_worker(const worker_options& options, stop_signals& signals, std::ostrea
   auto joined_once = std::make_shared<std::atomic<bool>>(false);
   late_value<std::string> url;
   worker::cluster_join_actor join;
+  // The data listener's own HTTP figures; /metrics adds the node's.
+  metrics::metrics_registry listener_metrics;
   daemon_spec spec{"worker", options.data_dir, "worker", options.data_listen, options.http};
   daemon_steps steps;
+  steps.metrics = &listener_metrics;
   steps.before_listen = [&](storage::kv_store& store) {
     auto& system = system_host.start_system();
     system_host.on_stop([&worker, &join] {
@@ -104,6 +109,9 @@ int run_worker(const worker_options& options, stop_signals& signals, std::ostrea
     data.local_node = worker.node();
     data.public_url = [&url] { return url.get(); };
     gateway::add_data_routes(routes, data);
+    gateway::add_worker_metrics_route(routes, system_host.system(), worker.node(),
+                                      listener_metrics,
+                                      std::chrono::milliseconds(data.options.call_timeout_ms));
   };
   // Ready once the control plane has accepted this worker.
   steps.ready = [verifier] {

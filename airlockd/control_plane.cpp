@@ -121,7 +121,7 @@ void control_plane::add_routes(gateway::route_table& routes,
   deps.audit = audit_;
   deps.log = log_;
   deps.options.template_egress = template_egress_;
-  deps.on_scrape = on_scrape_;
+  deps.local_node = local_node_;
   gateway::add_control_routes(routes, deps);
 }
 

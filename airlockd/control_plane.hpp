@@ -40,11 +40,9 @@ public:
   /// before start.
   void configure(const control_settings& settings);
 
-  /// Called on each /metrics scrape (serve: the local worker's egress
-  /// counters). Set before add_routes.
-  void on_scrape(std::function<void(metrics::metrics_registry&)> hook) {
-    on_scrape_ = std::move(hook);
-  }
+  /// `serve`: the local worker, whose own figures /metrics appends (asked
+  /// with nd_metrics on each scrape). Set before add_routes.
+  void set_local_node(const actors::node_actor& node) { local_node_ = node; }
 
   /// Loads (or creates) the token key under `data_dir`/keys, the
   /// credentials' master key (`data_dir`/credentials.key, 0600) and the
@@ -96,7 +94,7 @@ private:
   actors::reconciler_actor reconciler_;
   actors::audit_options audit_options_;
   std::map<std::string, schema::egress_policy> template_egress_;
-  std::function<void(metrics::metrics_registry&)> on_scrape_;
+  std::optional<actors::node_actor> local_node_;
   actors::audit_actor audit_;
   actors::credential_actor credentials_;
   uint16_t cluster_port_ = 0;

@@ -57,8 +57,6 @@ status start_parts(serve_parts& parts, storage::kv_store& store, const serve_opt
     parts.control.stop();
   });
   parts.control.configure(options.control);
-  parts.control.on_scrape(
-    [&parts](metrics::metrics_registry& metrics) { parts.worker.report_metrics(metrics); });
   if (auto started = parts.control.start(system, store, data_dir,
                                          gateway::endpoint{"127.0.0.1", 0});
       !started)
@@ -71,6 +69,7 @@ status start_parts(serve_parts& parts, storage::kv_store& store, const serve_opt
   if (auto started = parts.worker.start(system, data_dir, options.sandboxes, *parts.worker_store);
       !started)
     return started;
+  parts.control.set_local_node(parts.worker.node());
   parts.verifier->set(verifier_for(parts.control.signer().public_key(), parts.worker_log));
   // Metrics and a lifecycle audit record for every operation that ends.
   return parts.engine.start(store, parts.control.procedures(), parts.control.terminal_hook());
@@ -86,6 +85,7 @@ void add_serve_routes(serve_parts& parts, gateway::route_table& routes) {
   data.registry = parts.control.registry();
   data.scheduler = parts.control.scheduler();
   data.signer = &parts.control.signer();
+  data.metrics = &parts.control.metrics();
   data.public_url = [&parts] { return parts.url.get(); };
   gateway::add_data_routes(routes, data);
 }

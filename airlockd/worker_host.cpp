@@ -62,6 +62,35 @@ worker::namespace_runtime_options runtime_options(const std::string& data_dir,
   return runtime;
 }
 
+/// The egress proxy's counters as families airlock_egress_* and
+/// airlock_egress_dns_* (thread-safe: the proxy's figures are atomics).
+void report_egress_metrics(const worker::egress::egress_gateway& gateway,
+                           metrics::metrics_registry& metrics) {
+  auto stats = gateway.stats();
+  auto dns = gateway.dns_stats();
+  const std::pair<const char*, uint64_t> egress_counters[] = {
+    {"airlock_egress_connections_total", stats.connections},
+    {"airlock_egress_denied_total", stats.denied},
+    {"airlock_egress_requests_total", stats.allowed_requests},
+    {"airlock_egress_tls_terminated_total", stats.tls_terminated},
+    {"airlock_egress_credential_uses_total", stats.credential_uses},
+    {"airlock_egress_rate_limited_total", stats.rate_limited},
+    {"airlock_egress_upstream_failures_total", stats.upstream_failures},
+    {"airlock_egress_tunnels_total", stats.upgrades + stats.passthrough},
+    {"airlock_egress_switches_refused_total", stats.switches_refused},
+    {"airlock_egress_dns_queries_total", dns.queries},
+    {"airlock_egress_dns_refused_total", dns.refused},
+  };
+  for (const auto& [name, value] : egress_counters) {
+    metrics.describe(name, "egress gateway: see docs/egress.md", "counter");
+    metrics.counter_set(name, {}, static_cast<double>(value));
+  }
+  metrics.describe("airlock_egress_active_connections", "egress gateway connections open now",
+                   "gauge");
+  metrics.gauge_set("airlock_egress_active_connections", {},
+                    static_cast<double>(stats.active_connections));
+}
+
 } // namespace
 
 worker_host::~worker_host() { stop(); }
@@ -116,6 +145,10 @@ status worker_host::start(caf::actor_system& system, const std::string& data_dir
     options.guest_binary.empty() ? default_guest_binary() : options.guest_binary;
   node.clock = std::make_shared<system_wall_clock>();
   node.egress = egress_;
+  if (gateway_)
+    node.host_figures = [gateway = gateway_](metrics::metrics_registry& figures) {
+      report_egress_metrics(*gateway, figures);
+    };
   node_ = worker::spawn_node(system, std::move(node));
   log_.info("worker ready", {{"instance", options.instance},
                              {"address_pool", options.address_pool},
@@ -186,35 +219,6 @@ void worker_host::start_firewall_log(const sandbox_host_options& options) {
   }
   firewall_log_ = std::move(*started);
   drop_log_group_ = log_options.group;
-}
-
-void worker_host::report_metrics(metrics::metrics_registry& metrics) const {
-  if (!gateway_)
-    return;
-  // Described on every scrape: describing again with the same type is a no-op.
-  auto stats = gateway_->stats();
-  auto dns = gateway_->dns_stats();
-  const std::pair<const char*, uint64_t> egress_counters[] = {
-    {"airlock_egress_connections_total", stats.connections},
-    {"airlock_egress_denied_total", stats.denied},
-    {"airlock_egress_requests_total", stats.allowed_requests},
-    {"airlock_egress_tls_terminated_total", stats.tls_terminated},
-    {"airlock_egress_credential_uses_total", stats.credential_uses},
-    {"airlock_egress_rate_limited_total", stats.rate_limited},
-    {"airlock_egress_upstream_failures_total", stats.upstream_failures},
-    {"airlock_egress_tunnels_total", stats.upgrades + stats.passthrough},
-    {"airlock_egress_switches_refused_total", stats.switches_refused},
-    {"airlock_egress_dns_queries_total", dns.queries},
-    {"airlock_egress_dns_refused_total", dns.refused},
-  };
-  for (const auto& [name, value] : egress_counters) {
-    metrics.describe(name, "egress gateway: see docs/egress.md", "counter");
-    metrics.counter_set(name, {}, static_cast<double>(value));
-  }
-  metrics.describe("airlock_egress_active_connections", "egress gateway connections open now",
-                   "gauge");
-  metrics.gauge_set("airlock_egress_active_connections", {},
-                    static_cast<double>(stats.active_connections));
 }
 
 uint16_t worker_host::egress_proxy_port() const noexcept {

@@ -52,10 +52,6 @@ public:
   /// CA chain issued for its key. Called on the join actor; does not block.
   void joined(const actors::registration_ack& ack);
 
-  /// Mirrors the egress gateway's counters into `metrics` (families
-  /// airlock_egress_* and airlock_egress_dns_*). Thread-safe.
-  void report_metrics(metrics::metrics_registry& metrics) const;
-
   /// The egress gateway's proxy and DNS ports (0 without a gateway).
   uint16_t egress_proxy_port() const noexcept;
   uint16_t egress_dns_port() const noexcept;

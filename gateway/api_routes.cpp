@@ -10,6 +10,7 @@
 #include "actors/sandbox_procedures.hpp"
 #include "gateway/api_common.hpp"
 #include "gateway/egress_routes.hpp"
+#include "gateway/node_metrics.hpp"
 #include "gateway/sse.hpp"
 
 namespace airlock::gateway {
@@ -427,12 +428,15 @@ void add_unimplemented(route_table& routes, api_ptr api) {
 void serve_metrics(api_ptr api, exchange_ptr ex) {
   auto* metrics = api->deps.metrics;
   auto render = [api, ex, metrics]() {
-    if (api->deps.on_scrape)
-      api->deps.on_scrape(*metrics);
-    http_response response{http::status::ok, 11};
-    response.set(http::field::content_type, "text/plain; version=0.0.4");
-    response.body() = metrics->render();
-    ex->respond(std::move(response));
+    auto respond = [ex, metrics](std::string worker_text) {
+      http_response response{http::status::ok, 11};
+      response.set(http::field::content_type, "text/plain; version=0.0.4");
+      response.body() = metrics->render() + worker_text;
+      ex->respond(std::move(response));
+    };
+    if (!api->deps.local_node)
+      return respond({});
+    gather_node_metrics(*api->deps.system, *api->deps.local_node, api->call_timeout(), respond);
   };
   call_actor(
     *api->deps.system, api->deps.registry, api->call_timeout(),

@@ -66,9 +66,9 @@ struct control_api_deps {
   /// Where the routes report what they cannot tell the client (a worker that
   /// did not take a PATCHed egress policy). Absent: not reported.
   std::optional<actors::logger> log;
-  /// Called on each /metrics scrape before rendering, to mirror components'
-  /// own counters (the egress gateway's); thread-safe. Absent: nothing.
-  std::function<void(metrics::metrics_registry&)> on_scrape;
+  /// `serve`: the local worker, whose figures (nd_metrics) each /metrics
+  /// scrape appends. Absent (`control`): workers serve their own.
+  std::optional<actors::node_actor> local_node;
   api_options options;
 };
 

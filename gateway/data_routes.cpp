@@ -1,7 +1,9 @@
 #include "gateway/data_routes.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -30,8 +32,23 @@ struct target {
   bool by_api_key = false;     ///< else by a control-plane token
   std::string token;           ///< the caller's token (token callers)
   int64_t token_expires_ms = 0;
+  /// Found through the scheduler: the request is relayed to the sandbox's
+  /// worker (a control listener, or `serve`'s), not served by that worker.
+  bool forwarded = false;
 };
 using target_next = std::function<void(target)>;
+
+/// Counts what a forwarding listener relays (airlock_data_forwarded_*): a
+/// deployment whose control plane relays much should send clients to the
+/// workers' data_url (docs/architecture.md).
+void count_forwarded(const data_api& api, const target& t, std::string_view direction,
+                     uint64_t bytes) {
+  if (!t.forwarded || api.deps.metrics == nullptr)
+    return;
+  api.deps.metrics->counter_add("airlock_data_forwarded_bytes_total",
+                                {{"direction", std::string(direction)}},
+                                static_cast<double>(bytes));
+}
 
 bool is_api_key(const std::string& credential) { return credential.rfind("ak_", 0) == 0; }
 
@@ -48,6 +65,7 @@ void find_node(api_ptr api, exchange_ptr ex, target t, std::string worker_id, ta
     *api->deps.system, *api->deps.scheduler, api->timeout(),
     [t, next](actors::placement& where) mutable {
       t.node = where.node;
+      t.forwarded = true;
       next(std::move(t));
     },
     answer_error(ex), actors::sc_node_atom::value, std::move(worker_id));
@@ -116,7 +134,12 @@ void resolve(api_ptr api, exchange_ptr ex, std::string scope, target_next next) 
 template <class Handler>
 async_route_handler with_target(api_ptr api, std::string scope, Handler handler) {
   return [api, scope, handler](exchange_ptr ex) {
-    resolve(api, ex, scope, [api, ex, handler](target t) { handler(api, ex, std::move(t)); });
+    resolve(api, ex, scope, [api, ex, scope, handler](target t) {
+      if (t.forwarded && api->deps.metrics != nullptr)
+        api->deps.metrics->counter_add("airlock_data_forwarded_requests_total",
+                                       {{"route", scope}});
+      handler(api, ex, std::move(t));
+    });
   };
 }
 
@@ -351,15 +374,102 @@ void file_call(api_ptr api, exchange_ptr ex, const target& t, actors::file_spec 
     answer_error(ex), actors::dp_file_atom::value, t.sandbox_id, std::move(spec));
 }
 
+/// A download larger than one chunk, sent as it is read: the next chunk is
+/// asked of the worker only once the previous one is written to the client,
+/// so memory holds about two chunks whatever the file's size, no message
+/// carries the whole file, and a slow client slows the reads (back-pressure).
+struct download : std::enable_shared_from_this<download> {
+  api_ptr api;
+  target where;
+  std::string path;
+  uint64_t size = 0;   ///< announced in Content-Length
+  uint64_t offset = 0; ///< bytes sent so far
+  std::shared_ptr<sse_stream> stream;
+
+  /// Sends `bytes` (from `offset`), then asks for the next chunk once they
+  /// are written, or ends the body.
+  void sent(std::string bytes) {
+    if (bytes.size() > size - offset)
+      bytes.resize(size - offset); // the file grew: the body is what was announced
+    offset += bytes.size();
+    count_forwarded(*api, where, "download", bytes.size());
+    if (!stream->send_bytes(bytes) || offset >= size)
+      return stream->close();
+    stream->when_drained([self = shared_from_this()] { self->next(); });
+  }
+
+  void next() {
+    actors::file_spec spec;
+    spec.verb = actors::file_verb::read;
+    spec.path = path;
+    spec.offset = offset;
+    spec.length = std::min<uint64_t>(api->deps.options.file_chunk_bytes, size - offset);
+    // A file that shrank or a read that failed ends the body short: the
+    // client sees fewer bytes than Content-Length said, never wrong ones.
+    call_actor(
+      *api->deps.system, where.node, api->timeout() * 4,
+      [self = shared_from_this()](actors::file_result& result) {
+        if (result.data.empty())
+          return self->stream->close();
+        self->sent(std::move(result.data));
+      },
+      [self = shared_from_this()](caf::error&) { self->stream->close(); },
+      actors::dp_file_atom::value, where.sandbox_id, std::move(spec));
+  }
+};
+
+/// A file of at most one chunk is answered from one read; a larger one is
+/// measured (stat), refused past file_bytes_max, and streamed (download).
 void read_file(api_ptr api, exchange_ptr ex, target t) {
-  actors::file_spec spec;
-  spec.verb = actors::file_verb::read;
-  file_call(api, ex, t, spec, [](actors::file_result& result, const std::string&) {
-    http_response response{http::status::ok, 11};
-    response.set(http::field::content_type, "application/octet-stream");
-    response.body() = std::move(result.data);
-    return response;
-  });
+  auto path = path_of_query(*ex);
+  if (!path)
+    return ex->respond(error_response(path.error()));
+  const uint64_t chunk = api->deps.options.file_chunk_bytes;
+  actors::file_spec first;
+  first.verb = actors::file_verb::read;
+  first.path = *path;
+  first.length = chunk;
+  call_actor(
+    *api->deps.system, t.node, api->timeout() * 4,
+    [api, ex, t, path = *path, chunk](actors::file_result& result) {
+      if (result.data.size() < chunk) {
+        count_forwarded(*api, t, "download", result.data.size());
+        http_response response{http::status::ok, 11};
+        response.set(http::field::content_type, "application/octet-stream");
+        response.body() = std::move(result.data);
+        return ex->respond(std::move(response));
+      }
+      actors::file_spec stat;
+      stat.verb = actors::file_verb::stat;
+      stat.path = path;
+      call_actor(
+        *api->deps.system, t.node, api->timeout(),
+        [api, ex, t, path, first = std::move(result.data)](actors::file_result& info) mutable {
+          const uint64_t size = std::max<uint64_t>(info.info.size_bytes, first.size());
+          if (size > api->deps.options.file_bytes_max)
+            return ex->respond(json_error(
+              http::status::payload_too_large, "too_large",
+              path + " is " + std::to_string(size) + " bytes; downloads are limited to " +
+                std::to_string(api->deps.options.file_bytes_max) +
+                " bytes: read it in parts (a process can split it) or raise the limit"));
+          http_response head{http::status::ok, 11};
+          head.set(http::field::content_type, "application/octet-stream");
+          head.set(http::field::content_length, std::to_string(size));
+          sse_options paced;
+          paced.queue_events_max = 2;
+          paced.queue_bytes_max = 2 * api->deps.options.file_chunk_bytes;
+          paced.heartbeat_ms = 0;
+          auto sending = std::make_shared<download>();
+          sending->api = api;
+          sending->where = t;
+          sending->path = path;
+          sending->size = size;
+          sending->stream = ex->open_body_stream(std::move(head), paced);
+          sending->sent(std::move(first));
+        },
+        answer_error(ex), actors::dp_file_atom::value, t.sandbox_id, std::move(stat));
+    },
+    answer_error(ex), actors::dp_file_atom::value, t.sandbox_id, std::move(first));
 }
 
 void write_file(api_ptr api, exchange_ptr ex, target t) {
@@ -375,6 +485,7 @@ void write_file(api_ptr api, exchange_ptr ex, target t) {
   }
   spec.data = ex->request().body();
   auto size = spec.data.size();
+  count_forwarded(*api, t, "upload", size);
   file_call(api, ex, t, std::move(spec), [size](actors::file_result&, const std::string& path) {
     return json_response(http::status::created, {{"path", path}, {"size_bytes", size}});
   });
@@ -426,6 +537,13 @@ void make_directory(api_ptr api, exchange_ptr ex, target t) {
 
 void add_data_routes(route_table& routes, const data_plane_deps& deps) {
   auto api = std::make_shared<const data_api>(data_api{deps});
+  if (deps.metrics != nullptr) {
+    deps.metrics->describe("airlock_data_forwarded_requests_total",
+                           "Data-plane requests this listener relayed to a worker, by route.",
+                           "counter");
+    deps.metrics->describe("airlock_data_forwarded_bytes_total",
+                           "File bytes this listener relayed to or from a worker.", "counter");
+  }
   using http::verb;
   const std::string procs = "/v1/sandboxes/{id}/processes";
   const std::string proc = procs + "/{pid}";

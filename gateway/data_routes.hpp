@@ -18,6 +18,7 @@
 #include "gateway/attach_token.hpp"
 #include "gateway/router.hpp"
 #include "gateway/sse.hpp"
+#include "metrics/metrics.hpp"
 
 namespace airlock::gateway {
 
@@ -33,6 +34,9 @@ struct data_plane_options {
   uint32_t output_read_bytes = 65'536;
   /// Largest file upload (PUT) and download. Default: 268435456 (256 MiB).
   uint64_t file_bytes_max = uint64_t{256} << 20;
+  /// A download larger than this is streamed in reads of this size, one at
+  /// a time (the listener holds about two). Default: 1048576 (1 MiB).
+  uint64_t file_chunk_bytes = uint64_t{1} << 20;
   /// Largest stdin body per request. Default: 1048576 (1 MiB).
   uint64_t stdin_bytes_max = uint64_t{1} << 20;
   /// Longest ?wait= on a process, in seconds. Default: 60.
@@ -57,6 +61,8 @@ struct data_plane_deps {
   /// the registry and the scheduler.
   std::optional<actors::sandbox_registry_actor> registry;
   std::optional<actors::scheduler_actor> scheduler;
+  /// Where relayed requests and bytes are counted; may be null.
+  metrics::metrics_registry* metrics = nullptr;
   /// Control plane: signs per-process attach tokens for API-key callers.
   const token_signer* signer = nullptr;
   /// The base URL written into attach_url for token callers (a worker's

@@ -33,16 +33,43 @@ void exchange::respond(http_response response) {
     transport->deliver(sequence_, std::move(response));
 }
 
+namespace {
+
+/// A stream nobody will write: already over, for `reason`.
+std::shared_ptr<sse_stream> ended_stream(const sse_options& options, stream_body body,
+                                         std::string_view reason) {
+  auto stream = std::make_shared<sse_stream>(options, std::weak_ptr<detail::sse_writer>{}, body);
+  stream->finish(reason);
+  return stream;
+}
+
+} // namespace
+
+std::shared_ptr<sse_stream>
+detail::exchange_transport::deliver_body_stream(uint64_t, http_response,
+                                                const sse_options& options) {
+  return ended_stream(options, stream_body::bytes, "closed");
+}
+
 std::shared_ptr<sse_stream> exchange::open_sse(const sse_options& options) {
   bool first = claim();
   if (first) {
     if (auto transport = transport_.lock())
       return transport->deliver_sse(sequence_, options);
   }
-  // Nobody will write this stream: hand back one that is already over.
-  auto stream = std::make_shared<sse_stream>(options, std::weak_ptr<detail::sse_writer>{});
-  stream->finish(first || gone_.load() ? "client_gone" : "closed");
-  return stream;
+  return ended_stream(options, stream_body::events,
+                      first || gone_.load() ? "client_gone" : "closed");
+}
+
+std::shared_ptr<sse_stream> exchange::open_body_stream(http_response head,
+                                                       const sse_options& options) {
+  bool first = claim();
+  if (first) {
+    if (auto transport = transport_.lock())
+      return transport->deliver_body_stream(sequence_, std::move(head), options);
+  }
+  return ended_stream(options, stream_body::bytes,
+                      first || gone_.load() ? "client_gone" : "closed");
 }
 
 } // namespace airlock::gateway

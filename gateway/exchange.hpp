@@ -29,6 +29,11 @@ public:
   /// writer) and answers the 200 header.
   virtual std::shared_ptr<sse_stream> deliver_sse(uint64_t sequence,
                                                   const sse_options& options) = 0;
+  /// Starts a byte body: makes the stream and answers `head` (status and
+  /// fields; its body is ignored). A transport that cannot stream (a test
+  /// double) hands back a stream that is already over.
+  virtual std::shared_ptr<sse_stream> deliver_body_stream(uint64_t sequence, http_response head,
+                                                          const sse_options& options);
 };
 } // namespace detail
 
@@ -60,6 +65,12 @@ public:
   /// Answers 200 text/event-stream (no-cache, keep-alive) and returns the stream. When the
   /// exchange was already answered the stream returned is closed (send() is false).
   std::shared_ptr<sse_stream> open_sse(const sse_options& options = {});
+  /// Answers `head` (status and fields such as Content-Type and
+  /// Content-Length; its body is ignored) and returns a byte stream that
+  /// carries the body (sse_stream::send_bytes). The connection closes after
+  /// it. Only the first answer counts, as for open_sse.
+  std::shared_ptr<sse_stream> open_body_stream(http_response head,
+                                               const sse_options& options = {});
   /// True once the client has gone (or the server is stopping): producers may stop.
   /// A client that only closed its sending side may still read a response.
   bool client_gone() const { return gone_.load(); }

@@ -141,6 +141,9 @@ public:
 
   std::shared_ptr<sse_stream> deliver_sse(uint64_t sequence, const sse_options& options) override;
 
+  std::shared_ptr<sse_stream> deliver_body_stream(uint64_t sequence, http_response head,
+                                                  const sse_options& options) override;
+
   // detail::sse_writer: any thread.
   void wake() override;
 
@@ -201,7 +204,10 @@ private:
 
   // --- Server-sent events ---
 
-  void on_sse_open(uint64_t sequence, const std::shared_ptr<sse_stream>& stream);
+  /// Starts a stream: `header` is the response header to write first (empty:
+  /// the event-stream header).
+  void on_sse_open(uint64_t sequence, const std::shared_ptr<sse_stream>& stream,
+                   std::string header);
 
   /// Moves the stream forward: finishes a dropped client, writes what is
   /// queued, ends the response, or tells the producer the queue is empty.

@@ -1,6 +1,6 @@
-// The event-stream half of an HTTP connection (detail::sse_writer): opening
-// a stream, writing its queued events in batches, heartbeats, dropping a
-// slow consumer and ending a close-delimited stream.
+// The streaming half of an HTTP connection (detail::sse_writer): opening an
+// event stream or a byte body, writing what is queued in batches,
+// heartbeats, dropping a slow consumer and ending a close-delimited stream.
 
 #include <chrono>
 #include <memory>
@@ -23,13 +23,40 @@ std::string sse_header(unsigned version) {
            "Cache-Control: no-cache\r\nConnection: keep-alive\r\nX-Accel-Buffering: no\r\n\r\n";
 }
 
+/// The header of a byte body: the handler's status and fields, then ours.
+/// The connection closes after the body (the stream ends it), so it says so.
+std::string body_stream_header(unsigned version, const http_response& head) {
+  std::string out = std::string(version == 10 ? "HTTP/1.0 " : "HTTP/1.1 ") +
+                    std::to_string(head.result_int()) + " " + std::string(head.reason()) + "\r\n";
+  for (const auto& field : head.base()) {
+    if (field.name() == http::field::connection || field.name() == http::field::server ||
+        field.name() == http::field::transfer_encoding)
+      continue;
+    out.append(field.name_string().data(), field.name_string().size()).append(": ");
+    out.append(field.value().data(), field.value().size()).append("\r\n");
+  }
+  return out + "Server: airlock\r\nConnection: close\r\n\r\n";
+}
+
 } // namespace
 
 std::shared_ptr<sse_stream> connection::deliver_sse(uint64_t sequence, const sse_options& options) {
   auto stream =
     std::make_shared<sse_stream>(options, std::weak_ptr<detail::sse_writer>(shared_from_this()));
+  net::post(stream_.get_executor(), [self = shared_from_this(), sequence, stream] {
+    self->on_sse_open(sequence, stream, {});
+  });
+  return stream;
+}
+
+std::shared_ptr<sse_stream> connection::deliver_body_stream(uint64_t sequence, http_response head,
+                                                            const sse_options& options) {
+  auto stream = std::make_shared<sse_stream>(
+    options, std::weak_ptr<detail::sse_writer>(shared_from_this()), stream_body::bytes);
   net::post(stream_.get_executor(),
-            [self = shared_from_this(), sequence, stream] { self->on_sse_open(sequence, stream); });
+            [self = shared_from_this(), sequence, stream, head = std::move(head)] {
+              self->on_sse_open(sequence, stream, body_stream_header(self->version_, head));
+            });
   return stream;
 }
 
@@ -39,7 +66,8 @@ void connection::wake() {
 
 // --- Server-sent events ---
 
-void connection::on_sse_open(uint64_t sequence, const std::shared_ptr<sse_stream>& stream) {
+void connection::on_sse_open(uint64_t sequence, const std::shared_ptr<sse_stream>& stream,
+                             std::string header) {
   if (sequence != sequence_ || phase_ != phase::handling) {
     stream->finish("client_gone");
     return;
@@ -49,7 +77,7 @@ void connection::on_sse_open(uint64_t sequence, const std::shared_ptr<sse_stream
   sse_ = stream;
   phase_ = phase::streaming;
   header_pending_ = true;
-  sse_header_ = sse_header(version_);
+  sse_header_ = header.empty() ? sse_header(version_) : std::move(header);
   stream_.expires_after(milliseconds(options().request_timeout_ms));
   net::async_write(stream_, net::buffer(sse_header_),
                    [self = shared_from_this()](beast::error_code ec, size_t) {
@@ -108,7 +136,8 @@ void connection::fail_sse(const beast::error_code& ec) {
 }
 
 void connection::arm_heartbeat() {
-  if (phase_ != phase::streaming)
+  // A byte body has no heartbeats (queue_heartbeat refuses them).
+  if (phase_ != phase::streaming || sse_->options().heartbeat_ms == 0)
     return;
   heartbeat_timer_.expires_after(milliseconds(sse_->options().heartbeat_ms));
   heartbeat_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {

@@ -43,8 +43,9 @@ std::string format_sse_event(std::string_view event, std::string_view data, std:
   return out;
 }
 
-sse_stream::sse_stream(const sse_options& options, std::weak_ptr<detail::sse_writer> writer)
-    : options_(options), writer_(std::move(writer)) {}
+sse_stream::sse_stream(const sse_options& options, std::weak_ptr<detail::sse_writer> writer,
+                       stream_body body)
+    : options_(options), writer_(std::move(writer)), body_(body) {}
 
 void sse_stream::wake() const {
   if (auto writer = writer_.lock())
@@ -52,7 +53,18 @@ void sse_stream::wake() const {
 }
 
 bool sse_stream::send(std::string_view event, std::string_view data, std::string_view id) {
-  std::string bytes = format_sse_event(event, data, id);
+  if (body_ != stream_body::events)
+    return false;
+  return enqueue(format_sse_event(event, data, id));
+}
+
+bool sse_stream::send_bytes(std::string_view bytes) {
+  if (body_ != stream_body::bytes)
+    return false;
+  return enqueue(std::string(bytes));
+}
+
+bool sse_stream::enqueue(std::string bytes) {
   bool queued = false;
   {
     std::lock_guard<std::mutex> guard(mutex_);
@@ -66,12 +78,18 @@ bool sse_stream::send(std::string_view event, std::string_view data, std::string
       queued = true;
     } else {
       // Drop the client: what is queued will not reach it in time anyway;
-      // the error event tells it why, if it ever reads again.
-      nlohmann::json error{{"code", "slow_consumer"},
-                           {"message", "the client read events slower than they were produced; "
-                                       "reconnect to resume"}};
-      queued_ = format_sse_event("error", error.dump(), {});
-      queued_events_ = 1;
+      // the error event tells it why, if it ever reads again. A byte body
+      // has no room for one: it just ends short.
+      queued_.clear();
+      queued_events_ = 0;
+      if (body_ == stream_body::events) {
+        nlohmann::json error{
+          {"code", "slow_consumer"},
+          {"message", "the client read events slower than they were produced; "
+                      "reconnect to resume"}};
+        queued_ = format_sse_event("error", error.dump(), {});
+        queued_events_ = 1;
+      }
       closed_ = true;
       dropped_ = true;
       end_requested_ = true;
@@ -161,7 +179,7 @@ void sse_stream::write_done() {
 
 bool sse_stream::queue_heartbeat() {
   std::lock_guard<std::mutex> guard(mutex_);
-  if (writing_ || !queued_.empty() || end_requested_)
+  if (body_ != stream_body::events || writing_ || !queued_.empty() || end_requested_)
     return false;
   queued_ = heartbeat_comment;
   return true;

@@ -34,11 +34,19 @@ public:
 };
 } // namespace detail
 
-/// One server-sent-events response. Thread-safe.
+/// What a stream's body is: server-sent events (open_sse), or plain bytes
+/// of a response whose header the handler chose (open_body_stream: a file
+/// download sent chunk by chunk). A byte stream gets no heartbeats and no
+/// error event: a producer that overflows it just ends it.
+enum class stream_body { events, bytes };
+
+/// One streamed response: server-sent events, or a byte body. Thread-safe.
 class sse_stream {
 public:
-  /// Made by the server (exchange::open_sse); `writer` is the connection.
-  sse_stream(const sse_options& options, std::weak_ptr<detail::sse_writer> writer);
+  /// Made by the server (exchange::open_sse or open_body_stream); `writer`
+  /// is the connection.
+  sse_stream(const sse_options& options, std::weak_ptr<detail::sse_writer> writer,
+             stream_body body = stream_body::events);
   sse_stream(const sse_stream&) = delete;
   sse_stream& operator=(const sse_stream&) = delete;
 
@@ -48,6 +56,11 @@ public:
   /// {"code":"slow_consumer","message":"..."} is written (best effort) and the stream closes.
   /// CR and CRLF in `data` also end a line; line breaks in `event` and `id` are removed.
   bool send(std::string_view event, std::string_view data, std::string_view id = {});
+
+  /// Queues `bytes` as they are, for a byte stream (events: false, nothing
+  /// queued). Past the queue's bounds the stream ends ("slow_consumer"):
+  /// pace the producer with when_drained. False once the stream is closed.
+  bool send_bytes(std::string_view bytes);
 
   /// Calls `ready` once (on an I/O thread) as soon as the queue is empty — at once if it is
   /// already — so a producer can pace itself instead of overflowing. Not called if the
@@ -91,8 +104,12 @@ public:
 private:
   void wake() const;
 
+  /// Queues `bytes` (one item) or drops the client; the lock is not held.
+  bool enqueue(std::string bytes);
+
   const sse_options options_;
   const std::weak_ptr<detail::sse_writer> writer_;
+  const stream_body body_;
 
   mutable std::mutex mutex_;
   std::string queued_; ///< formatted, not yet handed to the writer

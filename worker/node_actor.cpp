@@ -291,6 +291,28 @@ caf::result<node_sandbox> handle_egress(self_ptr self, const schema::sandbox_rec
   return node_sandbox{record.id, it->second.state};
 }
 
+/// This worker's figures for a scrape: its sandboxes by state, then what
+/// the host adds (the egress proxy's counters). A fresh registry per scrape:
+/// every figure is a current value, none accumulates here.
+std::string render_worker_metrics(self_ptr self) {
+  metrics::metrics_registry figures;
+  figures.describe("airlock_worker_sandboxes", "Sandboxes this worker holds, by state.", "gauge");
+  std::map<std::string, uint64_t> by_state;
+  for (auto state : {sandbox_state::creating, sandbox_state::running, sandbox_state::paused})
+    by_state[std::string(schema::to_string(state))] = 0;
+  for (const auto& [id, tracked] : self->state.sandboxes)
+    ++by_state[std::string(schema::to_string(tracked.state))];
+  for (const auto& [state, count] : by_state)
+    figures.gauge_set("airlock_worker_sandboxes", {{"state", state}}, static_cast<double>(count));
+  figures.describe("airlock_worker_template_builds", "Template builds under way on this worker.",
+                   "gauge");
+  figures.gauge_set("airlock_worker_template_builds", {},
+                    static_cast<double>(self->state.builds.size()));
+  if (self->state.context.host_figures)
+    self->state.context.host_figures(figures);
+  return figures.render();
+}
+
 using view_promise = caf::typed_response_promise<actors::process_view>;
 
 /// Starts the process and answers with its row (times in Unix ms).
@@ -451,6 +473,7 @@ node_impl_actor::behavior_type node_body(self_ptr self, node_context context) {
            const schema::sandbox_record& record) -> caf::result<node_sandbox> {
       return handle_egress(self, record);
     },
+    [self](actors::nd_metrics_atom) { return render_worker_metrics(self); },
     [self](nd_built_atom, const template_outcome& done) { on_built(self, done); },
   };
 }

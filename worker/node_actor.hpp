@@ -14,11 +14,13 @@
 #include <caf/actor_system.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "actors/clock.hpp"
 #include "actors/cluster_protocol.hpp"
+#include "metrics/metrics.hpp"
 #include "worker/rootfs/rootfs_driver.hpp"
 #include "worker/rootfs/templates.hpp"
 #include "worker/worker_actor.hpp"
@@ -63,6 +65,10 @@ struct node_context {
   std::shared_ptr<egress_binding> egress;
   /// Unix ms for process times.
   std::shared_ptr<const wall_clock> clock;
+  /// Adds what the node does not see itself (the egress proxy's counters)
+  /// to a scrape (nd_metrics); called on the node's thread, must not block.
+  /// May be empty.
+  std::function<void(metrics::metrics_registry&)> host_figures;
   node_options options;
 };
 

@@ -85,6 +85,7 @@ node_actor spawn_fake_node(caf::actor_system& system, std::shared_ptr<node_scrip
       [](nd_egress_atom, schema::sandbox_record&) -> caf::result<node_sandbox> {
         return make_error(errc::unimplemented);
       },
+      [](actors::nd_metrics_atom) { return std::string{}; },
     };
   });
 }

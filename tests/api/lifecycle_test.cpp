@@ -279,6 +279,9 @@ TEST_F(api_lifecycle, metrics_count_requests_operations_and_sandboxes) {
     if (line.rfind("airlock_sandboxes{state=\"running\"}", 0) == 0)
       running = std::stod(line.substr(line.rfind(' ') + 1));
   EXPECT_GE(running, 1.0) << text;
+  // `serve` appends its worker's own figures, asked for with one message.
+  EXPECT_TRUE(has_sample(text, "airlock_worker_sandboxes{", "state=\"running\"")) << text;
+  EXPECT_NE(text.find("\nairlock_worker_metrics_up 1\n"), std::string::npos) << text;
 }
 
 } // namespace

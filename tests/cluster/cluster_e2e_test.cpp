@@ -13,6 +13,7 @@
 
 #include <future>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -250,6 +251,69 @@ TEST_F(cluster_e2e, a_sandbox_lives_its_whole_life_through_the_control_plane_on_
   // The worker forgot it: its data plane refuses the sandbox now.
   auto gone = call("GET", worker.url() + "/v1/sandboxes/" + id + "/processes", sandbox_token);
   EXPECT_GE(gone.status, 400) << gone.raw;
+}
+
+/// The value of the first sample of `text` whose line starts with `series`
+/// (name and labels as rendered); nullopt when there is none.
+std::optional<double> sample(const std::string& text, const std::string& series) {
+  for (size_t at = 0; at < text.size();) {
+    size_t end = text.find('\n', at);
+    auto line = text.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    if (line.rfind(series + " ", 0) == 0)
+      return std::stod(line.substr(series.size() + 1));
+    if (end == std::string::npos)
+      break;
+    at = end + 1;
+  }
+  return std::nullopt;
+}
+
+TEST_F(cluster_e2e, a_worker_serves_its_own_metrics_and_the_control_plane_streams_relayed_files) {
+  start_control();
+  auto& worker = start_worker();
+  ASSERT_TRUE(eventually([&] { return worker_in_state("clue2e-0", "ready"); }, rejoin_bound));
+  auto id = create_running();
+
+  // Larger than a download chunk (1 MiB), so the control plane streams it.
+  std::string content(5 * (1 << 20) + 7, '\0');
+  for (size_t i = 0; i < content.size(); ++i)
+    content[i] = static_cast<char>((i * 2654435761u) >> 13);
+  std::string files = "/v1/sandboxes/" + id + "/files?path=/tmp/big.bin";
+  auto put = call("PUT", control_->url() + files, key_, content,
+                  {{"Content-Type", "application/octet-stream"}});
+  ASSERT_EQ(put.status, 201) << put.raw;
+  auto relayed = call("GET", control_->url() + files, key_);
+  EXPECT_EQ(relayed.status, 200);
+  ASSERT_EQ(relayed.raw.size(), content.size());
+  EXPECT_TRUE(relayed.raw == content) << "the relayed download differs from what was written";
+  auto missing = call("GET", control_->url() + "/v1/sandboxes/" + id + "/files?path=/nope", key_);
+  EXPECT_EQ(missing.status, 404) << missing.raw;
+
+  // The worker's own /metrics, on its data listener: its sandboxes, its
+  // egress proxy's counters and its listener's requests.
+  auto figures = call("GET", worker.url() + "/metrics", "");
+  ASSERT_EQ(figures.status, 200);
+  EXPECT_EQ(sample(figures.raw, "airlock_worker_metrics_up"), 1.0) << figures.raw;
+  EXPECT_EQ(sample(figures.raw, "airlock_worker_sandboxes{state=\"running\"}"), 1.0)
+    << figures.raw;
+  for (const char* family : {"airlock_egress_connections_total", "airlock_egress_denied_total",
+                             "airlock_egress_dns_queries_total"})
+    EXPECT_TRUE(sample(figures.raw, family).has_value()) << family << " in\n" << figures.raw;
+  EXPECT_NE(figures.raw.find("airlock_http_requests_total"), std::string::npos);
+
+  // The control plane's: what it relayed, and none of the worker's figures.
+  auto control = call("GET", control_->url() + "/metrics", "");
+  ASSERT_EQ(control.status, 200);
+  auto down = sample(control.raw, "airlock_data_forwarded_bytes_total{direction=\"download\"}");
+  ASSERT_TRUE(down.has_value()) << control.raw;
+  EXPECT_GE(*down, static_cast<double>(content.size()));
+  auto up = sample(control.raw, "airlock_data_forwarded_bytes_total{direction=\"upload\"}");
+  ASSERT_TRUE(up.has_value()) << control.raw;
+  EXPECT_EQ(*up, static_cast<double>(content.size()));
+  auto requests = sample(control.raw, "airlock_data_forwarded_requests_total{route=\"files\"}");
+  ASSERT_TRUE(requests.has_value()) << control.raw;
+  EXPECT_GE(*requests, 3.0);
+  EXPECT_EQ(control.raw.find("airlock_egress_"), std::string::npos);
 }
 
 TEST_F(cluster_e2e, a_worker_is_ready_once_joined_and_takes_only_valid_control_plane_tokens) {

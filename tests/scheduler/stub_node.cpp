@@ -94,6 +94,7 @@ node_actor::behavior_type stub_node(node_actor::pointer, std::shared_ptr<stub_no
       s->record_egress(std::move(record));
       return node_sandbox{id, sandbox_state::running};
     },
+    [](actors::nd_metrics_atom) { return std::string{"stub_node_figure 1\n"}; },
   };
 }
 

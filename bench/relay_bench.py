@@ -1,0 +1,243 @@
+#!/usr/bin/env python3
+"""What the control plane's relay of a data-plane download costs, side by side in one run.
+
+Starts `airlockd control` and one `airlockd worker` (split mode, on loopback), creates a
+sandbox, uploads a file of --mb MiB straight to the worker, then downloads it
+  relayed  through the control plane's listener with the API key (the control plane reads it
+           from the worker chunk by chunk and streams it on), and
+  direct   from the worker's data_url with a sandbox token (the raw path underneath),
+and prints, for each, the time, the throughput and the peak RSS increase of the control plane
+and of the worker while the download ran (VmHWM after resetting it with clear_refs).
+
+  sudo bench/relay_bench.py --airlockd build/airlockd/airlockd [--mb 256] [--data-dir DIR]
+
+Needs root (the worker makes namespaces, a btrfs image and nftables rules). Everything it
+creates (processes, the instance's cgroups and nftables table, the loop mount) is removed at
+the end, and the data directory too unless --keep.
+"""
+
+import argparse
+import hashlib
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+
+INSTANCE = "relaybench"
+STARTUP_S = 120
+OPERATION_S = 300
+
+
+def request(url, method="GET", key="", body=None, headers=None, sink=None):
+    """One HTTP request; returns (status, body bytes). With `sink`, the body is fed to it in
+    pieces instead of being kept (the bench must not hold the file itself)."""
+    parts = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=OPERATION_S)
+    all_headers = dict(headers or {})
+    if key:
+        all_headers["Authorization"] = "Bearer " + key
+    target = parts.path + ("?" + parts.query if parts.query else "")
+    conn.request(method, target, body=body, headers=all_headers)
+    response = conn.getresponse()
+    if sink is None:
+        data = response.read()
+    else:
+        data = b""
+        while True:
+            piece = response.read(1 << 20)
+            if not piece:
+                break
+            sink(piece)
+    conn.close()
+    return response.status, data
+
+
+def call_json(url, method="GET", key="", payload=None):
+    body = None if payload is None else json.dumps(payload)
+    status, data = request(url, method, key, body, {"Content-Type": "application/json"})
+    return status, (json.loads(data) if data else None)
+
+
+class daemon:
+    """An airlockd child whose stdout lines are read until what we need appears."""
+
+    def __init__(self, argv, log_path):
+        self.log = open(log_path, "wb")
+        self.process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self.log)
+
+    def wait_for(self, pattern):
+        deadline = time.monotonic() + STARTUP_S
+        found = {}
+        while time.monotonic() < deadline:
+            line = self.process.stdout.readline().decode(errors="replace").strip()
+            if not line and self.process.poll() is not None:
+                break
+            for name, regex in pattern.items():
+                match = re.match(regex, line)
+                if match:
+                    found[name] = match.group(1)
+            if len(found) == len(pattern):
+                return found
+        raise RuntimeError("airlockd did not report %s; see %s" % (list(pattern), self.log.name))
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def rss_kib(pid, field):
+    with open("/proc/%d/status" % pid) as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def reset_peak(pid):
+    # Writing 5 resets VmHWM to the current RSS (proc(5), clear_refs).
+    with open("/proc/%d/clear_refs" % pid, "w") as refs:
+        refs.write("5")
+
+
+def wait_until(what, condition, bound_s):
+    deadline = time.monotonic() + bound_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.2)
+    raise RuntimeError("timed out waiting for " + what)
+
+
+def remove_instance_leftovers():
+    for root in ["/sys/fs/cgroup"] + [os.path.join("/sys/fs/cgroup", d)
+                                      for d in os.listdir("/sys/fs/cgroup")]:
+        parent = os.path.join(root, INSTANCE)
+        if not os.path.isdir(parent):
+            continue
+        dirs = [os.path.join(d, "") for d, _, _ in os.walk(parent)]
+        for path in sorted(dirs, key=len, reverse=True):
+            try:
+                os.rmdir(path)
+            except OSError:
+                pass
+    subprocess.run(["nft", "delete", "table", "inet", INSTANCE], stderr=subprocess.DEVNULL)
+
+
+def download(url, key, pids):
+    for pid in pids:
+        reset_peak(pid)
+    before = {pid: rss_kib(pid, "VmRSS") for pid in pids}
+    digest = hashlib.sha256()
+    received = [0]
+
+    def sink(piece):
+        digest.update(piece)
+        received[0] += len(piece)
+
+    started = time.monotonic()
+    status, _ = request(url, key=key, sink=sink)
+    elapsed = time.monotonic() - started
+    if status != 200:
+        raise RuntimeError("download answered %d" % status)
+    peaks = {pid: rss_kib(pid, "VmHWM") - before[pid] for pid in pids}
+    return received[0], elapsed, digest.hexdigest(), peaks
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--airlockd", default="build/airlockd/airlockd")
+    parser.add_argument("--mb", type=int, default=256, help="file size in MiB (at most 256)")
+    parser.add_argument("--data-dir", default="")
+    parser.add_argument("--keep", action="store_true", help="keep the data directory")
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("relay_bench needs root: the worker makes namespaces, btrfs and nftables rules")
+    if not 1 <= args.mb <= 256:
+        sys.exit("--mb must be 1..256 (the data plane's file_bytes_max is 256 MiB)")
+    airlockd = os.path.abspath(args.airlockd)
+    if not os.access(airlockd, os.X_OK):
+        sys.exit("no airlockd at %s: build it first (cmake --build build)" % airlockd)
+    data_dir = args.data_dir or tempfile.mkdtemp(prefix="airlock-relay-bench-")
+    control = worker = None
+    try:
+        control = daemon([airlockd, "control", "--data-dir", data_dir + "/control",
+                          "--listen", "127.0.0.1:0", "--cluster-listen", "127.0.0.1:0"],
+                         data_dir + "/control.log")
+        found = control.wait_for({"key": r"admin key: (\S+)",
+                                  "port": r"listening on 127\.0\.0\.1:(\d+)",
+                                  "cluster": r"cluster listening on 127\.0\.0\.1:(\d+)"})
+        key, control_url = found["key"], "http://127.0.0.1:" + found["port"]
+        worker = daemon([airlockd, "worker", "--join", "127.0.0.1:" + found["cluster"],
+                         "--data-dir", data_dir + "/worker", "--data-listen", "127.0.0.1:0",
+                         "--name", INSTANCE, "--instance", INSTANCE, "--veth-prefix", "rb",
+                         "--address-pool", "10.207.0.0/16", "--uid-base", "820000000",
+                         "--image-size-mb", "4096"], data_dir + "/worker.log")
+        worker.wait_for({"port": r"listening on 127\.0\.0\.1:(\d+)"})
+        wait_until("the worker to join", lambda: any(
+            w.get("state") == "ready"
+            for w in (call_json(control_url + "/v1/workers", key=key)[1] or {}).get("items", [])),
+                   STARTUP_S)
+
+        status, created = call_json(control_url + "/v1/sandboxes", "POST", key,
+                                    {"template": "minimal", "cpu_millis": 100, "memory_mb": 256,
+                                     "disk_mb": args.mb + 256})
+        if status != 202:
+            raise RuntimeError("create answered %d: %s" % (status, created))
+        sandbox = created["sandbox_id"]
+        op_url = control_url + "/v1/operations/" + created["operation_id"] + "?wait=60"
+        wait_until("the sandbox to run",
+                   lambda: call_json(op_url, key=key)[1].get("state") in
+                   ("succeeded", "failed", "cancelled"), OPERATION_S)
+        status, token = call_json(control_url + "/v1/sandboxes/%s/token" % sandbox, "POST", key,
+                                  {"scope": "files", "ttl_s": 3600})
+        if status != 201:
+            raise RuntimeError("token answered %d: %s" % (status, token))
+
+        size = args.mb << 20
+        content = os.urandom(size)
+        expected = hashlib.sha256(content).hexdigest()
+        files = "/v1/sandboxes/%s/files?path=/tmp/relay.bin" % sandbox
+        status, answer = request(token["data_url"] + files, "PUT", token["token"], content,
+                                 {"Content-Type": "application/octet-stream"})
+        del content
+        if status != 201:
+            raise RuntimeError("upload answered %d: %s" % (status, answer[:300]))
+
+        pids = [control.process.pid, worker.process.pid]
+        print("download of %d MiB, peak RSS increase while it ran (VmHWM - VmRSS before)" %
+              args.mb)
+        print("%-8s %10s %10s %16s %16s %s" % ("path", "seconds", "MiB/s", "control +MiB",
+                                              "worker +MiB", "sha256 ok"))
+        for name, url, credential in (("relayed", control_url + files, key),
+                                      ("direct", token["data_url"] + files, token["token"])):
+            got, elapsed, digest, peaks = download(url, credential, pids)
+            print("%-8s %10.2f %10.1f %16.1f %16.1f %s" % (
+                name, elapsed, got / (1 << 20) / elapsed, peaks[pids[0]] / 1024.0,
+                peaks[pids[1]] / 1024.0, "yes" if digest == expected and got == size else "NO"))
+        call_json(control_url + "/v1/sandboxes/" + sandbox, "DELETE", key)
+    finally:
+        for child in (worker, control):
+            if child:
+                child.stop()
+        mount_point = data_dir + "/worker/rootfs"
+        if os.path.ismount(mount_point):
+            subprocess.run(["umount", mount_point], stderr=subprocess.DEVNULL)
+        remove_instance_leftovers()
+        if not args.keep and not args.data_dir:
+            shutil.rmtree(data_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
