@@ -55,6 +55,7 @@
 #include "actors/errors.hpp"
 #include "actors/system_config.hpp"
 #include "airlockd/worker_host.hpp"
+#include "bench/actor_ask.hpp"
 #include "bench/bench_flags.hpp"
 #include "storage/kv_store.hpp"
 
@@ -401,11 +402,7 @@ private:
 
 template <class R, class Handle, class... Ts>
 result<R> ask(caf::scoped_actor& self, const Handle& dest, Ts&&... xs) {
-  std::optional<result<R>> out;
-  self->request(dest, timeout, std::forward<Ts>(xs)...)
-    .receive([&out](R& reply) { out.emplace(std::move(reply)); },
-             [&out](caf::error& err) { out.emplace(to_status(err)); });
-  return std::move(*out);
+  return ask_within<R>(self, timeout, dest, std::forward<Ts>(xs)...);
 }
 
 schema::sandbox_record record_for(const std::string& id, int cpu_millis = 50) {

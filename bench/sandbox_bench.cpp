@@ -48,6 +48,7 @@
 
 #include "actors/errors.hpp"
 #include "actors/system_config.hpp"
+#include "bench/actor_ask.hpp"
 #include "bench/bench_flags.hpp"
 #include "guest/client.hpp"
 #include "storage/kv_store.hpp"
@@ -100,11 +101,7 @@ std::string percentiles(std::vector<double> v) {
 
 template <class R, class Handle, class... Ts>
 result<R> ask(caf::scoped_actor& self, const Handle& dest, Ts&&... xs) {
-  std::optional<result<R>> out;
-  self->request(dest, timeout, std::forward<Ts>(xs)...)
-    .receive([&out](R& reply) { out.emplace(std::move(reply)); },
-             [&out](caf::error& err) { out.emplace(to_status(err)); });
-  return std::move(*out);
+  return ask_within<R>(self, timeout, dest, std::forward<Ts>(xs)...);
 }
 
 /// fork + exec + wait of argv; returns the exit status.

@@ -168,6 +168,21 @@ result<std::shared_ptr<X509>> build(const cert_request& req) {
   return cert;
 }
 
+/// A CA certificate's request: `constraints` is its basicConstraints value;
+/// every CA signs certificates and revocation lists, and names its keys.
+cert_request ca_request(std::string_view common_name, EVP_PKEY* subject_key, X509* issuer,
+                        EVP_PKEY* issuer_key, int valid_days, std::string constraints) {
+  return cert_request{std::string(common_name),
+                      subject_key,
+                      issuer,
+                      issuer_key,
+                      valid_days,
+                      {{NID_basic_constraints, std::move(constraints)},
+                       {NID_key_usage, "critical,keyCertSign,cRLSign"},
+                       {NID_subject_key_identifier, "hash"},
+                       {NID_authority_key_identifier, "keyid:always"}}};
+}
+
 status check_request(std::string_view common_name, int valid_days) {
   if (common_name.empty() || common_name.size() > subject_cn_max)
     return make_status(errc::invalid_argument, "a CA name must have 1 to 64 characters");
@@ -201,16 +216,8 @@ result<key_and_cert> create_root_ca(std::string_view common_name, int valid_days
   auto key = new_key();
   if (!key)
     return key.error();
-  cert_request req{std::string(common_name),
-                   key->get(),
-                   nullptr,
-                   key->get(),
-                   valid_days,
-                   {{NID_basic_constraints, "critical,CA:TRUE"},
-                    {NID_key_usage, "critical,keyCertSign,cRLSign"},
-                    {NID_subject_key_identifier, "hash"},
-                    {NID_authority_key_identifier, "keyid:always"}}};
-  auto cert = build(req);
+  auto cert = build(ca_request(common_name, key->get(), nullptr, key->get(), valid_days,
+                               "critical,CA:TRUE"));
   if (!cert)
     return cert.error();
   return key_and_cert{key_to_pem(key->get()), cert_to_pem(cert->get())};
@@ -232,16 +239,9 @@ result<std::string> issue_intermediate(const key_and_cert& root, std::string_vie
   X509* root_cert = root_certs->front().get();
   if (X509_check_private_key(root_cert, root_key->get()) != 1)
     return ssl_failure(errc::invalid_argument, "the root key does not match its certificate");
-  cert_request req{std::string(common_name),
-                   subject_key->get(),
-                   root_cert,
-                   root_key->get(),
-                   valid_days,
-                   {{NID_basic_constraints, "critical,CA:TRUE,pathlen:0"},
-                    {NID_key_usage, "critical,keyCertSign,cRLSign"},
-                    {NID_subject_key_identifier, "hash"},
-                    {NID_authority_key_identifier, "keyid:always"}}};
-  auto cert = build(req);
+  // pathlen:0: an intermediate signs leaves only, never another CA.
+  auto cert = build(ca_request(common_name, subject_key->get(), root_cert, root_key->get(),
+                               valid_days, "critical,CA:TRUE,pathlen:0"));
   if (!cert)
     return cert.error();
   return cert_to_pem(cert->get());
