@@ -6,7 +6,6 @@
 // file specs, process views, output batches) to and from the worker's own
 // requests and replies). Not a public header: node_actor.hpp is the contract.
 
-#include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
@@ -18,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "actors/inspect_fields.hpp"
 #include "worker/node_actor.hpp"
 
 namespace airlock::worker::node_detail {
@@ -30,11 +30,10 @@ struct template_outcome {
   status outcome;
 };
 
-} // namespace airlock::worker::node_detail
-
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::node_detail::template_outcome)
-
-namespace airlock::worker::node_detail {
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, template_outcome& x) {
+  return f(caf::meta::type_name("template_outcome"), x.name, x.outcome);
+}
 
 using actors::node_sandbox;
 using schema::sandbox_state;

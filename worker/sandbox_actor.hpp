@@ -7,9 +7,10 @@
 // stream.
 //
 // Messages are local only (the worker and airlockd's API actors live in one
-// process): they are registered as unsafe message types and never serialized.
+// process) but values all the same: each has an inspect() (below) and a type
+// ID (worker/type_ids.hpp); resources (the guest client, its descriptor) reach
+// the actor as spawn arguments, never inside a message.
 
-#include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/atom.hpp>
 #include <caf/typed_actor.hpp>
 
@@ -21,6 +22,7 @@
 
 #include "guest/client.hpp"
 #include "guest/protocol.hpp"
+#include "worker/guest_inspect.hpp"
 #include "worker/guest_link.hpp"
 #include "worker/output_log.hpp"
 #include "worker/rootfs/rootfs_driver.hpp"
@@ -209,6 +211,64 @@ struct job_result {
   sandbox_stats stats;
 };
 
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, exec_request& x) {
+  return f(caf::meta::type_name("exec_request"), x.argv, x.cmd, x.env, x.cwd, x.set_user, x.uid,
+           x.gid, x.pty, x.rows, x.cols, x.stdin_open, x.timeout_ms, x.report_start_failure);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, read_request& x) {
+  return f(caf::meta::type_name("read_request"), x.process_id, x.fd, x.offset, x.max_bytes,
+           x.wait_ms);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, read_reply& x) {
+  return f(caf::meta::type_name("read_reply"), x.bytes, x.offset, x.next_offset, x.start_offset,
+           x.exited);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, output_read& x) {
+  return f(caf::meta::type_name("output_read"), x.process_id, x.offset, x.want_stdout,
+           x.want_stderr, x.max_bytes, x.wait_ms);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, output_piece& x) {
+  return f(caf::meta::type_name("output_piece"), x.fd, x.end_offset, x.bytes);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, output_reply& x) {
+  return f(caf::meta::type_name("output_reply"), x.pieces, x.next_offset, x.start_offset,
+           x.exited, x.exit_code, x.signal);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, process_info& x) {
+  return f(caf::meta::type_name("process_info"), x.id, x.state, x.pid, x.exit_code, x.signal,
+           x.started_at_ms, x.ended_at_ms, x.stdout_bytes, x.stderr_bytes, x.pty, x.error);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, file_request& x) {
+  return f(caf::meta::type_name("file_request"), x.op, x.path, x.to, x.data, x.offset, x.length,
+           x.mode, x.parents, x.recursive, x.follow);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, file_reply& x) {
+  return f(caf::meta::type_name("file_reply"), x.data, x.bytes, x.entries, x.truncated, x.info);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, guest_event& x) {
+  auto message = variant_field{x.message};
+  return f(caf::meta::type_name("guest_event"), message);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sandbox_stats& x) {
+  return f(caf::meta::type_name("sandbox_stats"), x.memory_bytes, x.pids_current,
+           x.cpu_usage_ns, x.oom_kills, x.frozen);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, job_result& x) {
+  return f(caf::meta::type_name("job_result"), x.outcome, x.stream, x.file, x.stats);
+}
+
 /// Everything a sandbox actor takes over from its creator.
 struct sandbox_parts {
   std::string id;
@@ -293,16 +353,3 @@ sandbox_actor spawn_sandbox(caf::actor_system& system, sandbox_parts parts,
                             sandbox_actor_options options = {});
 
 } // namespace airlock::worker
-
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::exec_request)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::read_request)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::read_reply)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::process_info)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<airlock::worker::process_info>)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::output_read)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::output_reply)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::file_request)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::file_reply)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::guest_event)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::job_result)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::sandbox_stats)
