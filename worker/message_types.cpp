@@ -9,18 +9,16 @@
 #include "worker/sandbox_actor.hpp"
 #include "worker/worker_actor.hpp"
 
-// Append only, like airlock's block: the IDs are positional.
+// Append only, like airlock's block: the IDs are positional. The process
+// request and row (schema::exec_spec, process_view) are in airlock's block.
 CAF_BEGIN_TYPE_ID_BLOCK(airlock_worker, caf::id_block::airlock::end)
   CAF_ADD_TYPE_ID(airlock_worker, (airlock::worker::create_sandbox_request))
   CAF_ADD_TYPE_ID(airlock_worker, (airlock::worker::sandbox_entry))
   CAF_ADD_TYPE_ID(airlock_worker, (std::vector<airlock::worker::sandbox_entry>))
   CAF_ADD_TYPE_ID(airlock_worker, (airlock::worker::recover_report))
   CAF_ADD_TYPE_ID(airlock_worker, (airlock::status))
-  CAF_ADD_TYPE_ID(airlock_worker, (airlock::worker::exec_request))
   CAF_ADD_TYPE_ID(airlock_worker, (airlock::worker::read_request))
   CAF_ADD_TYPE_ID(airlock_worker, (airlock::worker::read_reply))
-  CAF_ADD_TYPE_ID(airlock_worker, (airlock::worker::process_info))
-  CAF_ADD_TYPE_ID(airlock_worker, (std::vector<airlock::worker::process_info>))
   CAF_ADD_TYPE_ID(airlock_worker, (airlock::worker::output_read))
   CAF_ADD_TYPE_ID(airlock_worker, (airlock::worker::output_reply))
   CAF_ADD_TYPE_ID(airlock_worker, (airlock::worker::file_request))
