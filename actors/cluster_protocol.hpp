@@ -7,6 +7,8 @@
 // (schema/cluster.capnp, schema/worker.capnp, schema/sandbox.capnp), so a
 // control plane and workers of different versions still read each other.
 // The one exception is `placement`, whose actor handle only CAF can encode.
+// (The control-plane values at the end of the schema section never leave
+// their host; some of them go field by field.)
 //
 // Two interfaces:
 // - node_actor: one per worker host. Lifecycle verbs for the control plane's

@@ -81,11 +81,11 @@ typename Inspector::result_type inspect(Inspector& f, credential_request& x) {
   auto name = caf::meta::type_name("credential_request");
   if constexpr (std::is_same_v<Inspector, caf::detail::stringification_inspector>) {
     std::string secret = x.secret.empty() ? "" : "<hidden>";
-    return f(name, x.tenant_id, x.name, x.scope, x.scope_value, x.hosts, x.header,
-             x.value_template, secret, x.rate_limit_per_min);
+    return f(name, x.tenant_id, x.name, x.scope, x.scope_value, x.hosts, x.header, x.value_template,
+             secret, x.rate_limit_per_min);
   } else {
-    return f(name, x.tenant_id, x.name, x.scope, x.scope_value, x.hosts, x.header,
-             x.value_template, x.secret, x.rate_limit_per_min);
+    return f(name, x.tenant_id, x.name, x.scope, x.scope_value, x.hosts, x.header, x.value_template,
+             x.secret, x.rate_limit_per_min);
   }
 }
 

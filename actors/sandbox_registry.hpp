@@ -20,7 +20,7 @@
 #include "actors/clock.hpp"
 #include "actors/cluster_protocol.hpp" // inspect() of sandbox_record, egress_policy
 #include "actors/inspect_fields.hpp"
-#include "actors/messages.hpp"         // inspect() of operation_record
+#include "actors/messages.hpp" // inspect() of operation_record
 #include "schema/operation.hpp"
 #include "schema/sandbox.hpp"
 #include "storage/kv_store.hpp"
@@ -154,4 +154,3 @@ sandbox_registry_actor spawn_sandbox_registry(caf::actor_system& system, storage
                                               const wall_clock& clock);
 
 } // namespace airlock::actors
-

@@ -126,7 +126,8 @@ struct child_stdio {
     child_fail(status_fd, child_step::stdio);
   if (request.run_as.set_user) {
     gid_t gid = request.run_as.gid;
-    if (::setgroups(1, &gid) < 0 || ::setgid(request.run_as.gid) < 0 || ::setuid(request.run_as.uid) < 0)
+    if (::setgroups(1, &gid) < 0 || ::setgid(request.run_as.gid) < 0
+        || ::setuid(request.run_as.uid) < 0)
       child_fail(status_fd, child_step::user);
   }
   if (::chdir(plan.cwd.c_str()) < 0)
@@ -193,7 +194,8 @@ status open_terminal(const schema::exec_spec& request, stdio_pair& io) {
   return set_nonblocking(master);
 }
 
-status open_pipes(const schema::exec_spec& request, const spawn_settings& settings, stdio_pair& io) {
+status open_pipes(const schema::exec_spec& request, const spawn_settings& settings,
+                  stdio_pair& io) {
   unique_fd stdin_write;
   if (auto made = make_pipe(io.child_in, stdin_write); !made.is_ok())
     return made;

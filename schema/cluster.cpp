@@ -145,8 +145,8 @@ result<process_view> decode_process_view(std::string_view bytes) {
       x.process_id = detail::text(b.getProcessId());
       auto state = parse_process_state(detail::text(b.getLifecycle()));
       if (!state) // an older worker: only the API's two states
-        state = detail::text(b.getState()) == "exited" ? process_state::exited
-                                                       : process_state::running;
+        state =
+          detail::text(b.getState()) == "exited" ? process_state::exited : process_state::running;
       x.state = *state;
       x.exit_code = b.getExitCode();
       x.signal = b.getSignal();

@@ -12,9 +12,9 @@ namespace airlock::guest {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, limits_info& x) {
-  return f(caf::meta::type_name("limits_info"), x.frame_bytes_max, x.streams_max,
-           x.processes_max, x.path_bytes_max, x.file_chunk_bytes, x.output_chunk_bytes,
-           x.window_bytes, x.window_bytes_max, x.stdin_window_bytes, x.list_entries_max);
+  return f(caf::meta::type_name("limits_info"), x.frame_bytes_max, x.streams_max, x.processes_max,
+           x.path_bytes_max, x.file_chunk_bytes, x.output_chunk_bytes, x.window_bytes,
+           x.window_bytes_max, x.stdin_window_bytes, x.list_entries_max);
 }
 
 template <class Inspector>
@@ -29,8 +29,7 @@ typename Inspector::result_type inspect(Inspector& f, started& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, output_chunk& x) {
-  return f(caf::meta::type_name("output_chunk"), x.stream_id, x.fd, x.sequence, x.offset,
-           x.bytes);
+  return f(caf::meta::type_name("output_chunk"), x.stream_id, x.fd, x.sequence, x.offset, x.bytes);
 }
 
 template <class Inspector>
@@ -84,9 +83,8 @@ typename Inspector::result_type inspect(Inspector& f, pong& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, stats_reply& x) {
   return f(caf::meta::type_name("stats_reply"), x.request_id, x.processes_started,
-           x.processes_running, x.reaped_total, x.orphans_reaped, x.open_streams,
-           x.outbound_bytes, x.outbound_bytes_max, x.stream_buffered_bytes_max,
-           x.frames_received, x.frames_sent);
+           x.processes_running, x.reaped_total, x.orphans_reaped, x.open_streams, x.outbound_bytes,
+           x.outbound_bytes_max, x.stream_buffered_bytes_max, x.frames_received, x.frames_sent);
 }
 
 } // namespace airlock::guest

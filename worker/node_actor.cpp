@@ -1,6 +1,5 @@
 #include "worker/node_actor.hpp"
 
-#include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/blocking_actor.hpp>
 #include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
@@ -301,10 +300,11 @@ void start_process(self_ptr self, const sandbox_actor& box, actors::exec_spec sp
     .then(
       [self, box, promise, timeout](const std::string& process_id) mutable {
         self->request(box, timeout, sbx_status_atom::value, process_id)
-          .then([self, promise](process_view& row) mutable {
-                  promise.deliver(with_unix_times(self, std::move(row)));
-                },
-                [promise](caf::error& err) mutable { promise.deliver(err); });
+          .then(
+            [self, promise](process_view& row) mutable {
+              promise.deliver(with_unix_times(self, std::move(row)));
+            },
+            [promise](caf::error& err) mutable { promise.deliver(err); });
       },
       [promise](caf::error& err) mutable { promise.deliver(err); });
 }

@@ -76,8 +76,8 @@ result<schema::process_user> find_user(std::string_view passwd, const std::strin
 
 /// `spec` resolved for the sandbox actor: run as `user`, the whole
 /// environment, start failures reported as failed processes.
-actors::exec_spec resolve_exec(self_ptr self, const std::string& sandbox_id,
-                               actors::exec_spec spec, const schema::process_user& user);
+actors::exec_spec resolve_exec(self_ptr self, const std::string& sandbox_id, actors::exec_spec spec,
+                               const schema::process_user& user);
 
 actors::output_batch to_batch(output_reply& reply);
 file_request to_file_request(actors::file_spec& spec);

@@ -126,8 +126,8 @@ std::vector<std::pair<std::string, std::string>> merged_env(self_ptr self,
 
 } // namespace
 
-actors::exec_spec resolve_exec(self_ptr self, const std::string& sandbox_id,
-                               actors::exec_spec spec, const schema::process_user& user) {
+actors::exec_spec resolve_exec(self_ptr self, const std::string& sandbox_id, actors::exec_spec spec,
+                               const schema::process_user& user) {
   spec.env = merged_env(self, sandbox_id, spec, user);
   spec.run_as = user;
   spec.report_start_failure = true;

@@ -201,8 +201,8 @@ typename Inspector::result_type inspect(Inspector& f, output_piece& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, output_reply& x) {
-  return f(caf::meta::type_name("output_reply"), x.pieces, x.next_offset, x.start_offset,
-           x.exited, x.exit_code, x.signal);
+  return f(caf::meta::type_name("output_reply"), x.pieces, x.next_offset, x.start_offset, x.exited,
+           x.exit_code, x.signal);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, file_request& x) {
@@ -220,8 +220,8 @@ typename Inspector::result_type inspect(Inspector& f, guest_event& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sandbox_stats& x) {
-  return f(caf::meta::type_name("sandbox_stats"), x.memory_bytes, x.pids_current,
-           x.cpu_usage_ns, x.oom_kills, x.frozen);
+  return f(caf::meta::type_name("sandbox_stats"), x.memory_bytes, x.pids_current, x.cpu_usage_ns,
+           x.oom_kills, x.frozen);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_result& x) {

@@ -208,9 +208,8 @@ void on_created(self_ptr self, uint64_t token, const status& outcome) {
   }
   if (!outcome || !parts) { // the thread fills the slot before it reports success
     forget(self, id);
-    pending.promise.deliver(
-      make_error(outcome ? make_status(errc::internal, "sandbox " + id + " lost its parts")
-                         : outcome));
+    pending.promise.deliver(make_error(
+      outcome ? make_status(errc::internal, "sandbox " + id + " lost its parts") : outcome));
     return;
   }
   auto actor = spawn_sandbox(self->home_system(), std::move(*parts), st.context.options.sandbox);

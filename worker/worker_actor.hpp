@@ -20,9 +20,9 @@
 #include <string>
 #include <vector>
 
-#include "schema/sandbox.hpp"
 #include "actors/cluster_protocol.hpp" // inspect() of egress_policy
 #include "actors/inspect_fields.hpp"
+#include "schema/sandbox.hpp"
 #include "storage/kv_store.hpp"
 #include "worker/egress_binding.hpp"
 #include "worker/rootfs/rootfs_driver.hpp"

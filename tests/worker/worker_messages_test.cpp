@@ -25,7 +25,6 @@ caf::actor_system_config& announced(caf::actor_system_config& config) {
 
 class worker_messages : public ::testing::Test {
 protected:
-
   template <class T>
   T round_trip(T value) {
     std::vector<char> buffer;
