@@ -6,7 +6,6 @@
 // per record); a sweep every sweep_interval_ms deletes records older than the
 // retention. Messages are local to the control plane.
 
-#include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/atom.hpp>
 #include <caf/typed_actor.hpp>
 
@@ -15,7 +14,7 @@
 #include <vector>
 
 #include "actors/clock.hpp"
-#include "actors/cluster_protocol.hpp" // inspect() of audit_record
+#include "actors/cluster_protocol.hpp" // inspect() of audit_record, audit_query, page
 #include "schema/egress.hpp"
 #include "schema/operation.hpp"
 #include "schema/page.hpp"
@@ -69,6 +68,3 @@ audit_actor spawn_audit_actor(caf::actor_system& system, storage::kv_store& stor
 schema::audit_record lifecycle_audit(const schema::operation_record& record);
 
 } // namespace airlock::actors
-
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::schema::audit_query)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::actors::audit_page)

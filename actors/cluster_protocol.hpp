@@ -7,6 +7,8 @@
 // (schema/cluster.capnp, schema/worker.capnp, schema/sandbox.capnp), so a
 // control plane and workers of different versions still read each other.
 // The one exception is `placement`, whose actor handle only CAF can encode.
+// (The control-plane values at the end of the schema section never leave
+// their host; some of them go field by field.)
 //
 // Two interfaces:
 // - node_actor: one per worker host. Lifecycle verbs for the control plane's
@@ -33,6 +35,7 @@
 #include "actors/errors.hpp"
 #include "schema/cluster.hpp"
 #include "schema/egress.hpp"
+#include "schema/page.hpp"
 #include "schema/sandbox.hpp"
 #include "schema/worker.hpp"
 
@@ -148,6 +151,27 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, audit_record& x) {
   return inspect_as_capnp(f, x, "audit_record",
                           [](std::string_view bytes) { return decode_audit_record(bytes); });
+}
+
+// Control-plane values that stay on one host (registry, audit and credential
+// actors): a stored record keeps its Cap'n Proto bytes, the rest go field by field.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, credential_record& x) {
+  return inspect_as_capnp(f, x, "credential_record",
+                          [](std::string_view bytes) { return decode_credential(bytes); });
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, audit_query& x) {
+  return f(caf::meta::type_name("audit_query"), x.tenant_id, x.sandbox_id, x.kind, x.since_ms,
+           x.limit, x.cursor, x.scan_max);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, egress_policy& x) {
+  return f(caf::meta::type_name("egress_policy"), x.profile, x.allow);
+}
+template <class Inspector, class T>
+typename Inspector::result_type inspect(Inspector& f, page<T>& x) {
+  return f(caf::meta::type_name("page"), x.items, x.next_cursor);
 }
 
 } // namespace airlock::schema

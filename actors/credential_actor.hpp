@@ -6,20 +6,20 @@
 // reach the store, and leave only inside a grant over the cluster link. No
 // reply to the API ever carries the secret or its sealed form.
 //
-// Messages are local to the control plane; the scheduler's sc_creds
-// delegates here.
+// Messages are local to the control plane (values all the same); the
+// scheduler's sc_creds delegates here.
 
-#include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/atom.hpp>
 #include <caf/typed_actor.hpp>
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "actors/clock.hpp"
-#include "actors/cluster_protocol.hpp" // inspect() of credential_grant
+#include "actors/cluster_protocol.hpp" // inspect() of credential_grant, credential_record, page
 #include "actors/log.hpp"
 #include "actors/sandbox_registry.hpp"
 #include "schema/egress.hpp"
@@ -75,6 +75,20 @@ struct credential_request {
 /// of 1..secret_bytes_max bytes, and no CR, LF or NUL anywhere in the header
 /// value (no header injection). Returns the host patterns normalized
 /// (lowercase), or invalid_argument with a sentence naming the field.
+/// The secret never shows when a message is printed (logs, test failures).
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, credential_request& x) {
+  auto name = caf::meta::type_name("credential_request");
+  if constexpr (std::is_same_v<Inspector, caf::detail::stringification_inspector>) {
+    std::string secret = x.secret.empty() ? "" : "<hidden>";
+    return f(name, x.tenant_id, x.name, x.scope, x.scope_value, x.hosts, x.header, x.value_template,
+             secret, x.rate_limit_per_min);
+  } else {
+    return f(name, x.tenant_id, x.name, x.scope, x.scope_value, x.hosts, x.header, x.value_template,
+             x.secret, x.rate_limit_per_min);
+  }
+}
+
 result<std::vector<std::string>> validate_credential_request(const credential_request& request,
                                                              const credential_limits& limits);
 
@@ -131,7 +145,3 @@ credential_actor spawn_credential_actor(caf::actor_system& system, credential_ac
                                         credential_actor_options options = {});
 
 } // namespace airlock::actors
-
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::actors::credential_request)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::actors::credential_page)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::schema::credential_record)

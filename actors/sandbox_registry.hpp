@@ -5,9 +5,9 @@
 // listing. Lifecycle procedures write sandbox state through it too, so every
 // write to a sandbox record is serialized here.
 //
-// Messages are local to the control plane (never cross hosts).
+// Messages are local to the control plane (never cross hosts), but values all
+// the same: each has an inspect().
 
-#include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/atom.hpp>
 #include <caf/typed_actor.hpp>
 
@@ -18,6 +18,9 @@
 #include <vector>
 
 #include "actors/clock.hpp"
+#include "actors/cluster_protocol.hpp" // inspect() of sandbox_record, egress_policy
+#include "actors/inspect_fields.hpp"
+#include "actors/messages.hpp" // inspect() of operation_record
 #include "schema/operation.hpp"
 #include "schema/sandbox.hpp"
 #include "storage/kv_store.hpp"
@@ -81,6 +84,38 @@ enum class sandbox_verb : uint8_t { pause, resume, destroy };
 /// Whether `verb` may start from `state` (API: 409 otherwise).
 bool verb_allowed(sandbox_verb verb, schema::sandbox_state state) noexcept;
 
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, caller_identity& x) {
+  return f(caf::meta::type_name("caller_identity"), x.tenant_id, x.admin);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sandbox_query& x) {
+  auto state = optional_field{x.state};
+  return f(caf::meta::type_name("sandbox_query"), x.tenant_id, state, x.metadata, x.limit,
+           x.cursor);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sandbox_page& x) {
+  return f(caf::meta::type_name("sandbox_page"), x.items, x.next_cursor);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sandbox_patch& x) {
+  auto metadata = optional_field{x.metadata};
+  auto egress = optional_field{x.egress};
+  auto idle_timeout_s = optional_field{x.idle_timeout_s};
+  return f(caf::meta::type_name("sandbox_patch"), metadata, egress, idle_timeout_s);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, operation_query& x) {
+  auto state = optional_field{x.state};
+  return f(caf::meta::type_name("operation_query"), x.tenant_id, x.target_id, state, x.limit,
+           x.cursor);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, operation_page& x) {
+  return f(caf::meta::type_name("operation_page"), x.items, x.next_cursor);
+}
+
 using sandbox_registry_actor = caf::typed_actor<
   /// The caller behind an API key ("ak_<id>_<secret>"). Errors:
   /// unauthenticated (malformed, unknown, revoked or wrong secret; one
@@ -119,11 +154,3 @@ sandbox_registry_actor spawn_sandbox_registry(caf::actor_system& system, storage
                                               const wall_clock& clock);
 
 } // namespace airlock::actors
-
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::actors::caller_identity)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::actors::sandbox_query)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::actors::sandbox_page)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::actors::sandbox_patch)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::actors::operation_query)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::actors::operation_page)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::actors::sandbox_verb)

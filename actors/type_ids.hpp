@@ -6,8 +6,11 @@
 
 #include <vector>
 
+#include "actors/audit_actor.hpp"
 #include "actors/cluster_protocol.hpp"
+#include "actors/credential_actor.hpp"
 #include "actors/messages.hpp"
+#include "actors/sandbox_registry.hpp"
 #include "schema/operation.hpp"
 
 CAF_BEGIN_TYPE_ID_BLOCK(airlock, caf::first_custom_type_id)
@@ -45,4 +48,18 @@ CAF_BEGIN_TYPE_ID_BLOCK(airlock, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(airlock, (std::vector<airlock::schema::credential_grant>))
   CAF_ADD_TYPE_ID(airlock, (airlock::schema::audit_record))
   CAF_ADD_TYPE_ID(airlock, (std::vector<airlock::schema::audit_record>))
+  // Control-plane values (registry, audit, credentials): local to one host,
+  // announced all the same so that every message airlock sends is a value.
+  CAF_ADD_TYPE_ID(airlock, (airlock::actors::caller_identity))
+  CAF_ADD_TYPE_ID(airlock, (airlock::actors::sandbox_query))
+  CAF_ADD_TYPE_ID(airlock, (airlock::actors::sandbox_page))
+  CAF_ADD_TYPE_ID(airlock, (airlock::actors::sandbox_patch))
+  CAF_ADD_TYPE_ID(airlock, (airlock::actors::operation_query))
+  CAF_ADD_TYPE_ID(airlock, (airlock::actors::operation_page))
+  CAF_ADD_TYPE_ID(airlock, (airlock::actors::sandbox_verb))
+  CAF_ADD_TYPE_ID(airlock, (airlock::schema::audit_query))
+  CAF_ADD_TYPE_ID(airlock, (airlock::actors::audit_page))
+  CAF_ADD_TYPE_ID(airlock, (airlock::actors::credential_request))
+  CAF_ADD_TYPE_ID(airlock, (airlock::schema::credential_record))
+  CAF_ADD_TYPE_ID(airlock, (airlock::actors::credential_page))
 CAF_END_TYPE_ID_BLOCK(airlock)

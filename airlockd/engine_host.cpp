@@ -5,12 +5,15 @@
 
 #include <chrono>
 
+#include "worker/message_types.hpp"
+
 namespace airlock::airlockd {
 
 engine_host::engine_host(engine_host_options options, const actors::logger& log)
   : options_(std::move(options)),
     log_(log.with_component("operations")),
     config_(actors::actor_system_options{options_.scheduler_threads}) {
+  worker::add_worker_message_types(config_);
   if (options_.cluster)
     actors::use_middleman(config_);
 }

@@ -445,7 +445,7 @@ bool node_exec(caf::actor_system& system, const actors::node_actor& node, const 
                                            started->process_id, uint32_t{10'000});
     if (!state)
       return false;
-    if (state->state == "exited")
+    if (schema::has_ended(state->state))
       return state->exit_code == 0;
   }
 }

@@ -314,7 +314,7 @@ void bench_exec(caf::scoped_actor& self, const worker_actor& worker, const bench
   }
   std::vector<double> guest_ms;
   for (int i = 0; i < opt.execs; ++i) {
-    exec_request exec;
+    exec_spec exec;
     exec.argv = {"true"};
     auto start = clock_type::now();
     auto proc = ask<std::string>(self, *box, sbx_exec_atom::value, exec);
@@ -340,13 +340,13 @@ void bench_exec(caf::scoped_actor& self, const worker_actor& worker, const bench
             << "                        host     " << percentiles(host_ms) << "\n";
 
   // Output into the sandbox actor (ring buffers; nobody reads: measures ingest).
-  exec_request big;
+  exec_spec big;
   big.cmd = "dd if=/dev/zero bs=65536 count=" + std::to_string(opt.output_mb * 16) + " 2>/dev/null";
   auto start = clock_type::now();
   auto proc = ask<std::string>(self, *box, sbx_exec_atom::value, big);
   if (proc) {
     for (;;) {
-      auto info = ask<process_info>(self, *box, sbx_status_atom::value, *proc);
+      auto info = ask<process_view>(self, *box, sbx_status_atom::value, *proc);
       if (!info || info->state == process_state::exited) {
         double s = ms_since(start) / 1000;
         if (info) {
@@ -436,7 +436,7 @@ void guest_throughput(host_pieces& host, rootfs_driver& rootfs, const std::strin
   } else if (guest::guest_client client{unique_fd(pair[0])}; client.handshake(5000)) {
     for (const auto& [label, line] : commands) {
       guest::start_request start;
-      start.shell = line;
+      start.process.cmd = line;
       start.window_bytes = opt.window_kb * 1024;
       auto begin = clock_type::now();
       auto done = client.run_discarding(start, 600000);

@@ -198,11 +198,12 @@ json to_json(const schema::sandbox_record& record) {
 }
 
 json to_json(const actors::process_view& process) {
-  bool exited = process.state != "running";
+  // The API's two states: starting counts as running, failed as exited.
+  bool exited = schema::has_ended(process.state);
   // Killed by a signal: there is no exit code, only the signal.
   bool has_code = exited && process.signal == 0;
   return {{"process_id", process.process_id},
-          {"state", process.state},
+          {"state", exited ? "exited" : "running"},
           {"exit_code", has_code ? json(process.exit_code) : json(nullptr)},
           {"signal", exited && process.signal != 0 ? json(process.signal) : json(nullptr)},
           {"error", process.error.empty() ? json(nullptr) : json(process.error)},

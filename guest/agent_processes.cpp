@@ -16,13 +16,13 @@ namespace {
 
 bool has_nul(std::string_view text) { return text.find('\0') != std::string_view::npos; }
 
-status validate_start(const start_request& m, size_t path_bytes_max) {
+status validate_start(const schema::exec_spec& m, size_t path_bytes_max) {
   if (!m.cwd.empty())
     if (auto cwd = check_path(m.cwd, path_bytes_max); !cwd.is_ok())
       return cwd;
-  if (m.shell.empty() && m.argv.empty())
+  if (m.cmd.empty() && m.argv.empty())
     return make_status(errc::invalid_argument, "start needs argv or a shell line");
-  if (has_nul(m.shell) || std::any_of(m.argv.begin(), m.argv.end(), has_nul))
+  if (has_nul(m.cmd) || std::any_of(m.argv.begin(), m.argv.end(), has_nul))
     return make_status(errc::invalid_argument, "an argument contains a NUL byte");
   for (const auto& [key, value] : m.env)
     if (key.empty() || key.find('=') != std::string::npos || has_nul(key) || has_nul(value))
@@ -43,7 +43,7 @@ status guest_agent::state::admit_start(const start_request& m) const {
   if (pid_streams.size() >= options.processes_max)
     return make_status(errc::resource_exhausted, "too many running processes (limit "
                                                    + std::to_string(options.processes_max) + ")");
-  return validate_start(m, options.path_bytes_max);
+  return validate_start(m.process, options.path_bytes_max);
 }
 
 void guest_agent::state::on(const start_request& m) {
@@ -52,21 +52,21 @@ void guest_agent::state::on(const start_request& m) {
                       make_status(errc::already_exists, "stream id is already open"), false);
   if (auto admitted = admit_start(m); !admitted.is_ok())
     return send_error(m.stream_id, 0, admitted, true);
-  auto spawned = spawn_process(m, spawn_settings{options.pipe_bytes});
+  auto spawned = spawn_process(m.process, spawn_settings{options.pipe_bytes});
   if (!spawned)
     return send_error(m.stream_id, 0, spawned.error(), true);
   auto& p = processes[m.stream_id];
   p.id = m.stream_id;
   p.serial = counters.processes_started + 1;
   p.pid = spawned->pid;
-  p.pty = m.pty;
+  p.pty = m.process.pty;
   p.window =
     m.window_bytes == 0 ? options.window_bytes : std::min(m.window_bytes, options.window_bytes_max);
   p.credit = p.window;
-  p.stdin_open = m.stdin_open;
-  if (m.pty) {
+  p.stdin_open = m.process.stdin_open;
+  if (m.process.pty) {
     p.out[0].fd = std::move(spawned->pty_master);
-    if (m.stdin_open)
+    if (m.process.stdin_open)
       p.stdin_fd.reset(::fcntl(p.out[0].fd.get(), F_DUPFD_CLOEXEC, 0));
   } else {
     p.out[0].fd = std::move(spawned->stdout_fd);

@@ -262,7 +262,7 @@ result<uint32_t> guest_client::start(start_request request, int timeout_ms) {
   credit.window = request.window_bytes == 0
                     ? limits.window_bytes
                     : std::min(request.window_bytes, limits.window_bytes_max);
-  credit.stdin_credit = request.stdin_open ? limits.stdin_window_bytes : 0;
+  credit.stdin_credit = request.process.stdin_open ? limits.stdin_window_bytes : 0;
   streams_[request.stream_id] = credit;
   auto id = request.stream_id;
   if (auto sent = send(std::move(request), timeout_ms); !sent.is_ok())
@@ -313,7 +313,7 @@ status guest_client::grant(uint32_t stream, uint32_t bytes, int timeout_ms) {
 result<run_result> guest_client::run(start_request request, std::string_view input,
                                      int timeout_ms) {
   auto deadline = now_ms() + timeout_ms;
-  bool close_after = request.stdin_open;
+  bool close_after = request.process.stdin_open;
   auto id = start(std::move(request), timeout_ms);
   if (!id)
     return id.error();
@@ -341,7 +341,7 @@ result<run_result> guest_client::run(start_request request, std::string_view inp
 
 result<exited> guest_client::run_discarding(start_request request, int timeout_ms) {
   auto deadline = now_ms() + timeout_ms;
-  request.stdin_open = false;
+  request.process.stdin_open = false;
   auto id = start(std::move(request), timeout_ms);
   if (!id)
     return id.error();

@@ -40,7 +40,7 @@ struct exec_plan {
   std::string cwd;
 };
 
-std::string env_path(const start_request& request) {
+std::string env_path(const schema::exec_spec& request) {
   for (const auto& [key, value] : request.env)
     if (key == "PATH")
       return value;
@@ -69,10 +69,10 @@ result<std::string> resolve_program(const std::string& name, const std::string& 
   return make_status(errc::not_found, "command not found: " + name);
 }
 
-result<exec_plan> make_plan(const start_request& request) {
+result<exec_plan> make_plan(const schema::exec_spec& request) {
   exec_plan plan;
-  if (!request.shell.empty())
-    plan.argv = {"/bin/sh", "-c", request.shell};
+  if (!request.cmd.empty())
+    plan.argv = {"/bin/sh", "-c", request.cmd};
   else
     plan.argv = request.argv;
   if (plan.argv.empty())
@@ -109,7 +109,7 @@ struct child_stdio {
   bool terminal = false;
 };
 
-[[noreturn]] void run_child(const exec_plan& plan, const start_request& request,
+[[noreturn]] void run_child(const exec_plan& plan, const schema::exec_spec& request,
                             const child_stdio& stdio, int status_fd) {
   sigset_t none;
   sigemptyset(&none);
@@ -124,9 +124,10 @@ struct child_stdio {
   }
   if (::dup2(stdio.in, 0) < 0 || ::dup2(stdio.out, 1) < 0 || ::dup2(stdio.err, 2) < 0)
     child_fail(status_fd, child_step::stdio);
-  if (request.set_user) {
-    gid_t gid = request.gid;
-    if (::setgroups(1, &gid) < 0 || ::setgid(request.gid) < 0 || ::setuid(request.uid) < 0)
+  if (request.run_as.set_user) {
+    gid_t gid = request.run_as.gid;
+    if (::setgroups(1, &gid) < 0 || ::setgid(request.run_as.gid) < 0
+        || ::setuid(request.run_as.uid) < 0)
       child_fail(status_fd, child_step::user);
   }
   if (::chdir(plan.cwd.c_str()) < 0)
@@ -171,7 +172,7 @@ struct stdio_pair {
   unique_fd child_in, child_out, child_err;
 };
 
-status open_terminal(const start_request& request, stdio_pair& io) {
+status open_terminal(const schema::exec_spec& request, stdio_pair& io) {
   io.parent.pty_master.reset(::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC));
   if (!io.parent.pty_master)
     return errno_status(errno, "open a pseudo-terminal");
@@ -193,7 +194,8 @@ status open_terminal(const start_request& request, stdio_pair& io) {
   return set_nonblocking(master);
 }
 
-status open_pipes(const start_request& request, const spawn_settings& settings, stdio_pair& io) {
+status open_pipes(const schema::exec_spec& request, const spawn_settings& settings,
+                  stdio_pair& io) {
   unique_fd stdin_write;
   if (auto made = make_pipe(io.child_in, stdin_write); !made.is_ok())
     return made;
@@ -249,7 +251,7 @@ status set_window_size(int pty_master, uint16_t rows, uint16_t cols) {
   return status::ok();
 }
 
-result<spawned_process> spawn_process(const start_request& request,
+result<spawned_process> spawn_process(const schema::exec_spec& request,
                                       const spawn_settings& settings) {
   auto plan = make_plan(request);
   if (!plan)

@@ -40,7 +40,8 @@ struct spawn_settings {
 /// the system can (program found, cwd exists, user switch allowed). The agent's
 /// fds are non-blocking and close-on-exec; the child gets a clean signal mask,
 /// default dispositions and its own process group (or session, with a PTY).
-result<spawned_process> spawn_process(const start_request& request, const spawn_settings& settings);
+result<spawned_process> spawn_process(const schema::exec_spec& request,
+                                      const spawn_settings& settings);
 
 /// Sets the terminal size of a PTY master.
 status set_window_size(int pty_master, uint16_t rows, uint16_t cols);

@@ -52,20 +52,22 @@ std::string to_string(capnp::Data::Reader data) { return schema::detail::data(da
 
 // ---- host -> guest: encode ----------------------------------------------------
 
+/// The one translation of the process request into the guest's start message.
 void fill(cs::GuestStart::Builder b, const start_request& m) {
+  const auto& p = m.process;
   b.setStreamId(m.stream_id);
   // Every byte travels, NULs included: the agent decides what to refuse.
-  schema::detail::fill_texts(b.initArgv(schema::detail::count(m.argv.size())), m.argv, as_text);
-  b.setShell(as_text(m.shell));
-  schema::detail::fill_pairs(b.initEnv(schema::detail::count(m.env.size())), m.env, as_text);
-  b.setCwd(as_text(m.cwd));
-  b.setSetUser(m.set_user);
-  b.setUid(m.uid);
-  b.setGid(m.gid);
-  b.setPty(m.pty);
-  b.setRows(m.rows);
-  b.setCols(m.cols);
-  b.setStdin(m.stdin_open);
+  schema::detail::fill_texts(b.initArgv(schema::detail::count(p.argv.size())), p.argv, as_text);
+  b.setShell(as_text(p.cmd));
+  schema::detail::fill_pairs(b.initEnv(schema::detail::count(p.env.size())), p.env, as_text);
+  b.setCwd(as_text(p.cwd));
+  b.setSetUser(p.run_as.set_user);
+  b.setUid(p.run_as.uid);
+  b.setGid(p.run_as.gid);
+  b.setPty(p.pty);
+  b.setRows(p.rows);
+  b.setCols(p.cols);
+  b.setStdin(p.stdin_open);
   b.setWindowBytes(m.window_bytes);
 }
 
@@ -353,18 +355,19 @@ namespace {
 
 start_request read(cs::GuestStart::Reader r) {
   start_request m;
+  auto& p = m.process;
   m.stream_id = r.getStreamId();
-  m.argv = schema::detail::read_texts(r.getArgv());
-  m.shell = to_string(r.getShell());
-  m.env = schema::detail::read_pairs<decltype(m.env)>(r.getEnv());
-  m.cwd = to_string(r.getCwd());
-  m.set_user = r.getSetUser();
-  m.uid = r.getUid();
-  m.gid = r.getGid();
-  m.pty = r.getPty();
-  m.rows = r.getRows();
-  m.cols = r.getCols();
-  m.stdin_open = r.getStdin();
+  p.argv = schema::detail::read_texts(r.getArgv());
+  p.cmd = to_string(r.getShell());
+  p.env = schema::detail::read_pairs<decltype(p.env)>(r.getEnv());
+  p.cwd = to_string(r.getCwd());
+  p.run_as.set_user = r.getSetUser();
+  p.run_as.uid = r.getUid();
+  p.run_as.gid = r.getGid();
+  p.pty = r.getPty();
+  p.rows = r.getRows();
+  p.cols = r.getCols();
+  p.stdin_open = r.getStdin();
   m.window_bytes = r.getWindowBytes();
   return m;
 }

@@ -12,6 +12,7 @@
 #include <variant>
 #include <vector>
 
+#include "schema/cluster.hpp"
 #include "schema/errc.hpp"
 
 namespace airlock::guest {
@@ -21,21 +22,14 @@ inline constexpr uint16_t protocol_version = 1;
 
 // ---- host -> guest ----------------------------------------------------------
 
-/// Starts a process on a new stream. Exactly one of `argv` and `shell` is used:
-/// a non-empty `shell` runs `/bin/sh -c shell`.
+/// Starts `process` on a new stream. The process request is the one the API
+/// and the worker use; the guest reads of it what the start message carries
+/// (argv or cmd, the whole env, cwd, run_as, pty and its size, stdin_open);
+/// `user`, `timeout_s` and `report_start_failure` are the worker's business
+/// and do not travel.
 struct start_request {
   uint32_t stream_id = 0;
-  std::vector<std::string> argv;
-  std::string shell;
-  std::vector<std::pair<std::string, std::string>> env;
-  std::string cwd;
-  bool set_user = false;
-  uint32_t uid = 0;
-  uint32_t gid = 0;
-  bool pty = false;
-  uint16_t rows = 24;
-  uint16_t cols = 80;
-  bool stdin_open = false;
+  schema::exec_spec process;
   uint32_t window_bytes = 0; ///< 0: the guest's default window
 };
 

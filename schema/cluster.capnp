@@ -27,6 +27,16 @@ struct ExecSpec {
   cols @8 :UInt16;
   stdinOpen @9 :Bool;
   timeoutS @10 :UInt32;         # 0: none
+  # Filled in by the worker before its sandbox actor runs the spec:
+  runAs @11 :ProcessUser;       # `user` resolved in the sandbox's /etc/passwd
+  reportStartFailure @12 :Bool; # a program that cannot run: a failed process, not an error
+}
+
+struct ProcessUser {
+  setUser @0 :Bool;             # false: as the guest runs (root)
+  uid @1 :UInt32;
+  gid @2 :UInt32;
+  home @3 :Text;                # empty when unknown
 }
 
 struct ProcessView {
@@ -38,6 +48,11 @@ struct ProcessView {
   startedAtMs @5 :Int64;
   endedAtMs @6 :Int64;          # 0 while running
   error @7 :Text;               # why it failed to start
+  lifecycle @8 :Text;           # starting | running | exited | failed; empty from older workers
+  pid @9 :Int32;                # in the sandbox's pid namespace
+  stdoutBytes @10 :UInt64;
+  stderrBytes @11 :UInt64;
+  pty @12 :Bool;
 }
 
 struct OutputRequest {

@@ -67,6 +67,12 @@ std::string encode(const exec_spec& x) {
     b.setCols(x.cols);
     b.setStdinOpen(x.stdin_open);
     b.setTimeoutS(x.timeout_s);
+    auto run_as = b.initRunAs();
+    run_as.setSetUser(x.run_as.set_user);
+    run_as.setUid(x.run_as.uid);
+    run_as.setGid(x.run_as.gid);
+    run_as.setHome(x.run_as.home);
+    b.setReportStartFailure(x.report_start_failure);
   });
 }
 
@@ -84,20 +90,50 @@ result<exec_spec> decode_exec_spec(std::string_view bytes) {
       x.cols = b.getCols();
       x.stdin_open = b.getStdinOpen();
       x.timeout_s = b.getTimeoutS();
+      auto run_as = b.getRunAs();
+      x.run_as.set_user = run_as.getSetUser();
+      x.run_as.uid = run_as.getUid();
+      x.run_as.gid = run_as.getGid();
+      x.run_as.home = detail::text(run_as.getHome());
+      x.report_start_failure = b.getReportStartFailure();
       return x;
     });
+}
+
+std::string_view to_string(process_state state) noexcept {
+  switch (state) {
+    case process_state::starting: return "starting";
+    case process_state::running: return "running";
+    case process_state::exited: return "exited";
+    case process_state::failed: return "failed";
+  }
+  return "starting";
+}
+
+std::optional<process_state> parse_process_state(std::string_view text) noexcept {
+  for (auto state : {process_state::starting, process_state::running, process_state::exited,
+                     process_state::failed})
+    if (text == to_string(state))
+      return state;
+  return std::nullopt;
 }
 
 std::string encode(const process_view& x) {
   return detail::to_bytes<cs::ProcessView>([&x](cs::ProcessView::Builder b) {
     b.setSchemaVersion(cluster_schema_version);
     b.setProcessId(x.process_id);
-    b.setState(x.state);
+    // An older control plane shows this word as it is.
+    b.setState(has_ended(x.state) ? "exited" : "running");
     b.setExitCode(x.exit_code);
     b.setSignal(x.signal);
     b.setStartedAtMs(x.started_at_ms);
     b.setEndedAtMs(x.ended_at_ms);
     b.setError(x.error);
+    b.setLifecycle(std::string(to_string(x.state)));
+    b.setPid(x.pid);
+    b.setStdoutBytes(x.stdout_bytes);
+    b.setStderrBytes(x.stderr_bytes);
+    b.setPty(x.pty);
   });
 }
 
@@ -105,13 +141,23 @@ result<process_view> decode_process_view(std::string_view bytes) {
   return detail::from_bytes<cs::ProcessView, process_view>(
     bytes, cluster_schema_version, "process view",
     [](cs::ProcessView::Reader b) -> result<process_view> {
-      return process_view{detail::text(b.getProcessId()),
-                          detail::text(b.getState()),
-                          b.getExitCode(),
-                          b.getSignal(),
-                          b.getStartedAtMs(),
-                          b.getEndedAtMs(),
-                          detail::text(b.getError())};
+      process_view x;
+      x.process_id = detail::text(b.getProcessId());
+      auto state = parse_process_state(detail::text(b.getLifecycle()));
+      if (!state) // an older worker: only the API's two states
+        state =
+          detail::text(b.getState()) == "exited" ? process_state::exited : process_state::running;
+      x.state = *state;
+      x.exit_code = b.getExitCode();
+      x.signal = b.getSignal();
+      x.started_at_ms = b.getStartedAtMs();
+      x.ended_at_ms = b.getEndedAtMs();
+      x.error = detail::text(b.getError());
+      x.pid = b.getPid();
+      x.stdout_bytes = b.getStdoutBytes();
+      x.stderr_bytes = b.getStderrBytes();
+      x.pty = b.getPty();
+      return x;
     });
 }
 

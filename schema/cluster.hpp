@@ -6,6 +6,7 @@
 // Cap'n Proto bytes and it depends on nothing above it.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -27,31 +28,68 @@ struct node_sandbox {
   bool operator==(const node_sandbox&) const = default;
 };
 
-/// What to run (POST /v1/sandboxes/{id}/processes). Exactly one of argv and
-/// cmd (cmd runs `/bin/sh -c cmd`).
+/// Who a process runs as: exec_spec::user as the worker resolved it in the
+/// sandbox's /etc/passwd.
+struct process_user {
+  bool set_user = false; ///< false: as the guest runs (root)
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  std::string home; ///< empty when unknown
+  bool operator==(const process_user&) const = default;
+};
+
+/// What to run (POST /v1/sandboxes/{id}/processes), from the API down to the
+/// guest: the worker fills in `run_as`, the whole `env` and
+/// `report_start_failure`, and the guest protocol's start message is encoded
+/// from it (guest/protocol.cpp). Exactly one of argv and cmd (cmd runs
+/// `/bin/sh -c cmd`).
 struct exec_spec {
   std::vector<std::string> argv;
   std::string cmd;
-  std::vector<std::pair<std::string, std::string>> env; ///< added to the sandbox's env
-  std::string cwd;                                      ///< empty: /
+  /// From a client: added to the sandbox's env. Once the worker resolved the
+  /// spec: the whole environment.
+  std::vector<std::pair<std::string, std::string>> env;
+  std::string cwd;  ///< empty: /
   std::string user; ///< empty or "root": root; else a name or uid
   bool pty = false;
   uint16_t rows = 24;
   uint16_t cols = 80;
   bool stdin_open = false; ///< false: the process reads EOF at once
   uint32_t timeout_s = 0;  ///< 0: none; else the process is killed (SIGKILL) after it
+  process_user run_as;     ///< set by the worker from `user`
+  /// When the guest cannot run the program (not_found, permission_denied,
+  /// io_error), the worker replies with the process anyway: `failed`, exit
+  /// code 127, the reason in `error`. False: it replies with the error.
+  bool report_start_failure = false;
   bool operator==(const exec_spec&) const = default;
 };
 
-/// A process as the data plane reports it. Times are Unix ms.
+/// Where a process is in its life. The API shows two states: starting counts
+/// as running, failed as exited (see has_ended).
+enum class process_state : uint8_t { starting, running, exited, failed };
+
+std::string_view to_string(process_state state) noexcept;
+std::optional<process_state> parse_process_state(std::string_view text) noexcept;
+
+inline bool has_ended(process_state state) noexcept {
+  return state == process_state::exited || state == process_state::failed;
+}
+
+/// A process as the data plane reports it. Times are Unix ms once they leave
+/// the worker's node actor; inside the worker (sandbox actor replies) they are
+/// its actor clock's monotonic ms, which the node actor translates.
 struct process_view {
   std::string process_id;
-  std::string state; ///< "running" | "exited"
-  int32_t exit_code = 0;
-  int32_t signal = 0; ///< the signal that ended it, 0 if none
+  process_state state = process_state::starting;
+  int32_t exit_code = 0; ///< -1 when killed by a signal; 127 when it never started
+  int32_t signal = 0;    ///< the signal that ended it, 0 if none
   int64_t started_at_ms = 0;
   int64_t ended_at_ms = 0; ///< 0 while running
-  std::string error;       ///< why it failed to start (then state is "exited", exit_code 127)
+  std::string error;       ///< why it failed (then exit_code 127 if it never started)
+  int32_t pid = 0;         ///< in the sandbox's pid namespace
+  uint64_t stdout_bytes = 0;
+  uint64_t stderr_bytes = 0;
+  bool pty = false;
   bool operator==(const process_view&) const = default;
 };
 

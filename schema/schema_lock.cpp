@@ -123,6 +123,7 @@ std::string describe_compiled_schema() {
   describe(capnp::Schema::from<cs::GuestToHost>(), lines);
   describe(capnp::Schema::from<cs::NodeSandbox>(), lines);
   describe(capnp::Schema::from<cs::ExecSpec>(), lines);
+  describe(capnp::Schema::from<cs::ProcessUser>(), lines);
   describe(capnp::Schema::from<cs::ProcessView>(), lines);
   describe(capnp::Schema::from<cs::OutputRequest>(), lines);
   describe(capnp::Schema::from<cs::OutputSegment>(), lines);

@@ -1,6 +1,5 @@
 #include "worker/node_actor.hpp"
 
-#include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/blocking_actor.hpp>
 #include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
@@ -246,15 +245,15 @@ caf::result<T> on_sandbox(self_ptr self, const std::string& id, Then then) {
 /// Resolves exec_spec.user: "" and "root" are root, digits a uid (and gid),
 /// anything else a name looked up in the sandbox's /etc/passwd.
 void resolve_user(self_ptr self, const sandbox_actor& box, const std::string& user,
-                  std::function<void(result<user_ids>)> then) {
+                  std::function<void(result<schema::process_user>)> then) {
   if (user.empty() || user == "root") {
-    then(user_ids{false, 0, 0, "/root"});
+    then(schema::process_user{false, 0, 0, "/root"});
     return;
   }
   uint32_t uid = 0;
   auto [end, ec] = std::from_chars(user.data(), user.data() + user.size(), uid);
   if (ec == std::errc{} && end == user.data() + user.size()) {
-    then(user_ids{true, uid, uid, ""});
+    then(schema::process_user{true, uid, uid, ""});
     return;
   }
   if (user.find_first_of(":\n") != std::string::npos) {
@@ -316,16 +315,18 @@ std::string render_worker_metrics(self_ptr self) {
 using view_promise = caf::typed_response_promise<actors::process_view>;
 
 /// Starts the process and answers with its row (times in Unix ms).
-void start_process(self_ptr self, const sandbox_actor& box, exec_request req,
+void start_process(self_ptr self, const sandbox_actor& box, actors::exec_spec spec,
                    view_promise promise) {
   const auto timeout = ms(opts(self).call_timeout_ms);
-  self->request(box, timeout, sbx_exec_atom::value, std::move(req))
+  self->request(box, timeout, sbx_exec_atom::value, std::move(spec))
     .then(
       [self, box, promise, timeout](const std::string& process_id) mutable {
         self->request(box, timeout, sbx_status_atom::value, process_id)
-          .then([self, promise](
-                  const process_info& info) mutable { promise.deliver(to_view(self, info)); },
-                [promise](caf::error& err) mutable { promise.deliver(err); });
+          .then(
+            [self, promise](process_view& row) mutable {
+              promise.deliver(with_unix_times(self, std::move(row)));
+            },
+            [promise](caf::error& err) mutable { promise.deliver(err); });
       },
       [promise](caf::error& err) mutable { promise.deliver(err); });
 }
@@ -337,12 +338,12 @@ caf::result<actors::process_view> handle_exec(self_ptr self, const std::string& 
   return on_sandbox<actors::process_view>(
     self, id, [self, id, spec](const sandbox_actor& box, view_promise promise) {
       resolve_user(self, box, spec.user,
-                   [self, id, spec, box, promise](result<user_ids> user) mutable {
+                   [self, id, spec, box, promise](result<schema::process_user> user) mutable {
                      if (!user) {
                        promise.deliver(make_error(user.error()));
                        return;
                      }
-                     start_process(self, box, to_exec(self, id, spec, *user), promise);
+                     start_process(self, box, resolve_exec(self, id, spec, *user), promise);
                    });
     });
 }
@@ -377,8 +378,8 @@ caf::result<actors::process_view> handle_proc(self_ptr self, const std::string& 
                                               const std::string& process_id, uint32_t wait_ms) {
   return on_sandbox<actors::process_view>(
     self, id, [self, process_id, wait_ms](const sandbox_actor& box, view_promise promise) {
-      auto deliver = [self, promise](const process_info& info) mutable {
-        promise.deliver(to_view(self, info));
+      auto deliver = [self, promise](process_view& row) mutable {
+        promise.deliver(with_unix_times(self, std::move(row)));
       };
       auto fail = [promise](caf::error& err) mutable { promise.deliver(err); };
       const auto timeout = ms(uint64_t{opts(self).call_timeout_ms} + wait_ms);
@@ -395,12 +396,10 @@ caf::result<std::vector<actors::process_view>> handle_procs(self_ptr self, const
     self, id, [self](const sandbox_actor& box, views_promise promise) {
       self->request(box, ms(opts(self).call_timeout_ms), sbx_procs_atom::value)
         .then(
-          [self, promise](const std::vector<process_info>& rows) mutable {
-            std::vector<actors::process_view> views;
-            views.reserve(rows.size());
-            for (const auto& row : rows)
-              views.push_back(to_view(self, row));
-            promise.deliver(std::move(views));
+          [self, promise](std::vector<process_view>& rows) mutable {
+            for (auto& row : rows)
+              row = with_unix_times(self, std::move(row));
+            promise.deliver(std::move(rows));
           },
           [promise](caf::error& err) mutable { promise.deliver(err); });
     });

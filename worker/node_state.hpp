@@ -6,7 +6,6 @@
 // file specs, process views, output batches) to and from the worker's own
 // requests and replies). Not a public header: node_actor.hpp is the contract.
 
-#include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
@@ -18,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "actors/inspect_fields.hpp"
 #include "worker/node_actor.hpp"
 
 namespace airlock::worker::node_detail {
@@ -30,11 +30,10 @@ struct template_outcome {
   status outcome;
 };
 
-} // namespace airlock::worker::node_detail
-
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::node_detail::template_outcome)
-
-namespace airlock::worker::node_detail {
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, template_outcome& x) {
+  return f(caf::meta::type_name("template_outcome"), x.name, x.outcome);
+}
 
 using actors::node_sandbox;
 using schema::sandbox_state;
@@ -49,14 +48,6 @@ struct tracked_sandbox {
   sandbox_state state = sandbox_state::creating;
   std::vector<node_sandbox_promise> create_waiters;  ///< joined creates
   std::vector<node_sandbox_promise> destroy_waiters; ///< destroys that wait for the create
-};
-
-/// Who runs a process.
-struct user_ids {
-  bool set_user = false;
-  uint32_t uid = 0;
-  uint32_t gid = 0;
-  std::string home;
 };
 
 struct node_state {
@@ -77,15 +68,16 @@ inline const node_options& opts(self_ptr self) { return self->state.context.opti
 
 create_sandbox_request to_create_request(const schema::sandbox_record& record);
 
-/// A process's row as the cluster protocol has it (times in Unix ms).
-actors::process_view to_view(self_ptr self, const process_info& info);
+/// A sandbox actor's process row with its times (actor clock) in Unix ms.
+actors::process_view with_unix_times(self_ptr self, actors::process_view view);
 
 /// The uid, gid and home of `user` in the text of an /etc/passwd.
-result<user_ids> find_user(std::string_view passwd, const std::string& user);
+result<schema::process_user> find_user(std::string_view passwd, const std::string& user);
 
-/// The sandbox actor's exec request for `spec`, run as `user`.
-exec_request to_exec(self_ptr self, const std::string& sandbox_id, const actors::exec_spec& spec,
-                     const user_ids& user);
+/// `spec` resolved for the sandbox actor: run as `user`, the whole
+/// environment, start failures reported as failed processes.
+actors::exec_spec resolve_exec(self_ptr self, const std::string& sandbox_id, actors::exec_spec spec,
+                               const schema::process_user& user);
 
 actors::output_batch to_batch(output_reply& reply);
 file_request to_file_request(actors::file_spec& spec);

@@ -1,8 +1,8 @@
 // The node actor's translation between the cluster protocol's values
 // (actors/cluster_protocol.hpp) and the worker's own: a sandbox record to a
-// create request, an exec spec to an exec request (environment and user),
-// process rows to process views (actor-clock times to Unix ms), output
-// replies to batches, file specs and replies to the API's.
+// create request, an exec spec resolved for the sandbox actor (environment
+// and user), process rows' actor-clock times to Unix ms, output replies to
+// batches, file specs and replies to the API's.
 
 #include <caf/stateful_actor.hpp>
 
@@ -52,23 +52,16 @@ int64_t to_unix_ms(self_ptr self, int64_t actor_ms) {
 
 } // namespace
 
-actors::process_view to_view(self_ptr self, const process_info& info) {
-  actors::process_view view;
-  view.process_id = info.id;
-  const bool ended = info.state == process_state::exited || info.state == process_state::failed;
-  view.state = ended ? "exited" : "running";
-  view.exit_code = info.exit_code;
-  view.signal = info.signal;
-  view.started_at_ms = to_unix_ms(self, info.started_at_ms);
-  view.ended_at_ms = ended ? to_unix_ms(self, info.ended_at_ms) : 0;
-  view.error = info.error;
+actors::process_view with_unix_times(self_ptr self, actors::process_view view) {
+  view.started_at_ms = to_unix_ms(self, view.started_at_ms);
+  view.ended_at_ms = schema::has_ended(view.state) ? to_unix_ms(self, view.ended_at_ms) : 0;
   return view;
 }
 
 namespace {
 
 /// One /etc/passwd line's (uid, gid, home) if it names `user`.
-std::optional<user_ids> passwd_entry(std::string_view line, std::string_view user) {
+std::optional<schema::process_user> passwd_entry(std::string_view line, std::string_view user) {
   std::vector<std::string_view> fields;
   while (fields.size() < 7) {
     auto colon = line.find(':');
@@ -79,7 +72,7 @@ std::optional<user_ids> passwd_entry(std::string_view line, std::string_view use
   }
   if (fields.size() < 6 || fields[0] != user)
     return std::nullopt;
-  user_ids ids{true, 0, 0, std::string(fields[5])};
+  schema::process_user ids{true, 0, 0, std::string(fields[5])};
   auto parse = [](std::string_view text, uint32_t& out) {
     auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
     return ec == std::errc{} && end == text.data() + text.size() && !text.empty();
@@ -91,7 +84,7 @@ std::optional<user_ids> passwd_entry(std::string_view line, std::string_view use
 
 } // namespace
 
-result<user_ids> find_user(std::string_view passwd, const std::string& user) {
+result<schema::process_user> find_user(std::string_view passwd, const std::string& user) {
   while (!passwd.empty()) {
     auto newline = passwd.find('\n');
     auto line = passwd.substr(0, newline);
@@ -113,7 +106,7 @@ namespace {
 std::vector<std::pair<std::string, std::string>> merged_env(self_ptr self,
                                                             const std::string& sandbox_id,
                                                             const actors::exec_spec& spec,
-                                                            const user_ids& user) {
+                                                            const schema::process_user& user) {
   std::map<std::string, std::string> env;
   env["PATH"] = opts(self).default_path;
   // TLS clients that do not read the system bundle by default still trust
@@ -133,24 +126,12 @@ std::vector<std::pair<std::string, std::string>> merged_env(self_ptr self,
 
 } // namespace
 
-exec_request to_exec(self_ptr self, const std::string& sandbox_id, const actors::exec_spec& spec,
-                     const user_ids& user) {
-  exec_request req;
-  req.argv = spec.argv;
-  req.cmd = spec.cmd;
-  req.env = merged_env(self, sandbox_id, spec, user);
-  req.cwd = spec.cwd;
-  req.set_user = user.set_user;
-  req.uid = user.uid;
-  req.gid = user.gid;
-  req.pty = spec.pty;
-  req.rows = spec.rows;
-  req.cols = spec.cols;
-  req.stdin_open = spec.stdin_open;
-  req.timeout_ms =
-    static_cast<uint32_t>(std::min<uint64_t>(uint64_t{spec.timeout_s} * 1000, UINT32_MAX));
-  req.report_start_failure = true;
-  return req;
+actors::exec_spec resolve_exec(self_ptr self, const std::string& sandbox_id, actors::exec_spec spec,
+                               const schema::process_user& user) {
+  spec.env = merged_env(self, sandbox_id, spec, user);
+  spec.run_as = user;
+  spec.report_start_failure = true;
+  return spec;
 }
 
 actors::output_batch to_batch(output_reply& reply) {

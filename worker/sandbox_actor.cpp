@@ -80,7 +80,7 @@ sandbox_actor::behavior_type sandbox_impl(self_ptr self, sandbox_parts parts,
     },
     options.link);
   return {
-    [self](sbx_exec_atom, const exec_request& request) { return handle_exec(self, request); },
+    [self](sbx_exec_atom, const exec_spec& request) { return handle_exec(self, request); },
     [self](sbx_read_atom, const read_request& request) { return handle_read(self, request); },
     [self](sbx_output_atom, output_read& request) {
       return handle_output(self, std::move(request));
@@ -126,7 +126,7 @@ sandbox_actor::behavior_type sandbox_impl(self_ptr self, sandbox_parts parts,
                            return client.resize(stream, rows, cols, timeout);
                          });
     },
-    [self](sbx_status_atom, const std::string& id) -> caf::result<process_info> {
+    [self](sbx_status_atom, const std::string& id) -> caf::result<process_view> {
       auto* proc = find_process(self, id);
       if (proc == nullptr)
         return make_error(unknown_process(id));

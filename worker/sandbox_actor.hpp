@@ -7,9 +7,10 @@
 // stream.
 //
 // Messages are local only (the worker and airlockd's API actors live in one
-// process): they are registered as unsafe message types and never serialized.
+// process) but values all the same: each has an inspect() (below) and a type
+// ID (worker/type_ids.hpp); resources (the guest client, its descriptor) reach
+// the actor as spawn arguments, never inside a message.
 
-#include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/atom.hpp>
 #include <caf/typed_actor.hpp>
 
@@ -19,8 +20,10 @@
 #include <utility>
 #include <vector>
 
+#include "actors/cluster_protocol.hpp" // inspect() of exec_spec, process_view
 #include "guest/client.hpp"
 #include "guest/protocol.hpp"
+#include "worker/guest_inspect.hpp"
 #include "worker/guest_link.hpp"
 #include "worker/output_log.hpp"
 #include "worker/rootfs/rootfs_driver.hpp"
@@ -97,27 +100,12 @@ struct sandbox_actor_options {
   guest_link_options link;
 };
 
-/// What to run. Exactly one of argv and cmd (cmd runs `/bin/sh -c cmd`).
-struct exec_request {
-  std::vector<std::string> argv;
-  std::string cmd;
-  std::vector<std::pair<std::string, std::string>> env; ///< the whole environment
-  std::string cwd;                                      ///< empty: /
-  bool set_user = false;
-  uint32_t uid = 0;
-  uint32_t gid = 0;
-  bool pty = false;
-  uint16_t rows = 24;
-  uint16_t cols = 80;
-  bool stdin_open = false; ///< false: the process reads EOF at once
-  /// > 0: the process's group gets SIGKILL this long after it started.
-  uint32_t timeout_ms = 0;
-  /// When the guest cannot run the program (not_found, permission_denied,
-  /// io_error), reply with the process id anyway: the process is then
-  /// `failed` with exit code 127 and the reason in `error`. False: reply
-  /// with the error.
-  bool report_start_failure = false;
-};
+// The process request and the process row are the cluster protocol's
+// (schema/cluster.hpp): the node actor resolves a request (run_as, the whole
+// env) before it gets here; the guest protocol encodes it for the guest.
+using schema::exec_spec;
+using schema::process_state;
+using schema::process_view;
 
 /// Read output of process `process_id`, stream `fd` (1 or 2), from `offset`.
 struct read_request {
@@ -153,23 +141,6 @@ struct output_reply {
   bool exited = false;              ///< the process ended and next_offset is the end
   int32_t exit_code = 0;            ///< valid when exited
   int32_t signal = 0;               ///< valid when exited
-};
-
-enum class process_state : uint8_t { starting, running, exited, failed };
-
-/// One row of the process table. Times are the actor clock's (monotonic) ms.
-struct process_info {
-  std::string id;
-  process_state state = process_state::starting;
-  int32_t pid = 0;       ///< in the sandbox's pid namespace
-  int32_t exit_code = 0; ///< -1 when killed by a signal; 127 when it never started
-  int32_t signal = 0;    ///< failed because the guest died: SIGKILL (it killed them)
-  int64_t started_at_ms = 0;
-  int64_t ended_at_ms = 0;
-  uint64_t stdout_bytes = 0;
-  uint64_t stderr_bytes = 0;
-  bool pty = false;
-  std::string error; ///< why it failed (state failed)
 };
 
 enum class file_op : uint8_t { read, write, list, stat, mkdir, remove, rename };
@@ -209,6 +180,54 @@ struct job_result {
   sandbox_stats stats;
 };
 
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, read_request& x) {
+  return f(caf::meta::type_name("read_request"), x.process_id, x.fd, x.offset, x.max_bytes,
+           x.wait_ms);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, read_reply& x) {
+  return f(caf::meta::type_name("read_reply"), x.bytes, x.offset, x.next_offset, x.start_offset,
+           x.exited);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, output_read& x) {
+  return f(caf::meta::type_name("output_read"), x.process_id, x.offset, x.want_stdout,
+           x.want_stderr, x.max_bytes, x.wait_ms);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, output_piece& x) {
+  return f(caf::meta::type_name("output_piece"), x.fd, x.end_offset, x.bytes);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, output_reply& x) {
+  return f(caf::meta::type_name("output_reply"), x.pieces, x.next_offset, x.start_offset, x.exited,
+           x.exit_code, x.signal);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, file_request& x) {
+  return f(caf::meta::type_name("file_request"), x.op, x.path, x.to, x.data, x.offset, x.length,
+           x.mode, x.parents, x.recursive, x.follow);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, file_reply& x) {
+  return f(caf::meta::type_name("file_reply"), x.data, x.bytes, x.entries, x.truncated, x.info);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, guest_event& x) {
+  auto message = variant_field{x.message};
+  return f(caf::meta::type_name("guest_event"), message);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sandbox_stats& x) {
+  return f(caf::meta::type_name("sandbox_stats"), x.memory_bytes, x.pids_current, x.cpu_usage_ns,
+           x.oom_kills, x.frozen);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, job_result& x) {
+  return f(caf::meta::type_name("job_result"), x.outcome, x.stream, x.file, x.stats);
+}
+
 /// Everything a sandbox actor takes over from its creator.
 struct sandbox_parts {
   std::string id;
@@ -224,7 +243,7 @@ using sandbox_actor = caf::typed_actor<
   /// started it. Errors: wrong_state (paused or destroying), invalid_argument
   /// (no argv/cmd), resource_exhausted (process table full), and the guest's
   /// error (not_found for a missing program, ...). Not idempotent.
-  caf::replies_to<sbx_exec_atom, exec_request>::with<std::string>,
+  caf::replies_to<sbx_exec_atom, exec_spec>::with<std::string>,
   /// Output from an offset. Returns at once when bytes are available or the
   /// process ended, else waits up to wait_ms (then replies with no bytes).
   /// Errors: not_found (unknown process), wrong_state (offset before the
@@ -241,10 +260,10 @@ using sandbox_actor = caf::typed_actor<
   caf::replies_to<sbx_output_atom, output_read>::with<output_reply>,
   /// The process's row once it has ended, or after wait_ms (then as it is).
   /// Errors: not_found. Idempotent.
-  caf::replies_to<sbx_wait_atom, std::string, uint32_t>::with<process_info>,
+  caf::replies_to<sbx_wait_atom, std::string, uint32_t>::with<process_view>,
   /// The process table: running processes and finished ones still kept,
   /// oldest first. Idempotent.
-  caf::replies_to<sbx_procs_atom>::with<std::vector<process_info>>,
+  caf::replies_to<sbx_procs_atom>::with<std::vector<process_view>>,
   /// Writes stdin bytes (process id, bytes, then close stdin if true). Errors:
   /// not_found, wrong_state (started without stdin, or stdin closed),
   /// timeout (no stdin credit: the process does not read). Not idempotent.
@@ -256,7 +275,7 @@ using sandbox_actor = caf::typed_actor<
   /// (no PTY). Idempotent.
   caf::replies_to<sbx_resize_atom, std::string, uint16_t, uint16_t>::with<bool>,
   /// The process's row in the table. Errors: not_found. Idempotent.
-  caf::replies_to<sbx_status_atom, std::string>::with<process_info>,
+  caf::replies_to<sbx_status_atom, std::string>::with<process_view>,
   /// A file operation inside the sandbox. Errors: the guest's (not_found,
   /// permission_denied, invalid_argument for paths escaping the root, ...),
   /// invalid_argument for a read of a directory ("is a directory"),
@@ -293,16 +312,3 @@ sandbox_actor spawn_sandbox(caf::actor_system& system, sandbox_parts parts,
                             sandbox_actor_options options = {});
 
 } // namespace airlock::worker
-
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::exec_request)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::read_request)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::read_reply)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::process_info)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<airlock::worker::process_info>)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::output_read)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::output_reply)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::file_request)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::file_reply)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::guest_event)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::job_result)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::sandbox_stats)

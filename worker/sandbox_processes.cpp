@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <cstdint>
 #include <string>
 #include <type_traits>
 #include <variant>
@@ -178,23 +179,7 @@ void arm_pace_timer(self_ptr self, process_entry& proc, int64_t delay_ms) {
     return;
   proc.pace_timer = true;
   self->delayed_send(self, std::chrono::milliseconds(std::max<int64_t>(delay_ms, 1)),
-                     sbx_pace_atom::value, proc.info.id);
-}
-
-guest::start_request to_start(const exec_request& request) {
-  guest::start_request start;
-  start.argv = request.argv;
-  start.shell = request.cmd;
-  start.env = request.env;
-  start.cwd = request.cwd;
-  start.set_user = request.set_user;
-  start.uid = request.uid;
-  start.gid = request.gid;
-  start.pty = request.pty;
-  start.rows = request.rows;
-  start.cols = request.cols;
-  start.stdin_open = request.stdin_open;
-  return start;
+                     sbx_pace_atom::value, proc.info.process_id);
 }
 
 } // namespace
@@ -240,7 +225,7 @@ void on_pace_check(self_ptr self, const std::string& id) {
     arm_pace_timer(self, *proc, 100);
 }
 
-caf::result<std::string> handle_exec(self_ptr self, const exec_request& request) {
+caf::result<std::string> handle_exec(self_ptr self, const exec_spec& request) {
   auto& st = self->state;
   if (st.paused)
     return make_error(errc::wrong_state, "sandbox " + st.parts.id + " is paused; resume it first");
@@ -254,7 +239,8 @@ caf::result<std::string> handle_exec(self_ptr self, const exec_request& request)
   const std::string id = "proc_" + std::to_string(++st.next_process);
   auto promise = self->make_response_promise<std::string>();
   const int timeout = st.options.guest_call_timeout_ms;
-  auto start = to_start(request);
+  guest::start_request start;
+  start.process = request;
   // Paced from the start (first_reader_wait_ms), set in the same job so that
   // no output is granted credit before the cap is in place.
   const bool paced = st.options.reader_idle_ms > 0 && st.options.first_reader_wait_ms > 0;
@@ -280,12 +266,13 @@ caf::result<std::string> handle_exec(self_ptr self, const exec_request& request)
         return;
       }
       process_entry entry(state.options.output_buffer_bytes, state.options.output_runs_max);
-      entry.info.id = id;
+      entry.info.process_id = id;
       entry.info.started_at_ms = now_ms(self);
       entry.info.pty = request.pty;
       entry.stream = done.stream;
       entry.stdin_open = request.stdin_open;
-      entry.timeout_ms = request.timeout_ms;
+      entry.timeout_ms =
+        static_cast<uint32_t>(std::min<uint64_t>(uint64_t{request.timeout_s} * 1000, UINT32_MAX));
       entry.paced = paced;
       entry.output_cap = cap;
       entry.reader_until_ms = now_ms(self) + state.options.first_reader_wait_ms;
@@ -349,8 +336,8 @@ void on_exec_timeout(self_ptr self, const std::string& id) {
     [](job_result&) {});
 }
 
-std::vector<process_info> list_processes(self_ptr self) {
-  std::vector<process_info> out;
+std::vector<process_view> list_processes(self_ptr self) {
+  std::vector<process_view> out;
   for (const auto& id : self->state.process_order)
     if (auto* proc = find_process(self, id))
       out.push_back(proc->info);

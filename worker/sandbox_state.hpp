@@ -24,7 +24,7 @@
 namespace airlock::worker::sandbox_detail {
 
 struct process_entry {
-  process_info info;
+  process_view info;
   uint32_t stream = 0;
   bool stdin_open = false;
   uint32_t timeout_ms = 0; ///< exec timeout, armed once started
@@ -51,7 +51,7 @@ struct waiting_output {
 
 struct waiting_exit {
   std::string process_id;
-  caf::typed_response_promise<process_info> promise;
+  caf::typed_response_promise<process_view> promise;
 };
 
 struct pending_start {
@@ -106,8 +106,8 @@ void post_blocking(self_ptr self, std::function<job_result()> work,
 process_entry* find_process(self_ptr self, const std::string& id);
 status unknown_process(const std::string& id);
 bool has_ended(const process_entry& proc);
-std::vector<process_info> list_processes(self_ptr self);
-caf::result<std::string> handle_exec(self_ptr self, const exec_request& request);
+std::vector<process_view> list_processes(self_ptr self);
+caf::result<std::string> handle_exec(self_ptr self, const exec_spec& request);
 
 /// Posts a guest job for a stream-directed call and replies true or the error.
 caf::result<bool> stream_call(self_ptr self, const std::string& process_id,
@@ -129,7 +129,7 @@ void on_pace_check(self_ptr self, const std::string& id);
 
 caf::result<read_reply> handle_read(self_ptr self, const read_request& request);
 caf::result<output_reply> handle_output(self_ptr self, output_read request);
-caf::result<process_info> handle_wait(self_ptr self, const std::string& id, uint32_t wait_ms);
+caf::result<process_view> handle_wait(self_ptr self, const std::string& id, uint32_t wait_ms);
 
 /// Answers every waiter on `process_id` that can now be answered.
 void wake_readers(self_ptr self, const std::string& process_id);

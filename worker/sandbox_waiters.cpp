@@ -176,13 +176,13 @@ caf::result<output_reply> handle_output(self_ptr self, output_read request) {
   return park<output_reply>(self, self->state.outputs, std::move(request), wait_ms);
 }
 
-caf::result<process_info> handle_wait(self_ptr self, const std::string& id, uint32_t wait_ms) {
+caf::result<process_view> handle_wait(self_ptr self, const std::string& id, uint32_t wait_ms) {
   auto* proc = find_process(self, id);
   if (proc == nullptr)
     return make_error(unknown_process(id));
   if (has_ended(*proc) || wait_ms == 0)
     return proc->info;
-  return park<process_info>(self, self->state.exit_waiters, id, wait_ms);
+  return park<process_view>(self, self->state.exit_waiters, id, wait_ms);
 }
 
 /// A waiter's time is up: it gets what there is now.

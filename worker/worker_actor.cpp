@@ -11,6 +11,8 @@
 
 #include <chrono>
 #include <map>
+#include <mutex>
+#include <optional>
 #include <set>
 
 #include "actors/errors.hpp"
@@ -24,9 +26,17 @@ struct tracked_sandbox {
   sandbox_actor actor; ///< invalid while creating
 };
 
+/// Where the create thread leaves a new sandbox's parts for the actor: they
+/// hold the guest channel, which no message may carry.
+struct created_parts_slot {
+  std::mutex mutex;
+  std::optional<sandbox_parts> parts;
+};
+
 struct pending_create {
   create_sandbox_request request;
   caf::typed_response_promise<sandbox_actor> promise;
+  std::shared_ptr<created_parts_slot> slot;
 };
 
 } // namespace
@@ -62,18 +72,15 @@ status attach_egress(const worker_context& ctx, const create_sandbox_request& re
 
 /// The blocking part of create, on a helper thread: rootfs, runtime, handshake.
 /// Undoes what it did on failure.
-created_sandbox create_blocking(const worker_context& ctx, const create_sandbox_request& req) {
-  created_sandbox out;
+result<sandbox_parts> create_blocking(const worker_context& ctx,
+                                      const create_sandbox_request& req) {
   auto root = ctx.rootfs->create_sandbox(req.id, req.template_name, req.disk_mb);
-  if (!root) {
-    out.outcome = root.error();
-    return out;
-  }
+  if (!root)
+    return root.error();
   int pair[2] = {-1, -1};
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
-    out.outcome = make_status(errc::resource_exhausted, "socketpair failed: out of descriptors?");
     (void)ctx.rootfs->delete_sandbox(req.id);
-    return out;
+    return make_status(errc::resource_exhausted, "socketpair failed: out of descriptors?");
   }
   unique_fd host_end(pair[0]);
   sandbox_launch_spec spec;
@@ -86,36 +93,34 @@ created_sandbox create_blocking(const worker_context& ctx, const create_sandbox_
   auto handle = ctx.runtime->create(spec);
   ::close(pair[1]);
   if (!handle) {
-    out.outcome = handle.error();
     (void)ctx.rootfs->delete_sandbox(req.id);
-    return out;
+    return handle.error();
   }
   if (auto wired = attach_egress(ctx, req, *handle, spec.rootfs_path); !wired) {
-    out.outcome = wired;
     (void)ctx.runtime->destroy(req.id);
     (void)ctx.rootfs->delete_sandbox(req.id);
-    return out;
+    return wired;
   }
   const int fd = host_end.get();
   auto client = std::make_unique<guest::guest_client>(std::move(host_end));
   if (auto hello = client->handshake(ctx.options.guest_handshake_timeout_ms); !hello) {
-    out.outcome = make_status(hello.code(), "the guest of sandbox " + req.id
-                                              + " did not say hello: " + hello.error().message);
+    auto failure = make_status(hello.code(), "the guest of sandbox " + req.id
+                                               + " did not say hello: " + hello.error().message);
     client.reset();
     if (ctx.egress)
       ctx.egress->detach(req.id);
     (void)ctx.runtime->destroy(req.id);
     (void)ctx.rootfs->delete_sandbox(req.id);
-    return out;
+    return failure;
   }
-  out.parts = std::make_shared<sandbox_parts>();
-  out.parts->id = req.id;
-  out.parts->handle = std::move(*handle);
-  out.parts->runtime = ctx.runtime;
-  out.parts->rootfs = ctx.rootfs;
-  out.parts->client = std::move(client);
-  out.parts->channel_fd = fd;
-  return out;
+  sandbox_parts parts;
+  parts.id = req.id;
+  parts.handle = std::move(*handle);
+  parts.runtime = ctx.runtime;
+  parts.rootfs = ctx.rootfs;
+  parts.client = std::move(client);
+  parts.channel_fd = fd;
+  return parts;
 }
 
 status persist(self_ptr self, const schema::sandbox_record& record) {
@@ -168,16 +173,27 @@ caf::result<sandbox_actor> handle_create(self_ptr self, const create_sandbox_req
   st.sandboxes.emplace(req.id, std::move(entry));
   const uint64_t token = ++st.next_token;
   auto promise = self->make_response_promise<sandbox_actor>();
-  st.creates.emplace(token, pending_create{req, promise});
+  auto slot = std::make_shared<created_parts_slot>();
+  st.creates.emplace(token, pending_create{req, promise, slot});
   auto ctx = st.context;
   worker_actor me = self;
-  self->home_system().spawn([ctx, req, me, token](caf::blocking_actor*) {
-    caf::anon_send(me, wk_created_atom::value, token, create_blocking(ctx, req));
+  // The slot, not the message, carries the parts; if the worker is gone by
+  // then, the last reference to the slot closes the guest channel.
+  self->home_system().spawn([ctx, req, me, token, slot](caf::blocking_actor*) {
+    auto created = create_blocking(ctx, req);
+    status outcome;
+    if (created) {
+      std::lock_guard<std::mutex> lock(slot->mutex);
+      slot->parts = std::move(*created);
+    } else {
+      outcome = created.error();
+    }
+    caf::anon_send(me, wk_created_atom::value, token, std::move(outcome));
   });
   return promise;
 }
 
-void on_created(self_ptr self, uint64_t token, created_sandbox& done) {
+void on_created(self_ptr self, uint64_t token, const status& outcome) {
   auto& st = self->state;
   auto it = st.creates.find(token);
   if (it == st.creates.end())
@@ -185,13 +201,18 @@ void on_created(self_ptr self, uint64_t token, created_sandbox& done) {
   auto pending = std::move(it->second);
   st.creates.erase(it);
   const auto& id = pending.request.id;
-  if (!done.outcome) {
+  std::optional<sandbox_parts> parts;
+  {
+    std::lock_guard<std::mutex> lock(pending.slot->mutex);
+    parts.swap(pending.slot->parts);
+  }
+  if (!outcome || !parts) { // the thread fills the slot before it reports success
     forget(self, id);
-    pending.promise.deliver(make_error(done.outcome));
+    pending.promise.deliver(make_error(
+      outcome ? make_status(errc::internal, "sandbox " + id + " lost its parts") : outcome));
     return;
   }
-  auto actor =
-    spawn_sandbox(self->home_system(), std::move(*done.parts), st.context.options.sandbox);
+  auto actor = spawn_sandbox(self->home_system(), std::move(*parts), st.context.options.sandbox);
   auto& entry = st.sandboxes[id];
   entry.actor = actor;
   entry.record.state = schema::sandbox_state::running;
@@ -343,8 +364,8 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_context context) {
       it->second.deliver(std::move(report));
       self->state.recovers.erase(it);
     },
-    [self](wk_created_atom, uint64_t token, created_sandbox& done) {
-      on_created(self, token, done);
+    [self](wk_created_atom, uint64_t token, const status& outcome) {
+      on_created(self, token, outcome);
     },
   };
 }

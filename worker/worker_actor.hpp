@@ -12,7 +12,6 @@
 // sandbox the store, the runtime's state directory or the rootfs driver still
 // knows about. See docs/worker.md.
 
-#include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/atom.hpp>
 #include <caf/typed_actor.hpp>
 
@@ -21,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "actors/cluster_protocol.hpp" // inspect() of egress_policy
+#include "actors/inspect_fields.hpp"
 #include "schema/sandbox.hpp"
 #include "storage/kv_store.hpp"
 #include "worker/egress_binding.hpp"
@@ -95,11 +96,37 @@ struct recover_report {
   std::vector<std::string> failures; ///< could not be cleaned (reason included); retry recover
 };
 
-/// Internal: a finished create.
-struct created_sandbox {
-  status outcome;
-  std::shared_ptr<sandbox_parts> parts;
-};
+} // namespace airlock::worker
+
+namespace airlock::worker::egress {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sandbox_view& x) {
+  return f(caf::meta::type_name("sandbox_view"), x.sandbox_id, x.tenant_id, x.template_name,
+           x.address, x.policy);
+}
+
+} // namespace airlock::worker::egress
+
+namespace airlock::worker {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sandbox_limits& x) {
+  return f(caf::meta::type_name("sandbox_limits"), x.memory_mb, x.cpu_millis, x.pids_max);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, create_sandbox_request& x) {
+  return f(caf::meta::type_name("create_sandbox_request"), x.id, x.template_name, x.limits,
+           x.disk_mb, x.network, x.egress);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sandbox_entry& x) {
+  return f(caf::meta::type_name("sandbox_entry"), x.id, x.state, x.actor);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, recover_report& x) {
+  return f(caf::meta::type_name("recover_report"), x.cleaned, x.failures);
+}
 
 using worker_actor = caf::typed_actor<
   /// Creates a sandbox: writable rootfs from the template, runtime create with
@@ -124,17 +151,13 @@ using worker_actor = caf::typed_actor<
   /// before the first create; wrong_state once this worker runs sandboxes.
   /// Idempotent.
   caf::replies_to<wk_recover_atom>::with<recover_report>,
-  /// Internal: a create finished off the actor (token).
-  caf::reacts_to<wk_created_atom, uint64_t, created_sandbox>,
+  /// Internal: a create finished off the actor (token, outcome). On success
+  /// the sandbox's parts wait in the worker's state under the token: a
+  /// message carries no descriptor.
+  caf::reacts_to<wk_created_atom, uint64_t, status>,
   /// Internal: a recover finished off the actor (token).
   caf::reacts_to<wk_recovered_atom, uint64_t, recover_report>>;
 
 worker_actor spawn_worker(caf::actor_system& system, worker_context context);
 
 } // namespace airlock::worker
-
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::create_sandbox_request)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::sandbox_entry)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<airlock::worker::sandbox_entry>)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::recover_report)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(airlock::worker::created_sandbox)

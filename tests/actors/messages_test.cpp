@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 
 #include "actors/clock.hpp"
+#include "actors/credential_actor.hpp"
 #include "actors/errors.hpp"
 #include "actors/messages.hpp"
+#include "actors/sandbox_registry.hpp"
 #include "actors/system_config.hpp"
 
 namespace airlock::actors {
@@ -78,6 +80,60 @@ TEST(clock, ids_sort_by_creation_time_and_carry_their_prefix) {
   EXPECT_LT(first, second);
   seeded_entropy replay{1};
   EXPECT_EQ(make_id("op_", 1'000, replay), first) << "a seed must reproduce ids";
+}
+
+/// Serializes `value` with CAF and reads it back, as a remote send would.
+template <class T>
+T caf_round_trip(caf::actor_system& system, T value) {
+  std::vector<char> buffer;
+  caf::binary_serializer sink{system, buffer};
+  EXPECT_FALSE(sink(value));
+  T copy;
+  caf::binary_deserializer source{system, buffer};
+  EXPECT_FALSE(source(copy));
+  return copy;
+}
+
+TEST_F(messages, registry_messages_are_values_optional_fields_included) {
+  sandbox_patch patch;
+  patch.metadata = std::map<std::string, std::string>{{"team", "a"}};
+  patch.idle_timeout_s = 60;
+  auto copy = caf_round_trip(system, patch);
+  EXPECT_EQ(copy.metadata, patch.metadata);
+  EXPECT_FALSE(copy.egress.has_value());
+  EXPECT_EQ(copy.idle_timeout_s, std::optional<uint32_t>{60});
+  sandbox_query query;
+  query.state = schema::sandbox_state::paused;
+  query.metadata = {{"k", "v"}};
+  query.limit = 7;
+  auto query_copy = caf_round_trip(system, query);
+  EXPECT_EQ(query_copy.state, std::optional{schema::sandbox_state::paused});
+  EXPECT_EQ(query_copy.metadata, query.metadata);
+  EXPECT_EQ(query_copy.limit, 7u);
+  sandbox_page page;
+  page.items.resize(1);
+  page.items[0].id = "sb_1";
+  page.next_cursor = "c";
+  auto page_copy = caf_round_trip(system, page);
+  ASSERT_EQ(page_copy.items.size(), 1u);
+  EXPECT_EQ(page_copy.items[0].id, "sb_1");
+  EXPECT_EQ(page_copy.next_cursor, "c");
+}
+
+TEST_F(messages, a_credential_request_keeps_its_secret_out_of_print) {
+  credential_request request;
+  request.tenant_id = "t1";
+  request.secret = "hunter2";
+  EXPECT_EQ(caf_round_trip(system, request).secret, "hunter2");
+  auto printed = caf::deep_to_string(request);
+  EXPECT_EQ(printed.find("hunter2"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("t1"), std::string::npos) << printed;
+}
+
+TEST_F(messages, a_status_travels_with_its_code_and_sentence) {
+  auto copy = caf_round_trip(system, make_status(errc::not_found, "no sandbox sb_1"));
+  EXPECT_EQ(copy.code, errc::not_found);
+  EXPECT_EQ(copy.message, "no sandbox sb_1");
 }
 
 } // namespace

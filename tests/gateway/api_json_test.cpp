@@ -170,5 +170,19 @@ TEST(api_json, records_render_with_the_api_md_field_names) {
   EXPECT_EQ(op_json["result"]["sandbox_id"], "sb_1");
 }
 
+TEST(api_json, a_process_shows_the_apis_two_states) {
+  actors::process_view process;
+  process.process_id = "proc_1";
+  process.state = schema::process_state::starting;
+  EXPECT_EQ(to_json(process)["state"], "running");
+  process.state = schema::process_state::failed;
+  process.exit_code = 127;
+  process.error = "no such file: python4";
+  auto out = to_json(process);
+  EXPECT_EQ(out["state"], "exited");
+  EXPECT_EQ(out["exit_code"], 127);
+  EXPECT_EQ(out["error"], "no such file: python4");
+}
+
 } // namespace
 } // namespace airlock::gateway

@@ -42,8 +42,8 @@ protected:
 
   static start_request shell(std::string line) {
     start_request request;
-    request.shell = std::move(line);
-    request.env = {{"PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"}};
+    request.process.cmd = std::move(line);
+    request.process.env = {{"PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"}};
     return request;
   }
 
@@ -87,7 +87,7 @@ std::string temp_dir() {
 
 TEST_F(agent, echo_round_trip_reports_output_and_exit_code) {
   start_request echo;
-  echo.argv = {"echo", "hello"};
+  echo.process.argv = {"echo", "hello"};
   auto ran = client().run(echo, "", wait_ms);
   ASSERT_TRUE(ran) << ran.error().message;
   EXPECT_EQ(ran->out, "hello\n");
@@ -100,7 +100,7 @@ TEST_F(agent, echo_round_trip_reports_output_and_exit_code) {
 
 TEST_F(agent, true_round_trip_and_ping_work_repeatedly) {
   start_request t;
-  t.argv = {"true"};
+  t.process.argv = {"true"};
   for (int i = 0; i < 20; ++i) {
     auto ran = client().run(t, "", wait_ms);
     ASSERT_TRUE(ran) << ran.error().message;
@@ -140,8 +140,8 @@ TEST_F(agent, keeps_stdout_and_stderr_apart_with_gapless_sequences_and_offsets) 
 
 TEST_F(agent, cat_echoes_stdin_until_it_is_closed) {
   start_request cat;
-  cat.argv = {"cat"};
-  cat.stdin_open = true;
+  cat.process.argv = {"cat"};
+  cat.process.stdin_open = true;
   std::string input(300 * 1024, 'x'); // more than one stdin window
   for (size_t i = 0; i < input.size(); i += 97)
     input[i] = static_cast<char>('a' + i % 26);
@@ -165,7 +165,7 @@ TEST_F(agent, cat_echoes_stdin_until_it_is_closed) {
 
 TEST_F(agent, signal_term_to_sleep_reports_signal_15) {
   start_request sleeper;
-  sleeper.argv = {"sleep", "100"};
+  sleeper.process.argv = {"sleep", "100"};
   auto id = client().start(sleeper);
   ASSERT_TRUE(id);
   auto first = next_for(*id);
@@ -179,10 +179,10 @@ TEST_F(agent, signal_term_to_sleep_reports_signal_15) {
 
 TEST_F(agent, pty_process_sees_a_terminal_and_its_resize) {
   auto request = shell("tty; stty size; read line; stty size");
-  request.pty = true;
-  request.rows = 24;
-  request.cols = 80;
-  request.stdin_open = true;
+  request.process.pty = true;
+  request.process.rows = 24;
+  request.process.cols = 80;
+  request.process.stdin_open = true;
   auto id = client().start(request);
   ASSERT_TRUE(id);
   std::string out;
@@ -207,11 +207,11 @@ TEST_F(agent, honours_env_cwd_and_user) {
   if (::getuid() != 0)
     GTEST_SKIP() << "switching users needs root";
   auto request = shell("echo \"$FOO\"; pwd; id -u; id -g");
-  request.env.emplace_back("FOO", "bar baz");
-  request.cwd = "/tmp";
-  request.set_user = true;
-  request.uid = 65534;
-  request.gid = 65534;
+  request.process.env.emplace_back("FOO", "bar baz");
+  request.process.cwd = "/tmp";
+  request.process.run_as.set_user = true;
+  request.process.run_as.uid = 65534;
+  request.process.run_as.gid = 65534;
   auto ran = client().run(request, "", wait_ms);
   ASSERT_TRUE(ran) << ran.error().message;
   EXPECT_EQ(ran->out, "bar baz\n/tmp\n65534\n65534\n");
@@ -220,14 +220,14 @@ TEST_F(agent, honours_env_cwd_and_user) {
 
 TEST_F(agent, reports_a_missing_program_and_a_missing_cwd_as_not_found) {
   start_request missing;
-  missing.argv = {"/nonexistent/program"};
+  missing.process.argv = {"/nonexistent/program"};
   auto ran = client().run(missing, "", wait_ms);
   EXPECT_EQ(ran.code(), errc::not_found);
   auto bad_cwd = shell("true");
-  bad_cwd.cwd = "/nonexistent-dir";
+  bad_cwd.process.cwd = "/nonexistent-dir";
   EXPECT_EQ(client().run(bad_cwd, "", wait_ms).code(), errc::not_found);
   auto relative_cwd = shell("true");
-  relative_cwd.cwd = "tmp";
+  relative_cwd.process.cwd = "tmp";
   EXPECT_EQ(client().run(relative_cwd, "", wait_ms).code(), errc::invalid_argument);
 }
 
@@ -463,7 +463,7 @@ TEST_F(agent, refuses_streams_beyond_its_limit) {
   guest_.reset();
   start_guest({"--streams-max", "2"});
   start_request sleeper;
-  sleeper.argv = {"sleep", "100"};
+  sleeper.process.argv = {"sleep", "100"};
   auto a = client().start(sleeper);
   auto b = client().start(sleeper);
   auto c = client().start(sleeper);
@@ -485,7 +485,7 @@ TEST_F(agent, refuses_streams_beyond_its_limit) {
 
 TEST_F(agent, sigterm_stops_processes_reports_them_and_exits) {
   start_request sleeper;
-  sleeper.argv = {"sleep", "100"};
+  sleeper.process.argv = {"sleep", "100"};
   auto id = client().start(sleeper);
   ASSERT_TRUE(id);
   ASSERT_TRUE(std::holds_alternative<started>(next_for(*id)));
@@ -501,7 +501,7 @@ TEST_F(agent, sigterm_stops_processes_reports_them_and_exits) {
 
 TEST_F(agent, a_closed_channel_kills_the_processes_and_the_guest_exits) {
   start_request sleeper;
-  sleeper.argv = {"sleep", "100"};
+  sleeper.process.argv = {"sleep", "100"};
   auto id = client().start(sleeper);
   ASSERT_TRUE(id);
   auto first = next_for(*id);
@@ -542,8 +542,8 @@ TEST(agent_pid1, as_pid_1_it_reaps_orphans_and_stops_on_sigterm) {
   ASSERT_TRUE(greeting) << greeting.error().message;
   EXPECT_EQ(greeting->pid, 1);
   start_request orphan_maker;
-  orphan_maker.shell = "sleep 0.1 >/dev/null 2>&1 & exit 0";
-  orphan_maker.env = {{"PATH", "/usr/bin:/bin"}};
+  orphan_maker.process.cmd = "sleep 0.1 >/dev/null 2>&1 & exit 0";
+  orphan_maker.process.env = {{"PATH", "/usr/bin:/bin"}};
   auto ran = client.run(orphan_maker, "", wait_ms);
   ASSERT_TRUE(ran) << ran.error().message;
   bool reaped = false;
@@ -557,7 +557,7 @@ TEST(agent_pid1, as_pid_1_it_reaps_orphans_and_stops_on_sigterm) {
   }
   EXPECT_TRUE(reaped) << "PID 1 left a zombie";
   start_request sleeper;
-  sleeper.argv = {"sleep", "100"};
+  sleeper.process.argv = {"sleep", "100"};
   auto id = client.start(sleeper);
   ASSERT_TRUE(id);
   auto first = client.next_event(wait_ms);
@@ -616,7 +616,7 @@ TEST(agent_listen, serves_the_first_connection_on_a_unix_socket) {
     guest_client client(std::move(fd));
     ASSERT_TRUE(client.handshake(wait_ms));
     start_request echo;
-    echo.argv = {"echo", "over a socket"};
+    echo.process.argv = {"echo", "over a socket"};
     auto ran = client.run(echo, "", wait_ms);
     ASSERT_TRUE(ran);
     EXPECT_EQ(ran->out, "over a socket\n");

@@ -19,34 +19,38 @@ std::string only_payload(const std::string& framed) {
 TEST(protocol, start_request_survives_a_round_trip) {
   start_request start;
   start.stream_id = 7;
-  start.argv = {"ls", "-l", std::string("a\0b", 3)};
-  start.env = {{"PATH", "/bin"}, {"EMPTY", ""}};
-  start.cwd = "/work";
-  start.set_user = true;
-  start.uid = 65534;
-  start.gid = 100;
-  start.pty = true;
-  start.rows = 40;
-  start.cols = 120;
-  start.stdin_open = true;
+  start.process.argv = {"ls", "-l", std::string("a\0b", 3)};
+  start.process.env = {{"PATH", "/bin"}, {"EMPTY", ""}};
+  start.process.cwd = "/work";
+  start.process.run_as = {true, 65534, 100, "/nonexistent"};
+  start.process.pty = true;
+  start.process.rows = 40;
+  start.process.cols = 120;
+  start.process.stdin_open = true;
+  start.process.user = "nobody";
+  start.process.timeout_s = 9;
   start.window_bytes = 1 << 20;
   std::string framed;
   append_frame(framed, host_message{start});
   auto decoded = decode_host_message(only_payload(framed));
   ASSERT_TRUE(decoded) << decoded.error().message;
-  auto& back = std::get<start_request>(*decoded);
-  EXPECT_EQ(back.stream_id, 7u);
-  EXPECT_EQ(back.argv, start.argv);
-  EXPECT_EQ(back.env, start.env);
+  auto& back = std::get<start_request>(*decoded).process;
+  EXPECT_EQ(std::get<start_request>(*decoded).stream_id, 7u);
+  EXPECT_EQ(back.argv, start.process.argv);
+  EXPECT_EQ(back.env, start.process.env);
   EXPECT_EQ(back.cwd, "/work");
-  EXPECT_TRUE(back.set_user);
-  EXPECT_EQ(back.uid, 65534u);
-  EXPECT_EQ(back.gid, 100u);
+  EXPECT_TRUE(back.run_as.set_user);
+  EXPECT_EQ(back.run_as.uid, 65534u);
+  EXPECT_EQ(back.run_as.gid, 100u);
   EXPECT_TRUE(back.pty);
   EXPECT_EQ(back.rows, 40);
   EXPECT_EQ(back.cols, 120);
   EXPECT_TRUE(back.stdin_open);
-  EXPECT_EQ(back.window_bytes, 1u << 20);
+  EXPECT_EQ(std::get<start_request>(*decoded).window_bytes, 1u << 20);
+  // The worker's own fields stay with the worker.
+  EXPECT_EQ(back.user, "");
+  EXPECT_EQ(back.timeout_s, 0u);
+  EXPECT_EQ(back.run_as.home, "");
 }
 
 TEST(protocol, output_frames_from_the_fast_path_decode_like_any_other) {

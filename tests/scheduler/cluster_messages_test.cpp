@@ -67,7 +67,7 @@ TEST_F(cluster_messages, scheduler_values_survive_caf_serialization) {
 }
 
 TEST_F(cluster_messages, a_payload_is_its_capnp_bytes_and_garbage_fails_to_decode) {
-  process_view view{"proc_1", "running", 0, 0, 5, 0, ""};
+  process_view view{"proc_1", schema::process_state::running, 0, 0, 5, 0, ""};
   std::vector<char> buffer;
   caf::binary_serializer sink{system, buffer};
   ASSERT_FALSE(sink(view));

@@ -199,7 +199,8 @@ exec_spec full_exec_spec() {
 }
 
 void script_replies(testing::stub_node_script& script) {
-  script.exec_reply = {"proc_1", "exited", 3, 9, 1700000000001, 1700000000002, "why"};
+  script.exec_reply = {"proc_1", schema::process_state::exited, 3, 9, 1700000000001, 1700000000002,
+                       "why"};
   script.output_reply.segments = {{1, 5, "out\0\n"}, {2, 9, std::string("\xff\x00\x01!", 4)}};
   script.output_reply.next_offset = 9;
   script.output_reply.start_offset = 1;

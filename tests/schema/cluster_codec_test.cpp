@@ -24,6 +24,8 @@ exec_spec sample_exec() {
   x.cols = 132;
   x.stdin_open = true;
   x.timeout_s = 30;
+  x.run_as = {true, 1000, 1000, "/home/user"};
+  x.report_start_failure = true;
   return x;
 }
 
@@ -77,8 +79,8 @@ void expect_round_trip(const T& value, Decode decode) {
 TEST(cluster_codec, round_trips_every_node_and_data_plane_message) {
   expect_round_trip(node_sandbox{"sb_1", sandbox_state::paused}, decode_node_sandbox);
   expect_round_trip(sample_exec(), decode_exec_spec);
-  expect_round_trip(process_view{"proc_1", "exited", 127, 15, 1700000000000, 1700000000500,
-                                 "no such file: python4"},
+  expect_round_trip(process_view{"proc_1", process_state::failed, 127, 15, 1700000000000,
+                                 1700000000500, "no such file: python4", 0, 0, 0, false},
                     decode_process_view);
   expect_round_trip(output_request{"proc_1", 4096, false, true, 65536, 250}, decode_output_request);
   expect_round_trip(output_segment{2, 99, "err"}, decode_output_segment);

@@ -375,7 +375,7 @@ TEST_F(node_actor_test, a_reader_behind_the_buffer_gets_gone_with_the_offset_to_
   must_create("nd-gone");
   auto proc = must_exec("nd-gone", shell("yes abcdefghi | head -c 10000"));
   auto ended = proc_wait("nd-gone", proc);
-  ASSERT_EQ(ended.state, "exited");
+  ASSERT_EQ(ended.state, schema::process_state::exited);
   auto old = output("nd-gone", output_request{proc, 0, true, true, 0, 0});
   ASSERT_FALSE(old);
   EXPECT_EQ(old.code(), errc::gone);
@@ -413,7 +413,7 @@ TEST_F(node_actor_test, a_signal_reaches_the_process_and_ends_it) {
                         std::string("nd-signal"), proc, int32_t{SIGTERM});
   ASSERT_TRUE(sent) << sent.error().message;
   auto view = proc_wait("nd-signal", proc);
-  EXPECT_EQ(view.state, "exited");
+  EXPECT_EQ(view.state, schema::process_state::exited);
   EXPECT_EQ(view.signal, SIGTERM);
   auto bad = ask<bool>(self, node_, timeout, actors::dp_signal_atom::value,
                        std::string("nd-signal"), proc, int32_t{0});
@@ -443,7 +443,7 @@ TEST_F(node_actor_test, timeout_s_kills_the_process_group) {
   spec.timeout_s = 1;
   auto proc = must_exec("nd-timeout", spec);
   auto view = proc_wait("nd-timeout", proc);
-  EXPECT_EQ(view.state, "exited");
+  EXPECT_EQ(view.state, schema::process_state::exited);
   EXPECT_EQ(view.signal, SIGKILL);
   EXPECT_GE(view.ended_at_ms - view.started_at_ms, 1000);
   EXPECT_EQ(text("nd-timeout", proc), "");
@@ -479,12 +479,12 @@ TEST_F(node_actor_test, dp_proc_waits_for_the_exit_and_reports_unix_times) {
   must_create("nd-proc");
   auto proc = must_exec("nd-proc", shell("read l; exit 7", true));
   auto running = proc_of("nd-proc", proc, 0);
-  EXPECT_EQ(running.state, "running");
+  EXPECT_EQ(running.state, schema::process_state::running);
   EXPECT_LE(running.started_at_ms, wall_start_ms);
   EXPECT_GT(running.started_at_ms, wall_start_ms - 60'000);
   EXPECT_EQ(running.ended_at_ms, 0);
   auto still = proc_of("nd-proc", proc, 200); // the wait ends first
-  EXPECT_EQ(still.state, "running");
+  EXPECT_EQ(still.state, schema::process_state::running);
   caf::scoped_actor self{*system_};
   auto listed = ask<std::vector<process_view>>(self, node_, timeout, actors::dp_procs_atom::value,
                                                std::string("nd-proc"));
@@ -493,14 +493,14 @@ TEST_F(node_actor_test, dp_proc_waits_for_the_exit_and_reports_unix_times) {
   EXPECT_EQ(listed->front().process_id, proc);
   ASSERT_TRUE(stdin_bytes("nd-proc", proc, "\n", true));
   auto ended = proc_wait("nd-proc", proc);
-  EXPECT_EQ(ended.state, "exited");
+  EXPECT_EQ(ended.state, schema::process_state::exited);
   EXPECT_EQ(ended.exit_code, 7);
   EXPECT_GE(ended.ended_at_ms, ended.started_at_ms);
   // A program that cannot run is a process that exited with 127 and says why.
   auto missing = exec("nd-proc", argv({"/no/such/program"}));
   ASSERT_TRUE(missing) << missing.error().message;
   EXPECT_FALSE(missing->process_id.empty());
-  EXPECT_EQ(missing->state, "exited");
+  EXPECT_EQ(missing->state, schema::process_state::failed);
   EXPECT_EQ(missing->exit_code, 127);
   EXPECT_FALSE(missing->error.empty());
   output_batch last;
@@ -648,7 +648,7 @@ TEST_F(output_pacing_test, without_a_reader_a_fast_writer_completes_and_old_outp
   const uint64_t size = uint64_t{16} << 20;
   auto proc = must_exec("nd-unread", shell("head -c " + std::to_string(size) + " /dev/zero"));
   auto ended = proc_wait("nd-unread", proc);
-  ASSERT_EQ(ended.state, "exited");
+  ASSERT_EQ(ended.state, schema::process_state::exited);
   EXPECT_EQ(ended.exit_code, 0);
   auto old = output("nd-unread", output_request{proc, 0, true, true, 0, 0});
   ASSERT_FALSE(old);
@@ -669,7 +669,7 @@ TEST_F(output_pacing_test, a_reader_that_goes_away_stops_holding_the_writer_back
   ASSERT_TRUE(again) << again.error().message;
   // Then it stops reading: the writer is released and ends.
   auto ended = proc_wait("nd-away", proc);
-  ASSERT_EQ(ended.state, "exited");
+  ASSERT_EQ(ended.state, schema::process_state::exited);
   EXPECT_EQ(ended.exit_code, 0);
   EXPECT_EQ(output("nd-away", output_request{proc, again->next_offset, true, true, 0, 0}).code(),
             errc::gone);

@@ -117,7 +117,7 @@ protected:
     return created ? *created : sandbox_actor{};
   }
 
-  std::string exec(const sandbox_actor& box, exec_request request) {
+  std::string exec(const sandbox_actor& box, exec_spec request) {
     caf::scoped_actor self{*system_};
     auto id = ask<std::string>(self, box, timeout, sbx_exec_atom::value, std::move(request));
     EXPECT_TRUE(id) << id.error().message;
@@ -144,11 +144,11 @@ protected:
     return out;
   }
 
-  process_info status_of(const sandbox_actor& box, const std::string& process) {
+  process_view status_of(const sandbox_actor& box, const std::string& process) {
     caf::scoped_actor self{*system_};
-    auto info = ask<process_info>(self, box, timeout, sbx_status_atom::value, process);
+    auto info = ask<process_view>(self, box, timeout, sbx_status_atom::value, process);
     EXPECT_TRUE(info) << info.error().message;
-    return info ? *info : process_info{};
+    return info ? *info : process_view{};
   }
 
   std::unique_ptr<scratch_dir> scratch_;
@@ -158,8 +158,8 @@ protected:
   worker_actor worker_;
 };
 
-exec_request argv(std::vector<std::string> args) {
-  exec_request request;
+exec_spec argv(std::vector<std::string> args) {
+  exec_spec request;
   request.argv = std::move(args);
   return request;
 }
@@ -171,8 +171,8 @@ file_request file(file_op op, std::string path) {
   return request;
 }
 
-exec_request shell(std::string line) {
-  exec_request request;
+exec_spec shell(std::string line) {
+  exec_spec request;
   request.cmd = std::move(line);
   return request;
 }
@@ -257,7 +257,7 @@ TEST_F(worker_lifecycle, bounded_buffer_drops_the_oldest_bytes_and_says_so) {
   // Wait for the exit without reading from 0 (which is dropped by then).
   caf::scoped_actor self{*system_};
   for (int round = 0; round < 1000; ++round) {
-    auto info = ask<process_info>(self, box, timeout, sbx_status_atom::value, proc);
+    auto info = ask<process_view>(self, box, timeout, sbx_status_atom::value, proc);
     ASSERT_TRUE(info);
     if (info->state == process_state::exited)
       break;
