@@ -64,6 +64,7 @@ protected:
   egress_routes() {
     deps.system = &system;
     deps.registry = actors::spawn_sandbox_registry(system, *store, clock);
+    deps.api_keys = actors::spawn_api_key_actor(system, *store, clock);
     actors::credential_actor_deps c;
     c.store = store.get();
     c.master_key = std::string(32, 'm');
@@ -78,6 +79,7 @@ protected:
   }
   ~egress_routes() override {
     caf::anon_send_exit(deps.registry, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(deps.api_keys, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(deps.credentials, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(deps.audit, caf::exit_reason::user_shutdown);
   }
@@ -85,7 +87,7 @@ protected:
   std::string new_key(const std::string& tenant) {
     caf::scoped_actor self{system};
     std::string key;
-    self->request(deps.registry, seconds(10), actors::rg_newkey_atom::value, tenant)
+    self->request(deps.api_keys, seconds(10), actors::key_create_atom::value, tenant)
       .receive([&key](std::string& made) { key = made; }, [](caf::error&) {});
     return key;
   }
