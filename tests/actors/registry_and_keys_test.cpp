@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include "actors/api_key_actor.hpp"
+#include "actors/cluster_protocol.hpp"
 #include "actors/errors.hpp"
+#include "actors/messages.hpp"
 #include "actors/sandbox_registry.hpp"
 #include "actors/system_config.hpp"
 #include "storage/kv_store.hpp"

@@ -13,7 +13,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tests/airlockd/test_support.hpp"
+#include "tests/support/child_process.hpp"
+#include "tests/support/host.hpp"
+#include "tests/support/http_client.hpp"
+#include "tests/support/environment.hpp"
 
 namespace airlock::test {
 
@@ -162,8 +165,5 @@ void collect_event(process_output& out, const sse_event& event);
 
 /// The path and query of an http://host:port/... URL.
 std::string path_of_url(const std::string& url);
-
-/// True when the process runs as root (the API tests need it).
-bool running_as_root();
 
 } // namespace airlock::test

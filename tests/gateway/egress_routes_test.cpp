@@ -15,6 +15,7 @@
 #include "gateway/egress_routes.hpp"
 #include "gateway/exchange.hpp"
 #include "storage/kv_store.hpp"
+#include "tests/support/wait.hpp"
 
 namespace airlock::gateway {
 namespace {
@@ -260,8 +261,7 @@ TEST_F(egress_routes, a_patched_egress_policy_reaches_the_sandboxs_worker) {
   record.state = schema::sandbox_state::running;
   record.spec.egress = {schema::egress_profile::allowlist, {"api.example.com"}};
   push_egress_to_worker(deps, record);
-  for (int i = 0; i < 1000 && script->egresses().empty(); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10)); // bounded poll on a condition
+  ASSERT_TRUE(airlock::test::wait_for([&] { return !script->egresses().empty(); }));
   ASSERT_EQ(script->egresses().size(), 1u);
   EXPECT_EQ(script->egresses()[0].spec.egress, record.spec.egress);
   // A sandbox on a worker the scheduler does not know: nothing to send, no crash.

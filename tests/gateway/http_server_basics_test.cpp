@@ -13,7 +13,9 @@
 
 #include "actors/log.hpp"
 #include "gateway/http_server.hpp"
-#include "tests/airlockd/test_support.hpp"
+#include "tests/support/child_process.hpp"
+#include "tests/support/host.hpp"
+#include "tests/support/http_client.hpp"
 
 namespace airlock::gateway {
 namespace {
