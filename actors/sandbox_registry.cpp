@@ -30,6 +30,24 @@ namespace {
 /// Records a page at a time while counting at start.
 constexpr size_t count_page_size = 1000;
 
+using state_counts = std::map<schema::sandbox_state, uint64_t>;
+
+/// Counts every record once; records are then counted as they are written.
+result<state_counts> count_by_state(storage::kv_store& store) {
+  state_counts counted;
+  std::string cursor;
+  for (;;) {
+    auto listed = storage::sandbox_store(store).list({}, count_page_size, cursor);
+    if (!listed)
+      return listed.error();
+    for (const auto& record : listed->items)
+      ++counted[record.state];
+    if (listed->next_cursor.empty())
+      return counted;
+    cursor = std::move(listed->next_cursor);
+  }
+}
+
 struct registry_state {
   static inline const char* name = "sandbox_registry";
   storage::kv_store* store = nullptr;
@@ -37,23 +55,7 @@ struct registry_state {
 
   /// Sandboxes per state, kept by save(). Empty until the first full count
   /// succeeds (at start, or else at the next rg_count).
-  std::optional<std::map<schema::sandbox_state, uint64_t>> counts;
-
-  /// Counts every record once; records are then counted as they are written.
-  result<std::map<schema::sandbox_state, uint64_t>> count_all() const {
-    std::map<schema::sandbox_state, uint64_t> counted;
-    std::string cursor;
-    for (;;) {
-      auto listed = storage::sandbox_store(*store).list({}, count_page_size, cursor);
-      if (!listed)
-        return listed.error();
-      for (const auto& record : listed->items)
-        ++counted[record.state];
-      if (listed->next_cursor.empty())
-        return counted;
-      cursor = std::move(listed->next_cursor);
-    }
-  }
+  std::optional<state_counts> counts;
 
   /// Moves one record from `before` (none: a new record) to `after`.
   void recount(std::optional<schema::sandbox_state> before, schema::sandbox_state after) {
@@ -194,7 +196,7 @@ sandbox_registry_actor::behavior_type registry_behavior(registry_pointer self) {
     [self](rg_count_atom) -> caf::result<std::map<std::string, uint64_t>> {
       auto& state = self->state;
       if (!state.counts) {
-        auto counted = state.count_all();
+        auto counted = count_by_state(*state.store);
         if (!counted)
           return make_error(counted.error());
         state.counts = std::move(*counted);
@@ -211,13 +213,17 @@ sandbox_registry_actor::behavior_type registry_behavior(registry_pointer self) {
 
 sandbox_registry_actor spawn_sandbox_registry(caf::actor_system& system, storage::kv_store& store,
                                               const wall_clock& clock) {
-  return system.spawn([&store, &clock](registry_pointer self) {
+  // Counted here, on the caller's thread, while `store` is known to live: the
+  // actor's own start may run after its owner has already let the store go.
+  // A failed count is retried by the first rg_count; saves until then are
+  // covered by that count.
+  std::optional<state_counts> counts;
+  if (auto counted = count_by_state(store))
+    counts = std::move(*counted);
+  return system.spawn([&store, &clock, counts = std::move(counts)](registry_pointer self) mutable {
     self->state.store = &store;
     self->state.clock = &clock;
-    // A failed count is retried by the first rg_count; saves until then are
-    // covered by that count.
-    if (auto counted = self->state.count_all())
-      self->state.counts = std::move(*counted);
+    self->state.counts = std::move(counts);
     return registry_behavior(self);
   });
 }

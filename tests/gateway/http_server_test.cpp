@@ -19,6 +19,7 @@
 #include "actors/log.hpp"
 #include "gateway/http_server.hpp"
 #include "tests/support/http_client.hpp"
+#include "tests/support/wait.hpp"
 
 namespace airlock::gateway {
 namespace {
@@ -54,16 +55,10 @@ private:
   std::deque<std::shared_ptr<exchange>> items_;
 };
 
-/// Waits (bounded) until `condition` holds; polling, not sleeping, decides.
+/// Waits (bounded) until `condition` holds.
 template <class Condition>
 bool eventually(Condition condition) {
-  auto deadline = std::chrono::steady_clock::now() + wait_max;
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() > deadline)
-      return false;
-    std::this_thread::yield();
-  }
-  return true;
+  return test::wait_for(condition, wait_max, milliseconds(1));
 }
 
 class http_server_test : public ::testing::Test {
