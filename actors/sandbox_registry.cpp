@@ -3,11 +3,8 @@
 #include <caf/actor_system.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
-#include <openssl/crypto.h>
+#include <utility>
 
-#include <cctype>
-
-#include "actors/api_keys.hpp"
 #include "actors/cluster_protocol.hpp"
 #include "actors/errors.hpp"
 #include "actors/messages.hpp"
@@ -30,9 +27,25 @@ bool verb_allowed(sandbox_verb verb, schema::sandbox_state state) noexcept {
 
 namespace {
 
-caf::error bad_key() {
-  return make_error(errc::unauthenticated,
-                    "the API key is not valid: send Authorization: Bearer ak_...");
+/// Records a page at a time while counting at start.
+constexpr size_t count_page_size = 1000;
+
+using state_counts = std::map<schema::sandbox_state, uint64_t>;
+
+/// Counts every record once; records are then counted as they are written.
+result<state_counts> count_by_state(storage::kv_store& store) {
+  state_counts counted;
+  std::string cursor;
+  for (;;) {
+    auto listed = storage::sandbox_store(store).list({}, count_page_size, cursor);
+    if (!listed)
+      return listed.error();
+    for (const auto& record : listed->items)
+      ++counted[record.state];
+    if (listed->next_cursor.empty())
+      return counted;
+    cursor = std::move(listed->next_cursor);
+  }
 }
 
 struct registry_state {
@@ -40,21 +53,19 @@ struct registry_state {
   storage::kv_store* store = nullptr;
   const wall_clock* clock = nullptr;
 
-  caf::result<caller_identity> authenticate(const std::string& key) const {
-    auto key_id = key_id_of(key);
-    if (key_id.empty())
-      return bad_key();
-    auto found = storage::api_key_store(*store).get(key_id);
-    if (!found)
-      return make_error(found.error());
-    if (!found->has_value() || (*found)->revoked)
-      return bad_key();
-    const auto& record = **found;
-    auto digest = sha256(key);
-    if (digest.size() != record.secret_sha256.size() ||
-        CRYPTO_memcmp(digest.data(), record.secret_sha256.data(), digest.size()) != 0)
-      return bad_key();
-    return caller_identity{record.tenant_id, record.role == schema::api_key_role::admin};
+  /// Sandboxes per state, kept by save(). Empty until the first full count
+  /// succeeds (at start, or else at the next rg_count).
+  std::optional<state_counts> counts;
+
+  /// Moves one record from `before` (none: a new record) to `after`.
+  void recount(std::optional<schema::sandbox_state> before, schema::sandbox_state after) {
+    if (!counts || before == after)
+      return;
+    if (before) {
+      if (auto it = counts->find(*before); it != counts->end() && --it->second == 0)
+        counts->erase(it);
+    }
+    ++(*counts)[after];
   }
 
   result<schema::sandbox_record> find(const std::string& id, const std::string& tenant) const {
@@ -70,12 +81,29 @@ struct registry_state {
   /// transition in the same store before anyone is told of them, and that
   /// sync carries them to disk too (one WAL): they need no sync of their
   /// own. A write answered to a client directly (patch) is synced.
-  status save(schema::sandbox_record& record,
-              storage::durability mode = storage::durability::buffered) const {
+  /// `before` is the stored record's state (none: there is no record yet).
+  status save(schema::sandbox_record& record, std::optional<schema::sandbox_state> before,
+              storage::durability mode = storage::durability::buffered) {
     record.updated_at_ms = clock->now_ms();
     storage::write_batch batch;
     storage::sandbox_store::stage_put(batch, record);
-    return store->write(batch, mode);
+    auto written = store->write(batch, mode);
+    if (written.is_ok())
+      recount(before, record.state);
+    return written;
+  }
+
+  /// save() of a record whose stored state the caller has not read.
+  status replace(schema::sandbox_record& record) {
+    std::optional<schema::sandbox_state> before;
+    if (counts) {
+      auto stored = storage::sandbox_store(*store).get(record.id);
+      if (!stored)
+        return stored.error();
+      if (stored->has_value())
+        before = (*stored)->state;
+    }
+    return save(record, before);
   }
 };
 
@@ -97,14 +125,14 @@ caf::result<schema::sandbox_record> apply_patch(registry_pointer self, const std
     record->spec.egress = *patch.egress;
   if (patch.idle_timeout_s)
     record->spec.idle_timeout_s = *patch.idle_timeout_s;
-  if (auto saved = self->state.save(*record, storage::durability::synced); !saved.is_ok())
+  if (auto saved = self->state.save(*record, record->state, storage::durability::synced);
+      !saved.is_ok())
     return make_error(saved);
   return std::move(*record);
 }
 
 sandbox_registry_actor::behavior_type registry_behavior(registry_pointer self) {
   return {
-    [self](rg_auth_atom, const std::string& key) { return self->state.authenticate(key); },
     [self](rg_create_atom,
            schema::sandbox_record record) -> caf::result<schema::sandbox_record> {
       auto existing = storage::sandbox_store(*self->state.store).get(record.id);
@@ -112,7 +140,7 @@ sandbox_registry_actor::behavior_type registry_behavior(registry_pointer self) {
         return make_error(existing.error());
       if (existing->has_value())
         return std::move(**existing);
-      if (auto saved = self->state.save(record); !saved.is_ok())
+      if (auto saved = self->state.save(record, std::nullopt); !saved.is_ok())
         return make_error(saved);
       return record;
     },
@@ -134,7 +162,7 @@ sandbox_registry_actor::behavior_type registry_behavior(registry_pointer self) {
     [self](rg_patch_atom, const std::string& id, const std::string& tenant,
            const sandbox_patch& patch) { return apply_patch(self, id, tenant, patch); },
     [self](rg_save_atom, schema::sandbox_record record) -> caf::result<schema::sandbox_record> {
-      if (auto saved = self->state.save(record); !saved.is_ok())
+      if (auto saved = self->state.replace(record); !saved.is_ok())
         return make_error(saved);
       return record;
     },
@@ -165,38 +193,18 @@ sandbox_registry_actor::behavior_type registry_behavior(registry_pointer self) {
         return make_error(found.error());
       return found->value_or(std::string{});
     },
-    [self](rg_newkey_atom, const std::string& tenant) -> caf::result<std::string> {
-      bool named = !tenant.empty() && tenant.size() <= 64 && tenant != "admin";
-      for (char c : tenant)
-        named = named && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-');
-      if (!named)
-        return make_error(errc::invalid_argument,
-                          "tenant_id must be 1..64 of [A-Za-z0-9_-] and not 'admin'");
-      auto key = generate_api_key();
-      if (!key)
-        return make_error(key.error());
-      storage::write_batch batch;
-      storage::api_key_store::stage_put(
-        batch, make_key_record(*key, tenant, schema::api_key_role::tenant,
-                               self->state.clock->now_ms()));
-      if (auto stored = self->state.store->write(batch, storage::durability::synced);
-          !stored.is_ok())
-        return make_error(stored);
-      return key->text();
-    },
     [self](rg_count_atom) -> caf::result<std::map<std::string, uint64_t>> {
-      std::map<std::string, uint64_t> counts;
-      std::string cursor;
-      for (;;) {
-        auto listed = storage::sandbox_store(*self->state.store).list({}, 1000, cursor);
-        if (!listed)
-          return make_error(listed.error());
-        for (const auto& record : listed->items)
-          ++counts[std::string(schema::to_string(record.state))];
-        if (listed->next_cursor.empty())
-          return counts;
-        cursor = std::move(listed->next_cursor);
+      auto& state = self->state;
+      if (!state.counts) {
+        auto counted = count_by_state(*state.store);
+        if (!counted)
+          return make_error(counted.error());
+        state.counts = std::move(*counted);
       }
+      std::map<std::string, uint64_t> by_name;
+      for (const auto& [sandbox_state, count] : *state.counts)
+        by_name.emplace(schema::to_string(sandbox_state), count);
+      return by_name;
     },
   };
 }
@@ -205,9 +213,17 @@ sandbox_registry_actor::behavior_type registry_behavior(registry_pointer self) {
 
 sandbox_registry_actor spawn_sandbox_registry(caf::actor_system& system, storage::kv_store& store,
                                               const wall_clock& clock) {
-  return system.spawn([&store, &clock](registry_pointer self) {
+  // Counted here, on the caller's thread, while `store` is known to live: the
+  // actor's own start may run after its owner has already let the store go.
+  // A failed count is retried by the first rg_count; saves until then are
+  // covered by that count.
+  std::optional<state_counts> counts;
+  if (auto counted = count_by_state(store))
+    counts = std::move(*counted);
+  return system.spawn([&store, &clock, counts = std::move(counts)](registry_pointer self) mutable {
     self->state.store = &store;
     self->state.clock = &clock;
+    self->state.counts = std::move(counts);
     return registry_behavior(self);
   });
 }

@@ -1,9 +1,10 @@
 #pragma once
 // sandbox_registry: the control plane's own records, behind one actor so that
-// HTTP handlers never touch the store: who an API key belongs to, the sandbox
-// records (what clients see through GET /v1/sandboxes) and the operation
-// listing. Lifecycle procedures write sandbox state through it too, so every
-// write to a sandbox record is serialized here.
+// HTTP handlers never touch the store: the sandbox records (what clients see
+// through GET /v1/sandboxes) and the operation listing. Lifecycle procedures
+// write sandbox state through it too, so every write to a sandbox record is
+// serialized here, which is what lets it keep the per-state counts /metrics
+// reads. API keys are api_key_actor's.
 //
 // Messages are local to the control plane (never cross hosts), but values all
 // the same: each has an inspect().
@@ -27,7 +28,6 @@
 
 namespace airlock::actors {
 
-using rg_auth_atom = caf::atom_constant<caf::atom("rgauth")>;
 using rg_create_atom = caf::atom_constant<caf::atom("rgcreate")>;
 using rg_get_atom = caf::atom_constant<caf::atom("rgget")>;
 using rg_list_atom = caf::atom_constant<caf::atom("rglist")>;
@@ -37,13 +37,6 @@ using rg_verb_atom = caf::atom_constant<caf::atom("rgverb")>;
 using rg_ops_atom = caf::atom_constant<caf::atom("rgops")>;
 using rg_opkey_atom = caf::atom_constant<caf::atom("rgopkey")>;
 using rg_count_atom = caf::atom_constant<caf::atom("rgcount")>;
-using rg_newkey_atom = caf::atom_constant<caf::atom("rgnewkey")>;
-
-/// Who made a request.
-struct caller_identity {
-  std::string tenant_id;
-  bool admin = false;
-};
 
 struct sandbox_query {
   std::string tenant_id; ///< empty: every tenant (admin)
@@ -85,10 +78,6 @@ enum class sandbox_verb : uint8_t { pause, resume, destroy };
 bool verb_allowed(sandbox_verb verb, schema::sandbox_state state) noexcept;
 
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, caller_identity& x) {
-  return f(caf::meta::type_name("caller_identity"), x.tenant_id, x.admin);
-}
-template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sandbox_query& x) {
   auto state = optional_field{x.state};
   return f(caf::meta::type_name("sandbox_query"), x.tenant_id, state, x.metadata, x.limit,
@@ -117,10 +106,6 @@ typename Inspector::result_type inspect(Inspector& f, operation_page& x) {
 }
 
 using sandbox_registry_actor = caf::typed_actor<
-  /// The caller behind an API key ("ak_<id>_<secret>"). Errors:
-  /// unauthenticated (malformed, unknown, revoked or wrong secret; one
-  /// sentence for all so keys cannot be probed). Idempotent.
-  caf::replies_to<rg_auth_atom, std::string>::with<caller_identity>,
   /// Stores a new record (state creating) unless one with its id exists, and
   /// replies with what is stored. Not synced: the caller's next operation
   /// write syncs it (same store, one WAL) before the client hears of it.
@@ -143,11 +128,9 @@ using sandbox_registry_actor = caf::typed_actor<
   caf::replies_to<rg_ops_atom, operation_query>::with<operation_page>,
   /// The operation first created with (tenant, Idempotency-Key), or "".
   caf::replies_to<rg_opkey_atom, std::string, std::string>::with<std::string>,
-  /// Sandboxes by state, for /metrics.
-  caf::replies_to<rg_count_atom>::with<std::map<std::string, uint64_t>>,
-  /// Creates an API key for tenant `tenant` (role tenant) and replies with its
-  /// text, which is shown once. Errors: invalid_argument (tenant name), io_error.
-  caf::replies_to<rg_newkey_atom, std::string>::with<std::string>>;
+  /// Sandboxes by state (states with none left out), for /metrics: kept as
+  /// records are written, not counted per call.
+  caf::replies_to<rg_count_atom>::with<std::map<std::string, uint64_t>>>;
 
 /// `store` and `clock` outlive the actor.
 sandbox_registry_actor spawn_sandbox_registry(caf::actor_system& system, storage::kv_store& store,

@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "actors/api_key_actor.hpp"
 #include "actors/audit_actor.hpp"
 #include "actors/cluster_protocol.hpp"
 #include "actors/credential_actor.hpp"

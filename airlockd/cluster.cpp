@@ -48,6 +48,7 @@ int run_control(const control_options& options, stop_signals& signals, std::ostr
     data.clock = &clock;
     data.verifier = [verifier] { return verifier->get(); };
     data.registry = control.registry();
+    data.api_keys = control.api_keys();
     data.scheduler = control.scheduler();
     data.signer = &control.signer();
     data.metrics = &control.metrics();

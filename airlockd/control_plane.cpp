@@ -33,6 +33,7 @@ status control_plane::start(caf::actor_system& system, storage::kv_store& store,
     return make_status(egress_ca.code(),
                        "cannot load the egress CA: " + egress_ca.error().message);
   registry_ = actors::spawn_sandbox_registry(system, store, clock_);
+  api_keys_ = actors::spawn_api_key_actor(system, store, clock_);
   audit_ = actors::spawn_audit_actor(system, store, clock_, audit_options_);
   actors::credential_actor_deps credential_deps;
   credential_deps.store = &store;
@@ -83,12 +84,15 @@ void control_plane::stop() {
     caf::anon_send_exit(scheduler_, caf::exit_reason::user_shutdown);
   if (registry_)
     caf::anon_send_exit(registry_, caf::exit_reason::user_shutdown);
+  if (api_keys_)
+    caf::anon_send_exit(api_keys_, caf::exit_reason::user_shutdown);
   if (credentials_)
     caf::anon_send_exit(credentials_, caf::exit_reason::user_shutdown);
   if (audit_)
     caf::anon_send_exit(audit_, caf::exit_reason::user_shutdown);
   scheduler_ = nullptr;
   registry_ = nullptr;
+  api_keys_ = nullptr;
   credentials_ = nullptr;
   audit_ = nullptr;
   system_ = nullptr;
@@ -112,6 +116,7 @@ void control_plane::add_routes(gateway::route_table& routes,
   deps.system = system_;
   deps.engine = engine;
   deps.registry = registry_;
+  deps.api_keys = api_keys_;
   deps.scheduler = scheduler_;
   deps.signer = &*signer_;
   deps.clock = &clock_;

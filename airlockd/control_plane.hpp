@@ -1,6 +1,6 @@
 #pragma once
 // The control plane's actors beside the operation engine: the sandbox
-// registry, the scheduler (published for workers when a cluster address is
+// registry, the API-key actor, the scheduler (published for workers when a cluster address is
 // given), the lifecycle procedures, the token signer and the metrics. It
 // also adds the control routes to a listener's table.
 
@@ -18,6 +18,7 @@
 #include "actors/log.hpp"
 #include "actors/operation_engine.hpp"
 #include "actors/reconciler.hpp"
+#include "actors/api_key_actor.hpp"
 #include "actors/sandbox_registry.hpp"
 #include "airlockd/options.hpp"
 #include "gateway/attach_token.hpp"
@@ -75,6 +76,7 @@ public:
   uint16_t cluster_port() const noexcept { return cluster_port_; }
 
   const actors::sandbox_registry_actor& registry() const noexcept { return registry_; }
+  const actors::api_key_actor& api_keys() const noexcept { return api_keys_; }
   const actors::scheduler_actor& scheduler() const noexcept { return scheduler_; }
   const gateway::token_signer& signer() const { return *signer_; }
   const actors::audit_actor& audit() const noexcept { return audit_; }
@@ -89,6 +91,7 @@ private:
   std::optional<gateway::token_signer> signer_;
   metrics::metrics_registry metrics_;
   actors::sandbox_registry_actor registry_;
+  actors::api_key_actor api_keys_;
   actors::scheduler_actor scheduler_;
   actors::procedure_table procedures_;
   actors::reconciler_actor reconciler_;

@@ -83,6 +83,7 @@ void add_serve_routes(serve_parts& parts, gateway::route_table& routes) {
   data.verifier = [verifier = parts.verifier] { return verifier->get(); };
   data.local_node = parts.worker.node();
   data.registry = parts.control.registry();
+  data.api_keys = parts.control.api_keys();
   data.scheduler = parts.control.scheduler();
   data.signer = &parts.control.signer();
   data.metrics = &parts.control.metrics();

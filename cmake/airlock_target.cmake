@@ -43,27 +43,49 @@ function(airlock_library name)
   airlock_settings(airlock_${name})
 endfunction()
 
-# airlock_test(NAME SOURCES ... DEPS ... LABELS label [TIMEOUT s] [WHOLE]): one GoogleTest
-# executable per folder. One label per executable: gtest_discover_tests splits
+# airlock_test(NAME SOURCES ... DEPS ... LABELS label [TIMEOUT s] [WHOLE] [ROOT]): one
+# GoogleTest executable per folder. One label per executable: gtest_discover_tests splits
 # a list of labels into separate property arguments. WHOLE registers the
 # executable as one ctest test instead of one per test case, for suites whose
-# shared set-up is too expensive to repeat per case (a template build).
+# shared set-up is too expensive to repeat per case (a template build). ROOT
+# adds the label `root` (the suite needs root: `ctest -LE root` leaves it out);
+# without root its tests skip with the reason (AIRLOCK_REQUIRE_ROOT,
+# tests/support/environment.hpp) and ctest reports them as not run.
 function(airlock_test name)
-  cmake_parse_arguments(ARG "WHOLE" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "WHOLE;ROOT" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   # Tests include their helpers as "tests/<folder>/...": the repository root,
   # PRIVATE only, so that it never reaches a library.
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR})
-  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} airlock_test_support GTest::gtest
+                        GTest::gtest_main)
   airlock_settings(${name})
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 300)
   endif()
+  set(labels ${ARG_LABELS})
+  if(ARG_ROOT)
+    list(APPEND labels root)
+  endif()
   if(ARG_WHOLE)
     add_test(NAME ${name} COMMAND ${name})
-    set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT})
+    # One test for many cases: not run when none of them ran (all skipped).
+    set_tests_properties(${name} PROPERTIES LABELS "${labels}" TIMEOUT ${ARG_TIMEOUT}
+      SKIP_REGULAR_EXPRESSION "\\[  PASSED  \\] 0 tests")
     return()
   endif()
+  # Discovered cases skip through GoogleTest's "[  SKIPPED ]" line, which
+  # gtest_discover_tests maps to ctest's skipped.
   gtest_discover_tests(${name} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT}
     DISCOVERY_TIMEOUT 60)
+  if(ARG_ROOT)
+    # The second label goes on after discovery, from a ctest include file that
+    # runs after the one gtest_discover_tests wrote (which sets ${name}_TESTS).
+    set(label_file ${CMAKE_CURRENT_BINARY_DIR}/${name}_root_label.cmake)
+    file(WRITE ${label_file}
+      "if(DEFINED ${name}_TESTS)\n"
+      "  set_tests_properties(\${${name}_TESTS} PROPERTIES LABELS \"${ARG_LABELS};root\")\n"
+      "endif()\n")
+    set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${label_file})
+  endif()
 endfunction()

@@ -21,16 +21,16 @@ http_response missing_credentials() {
                     "first `airlockd serve`)");
 }
 
-void authenticate(caf::actor_system& system, const actors::sandbox_registry_actor& registry,
+void authenticate(caf::actor_system& system, const actors::api_key_actor& api_keys,
                   std::chrono::milliseconds timeout, exchange_ptr ex,
                   std::function<void(actors::caller_identity)> next) {
   auto key = bearer_of(*ex);
   if (!key)
     return ex->respond(missing_credentials());
   call_actor(
-    system, registry, timeout,
+    system, api_keys, timeout,
     [next = std::move(next)](actors::caller_identity& who) { next(std::move(who)); },
-    answer_error(ex), actors::rg_auth_atom::value, *key);
+    answer_error(ex), actors::key_auth_atom::value, *key);
 }
 
 result<std::optional<uint64_t>> query_uint(const exchange& ex, std::string_view name,

@@ -1,6 +1,6 @@
 #pragma once
 // Internal to gateway/: what the control and data-plane route files share
-// (bearer credentials, authentication through the registry, answering an
+// (bearer credentials, authentication through the API-key actor, answering an
 // exchange from an actor error, query parsing).
 
 #include <chrono>
@@ -10,6 +10,7 @@
 #include <string>
 
 #include "actors/errors.hpp"
+#include "actors/api_key_actor.hpp"
 #include "actors/sandbox_registry.hpp"
 #include "gateway/actor_call.hpp"
 #include "gateway/api_json.hpp"
@@ -32,7 +33,7 @@ http_response missing_credentials();
 
 /// Resolves the API key of `ex` to its caller, then runs `next` (on a CAF
 /// thread); answers 401 itself when the key is missing or wrong.
-void authenticate(caf::actor_system& system, const actors::sandbox_registry_actor& registry,
+void authenticate(caf::actor_system& system, const actors::api_key_actor& api_keys,
                   std::chrono::milliseconds timeout, exchange_ptr ex,
                   std::function<void(actors::caller_identity)> next);
 

@@ -36,7 +36,7 @@ std::string scope_of(const caller& who) { return who.admin ? std::string{} : who
 template <class Handler>
 async_route_handler authed(api_ptr api, Handler handler) {
   return [api, handler](exchange_ptr ex) {
-    authenticate(*api->deps.system, api->deps.registry, api->call_timeout(), ex,
+    authenticate(*api->deps.system, api->deps.api_keys, api->call_timeout(), ex,
                  [api, handler, ex](caller who) { handler(api, ex, std::move(who)); });
   };
 }
@@ -359,12 +359,12 @@ void create_api_key(api_ptr api, exchange_ptr ex, caller who) {
                                   "tenant_id (a string) is required"));
   auto tenant_id = tenant->get<std::string>();
   call_actor(
-    *api->deps.system, api->deps.registry, api->call_timeout(),
+    *api->deps.system, api->deps.api_keys, api->call_timeout(),
     [ex, tenant_id](std::string& key) {
       ex->respond(json_response(http::status::created,
                                 {{"tenant_id", tenant_id}, {"api_key", key}}));
     },
-    answer_error(ex), actors::rg_newkey_atom::value, tenant_id);
+    answer_error(ex), actors::key_create_atom::value, tenant_id);
 }
 
 void list_workers(api_ptr api, exchange_ptr ex, caller who) {

@@ -21,6 +21,7 @@
 #include "actors/credential_actor.hpp"
 #include "actors/log.hpp"
 #include "actors/operation_engine.hpp"
+#include "actors/api_key_actor.hpp"
 #include "actors/sandbox_registry.hpp"
 #include "gateway/api_json.hpp"
 #include "gateway/attach_token.hpp"
@@ -54,6 +55,8 @@ struct control_api_deps {
   caf::actor_system* system = nullptr;
   actors::operation_engine_actor engine;
   actors::sandbox_registry_actor registry;
+  /// Authenticates every request and creates tenant keys.
+  actors::api_key_actor api_keys;
   actors::scheduler_actor scheduler;
   const token_signer* signer = nullptr;
   const wall_clock* clock = nullptr;

@@ -105,7 +105,7 @@ void resolve(api_ptr api, exchange_ptr ex, std::string scope, target_next next) 
                                     "a worker's data plane takes tokens, not API keys: get one "
                                     "from POST /v1/sandboxes/{id}/token"));
     t.by_api_key = true;
-    return authenticate(*api->deps.system, *api->deps.registry, api->timeout(), ex,
+    return authenticate(*api->deps.system, *api->deps.api_keys, api->timeout(), ex,
                         [api, ex, t, next](actors::caller_identity who) mutable {
                           auto tenant = who.admin ? std::string{} : who.tenant_id;
                           via_record(api, ex, std::move(t), tenant, std::move(next));

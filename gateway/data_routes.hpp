@@ -13,6 +13,7 @@
 
 #include "actors/clock.hpp"
 #include "actors/cluster_protocol.hpp"
+#include "actors/api_key_actor.hpp"
 #include "actors/sandbox_registry.hpp"
 #include "gateway/api_json.hpp"
 #include "gateway/attach_token.hpp"
@@ -60,6 +61,8 @@ struct data_plane_deps {
   /// Control plane: API keys are accepted, and sandboxes are found through
   /// the registry and the scheduler.
   std::optional<actors::sandbox_registry_actor> registry;
+  /// Control plane: checks API keys; set with `registry`.
+  std::optional<actors::api_key_actor> api_keys;
   std::optional<actors::scheduler_actor> scheduler;
   /// Where relayed requests and bytes are counted; may be null.
   metrics::metrics_registry* metrics = nullptr;

@@ -29,7 +29,7 @@ std::string scope_of(const caller& who) { return who.admin ? std::string{} : who
 template <class Handler>
 async_route_handler authed(deps_ptr deps, Handler handler) {
   return [deps, handler](exchange_ptr ex) {
-    authenticate(*deps->system, deps->registry, call_timeout(*deps), ex,
+    authenticate(*deps->system, deps->api_keys, call_timeout(*deps), ex,
                  [deps, handler, ex](caller who) { handler(deps, ex, std::move(who)); });
   };
 }

@@ -2,7 +2,8 @@
 // The host <-> guest protocol as C++ values, and the one place that turns them
 // into Cap'n Proto frames (schema/guest.capnp) and back. Both the agent and
 // guest_client use it; no Cap'n Proto reader escapes this codec, and a KJ
-// exception from a malformed frame becomes a status here.
+// exception from a malformed frame becomes a status here. The codec is in
+// host_message_codec.cpp, guest_message_codec.cpp and start_request_codec.cpp.
 
 #include <cstdint>
 #include <optional>

@@ -12,7 +12,9 @@
 #include "airlockd/admin_key.hpp"
 #include "storage/kv_store.hpp"
 #include "storage/sandbox_store.hpp"
-#include "tests/airlockd/test_support.hpp"
+#include "tests/support/child_process.hpp"
+#include "tests/support/host.hpp"
+#include "tests/support/http_client.hpp"
 
 namespace airlock::airlockd {
 namespace {

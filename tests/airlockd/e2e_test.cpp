@@ -20,7 +20,10 @@
 
 #include "storage/kv_store.hpp"
 #include "storage/operation_store.hpp"
-#include "tests/airlockd/test_support.hpp"
+#include "tests/support/child_process.hpp"
+#include "tests/support/host.hpp"
+#include "tests/support/http_client.hpp"
+#include "tests/support/environment.hpp"
 
 namespace airlock::test {
 namespace {
@@ -52,7 +55,7 @@ protected:
     // stay mounted by design until the test unmounts them.
     auto left = unmount_below(dir_.path());
     EXPECT_TRUE(left.empty()) << "still mounted: " << left.front();
-    if (::geteuid() == 0) {
+    if (test::running_as_root()) {
       auto leftovers = remove_instance_leftovers("airlockde2e");
       EXPECT_TRUE(leftovers.empty()) << "cannot remove " << leftovers.front();
     }
@@ -129,8 +132,7 @@ protected:
 class airlockd_host_e2e : public airlockd_e2e {
 protected:
   void SetUp() override {
-    if (::geteuid() != 0)
-      GTEST_SKIP() << "serve and worker run sandboxes and need root";
+    AIRLOCK_REQUIRE_ROOT("serve and worker run sandboxes");
     // One at a time on this host: they share the airlockde2e instance.
     lock_ = std::make_unique<test::host_lock>("/run/airlock-airlockd-e2e.lock");
     ASSERT_TRUE(lock_->held());
@@ -330,11 +332,13 @@ std::optional<address> read_until_listening(child_process& process,
 /// GET /readyz until it answers `status` (bounded by wait_max); the last status.
 int poll_readyz(const address& at, int status) {
   int last = 0;
-  poll_until([&at, &last, status] {
-    auto ready = http_get(at.host, at.port, "/readyz");
-    last = ready ? ready->status : 0;
-    return last == status;
-  });
+  wait_for(
+    [&at, &last, status] {
+      auto ready = http_get(at.host, at.port, "/readyz");
+      last = ready ? ready->status : 0;
+      return last == status;
+    },
+    wait_max, milliseconds(50));
   return last;
 }
 

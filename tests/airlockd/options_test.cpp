@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "airlockd/options.hpp"
-#include "tests/airlockd/test_support.hpp"
+#include "tests/support/child_process.hpp"
+#include "tests/support/host.hpp"
+#include "tests/support/http_client.hpp"
 
 namespace airlock::airlockd {
 namespace {

@@ -88,7 +88,7 @@ TEST_F(api_access, an_expired_token_is_refused_with_401) {
   auto first = client.get(files(first_, "/list?path=/"));
   EXPECT_TRUE(first.status == 200 || first.status == 401) << first.body;
   api_reply last;
-  poll_until(
+  wait_for(
     [&client, &last] {
       last = client.get(files(first_, "/list?path=/"));
       return last.status != 200;

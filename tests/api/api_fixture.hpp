@@ -32,7 +32,7 @@ public:
 protected:
   void SetUp() override {
     if (!running_as_root())
-      GTEST_SKIP() << "the API end-to-end tests run sandboxes and need root";
+      GTEST_SKIP() << *root_missing("the API end-to-end tests run sandboxes");
     ASSERT_TRUE(server_) << start_error_;
   }
 

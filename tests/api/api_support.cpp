@@ -293,6 +293,4 @@ std::string path_of_url(const std::string& url) {
   return slash == std::string::npos ? "/" : url.substr(slash);
 }
 
-bool running_as_root() { return ::geteuid() == 0; }
-
 } // namespace airlock::test

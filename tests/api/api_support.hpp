@@ -1,7 +1,7 @@
 #pragma once
 // Helpers of the HTTP API end-to-end tests: a real `airlockd serve` child
 // process with this suite's sandbox host options, and a small JSON client on
-// the raw-socket HTTP client of tests/airlockd/test_support.hpp. Every wait is
+// the raw-socket HTTP client of tests/support/http_client.hpp. Every wait is
 // bounded; nothing sleeps to synchronise.
 
 #include <cstdint>
@@ -13,7 +13,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tests/airlockd/test_support.hpp"
+#include "tests/support/child_process.hpp"
+#include "tests/support/host.hpp"
+#include "tests/support/http_client.hpp"
+#include "tests/support/environment.hpp"
 
 namespace airlock::test {
 
@@ -162,8 +165,5 @@ void collect_event(process_output& out, const sse_event& event);
 
 /// The path and query of an http://host:port/... URL.
 std::string path_of_url(const std::string& url);
-
-/// True when the process runs as root (the API tests need it).
-bool running_as_root();
 
 } // namespace airlock::test

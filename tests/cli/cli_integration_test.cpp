@@ -14,6 +14,7 @@
 #include "cli/base64.hpp"
 #include "cli/cli.hpp"
 #include "tests/cli/fake_api.hpp"
+#include "tests/support/host.hpp"
 
 namespace airlock::cli::test {
 namespace {
@@ -47,24 +48,7 @@ std::string read_file(const std::string& path) {
   return text.str();
 }
 
-class temp_dir {
-public:
-  temp_dir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string pattern = std::string(base && *base ? base : "/tmp") + "/cli_it.XXXXXX";
-    path_ = ::mkdtemp(pattern.data()) ? pattern : "";
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  temp_dir(const temp_dir&) = delete;
-  temp_dir& operator=(const temp_dir&) = delete;
-  const std::string& path() const { return path_; }
-
-private:
-  std::string path_;
-};
+using airlock::test::temp_dir;
 
 TEST(cli_integration, create_waits_for_its_operation_and_prints_the_sandbox_id) {
   std::atomic<int> polls{0};

@@ -21,6 +21,7 @@
 
 #include "gateway/attach_token.hpp"
 #include "tests/cluster/cluster_support.hpp"
+#include "tests/support/environment.hpp"
 
 namespace airlock::test::cluster {
 namespace {
@@ -39,8 +40,7 @@ constexpr milliseconds rejoin_bound = 60s;
 class cluster_e2e : public ::testing::Test {
 protected:
   void SetUp() override {
-    if (::geteuid() != 0)
-      GTEST_SKIP() << "needs root: workers create namespaces, btrfs images and nftables rules";
+    AIRLOCK_REQUIRE_ROOT("workers create namespaces, btrfs images and nftables rules");
     // One cluster test at a time on this host: they share the clue2e
     // instance (nftables table, cgroup parent, veth prefix, address pool).
     lock_fd_ = ::open("/run/airlock-cluster-e2e.lock", O_CREAT | O_RDWR | O_CLOEXEC, 0600);

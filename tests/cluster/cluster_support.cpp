@@ -10,12 +10,12 @@
 
 #include "cli/http.hpp"
 #include "cli/sse.hpp"
+#include "tests/support/wait.hpp"
 
 namespace airlock::test::cluster {
 
 namespace {
 
-using steady = std::chrono::steady_clock;
 
 /// Long enough for ?wait=10 and a slow create.
 cli::http_client_options client_options() {
@@ -86,7 +86,7 @@ sse_read read_events(const std::string& url, const std::string& bearer,
   auto on_event = [&out, &stop, drop_after_events](const cli::sse_event& event) {
     if (stop)
       return;
-    out.events.push_back({event.event, event.data, event.id});
+    out.events.push_back({event.event, event.id, event.data});
     out.last_id = event.id;
     if (event.event == "exit") {
       out.exited = true;
@@ -188,31 +188,24 @@ bool is_terminal(const json& operation) {
 
 json wait_operation(const std::string& control_url, const std::string& key,
                     const std::string& operation_id, milliseconds bound) {
-  auto deadline = steady::now() + bound;
   json last = nullptr;
-  do {
-    auto answer = call("GET", control_url + "/v1/operations/" + operation_id + "?wait=10", key);
-    if (answer.status == 200) {
+  // Each call long-polls; a failed one (the control plane may be restarting)
+  // is tried again 100 ms on.
+  test::wait_for(
+    [&] {
+      auto answer = call("GET", control_url + "/v1/operations/" + operation_id + "?wait=10", key);
+      if (answer.status != 200)
+        return false;
       last = answer.body;
-      if (is_terminal(last))
-        return last;
-    } else {
-      // The control plane may be restarting: try again shortly.
-      std::this_thread::sleep_for(milliseconds(100));
-    }
-  } while (steady::now() < deadline);
+      return is_terminal(last);
+    },
+    bound, milliseconds(100));
   return last;
 }
 
 bool eventually(const std::function<bool()>& probe, milliseconds bound) {
-  auto deadline = steady::now() + bound;
-  for (;;) {
-    if (probe())
-      return true;
-    if (steady::now() >= deadline)
-      return false;
-    std::this_thread::sleep_for(milliseconds(100)); // poll interval, not a synchronisation
-  }
+  // Each probe is an HTTP call to a child process: every 100 ms is enough.
+  return test::wait_for(probe, bound, milliseconds(100));
 }
 
 } // namespace airlock::test::cluster

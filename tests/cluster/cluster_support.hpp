@@ -15,7 +15,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tests/airlockd/test_support.hpp"
+#include "tests/support/child_process.hpp"
+#include "tests/support/host.hpp"
+#include "tests/support/http_client.hpp"
 
 namespace airlock::test::cluster {
 
@@ -37,12 +39,8 @@ using header_list = std::vector<std::pair<std::string, std::string>>;
 reply call(const std::string& method, const std::string& url, const std::string& bearer,
            const std::string& body = {}, const header_list& headers = {});
 
-/// One server-sent event.
-struct sse_event {
-  std::string event;
-  std::string data;
-  std::string id;
-};
+/// One server-sent event (the test client's type).
+using test::sse_event;
 
 /// What one SSE connection delivered.
 struct sse_read {

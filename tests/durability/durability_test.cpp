@@ -19,7 +19,9 @@
 
 #include "storage/kv_store.hpp"
 #include "storage/operation_store.hpp"
-#include "tests/airlockd/test_support.hpp"
+#include "tests/support/child_process.hpp"
+#include "tests/support/host.hpp"
+#include "tests/support/http_client.hpp"
 
 namespace airlock {
 namespace {

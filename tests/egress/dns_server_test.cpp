@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "worker/egress/dns_message.hpp"
+#include "tests/support/wait.hpp"
 
 namespace airlock::worker::egress {
 namespace {
@@ -167,12 +168,7 @@ bool connect_to(int fd, uint16_t port) {
 
 template <class Predicate>
 bool eventually(Predicate done) {
-  for (int i = 0; i < 5000; ++i) {
-    if (done())
-      return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return done();
+  return airlock::test::wait_for(done, std::chrono::seconds(5));
 }
 
 std::map<std::string, std::vector<uint32_t>> test_internet() {

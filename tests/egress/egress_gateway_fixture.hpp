@@ -212,12 +212,7 @@ protected:
   /// Waits (bounded) until an audit record matching `predicate` exists.
   template <class Predicate>
   bool wait_for_audit(Predicate predicate) const {
-    for (int i = 0; i < 500; ++i) {
-      for (auto& record : audit_->records())
-        if (predicate(record)) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return false;
+    return audit_->wait_for_record(predicate);
   }
 
   bool has_denial(std::string_view reason_part) const {

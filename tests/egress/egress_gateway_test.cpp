@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "tests/egress/egress_gateway_fixture.hpp"
+#include "tests/support/wait.hpp"
 
 namespace airlock::worker::egress {
 namespace {
@@ -301,8 +302,7 @@ TEST_F(egress_gateway_test, connections_from_unknown_addresses_are_closed) {
   auto socket = guest(http_upstream_.port(), "127.0.0.2");
   auto reply = raw_exchange(socket, "GET / HTTP/1.1\r\nHost: api.test\r\n\r\n");
   EXPECT_TRUE(reply.empty());
-  for (int i = 0; i < 500 && gateway_->stats().unknown_peers == 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  airlock::test::wait_for([&] { return gateway_->stats().unknown_peers != 0; });
   EXPECT_EQ(gateway_->stats().unknown_peers, 1u);
   EXPECT_TRUE(http_upstream_.requests().empty());
 }
@@ -314,8 +314,7 @@ TEST_F(egress_gateway_test, connections_past_the_per_sandbox_limit_are_closed_an
   policy(egress_profile::open);
   auto first = guest(http_upstream_.port());
   auto second = guest(http_upstream_.port());
-  for (int i = 0; i < 500 && gateway_->stats().active_connections < 2; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  airlock::test::wait_for([&] { return gateway_->stats().active_connections >= 2; });
   ASSERT_EQ(gateway_->stats().active_connections, 2u);
   auto third = guest(http_upstream_.port());
   EXPECT_TRUE(raw_exchange(third, "GET / HTTP/1.1\r\nHost: api.test\r\n\r\n").empty());

@@ -26,6 +26,7 @@
 #include <boost/beast/websocket.hpp>
 
 #include "worker/egress/egress_types.hpp"
+#include "tests/support/wait.hpp"
 
 namespace airlock::worker::egress::test_doubles {
 
@@ -277,17 +278,33 @@ private:
 class recording_audit : public audit_sink {
 public:
   void record(schema::audit_record record) override {
-    std::lock_guard lock{mutex_};
-    records_.push_back(std::move(record));
+    {
+      std::lock_guard lock{mutex_};
+      records_.push_back(std::move(record));
+    }
+    recorded_.notify();
   }
   std::vector<schema::audit_record> records() const {
     std::lock_guard lock{mutex_};
     return records_;
   }
 
+  /// Waits (bounded) until a record matching `predicate` exists; woken by
+  /// each new record.
+  template <class Predicate>
+  bool wait_for_record(Predicate predicate) {
+    return recorded_.wait_for([&] {
+      for (const auto& record : records())
+        if (predicate(record))
+          return true;
+      return false;
+    }, std::chrono::seconds(5));
+  }
+
 private:
   mutable std::mutex mutex_;
   std::vector<schema::audit_record> records_;
+  airlock::test::change_signal recorded_;
 };
 
 /// Answers fetch() from a settable list (or failure), counting calls.

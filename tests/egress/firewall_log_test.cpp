@@ -29,6 +29,8 @@
 #include <gtest/gtest.h>
 
 #include "worker/egress/firewall_log.hpp"
+#include "tests/support/environment.hpp"
+#include "tests/support/wait.hpp"
 
 extern char** environ;
 
@@ -99,15 +101,9 @@ private:
   std::vector<schema::audit_record> records_;
 };
 
-/// Polls `condition` for up to 5 s.
+/// Waits up to 5 s for `condition`.
 bool eventually(const std::function<bool()>& condition) {
-  auto deadline = std::chrono::steady_clock::now() + 5s;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (condition())
-      return true;
-    std::this_thread::sleep_for(5ms);
-  }
-  return condition();
+  return airlock::test::wait_for(condition, 5s);
 }
 
 uint16_t random_group() {
@@ -124,8 +120,7 @@ std::string dotted(uint32_t host_order) {
 class firewall_log_test : public ::testing::Test {
 protected:
   void SetUp() override {
-    if (::geteuid() != 0)
-      GTEST_SKIP() << "needs root for network namespaces, nftables and NFLOG";
+    AIRLOCK_REQUIRE_ROOT("network namespaces, nftables and NFLOG");
     if (run({"ip", "-V"}) != 0 || run({"nft", "--version"}) != 0)
       GTEST_SKIP() << "needs the ip and nft tools";
     auto pid = std::to_string(::getpid());

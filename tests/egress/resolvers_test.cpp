@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "worker/egress/address_filter.hpp"
+#include "tests/support/wait.hpp"
 
 namespace airlock::worker::egress {
 namespace {
@@ -168,13 +169,11 @@ TEST(resolver_pool, refuses_lookups_past_the_queue_limit_and_joins_duplicates) {
   pool.resolve("b.example", io.io.get_executor(), count);
   pool.resolve("a.example", io.io.get_executor(), count); // joins the first
   pool.resolve("c.example", io.io.get_executor(), count); // fourth waiter: refused
-  for (int i = 0; i < 5000 && exhausted.load() == 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  airlock::test::wait_for([&] { return exhausted.load() != 0; }, std::chrono::seconds(5));
   EXPECT_EQ(exhausted.load(), 1);
   EXPECT_EQ(ok.load(), 0);
   gated->release.set_value();
-  for (int i = 0; i < 5000 && ok.load() < 3; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  airlock::test::wait_for([&] { return ok.load() >= 3; }, std::chrono::seconds(5));
   EXPECT_EQ(ok.load(), 3);
   EXPECT_EQ(gated->calls.load(), 2); // a.example looked up once for two callers
   auto stats = pool.stats();

@@ -66,7 +66,8 @@ public:
 protected:
   void SetUp() override {
     if (!running_as_root())
-      GTEST_SKIP() << "the egress end-to-end tests run sandboxes and network namespaces: root";
+      GTEST_SKIP() << *root_missing(
+        "the egress end-to-end tests run sandboxes and network namespaces");
     ASSERT_TRUE(server_) << start_error_;
   }
 
@@ -136,7 +137,7 @@ protected:
   static json audit_find(const std::string& id, const std::string& kind,
                          const std::function<bool(const json&)>& match) {
     json found;
-    poll_until(
+    wait_for(
       [&] {
         auto reply = admin().get("/v1/audit?sandbox_id=" + id + "&kind=" + kind + "&limit=1000");
         if (reply.status != 200 || !reply.json.contains("items"))
@@ -148,7 +149,7 @@ protected:
           }
         return false;
       },
-      milliseconds(15'000));
+      milliseconds(15'000), milliseconds(50));
     return found;
   }
 

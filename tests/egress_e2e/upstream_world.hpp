@@ -25,7 +25,9 @@
 #include <thread>
 #include <vector>
 
-#include "tests/airlockd/test_support.hpp"
+#include "tests/support/child_process.hpp"
+#include "tests/support/host.hpp"
+#include "tests/support/http_client.hpp"
 
 namespace airlock::test {
 

@@ -10,31 +10,14 @@
 #include <gtest/gtest.h>
 
 #include "gateway/attach_token.hpp"
+#include "tests/support/host.hpp"
 
 namespace airlock::gateway {
 namespace {
 
 constexpr int64_t now_ms = 1'800'000'000'000;
 
-/// A fresh directory under $TMPDIR (or /tmp), removed with its contents.
-class temp_dir {
-public:
-  temp_dir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string pattern = std::string(base && *base ? base : "/tmp") + "/attach_token.XXXXXX";
-    path_ = ::mkdtemp(pattern.data()) ? pattern : "";
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  temp_dir(const temp_dir&) = delete;
-  temp_dir& operator=(const temp_dir&) = delete;
-  const std::string& path() const { return path_; }
-
-private:
-  std::string path_;
-};
+using airlock::test::temp_dir;
 
 token_claims sandbox_claims(std::string scope = "all", std::string process = "") {
   return token_claims{"tenant_a", "sb_1", std::move(process), std::move(scope), now_ms + 60'000};

@@ -9,17 +9,18 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <string>
 
 #include "actors/log.hpp"
 #include "gateway/http_server.hpp"
-#include "tests/gateway/test_client.hpp"
+#include "tests/support/http_client.hpp"
 
 namespace airlock::gateway {
 namespace {
 
-using test::raw_client;
+using test::http_connection;
 using test::request_text;
 using test::wait_max;
 
@@ -43,8 +44,8 @@ protected:
   }
 
   /// Asks for /file and waits for the handler's stream.
-  std::unique_ptr<raw_client> ask(std::shared_ptr<sse_stream>& stream) {
-    auto client = raw_client::connect(server_->local_endpoint().port);
+  std::optional<http_connection> ask(std::shared_ptr<sse_stream>& stream) {
+    auto client = http_connection::open("127.0.0.1", server_->local_endpoint().port);
     EXPECT_TRUE(client && client->send(request_text("GET", "/file")));
     std::unique_lock<std::mutex> lock(mutex_);
     EXPECT_TRUE(changed_.wait_for(lock, wait_max, [this] { return stream_ != nullptr; }));

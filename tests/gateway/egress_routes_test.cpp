@@ -15,6 +15,7 @@
 #include "gateway/egress_routes.hpp"
 #include "gateway/exchange.hpp"
 #include "storage/kv_store.hpp"
+#include "tests/support/wait.hpp"
 
 namespace airlock::gateway {
 namespace {
@@ -64,6 +65,7 @@ protected:
   egress_routes() {
     deps.system = &system;
     deps.registry = actors::spawn_sandbox_registry(system, *store, clock);
+    deps.api_keys = actors::spawn_api_key_actor(system, *store, clock);
     actors::credential_actor_deps c;
     c.store = store.get();
     c.master_key = std::string(32, 'm');
@@ -78,6 +80,7 @@ protected:
   }
   ~egress_routes() override {
     caf::anon_send_exit(deps.registry, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(deps.api_keys, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(deps.credentials, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(deps.audit, caf::exit_reason::user_shutdown);
   }
@@ -85,7 +88,7 @@ protected:
   std::string new_key(const std::string& tenant) {
     caf::scoped_actor self{system};
     std::string key;
-    self->request(deps.registry, seconds(10), actors::rg_newkey_atom::value, tenant)
+    self->request(deps.api_keys, seconds(10), actors::key_create_atom::value, tenant)
       .receive([&key](std::string& made) { key = made; }, [](caf::error&) {});
     return key;
   }
@@ -258,8 +261,7 @@ TEST_F(egress_routes, a_patched_egress_policy_reaches_the_sandboxs_worker) {
   record.state = schema::sandbox_state::running;
   record.spec.egress = {schema::egress_profile::allowlist, {"api.example.com"}};
   push_egress_to_worker(deps, record);
-  for (int i = 0; i < 1000 && script->egresses().empty(); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10)); // bounded poll on a condition
+  ASSERT_TRUE(airlock::test::wait_for([&] { return !script->egresses().empty(); }));
   ASSERT_EQ(script->egresses().size(), 1u);
   EXPECT_EQ(script->egresses()[0].spec.egress, record.spec.egress);
   // A sandbox on a worker the scheduler does not know: nothing to send, no crash.

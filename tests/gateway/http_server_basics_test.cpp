@@ -13,7 +13,10 @@
 
 #include "actors/log.hpp"
 #include "gateway/http_server.hpp"
-#include "tests/airlockd/test_support.hpp"
+#include "tests/support/child_process.hpp"
+#include "tests/support/host.hpp"
+#include "tests/support/http_client.hpp"
+#include "tests/support/wait.hpp"
 
 namespace airlock::gateway {
 namespace {
@@ -212,10 +215,9 @@ TEST_F(http_server_basics, stop_lets_a_request_in_flight_finish) {
 
   std::thread stopper([&server] { server->stop(); });
   // Once the acceptor is closed, new connections are refused by the kernel.
-  auto deadline = std::chrono::steady_clock::now() + test::wait_max;
-  while (http_connection::open("127.0.0.1", port, test::milliseconds(100))
-         && std::chrono::steady_clock::now() < deadline) {
-  }
+  test::wait_for(
+    [port] { return !http_connection::open("127.0.0.1", port, test::milliseconds(100)); },
+    test::wait_max, test::milliseconds(1));
   release.set_value();
   auto reply = conn->read_reply();
   conn.reset(); // the server lingers until the client closes

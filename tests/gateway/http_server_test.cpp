@@ -18,13 +18,14 @@
 
 #include "actors/log.hpp"
 #include "gateway/http_server.hpp"
-#include "tests/gateway/test_client.hpp"
+#include "tests/support/http_client.hpp"
+#include "tests/support/wait.hpp"
 
 namespace airlock::gateway {
 namespace {
 
 using test::milliseconds;
-using test::raw_client;
+using test::http_connection;
 using test::request_text;
 using test::wait_max;
 
@@ -54,16 +55,10 @@ private:
   std::deque<std::shared_ptr<exchange>> items_;
 };
 
-/// Waits (bounded) until `condition` holds; polling, not sleeping, decides.
+/// Waits (bounded) until `condition` holds.
 template <class Condition>
 bool eventually(Condition condition) {
-  auto deadline = std::chrono::steady_clock::now() + wait_max;
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() > deadline)
-      return false;
-    std::this_thread::yield();
-  }
-  return true;
+  return test::wait_for(condition, wait_max, milliseconds(1));
 }
 
 class http_server_test : public ::testing::Test {
@@ -77,10 +72,12 @@ protected:
     return std::move(*server);
   }
 
-  std::unique_ptr<raw_client> connect(int receive_buffer_bytes = 0) {
-    auto client = raw_client::connect(port_, receive_buffer_bytes);
+  std::unique_ptr<http_connection> connect(int receive_buffer_bytes = 0) {
+    auto client = http_connection::open("127.0.0.1", port_, wait_max, receive_buffer_bytes);
     EXPECT_TRUE(client);
-    return client;
+    if (!client)
+      return nullptr;
+    return std::make_unique<http_connection>(std::move(*client));
   }
 
   static http_response text(std::string body) {
@@ -341,7 +338,7 @@ protected:
   }
 
   /// Connects, asks for /events and reads the response header.
-  std::unique_ptr<raw_client> subscribe(int receive_buffer_bytes = 0) {
+  std::unique_ptr<http_connection> subscribe(int receive_buffer_bytes = 0) {
     auto client = connect(receive_buffer_bytes);
     if (!client || !client->send(request_text("GET", "/events")))
       return nullptr;

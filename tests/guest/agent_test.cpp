@@ -18,6 +18,7 @@
 #include <optional>
 
 #include "guest_harness.hpp"
+#include "tests/support/environment.hpp"
 
 namespace airlock::guest {
 namespace {
@@ -204,8 +205,7 @@ TEST_F(agent, pty_process_sees_a_terminal_and_its_resize) {
 }
 
 TEST_F(agent, honours_env_cwd_and_user) {
-  if (::getuid() != 0)
-    GTEST_SKIP() << "switching users needs root";
+  AIRLOCK_REQUIRE_ROOT("switching users");
   auto request = shell("echo \"$FOO\"; pwd; id -u; id -g");
   request.process.env.emplace_back("FOO", "bar baz");
   request.process.cwd = "/tmp";

@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <iostream>
 
 #include "tests/rootfs/test_support.hpp"
@@ -18,13 +17,6 @@
 namespace airlock::worker {
 namespace {
 
-std::filesystem::path cache_dir() {
-  const char* override_dir = std::getenv("AIRLOCK_TEST_CACHE");
-  std::filesystem::path base =
-    override_dir != nullptr ? override_dir : "/var/tmp/airlock-test-cache";
-  return base / "base";
-}
-
 TEST(base_template, builds_debian_with_python_git_curl_and_bash_once_and_caches_it) {
   if (auto reason = test::overlay_unavailable_reason())
     GTEST_SKIP() << *reason;
@@ -34,10 +26,11 @@ TEST(base_template, builds_debian_with_python_git_curl_and_bash_once_and_caches_
     GTEST_SKIP() << mirror.error().message;
   if (auto reachable = probe_mirror(*mirror, templates.suite, 5'000); !reachable)
     GTEST_SKIP() << reachable.message;
+  test::base_template_lock lock;
   test::scratch_dir scratch;
   templates.guest_binary = test::guest_binary_for_tests(scratch.path());
   rootfs_options options;
-  options.data_dir = cache_dir();
+  options.data_dir = test::base_template_cache_dir();
   auto driver = overlay_driver::open(options);
   ASSERT_TRUE(driver) << driver.error().message;
   template_builder builder(**driver, templates);

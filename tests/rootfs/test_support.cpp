@@ -1,13 +1,21 @@
 #include "tests/rootfs/test_support.hpp"
 
+#include <fcntl.h>
 #include <stdlib.h>
+#include <sys/file.h>
 #include <unistd.h>
+
+#include <cstdlib>
 
 #include <vector>
 
 #include "worker/rootfs/fs_util.hpp"
 #include "worker/rootfs/loop_image.hpp"
 #include "worker/command/command.hpp"
+#include "worker/rootfs/apt_sources.hpp"
+#include "worker/rootfs/overlay_driver.hpp"
+#include "worker/rootfs/templates.hpp"
+#include "tests/support/environment.hpp"
 
 #ifndef AIRLOCK_GUEST_BINARY
 #define AIRLOCK_GUEST_BINARY ""
@@ -44,8 +52,9 @@ int detach_loops_below(const std::filesystem::path& dir) {
 }
 
 std::optional<std::string> btrfs_unavailable_reason() {
-  if (::geteuid() != 0)
-    return "the btrfs driver tests need root (loop devices, mount, btrfs ioctls)";
+  if (auto missing = airlock::test::root_missing(
+        "the btrfs driver tests use loop devices, mount and btrfs ioctls"))
+    return missing;
   auto filesystems = read_file("/proc/filesystems");
   if (!filesystems || filesystems->find("btrfs") == std::string::npos) {
     // The module may just not be loaded yet.
@@ -62,8 +71,8 @@ std::optional<std::string> btrfs_unavailable_reason() {
 }
 
 std::optional<std::string> overlay_unavailable_reason() {
-  if (::geteuid() != 0)
-    return "the overlay driver tests need root (mount)";
+  if (auto missing = airlock::test::root_missing("the overlay driver tests mount"))
+    return missing;
   auto filesystems = read_file("/proc/filesystems");
   if (!filesystems || filesystems->find("overlay") == std::string::npos) {
     (void)run_command({"modprobe", "overlay"});
@@ -98,6 +107,64 @@ std::string run_in_chroot(const std::filesystem::path& root, const std::vector<s
   if (!ran->succeeded())
     return "error: exit " + std::to_string(ran->exit_code) + ": " + output;
   return output;
+}
+
+std::filesystem::path test_cache_dir() {
+  const char* override_dir = std::getenv("AIRLOCK_TEST_CACHE");
+  return override_dir != nullptr ? override_dir : "/var/tmp/airlock-test-cache";
+}
+
+std::filesystem::path base_template_cache_dir() { return test_cache_dir() / "base"; }
+
+base_template_lock::base_template_lock() {
+  std::error_code ec;
+  std::filesystem::create_directories(test_cache_dir(), ec);
+  auto path = test_cache_dir() / "base.lock";
+  fd_.reset(::open(path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600));
+  // Without the lock file the build still runs, only unserialised.
+  if (fd_.valid())
+    while (::flock(fd_.get(), LOCK_EX) != 0 && errno == EINTR) {
+    }
+}
+
+base_template ensure_base_template() {
+  base_template found;
+  if (auto reason = overlay_unavailable_reason()) {
+    found.skip_reason = reason;
+    return found;
+  }
+  template_options templates;
+  auto mirror = find_host_mirror(templates.apt_dir, templates.suite);
+  if (!mirror) {
+    found.skip_reason = "cannot build the base template: " + mirror.error().message;
+    return found;
+  }
+  base_template_lock lock;
+  scratch_dir scratch;
+  templates.guest_binary = guest_binary_for_tests(scratch.path());
+  rootfs_options options;
+  options.data_dir = base_template_cache_dir();
+  auto driver = overlay_driver::open(options);
+  if (!driver) {
+    found.error = driver.error().message;
+    return found;
+  }
+  template_builder builder(**driver, templates);
+  auto manifest = builder.ensure("base");
+  if (!manifest) {
+    // An unreachable mirror is this host's limit, not a failure of the test.
+    if (auto reachable = probe_mirror(*mirror, templates.suite, 5'000); !reachable)
+      found.skip_reason = "cannot build the base template: " + reachable.message;
+    else
+      found.error = manifest.error().message;
+    return found;
+  }
+  auto root = (*driver)->template_path("base");
+  if (!root)
+    found.error = root.error().message;
+  else
+    found.root = *root;
+  return found;
 }
 
 } // namespace airlock::worker::test

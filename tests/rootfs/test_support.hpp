@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "schema/unique_fd.hpp"
+
 namespace airlock::worker::test {
 
 /// A fresh directory under the system temp dir. The destructor unmounts every
@@ -43,5 +45,32 @@ std::filesystem::path guest_binary_for_tests(const std::filesystem::path& dir);
 /// Output of `chroot root argv...` with trailing newlines removed, or the
 /// error text prefixed by "error: ".
 std::string run_in_chroot(const std::filesystem::path& root, const std::vector<std::string>& argv);
+
+/// Where slow-to-build test artefacts are kept between runs:
+/// $AIRLOCK_TEST_CACHE, else /var/tmp/airlock-test-cache.
+std::filesystem::path test_cache_dir();
+
+/// The `base` template's cache (an overlay driver's data dir) inside
+/// test_cache_dir().
+std::filesystem::path base_template_cache_dir();
+
+/// Holds the host-wide lock on the `base` template cache while it lives, so
+/// that suites running at once do not build it twice into one directory.
+class base_template_lock {
+public:
+  base_template_lock();
+
+private:
+  unique_fd fd_;
+};
+
+/// The `base` template for a test that needs it: found in the cache, or built
+/// there (debootstrap, about a minute) when it is absent or stale.
+struct base_template {
+  std::filesystem::path root;                ///< the template's root directory
+  std::optional<std::string> skip_reason;    ///< this host cannot build it
+  std::string error;                         ///< building failed
+};
+base_template ensure_base_template();
 
 } // namespace airlock::worker::test

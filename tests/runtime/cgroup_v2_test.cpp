@@ -13,6 +13,7 @@
 
 #include "worker/runtime/cgroup_driver.hpp"
 #include "worker/runtime/sys.hpp"
+#include "tests/support/environment.hpp"
 
 namespace airlock::worker {
 namespace {
@@ -25,8 +26,7 @@ std::string v2_mount() {
 }
 
 TEST(cgroup_v2_driver, freezes_thaws_kills_and_removes_a_cgroup) {
-  if (::geteuid() != 0)
-    GTEST_SKIP() << "needs root to create cgroups";
+  AIRLOCK_REQUIRE_ROOT("creating cgroups");
   std::string root = v2_mount();
   if (root.empty() || !fs::exists(root + "/cgroup.subtree_control"))
     GTEST_SKIP() << "no cgroup2 mount on this host";
@@ -67,8 +67,7 @@ TEST(cgroup_v2_driver, freezes_thaws_kills_and_removes_a_cgroup) {
 }
 
 TEST(cgroup_v2_driver, refuses_a_limit_whose_controller_is_missing) {
-  if (::geteuid() != 0)
-    GTEST_SKIP() << "needs root to create cgroups";
+  AIRLOCK_REQUIRE_ROOT("creating cgroups");
   std::string root = v2_mount();
   if (root.empty())
     GTEST_SKIP() << "no cgroup2 mount on this host";

@@ -17,6 +17,7 @@
 
 #include "worker/runtime/cgroup_driver.hpp"
 #include "worker/runtime/sys.hpp"
+#include "tests/support/environment.hpp"
 
 namespace airlock::worker::testing {
 namespace fs = std::filesystem;
@@ -35,8 +36,9 @@ bool user_namespaces_work() {
 } // namespace
 
 std::string integration_skip_reason() {
-  if (::geteuid() != 0)
-    return "needs root: the namespace runtime writes uid maps, cgroups, veths and nftables";
+  if (auto missing = airlock::test::root_missing(
+        "the namespace runtime writes uid maps, cgroups, veths and nftables"))
+    return *missing;
   if (!user_namespaces_work())
     return "unshare(CLONE_NEWUSER) fails here: user namespaces are unavailable";
   for (const char* tool : {"/bin/busybox", "/sbin/ip", "/usr/sbin/nft"})
@@ -45,18 +47,6 @@ std::string integration_skip_reason() {
   if (auto driver = detect_cgroup_driver({}); !driver)
     return "no usable cgroups: " + driver.error().message;
   return {};
-}
-
-temp_dir::temp_dir(const std::string& prefix) {
-  std::string pattern = "/tmp/" + prefix + "-XXXXXX";
-  if (::mkdtemp(pattern.data()) != nullptr)
-    path_ = pattern;
-}
-
-temp_dir::~temp_dir() {
-  std::error_code ignored;
-  if (!path_.empty())
-    fs::remove_all(path_, ignored);
 }
 
 busybox_rootfs::busybox_rootfs() : dir_("airlock-rootfs") {

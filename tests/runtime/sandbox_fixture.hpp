@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "schema/unique_fd.hpp"
+#include "tests/support/host.hpp"
 #include "worker/runtime/namespace_runtime.hpp"
 
 namespace airlock::worker::testing {
@@ -18,18 +19,7 @@ namespace airlock::worker::testing {
 /// Why these tests cannot run here ("" when they can).
 std::string integration_skip_reason();
 
-/// mkdtemp under /tmp; removed recursively on destruction.
-class temp_dir {
-public:
-  explicit temp_dir(const std::string& prefix = "airlock-rt");
-  ~temp_dir();
-  temp_dir(const temp_dir&) = delete;
-  temp_dir& operator=(const temp_dir&) = delete;
-  const std::string& path() const { return path_; }
-
-private:
-  std::string path_;
-};
+using airlock::test::temp_dir;
 
 /// A rootfs holding a statically linked busybox and its applet links.
 class busybox_rootfs {

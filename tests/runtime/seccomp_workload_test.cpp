@@ -1,29 +1,18 @@
 // The seccomp allow list against real workloads: busybox in the minimal
-// rootfs, and python3, git and curl in the `base` template that
-// tests/rootfs builds (debootstrap) and caches. The base tests skip when the
-// cache is absent; the unit tests (runtime_unit_test.cpp) probe each rule.
+// rootfs, and python3, git and curl in the `base` template, found in the test
+// cache or built there (debootstrap; tests/rootfs/test_support.hpp), so this
+// suite needs no other to have run first. The unit tests
+// (runtime_unit_test.cpp) probe each rule.
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <filesystem>
 #include <string>
 
 #include "sandbox_fixture.hpp"
+#include "tests/rootfs/test_support.hpp"
 
 namespace airlock::worker::testing {
 namespace {
-
-namespace fs = std::filesystem;
-
-/// The cached `base` template's root directory ("" when it is absent).
-std::string cached_base_template() {
-  const char* override_dir = std::getenv("AIRLOCK_TEST_CACHE");
-  fs::path dir = override_dir != nullptr ? override_dir : "/var/tmp/airlock-test-cache";
-  fs::path root = dir / "base" / "overlay" / "templates" / "base";
-  std::error_code ec;
-  return fs::exists(root / "usr" / "bin" / "python3", ec) ? root.string() : std::string();
-}
 
 constexpr const char* base_env = "export PATH=/usr/local/bin:/usr/bin:/bin HOME=/root; ";
 
@@ -47,9 +36,11 @@ protected:
     runtime_test::SetUp();
     if (IsSkipped() || HasFatalFailure())
       return;
-    std::string cached = cached_base_template();
-    if (cached.empty())
-      GTEST_SKIP() << "no cached base template (build it once with tests/rootfs/rootfs_slow_test)";
+    auto base = airlock::worker::test::ensure_base_template();
+    if (base.skip_reason)
+      GTEST_SKIP() << *base.skip_reason;
+    ASSERT_TRUE(base.error.empty()) << "cannot build the base template: " << base.error;
+    auto cached = base.root.string();
     copy_ = std::make_unique<temp_dir>("airlock-base");
     // A private copy: the runtime id-maps the rootfs and the sandbox writes.
     ASSERT_EQ(host_run({"/bin/cp", "-a", "--reflink=auto", cached + "/.", copy_->path()}), 0);

@@ -18,6 +18,7 @@
 #include "scheduler/scheduler_actor.hpp"
 #include "tests/scheduler/stub_node.hpp"
 #include "worker/cluster_join.hpp"
+#include "tests/support/wait.hpp"
 
 namespace airlock::actors {
 namespace {
@@ -26,15 +27,9 @@ using namespace std::chrono_literals;
 
 constexpr auto request_timeout = 5s;
 
-/// Polls `condition` until it holds or `limit` passes.
+/// Waits until `condition` holds or `limit` passes.
 bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds limit = 10s) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (condition())
-      return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return condition();
+  return airlock::test::wait_for(condition, limit);
 }
 
 std::unique_ptr<system_config> cluster_config() {

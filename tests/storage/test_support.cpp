@@ -8,18 +8,6 @@
 
 namespace airlock::storage::test {
 
-temp_dir::temp_dir() {
-  std::string pattern = ::testing::TempDir() + "airlock_storage_XXXXXX";
-  if (::mkdtemp(pattern.data()) == nullptr)
-    throw std::runtime_error("mkdtemp failed for " + pattern);
-  path_ = pattern;
-}
-
-temp_dir::~temp_dir() {
-  std::error_code ignored; // a leftover temp dir must not fail the test
-  std::filesystem::remove_all(path_, ignored);
-}
-
 schema::operation_record sample_operation(std::string id, std::string tenant_id,
                                           schema::operation_state state) {
   schema::operation_record r;

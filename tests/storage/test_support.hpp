@@ -1,6 +1,5 @@
 #pragma once
-// Shared fixtures for the storage tests: temporary directories, sample
-// records and a kv_store double whose writes can be held at a gate.
+// Shared fixtures for the storage tests: sample records and a kv_store double whose writes can be held at a gate.
 
 #include <condition_variable>
 #include <cstddef>
@@ -12,22 +11,11 @@
 #include "schema/operation.hpp"
 #include "schema/sandbox.hpp"
 #include "storage/kv_store.hpp"
+#include "tests/support/host.hpp"
 
 namespace airlock::storage::test {
 
-/// A fresh directory under ::testing::TempDir(), removed with its contents
-/// when the object goes.
-class temp_dir {
-public:
-  temp_dir();
-  ~temp_dir();
-  temp_dir(const temp_dir&) = delete;
-  temp_dir& operator=(const temp_dir&) = delete;
-  const std::string& path() const noexcept { return path_; }
-
-private:
-  std::string path_;
-};
+using airlock::test::temp_dir;
 
 /// An operation record with every field set, about the size of a real one.
 schema::operation_record sample_operation(std::string id, std::string tenant_id,

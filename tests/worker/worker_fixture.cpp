@@ -7,12 +7,14 @@
 #include "tests/rootfs/test_support.hpp"
 #include "worker/rootfs/templates.hpp"
 #include "worker/runtime/cgroup_driver.hpp"
+#include "tests/support/environment.hpp"
 
 namespace airlock::worker::test {
 
 std::string worker_skip_reason() {
-  if (::geteuid() != 0)
-    return "needs root: the worker creates namespaces, cgroups, veths and btrfs subvolumes";
+  if (auto missing = airlock::test::root_missing(
+        "the worker creates namespaces, cgroups, veths and btrfs subvolumes"))
+    return *missing;
   for (const char* tool : {"/bin/busybox", "/sbin/ip", "/usr/sbin/nft"})
     if (::access(tool, X_OK) != 0)
       return std::string(tool) + " is missing (busybox-static, iproute2, nftables)";
