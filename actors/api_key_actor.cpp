@@ -37,8 +37,8 @@ struct api_key_state {
       return bad_key();
     const auto& record = **found;
     auto digest = sha256(key);
-    if (digest.size() != record.secret_sha256.size() ||
-        CRYPTO_memcmp(digest.data(), record.secret_sha256.data(), digest.size()) != 0)
+    if (digest.size() != record.secret_sha256.size()
+        || CRYPTO_memcmp(digest.data(), record.secret_sha256.data(), digest.size()) != 0)
       return bad_key();
     return caller_identity{record.tenant_id, record.role == schema::api_key_role::admin};
   }

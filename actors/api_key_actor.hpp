@@ -44,4 +44,3 @@ api_key_actor spawn_api_key_actor(caf::actor_system& system, storage::kv_store& 
                                   const wall_clock& clock);
 
 } // namespace airlock::actors
-

@@ -65,8 +65,9 @@ schema::api_key_record make_key_record(const api_key& key, std::string tenant_id
 std::string_view key_id_of(std::string_view text) noexcept {
   constexpr size_t id_chars = key_id_bytes * 2;
   constexpr size_t secret_chars = secret_bytes * 2;
-  if (text.size() != key_prefix.size() + id_chars + 1 + secret_chars ||
-      text.substr(0, key_prefix.size()) != key_prefix || text[key_prefix.size() + id_chars] != '_')
+  if (text.size() != key_prefix.size() + id_chars + 1 + secret_chars
+      || text.substr(0, key_prefix.size()) != key_prefix
+      || text[key_prefix.size() + id_chars] != '_')
     return {};
   return text.substr(key_prefix.size(), id_chars);
 }

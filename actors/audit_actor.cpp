@@ -31,15 +31,15 @@ void cut(std::string& field, size_t max) {
 caf::result<bool> on_append(audit_pointer self, std::vector<schema::audit_record>& records) {
   auto& st = self->state;
   if (records.size() > st.options.append_records_max)
-    return make_error(errc::too_large, "an audit batch holds more than " +
-                                         std::to_string(st.options.append_records_max) +
-                                         " records");
+    return make_error(errc::too_large, "an audit batch holds more than "
+                                         + std::to_string(st.options.append_records_max)
+                                         + " records");
   auto now = st.clock->now_ms();
   for (auto& r : records) {
     if (r.at_ms <= 0)
       r.at_ms = now;
-    for (auto* field : {&r.tenant_id, &r.sandbox_id, &r.kind, &r.decision, &r.reason, &r.target,
-                        &r.detail})
+    for (auto* field :
+         {&r.tenant_id, &r.sandbox_id, &r.kind, &r.decision, &r.reason, &r.target, &r.detail})
       cut(*field, st.options.field_bytes_max);
   }
   if (auto appended = st.store->append(records); !appended)

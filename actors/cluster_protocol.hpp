@@ -305,8 +305,8 @@ using scheduler_actor = caf::typed_actor<
   /// secret rendered into each value (a worker's egress gateway keeps them
   /// in memory only). Errors: not_found, unavailable (no credential service).
   /// Idempotent.
-  caf::replies_to<sc_creds_atom, std::string /*sandbox id*/>::with<
-    std::vector<schema::credential_grant>>,
+  caf::replies_to<sc_creds_atom,
+                  std::string /*sandbox id*/>::with<std::vector<schema::credential_grant>>,
   /// Appends a worker's audit records. Errors: unavailable (no audit log),
   /// too_large. Not idempotent (a resend appends again).
   caf::replies_to<sc_audit_atom, std::vector<schema::audit_record>>::with<bool>,

@@ -40,23 +40,24 @@ bool has_control(std::string_view text) {
 }
 
 status validate_header(const credential_request& r, const credential_limits& limits) {
-  if (r.header.empty() || r.header.size() > limits.header_bytes_max ||
-      !std::all_of(r.header.begin(), r.header.end(), is_token_char))
+  if (r.header.empty() || r.header.size() > limits.header_bytes_max
+      || !std::all_of(r.header.begin(), r.header.end(), is_token_char))
     return bad("inject.header must be an HTTP header name (letters, digits and !#$%&'*+-.^_`|~) "
-               "of 1.." + std::to_string(limits.header_bytes_max) + " bytes");
+               "of 1.."
+               + std::to_string(limits.header_bytes_max) + " bytes");
   // Headers that frame the request or the connection belong to the gateway.
   static constexpr std::array<std::string_view, 9> reserved = {
-    "host", "content-length", "transfer-encoding", "connection", "upgrade",
-    "keep-alive", "te", "trailer", "proxy-connection"};
+    "host", "content-length", "transfer-encoding", "connection", "upgrade", "keep-alive",
+    "te",   "trailer",        "proxy-connection"};
   if (std::find(reserved.begin(), reserved.end(), lower(r.header)) != reserved.end())
-    return bad("inject.header may not be " + r.header +
-               ": the gateway owns Host, Content-Length, Transfer-Encoding, Connection and the "
-               "other hop-by-hop headers");
-  if (r.value_template.find("{secret}") == std::string::npos ||
-      r.value_template.size() > limits.value_template_bytes_max || has_control(r.value_template))
-    return bad("inject.value_template must contain {secret}, be at most " +
-               std::to_string(limits.value_template_bytes_max) +
-               " bytes and hold no CR, LF or NUL");
+    return bad("inject.header may not be " + r.header
+               + ": the gateway owns Host, Content-Length, Transfer-Encoding, Connection and the "
+                 "other hop-by-hop headers");
+  if (r.value_template.find("{secret}") == std::string::npos
+      || r.value_template.size() > limits.value_template_bytes_max || has_control(r.value_template))
+    return bad("inject.value_template must contain {secret}, be at most "
+               + std::to_string(limits.value_template_bytes_max)
+               + " bytes and hold no CR, LF or NUL");
   return status::ok();
 }
 
@@ -70,10 +71,11 @@ result<std::vector<std::string>> validate_hosts(const credential_request& r,
     if (!rule)
       return bad("hosts: " + rule.error().message);
     if (rule->passthrough)
-      return bad("hosts: " + host + " is a pass-through rule; a credential is injected only "
-                 "where the gateway terminates TLS");
-    out.push_back((rule->wildcard ? "*." : "") + rule->name +
-                  (rule->port ? ":" + std::to_string(rule->port) : ""));
+      return bad("hosts: " + host
+                 + " is a pass-through rule; a credential is injected only "
+                   "where the gateway terminates TLS");
+    out.push_back((rule->wildcard ? "*." : "") + rule->name
+                  + (rule->port ? ":" + std::to_string(rule->port) : ""));
   }
   return out;
 }
@@ -109,15 +111,15 @@ int fit(const schema::credential_record& c, const schema::sandbox_record& sandbo
 result<std::vector<std::string>> validate_credential_request(const credential_request& r,
                                                              const credential_limits& limits) {
   if (r.name.empty() || r.name.size() > limits.name_bytes_max || has_control(r.name))
-    return bad("name must be 1.." + std::to_string(limits.name_bytes_max) +
-               " bytes without control characters");
+    return bad("name must be 1.." + std::to_string(limits.name_bytes_max)
+               + " bytes without control characters");
   if (r.scope_value.empty() || r.scope_value.size() > 256)
     return bad("scope must name exactly one of tenant, template or sandbox with a value");
   if (auto header = validate_header(r, limits); !header)
     return header;
   if (r.secret.empty() || r.secret.size() > limits.secret_bytes_max || has_control(r.secret))
-    return bad("secret must be 1.." + std::to_string(limits.secret_bytes_max) +
-               " bytes without CR, LF or NUL");
+    return bad("secret must be 1.." + std::to_string(limits.secret_bytes_max)
+               + " bytes without CR, LF or NUL");
   if (r.rate_limit_per_min > limits.rate_limit_per_min_max)
     return bad("rate_limit_per_min must be 0.." + std::to_string(limits.rate_limit_per_min_max));
   return validate_hosts(r, limits);
@@ -194,10 +196,9 @@ caf::result<schema::credential_record> on_create(credential_pointer self,
   if (!existing)
     return make_error(existing.error());
   if (existing->size() >= st.options.limits.per_tenant_max)
-    return make_error(errc::resource_exhausted,
-                      "tenant " + request.tenant_id + " already holds " +
-                        std::to_string(st.options.limits.per_tenant_max) +
-                        " credentials; delete some first");
+    return make_error(errc::resource_exhausted, "tenant " + request.tenant_id + " already holds "
+                                                  + std::to_string(st.options.limits.per_tenant_max)
+                                                  + " credentials; delete some first");
   schema::credential_record record;
   record.created_at_ms = st.deps.clock->now_ms();
   record.id = make_id("cred_", record.created_at_ms, *st.deps.entropy);
@@ -232,9 +233,10 @@ result<schema::credential_record> find(const credential_state& st, const std::st
 caf::result<std::vector<schema::credential_grant>> on_grants(credential_pointer self,
                                                              const std::string& sandbox_id) {
   auto promise = self->make_response_promise<std::vector<schema::credential_grant>>();
-  self->request(self->state.deps.registry,
-                std::chrono::milliseconds(self->state.options.registry_timeout_ms),
-                rg_get_atom::value, sandbox_id, std::string{})
+  self
+    ->request(self->state.deps.registry,
+              std::chrono::milliseconds(self->state.options.registry_timeout_ms),
+              rg_get_atom::value, sandbox_id, std::string{})
     .then(
       [self, promise](schema::sandbox_record& sandbox) mutable {
         auto& st = self->state;

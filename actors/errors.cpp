@@ -5,18 +5,14 @@
 
 namespace airlock {
 
-caf::error make_error(errc code) {
-  return caf::error(static_cast<uint8_t>(code), errc_category);
-}
+caf::error make_error(errc code) { return caf::error(static_cast<uint8_t>(code), errc_category); }
 
 caf::error make_error(errc code, std::string message) {
   return caf::error(static_cast<uint8_t>(code), errc_category,
                     caf::make_message(std::move(message)));
 }
 
-caf::error make_error(const status& failure) {
-  return make_error(failure.code, failure.message);
-}
+caf::error make_error(const status& failure) { return make_error(failure.code, failure.message); }
 
 status to_status(const caf::error& error) {
   if (!error)

@@ -36,7 +36,7 @@ using op_retry_atom = caf::atom_constant<caf::atom("opretry")>;
 
 /// What a client asks for when it starts an operation.
 struct operation_request {
-  std::string kind;            ///< must name a registered procedure
+  std::string kind; ///< must name a registered procedure
   std::string target_id;
   std::string tenant_id;
   std::string params_json;     ///< the procedure's input
@@ -117,8 +117,8 @@ typename Inspector::result_type inspect(Inspector& f, create_reply& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_request& x) {
-  return f(caf::meta::type_name("step_request"), x.operation_id, x.kind, x.target_id,
-           x.tenant_id, x.params_json, x.step, x.step_data, x.attempt);
+  return f(caf::meta::type_name("step_request"), x.operation_id, x.kind, x.target_id, x.tenant_id,
+           x.params_json, x.step, x.step_data, x.attempt);
 }
 
 template <class Inspector>

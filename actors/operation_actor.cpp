@@ -27,13 +27,13 @@ struct operation_actor_state {
   static inline const char* name = "airlock.operation";
 
   operation_context ctx;
-  operation_record durable;                ///< as last acknowledged by the journal
-  std::optional<operation_record> saving;  ///< the transition being written
+  operation_record durable;               ///< as last acknowledged by the journal
+  std::optional<operation_record> saving; ///< the transition being written
   uint32_t persist_failures = 0;
-  bool ambiguous = false;                  ///< the current step must be reconciled first
-  bool interrupted = false;                ///< ambiguous because a restart cut the step short
+  bool ambiguous = false;   ///< the current step must be reconciled first
+  bool interrupted = false; ///< ambiguous because a restart cut the step short
   bool step_in_flight = false;
-  uint64_t step_call = 0;                  ///< replies of abandoned calls are ignored
+  uint64_t step_call = 0; ///< replies of abandoned calls are ignored
   std::optional<std::pair<step_outcome, bool>> deferred_outcome; ///< arrived mid-write
   uint32_t unknown_in_row = 0;
   bool retry_scheduled = false;
@@ -127,9 +127,9 @@ void on_saved(self_ptr self, uint64_t sequence, const caf::error& err) {
     }
     // The store keeps refusing: stop here. The last acknowledged state is
     // durable, so the next recovery resumes from it.
-    auto failure = make_error(errc::unavailable, "operation " + st.durable.id
-                                                   + " cannot persist its state: "
-                                                   + to_status(err).message);
+    auto failure =
+      make_error(errc::unavailable, "operation " + st.durable.id
+                                      + " cannot persist its state: " + to_status(err).message);
     for (auto& promise : st.cancel_promises)
       promise.deliver(failure);
     for (auto& [id, promise] : st.waiters)
@@ -145,7 +145,7 @@ void on_saved(self_ptr self, uint64_t sequence, const caf::error& err) {
 }
 
 step_request make_step_request(const operation_record& record) {
-  return step_request{record.id,   record.kind,      record.target_id, record.tenant_id,
+  return step_request{record.id,          record.kind, record.target_id, record.tenant_id,
                       record.params_json, record.step, record.step_data, record.attempts};
 }
 
@@ -181,12 +181,12 @@ void on_unknown(self_ptr self, const step_outcome& outcome) {
   auto& st = self->state;
   st.ambiguous = true;
   if (++st.unknown_in_row > st.ctx.options.reconcile_attempts_max) {
-    save(self, ended(st.durable, operation_state::failed, std::string(to_string(errc::outcome_unknown)),
-                     "step " + std::to_string(st.durable.step) + " of " + st.durable.kind
-                       + " has an unknown outcome after "
-                       + std::to_string(st.ctx.options.reconcile_attempts_max)
-                       + " checks (last: " + outcome.error_message
-                       + "); inspect the target and retry the operation"));
+    save(self,
+         ended(st.durable, operation_state::failed, std::string(to_string(errc::outcome_unknown)),
+               "step " + std::to_string(st.durable.step) + " of " + st.durable.kind
+                 + " has an unknown outcome after "
+                 + std::to_string(st.ctx.options.reconcile_attempts_max) + " checks (last: "
+                 + outcome.error_message + "); inspect the target and retry the operation"));
     return;
   }
   schedule_retry(self, st.unknown_in_row);
@@ -241,10 +241,10 @@ void on_outcome(self_ptr self, step_outcome outcome, bool was_check) {
       // attempts that ran to an answer count (the deadline bounds the rest).
       bool counts = !std::exchange(st.interrupted, false);
       if (counts && d.attempts >= st.ctx.options.step_attempts_max) {
-        save(self, ended(d, operation_state::failed, "step_attempts_exhausted",
-                         "step " + std::to_string(d.step) + " of " + d.kind
-                           + " did not take effect after " + std::to_string(d.attempts)
-                           + " attempts"));
+        save(self,
+             ended(d, operation_state::failed, "step_attempts_exhausted",
+                   "step " + std::to_string(d.step) + " of " + d.kind
+                     + " did not take effect after " + std::to_string(d.attempts) + " attempts"));
         return;
       }
       auto next = d;
@@ -253,9 +253,7 @@ void on_outcome(self_ptr self, step_outcome outcome, bool was_check) {
       save(self, std::move(next));
       return;
     }
-    case step_verdict::unknown:
-      on_unknown(self, outcome);
-      return;
+    case step_verdict::unknown: on_unknown(self, outcome); return;
   }
 }
 
@@ -279,8 +277,8 @@ void drive(self_ptr self) {
   auto now = st.ctx.clock->now_ms();
   if (st.deadline_hit || (d.deadline_ms > 0 && now >= d.deadline_ms)) {
     save(self, ended(d, operation_state::failed, std::string(to_string(errc::deadline_exceeded)),
-                     d.kind + " did not finish before its deadline (step "
-                       + std::to_string(d.step) + " may have partly applied); retry it"));
+                     d.kind + " did not finish before its deadline (step " + std::to_string(d.step)
+                       + " may have partly applied); retry it"));
     return;
   }
   if (!st.ctx.runner) {
@@ -408,9 +406,10 @@ operation_actor::behavior_type operation_impl(self_ptr self, operation_record re
   st.durable = std::move(record);
   self->set_down_handler([self](const caf::down_msg& down) {
     auto& watchers = self->state.watchers;
-    watchers.erase(std::remove_if(watchers.begin(), watchers.end(),
-                                  [&down](const caf::actor& w) { return w.address() == down.source; }),
-                   watchers.end());
+    watchers.erase(
+      std::remove_if(watchers.begin(), watchers.end(),
+                     [&down](const caf::actor& w) { return w.address() == down.source; }),
+      watchers.end());
   });
   const auto& d = st.durable;
   if (d.deadline_ms > 0 && !schema::is_terminal(d.state)) {

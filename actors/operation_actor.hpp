@@ -70,13 +70,13 @@ using operation_actor = caf::typed_actor<
   caf::replies_to<op_cancel_atom, std::string /*tenant*/>::with<schema::operation_record>,
   /// Replies when the operation reaches a terminal state or after wait_ms
   /// (capped at wait_max_ms), with the record as it then is.
-  caf::replies_to<op_wait_atom, std::string /*tenant*/, uint64_t /*wait_ms*/>::with<
-    schema::operation_record>,
+  caf::replies_to<op_wait_atom, std::string /*tenant*/,
+                  uint64_t /*wait_ms*/>::with<schema::operation_record>,
   /// Replies with the current record, then sends (op_event_atom, record) to
   /// `watcher` after every persisted transition, the terminal one last.
   /// Errors: resource_exhausted past watchers_max.
-  caf::replies_to<op_watch_atom, std::string /*tenant*/, caf::actor /*watcher*/>::with<
-    schema::operation_record>,
+  caf::replies_to<op_watch_atom, std::string /*tenant*/,
+                  caf::actor /*watcher*/>::with<schema::operation_record>,
   /// Internal: the journal acknowledged (or refused) transition `sequence`.
   caf::reacts_to<op_saved_atom, uint64_t /*sequence*/, caf::error>,
   /// Internal: the operation's deadline passed.

@@ -34,8 +34,8 @@ struct engine_state {
   std::optional<storage::operation_store> operations;
   std::map<std::string, operation_actor> live;
   std::map<caf::actor_addr, std::string> live_ids;
-  std::map<std::string, pending_creation> creating;   ///< by operation id
-  std::map<std::string, std::string> creating_keys;   ///< index key -> operation id
+  std::map<std::string, pending_creation> creating; ///< by operation id
+  std::map<std::string, std::string> creating_keys; ///< index key -> operation id
   engine_stats stats;
 };
 
@@ -57,9 +57,8 @@ std::optional<caf::error> validate(const engine_state& st, const operation_reque
   if (request.kind.empty() || !st.deps.procedures.count(request.kind))
     return make_error(errc::invalid_argument, "unknown operation kind '" + request.kind + "'");
   if (request.target_id.size() > limit || request.idempotency_key.size() > limit)
-    return make_error(errc::invalid_argument,
-                      "target id and idempotency key are limited to " + std::to_string(limit)
-                        + " bytes");
+    return make_error(errc::invalid_argument, "target id and idempotency key are limited to "
+                                                + std::to_string(limit) + " bytes");
   if (request.params_json.size() > st.options.params_bytes_max)
     return make_error(errc::invalid_argument, "operation parameters exceed "
                                                 + std::to_string(st.options.params_bytes_max)
@@ -119,8 +118,7 @@ caf::expected<operation_record> load(self_ptr self, const std::string& id,
 
 /// The answer for an operation that no actor drives: ended, unknown, or
 /// waiting for the next recovery.
-caf::expected<operation_record> answer_from_store(self_ptr self, bool cancel,
-                                                  const std::string& id,
+caf::expected<operation_record> answer_from_store(self_ptr self, bool cancel, const std::string& id,
                                                   const std::string& tenant) {
   auto record = load(self, id, tenant);
   if (!record)
@@ -173,8 +171,8 @@ caf::result<create_reply> create(self_ptr self, operation_request request) {
     return std::move(*invalid);
   std::string index_key;
   if (!request.idempotency_key.empty()) {
-    index_key = storage::operation_store::idempotency_index_key(request.tenant_id,
-                                                                request.idempotency_key);
+    index_key =
+      storage::operation_store::idempotency_index_key(request.tenant_id, request.idempotency_key);
     if (auto i = st.creating_keys.find(index_key); i != st.creating_keys.end()) {
       auto& pending = st.creating.at(i->second);
       if (!same_request(pending.record, request))
@@ -182,8 +180,8 @@ caf::result<create_reply> create(self_ptr self, operation_request request) {
       pending.duplicates.push_back(self->make_response_promise<create_reply>());
       return pending.duplicates.back();
     }
-    auto existing = st.operations->find_by_idempotency_key(request.tenant_id,
-                                                           request.idempotency_key);
+    auto existing =
+      st.operations->find_by_idempotency_key(request.tenant_id, request.idempotency_key);
     if (!existing)
       return make_error(existing.error());
     if (*existing) {

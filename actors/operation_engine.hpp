@@ -62,11 +62,11 @@ using operation_engine_actor = caf::typed_actor<
   caf::replies_to<op_create_atom, operation_request>::with<create_reply>,
   /// The operation's last persisted state. Errors: not_found (also for
   /// another tenant's operation; tenant "" sees all). Idempotent.
-  caf::replies_to<op_get_atom, std::string /*id*/, std::string /*tenant*/>::with<
-    schema::operation_record>,
+  caf::replies_to<op_get_atom, std::string /*id*/,
+                  std::string /*tenant*/>::with<schema::operation_record>,
   /// See operation_actor's op_cancel. Errors: not_found, wrong_state.
-  caf::replies_to<op_cancel_atom, std::string /*id*/, std::string /*tenant*/>::with<
-    schema::operation_record>,
+  caf::replies_to<op_cancel_atom, std::string /*id*/,
+                  std::string /*tenant*/>::with<schema::operation_record>,
   /// See operation_actor's op_wait. Errors: not_found.
   caf::replies_to<op_wait_atom, std::string /*id*/, std::string /*tenant*/,
                   uint64_t /*wait_ms*/>::with<schema::operation_record>,

@@ -48,20 +48,21 @@ bool claims_live(schema::sandbox_state state) {
   return state == schema::sandbox_state::running || state == schema::sandbox_state::paused;
 }
 
-void mark_lost(reconciler_pointer self, std::shared_ptr<pass> run,
-               schema::sandbox_record record) {
+void mark_lost(reconciler_pointer self, std::shared_ptr<pass> run, schema::sandbox_record record) {
   record.state = schema::sandbox_state::error;
   record.error_reason = schema::error_info{
-    "unavailable", "worker " + record.worker_id +
-                     " no longer runs this sandbox (it restarted); delete it and create a new one"};
+    "unavailable",
+    "worker " + record.worker_id
+      + " no longer runs this sandbox (it restarted); delete it and create a new one"};
   ++run->marked;
   if (self->state.audit)
     caf::anon_send(self->state.audit, au_append_atom::value,
                    std::vector<schema::audit_record>{schema::audit_record{
                      0, record.tenant_id, record.id, "lifecycle", "error",
                      record.error_reason->message, "sandbox.reconcile", record.worker_id}});
-  self->request(self->state.registry, milliseconds(self->state.options.call_timeout_ms),
-                rg_save_atom::value, std::move(record))
+  self
+    ->request(self->state.registry, milliseconds(self->state.options.call_timeout_ms),
+              rg_save_atom::value, std::move(record))
     .then([](schema::sandbox_record&) {}, [](caf::error&) {});
 }
 
@@ -91,8 +92,9 @@ void scan(reconciler_pointer self, std::shared_ptr<pass> run, std::string cursor
   sandbox_query query;
   query.limit = self->state.options.page_size;
   query.cursor = std::move(cursor);
-  self->request(self->state.registry, milliseconds(self->state.options.call_timeout_ms),
-                rg_list_atom::value, query)
+  self
+    ->request(self->state.registry, milliseconds(self->state.options.call_timeout_ms),
+              rg_list_atom::value, query)
     .then(
       [self, run](sandbox_page& page) {
         for (auto& record : page.items)
@@ -114,8 +116,7 @@ void scan(reconciler_pointer self, std::shared_ptr<pass> run, std::string cursor
 reconciler_actor::behavior_type reconciler_behavior(reconciler_pointer self,
                                                     sandbox_registry_actor registry,
                                                     scheduler_actor scheduler,
-                                                    reconciler_options options,
-                                                    audit_actor audit) {
+                                                    reconciler_options options, audit_actor audit) {
   self->state.registry = std::move(registry);
   self->state.audit = std::move(audit);
   self->state.scheduler = std::move(scheduler);
@@ -132,8 +133,7 @@ reconciler_actor::behavior_type reconciler_behavior(reconciler_pointer self,
     },
     [self](rc_tick_atom) {
       scan(self, std::make_shared<pass>(), {});
-      self->delayed_send(self, milliseconds(self->state.options.interval_ms),
-                         rc_tick_atom::value);
+      self->delayed_send(self, milliseconds(self->state.options.interval_ms), rc_tick_atom::value);
     },
   };
 }

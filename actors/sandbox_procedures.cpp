@@ -19,9 +19,9 @@ namespace airlock::actors {
 
 namespace {
 
-using std::chrono::milliseconds;
 using schema::sandbox_record;
 using schema::sandbox_state;
+using std::chrono::milliseconds;
 
 // Atoms of the wait timer below (at most 10 characters, unique in airlock).
 using lc_wait_atom = caf::atom_constant<caf::atom("lcwait")>;
@@ -74,8 +74,8 @@ bool worker_away(errc code) noexcept {
 }
 
 bool retry_later(errc code) noexcept {
-  return code == errc::timeout || code == errc::unavailable || code == errc::outcome_unknown ||
-         code == errc::not_found;
+  return code == errc::timeout || code == errc::unavailable || code == errc::outcome_unknown
+         || code == errc::not_found;
 }
 
 step_outcome fail_with(const status& failure) {
@@ -101,8 +101,9 @@ struct step_context : std::enable_shared_from_this<step_context> {
 
   void with_record(std::function<void(sandbox_record)> next) {
     auto ctx = shared_from_this();
-    self->request(deps.registry, control_timeout(), rg_get_atom::value, request.target_id,
-                  std::string{})
+    self
+      ->request(deps.registry, control_timeout(), rg_get_atom::value, request.target_id,
+                std::string{})
       .then([ctx, next](sandbox_record& record) { next(std::move(record)); },
             [ctx](caf::error& error) {
               auto failure = to_status(error);
@@ -168,8 +169,7 @@ std::string sandbox_result(const sandbox_record& record) {
 
 // --- sandbox.create ---------------------------------------------------------
 
-void create_place(std::shared_ptr<step_context> ctx, sandbox_record record,
-                  uint32_t waited_ms);
+void create_place(std::shared_ptr<step_context> ctx, sandbox_record record, uint32_t waited_ms);
 
 void create_place_first(std::shared_ptr<step_context> ctx, sandbox_record record) {
   create_place(std::move(ctx), std::move(record), 0);
@@ -177,18 +177,17 @@ void create_place_first(std::shared_ptr<step_context> ctx, sandbox_record record
 
 /// Places the sandbox; while no worker is registered or ready, polls for up
 /// to worker_wait_ms before the create fails with unavailable.
-void create_place(std::shared_ptr<step_context> ctx, sandbox_record record,
-                  uint32_t waited_ms) {
+void create_place(std::shared_ptr<step_context> ctx, sandbox_record record, uint32_t waited_ms) {
   if (record.state != sandbox_state::creating) {
     if (record.state == sandbox_state::running)
       return ctx->deliver(step_outcome::complete(sandbox_result(record)));
-    return ctx->deliver(fail_with(make_status(
-      errc::wrong_state, "sandbox " + record.id + " is " +
-                           std::string(schema::to_string(record.state)))));
+    return ctx->deliver(
+      fail_with(make_status(errc::wrong_state, "sandbox " + record.id + " is "
+                                                 + std::string(schema::to_string(record.state)))));
   }
-  placement_request wanted{record.id, record.spec.template_name,
-                           schema::resources{record.spec.cpu_millis, record.spec.memory_mb,
-                                             record.spec.disk_mb, 1}};
+  placement_request wanted{
+    record.id, record.spec.template_name,
+    schema::resources{record.spec.cpu_millis, record.spec.memory_mb, record.spec.disk_mb, 1}};
   ctx->self->request(ctx->deps.scheduler, ctx->control_timeout(), sc_place_atom::value, wanted)
     .then(
       [ctx, record](placement& where) mutable {
@@ -212,9 +211,9 @@ void create_on_worker(std::shared_ptr<step_context> ctx, sandbox_record record) 
   if (record.state == sandbox_state::running)
     return ctx->deliver(step_outcome::complete(sandbox_result(record)));
   if (record.state != sandbox_state::creating)
-    return ctx->deliver(fail_with(make_status(
-      errc::wrong_state,
-      "sandbox " + record.id + " is " + std::string(schema::to_string(record.state)))));
+    return ctx->deliver(
+      fail_with(make_status(errc::wrong_state, "sandbox " + record.id + " is "
+                                                 + std::string(schema::to_string(record.state)))));
   ctx->with_node(record.worker_id, [ctx, record](node_actor node) mutable {
     auto timeout = milliseconds(ctx->deps.options.node_create_timeout_ms);
     ctx->self->request(node, timeout, nd_create_atom::value, record)
@@ -232,8 +231,9 @@ void create_on_worker(std::shared_ptr<step_context> ctx, sandbox_record record) 
             return ctx->deliver_unknown(error);
           // Nothing is left on the worker after a failed create: free the
           // reservation so the capacity is not lost.
-          ctx->self->request(ctx->deps.scheduler, ctx->control_timeout(),
-                             sc_release_atom::value, record.worker_id, record.id)
+          ctx->self
+            ->request(ctx->deps.scheduler, ctx->control_timeout(), sc_release_atom::value,
+                      record.worker_id, record.id)
             .then([](bool) {}, [](caf::error&) {});
           ctx->fail_sandbox(std::move(record), failure);
         });
@@ -266,8 +266,9 @@ void delete_on_worker(std::shared_ptr<step_context> ctx, sandbox_record record) 
     ctx->self->request(node, timeout, nd_destroy_atom::value, record.id)
       .then(
         [ctx, record](node_sandbox&) mutable {
-          ctx->self->request(ctx->deps.scheduler, ctx->control_timeout(),
-                             sc_release_atom::value, record.worker_id, record.id)
+          ctx->self
+            ->request(ctx->deps.scheduler, ctx->control_timeout(), sc_release_atom::value,
+                      record.worker_id, record.id)
             .then([ctx, record](bool) mutable { delete_finish(ctx, std::move(record)); },
                   [ctx](caf::error& error) { ctx->deliver_unknown(error); });
         },
@@ -300,9 +301,9 @@ void freeze_mark(std::shared_ptr<step_context> ctx, sandbox_record record) {
   if (record.state == states.to)
     return ctx->deliver(step_outcome::complete(sandbox_result(record)));
   if (record.state != states.from && record.state != states.during)
-    return ctx->deliver(fail_with(make_status(
-      errc::wrong_state,
-      "sandbox " + record.id + " is " + std::string(schema::to_string(record.state)))));
+    return ctx->deliver(
+      fail_with(make_status(errc::wrong_state, "sandbox " + record.id + " is "
+                                                 + std::string(schema::to_string(record.state)))));
   record.state = states.during;
   ctx->save(std::move(record), [ctx](sandbox_record) { ctx->deliver(step_outcome::advance()); });
 }
@@ -354,8 +355,8 @@ step_runner_actor::behavior_type lifecycle_runner(runner_pointer self, lifecycle
     [self, deps](step_run_atom, step_request& request) -> caf::result<step_outcome> {
       auto step = step_of(request.kind, request.step);
       if (step == nullptr)
-        return step_outcome::fail("internal", "no step " + std::to_string(request.step) +
-                                                " in procedure " + request.kind);
+        return step_outcome::fail("internal", "no step " + std::to_string(request.step)
+                                                + " in procedure " + request.kind);
       auto ctx = std::make_shared<step_context>();
       ctx->self = self;
       ctx->deps = deps;
@@ -374,12 +375,10 @@ step_runner_actor::behavior_type lifecycle_runner(runner_pointer self, lifecycle
 
 } // namespace
 
-procedure_table spawn_sandbox_procedures(caf::actor_system& system,
-                                         sandbox_registry_actor registry,
+procedure_table spawn_sandbox_procedures(caf::actor_system& system, sandbox_registry_actor registry,
                                          scheduler_actor scheduler,
                                          sandbox_procedure_options options) {
-  lifecycle_deps deps{std::move(registry), std::move(scheduler), system.spawn(wait_timer),
-                      options};
+  lifecycle_deps deps{std::move(registry), std::move(scheduler), system.spawn(wait_timer), options};
   auto runner = system.spawn(lifecycle_runner, deps);
   return {{kind_sandbox_create, runner},
           {kind_sandbox_delete, runner},

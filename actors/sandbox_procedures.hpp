@@ -43,8 +43,7 @@ struct sandbox_procedure_options {
 
 /// The procedure table entries for the four kinds. The actors live until the
 /// system stops.
-procedure_table spawn_sandbox_procedures(caf::actor_system& system,
-                                         sandbox_registry_actor registry,
+procedure_table spawn_sandbox_procedures(caf::actor_system& system, sandbox_registry_actor registry,
                                          scheduler_actor scheduler,
                                          sandbox_procedure_options options = {});
 

@@ -115,10 +115,10 @@ caf::result<schema::sandbox_record> apply_patch(registry_pointer self, const std
   auto record = self->state.find(id, tenant);
   if (!record)
     return make_error(record.error());
-  if (record->state == schema::sandbox_state::destroyed ||
-      record->state == schema::sandbox_state::destroying)
-    return make_error(errc::wrong_state, "sandbox " + id + " is " +
-                                           std::string(schema::to_string(record->state)));
+  if (record->state == schema::sandbox_state::destroyed
+      || record->state == schema::sandbox_state::destroying)
+    return make_error(errc::wrong_state,
+                      "sandbox " + id + " is " + std::string(schema::to_string(record->state)));
   if (patch.metadata)
     record->spec.metadata = *patch.metadata;
   if (patch.egress)
@@ -133,8 +133,7 @@ caf::result<schema::sandbox_record> apply_patch(registry_pointer self, const std
 
 sandbox_registry_actor::behavior_type registry_behavior(registry_pointer self) {
   return {
-    [self](rg_create_atom,
-           schema::sandbox_record record) -> caf::result<schema::sandbox_record> {
+    [self](rg_create_atom, schema::sandbox_record record) -> caf::result<schema::sandbox_record> {
       auto existing = storage::sandbox_store(*self->state.store).get(record.id);
       if (!existing)
         return make_error(existing.error());
@@ -153,8 +152,8 @@ sandbox_registry_actor::behavior_type registry_behavior(registry_pointer self) {
     },
     [self](rg_list_atom, const sandbox_query& query) -> caf::result<sandbox_page> {
       storage::sandbox_filter filter{query.tenant_id, query.state, query.metadata};
-      auto listed = storage::sandbox_store(*self->state.store)
-                      .list(filter, query.limit, query.cursor);
+      auto listed =
+        storage::sandbox_store(*self->state.store).list(filter, query.limit, query.cursor);
       if (!listed)
         return make_error(listed.error());
       return sandbox_page{std::move(listed->items), std::move(listed->next_cursor)};
@@ -173,22 +172,22 @@ sandbox_registry_actor::behavior_type registry_behavior(registry_pointer self) {
         return make_error(record.error());
       if (!verb_allowed(verb, record->state))
         return make_error(errc::wrong_state,
-                          "sandbox " + id + " is " +
-                            std::string(schema::to_string(record->state)) +
-                            ", which does not allow this; GET it to see its state");
+                          "sandbox " + id + " is " + std::string(schema::to_string(record->state))
+                            + ", which does not allow this; GET it to see its state");
       return std::move(*record);
     },
     [self](rg_ops_atom, const operation_query& query) -> caf::result<operation_page> {
       storage::operation_filter filter{query.tenant_id, query.target_id, query.state};
-      auto listed = storage::operation_store(*self->state.store)
-                      .list(filter, query.limit, query.cursor);
+      auto listed =
+        storage::operation_store(*self->state.store).list(filter, query.limit, query.cursor);
       if (!listed)
         return make_error(listed.error());
       return operation_page{std::move(listed->items), std::move(listed->next_cursor)};
     },
     [self](rg_opkey_atom, const std::string& tenant,
            const std::string& key) -> caf::result<std::string> {
-      auto found = storage::operation_store(*self->state.store).find_by_idempotency_key(tenant, key);
+      auto found =
+        storage::operation_store(*self->state.store).find_by_idempotency_key(tenant, key);
       if (!found)
         return make_error(found.error());
       return found->value_or(std::string{});

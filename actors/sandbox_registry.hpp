@@ -115,16 +115,16 @@ using sandbox_registry_actor = caf::typed_actor<
   caf::replies_to<rg_get_atom, std::string, std::string>::with<schema::sandbox_record>,
   caf::replies_to<rg_list_atom, sandbox_query>::with<sandbox_page>,
   /// Applies a patch (id, tenant). Errors: not_found, wrong_state (destroyed).
-  caf::replies_to<rg_patch_atom, std::string, std::string, sandbox_patch>::with<
-    schema::sandbox_record>,
+  caf::replies_to<rg_patch_atom, std::string, std::string,
+                  sandbox_patch>::with<schema::sandbox_record>,
   /// Replaces a record (lifecycle procedures). Stamps updated_at. Not synced:
   /// the step's synced operation transition follows before anyone is told.
   /// Idempotent.
   caf::replies_to<rg_save_atom, schema::sandbox_record>::with<schema::sandbox_record>,
   /// Checks that `verb` is allowed now (id, tenant, verb). Errors: not_found,
   /// wrong_state with a sentence naming the state. Idempotent, no effect.
-  caf::replies_to<rg_verb_atom, std::string, std::string, sandbox_verb>::with<
-    schema::sandbox_record>,
+  caf::replies_to<rg_verb_atom, std::string, std::string,
+                  sandbox_verb>::with<schema::sandbox_record>,
   caf::replies_to<rg_ops_atom, operation_query>::with<operation_page>,
   /// The operation first created with (tenant, Idempotency-Key), or "".
   caf::replies_to<rg_opkey_atom, std::string, std::string>::with<std::string>,

@@ -30,8 +30,8 @@ int run_control(const control_options& options, stop_signals& signals, std::ostr
     auto& system = engine.start_system();
     engine.on_stop([&control] { control.stop(); });
     control.configure(options.control);
-    if (auto started = control.start(system, store, absolute_path(options.data_dir),
-                                     options.cluster_listen);
+    if (auto started =
+          control.start(system, store, absolute_path(options.data_dir), options.cluster_listen);
         !started)
       return started;
     verifier->set(verifier_for(control.signer().public_key(), log));
@@ -54,7 +54,7 @@ int run_control(const control_options& options, stop_signals& signals, std::ostr
     data.metrics = &control.metrics();
     gateway::add_data_routes(routes, data);
   };
- steps.after_listen = [&](storage::kv_store& store, const gateway::endpoint& bound) {
+  steps.after_listen = [&](storage::kv_store& store, const gateway::endpoint& bound) {
     if (auto announced = announce_admin_key(store, url_of(bound), options.cli_config, out, log);
         !announced)
       return announced;
@@ -110,8 +110,7 @@ int run_worker(const worker_options& options, stop_signals& signals, std::ostrea
     data.local_node = worker.node();
     data.public_url = [&url] { return url.get(); };
     gateway::add_data_routes(routes, data);
-    gateway::add_worker_metrics_route(routes, system_host.system(), worker.node(),
-                                      listener_metrics,
+    gateway::add_worker_metrics_route(routes, system_host.system(), worker.node(), listener_metrics,
                                       std::chrono::milliseconds(data.options.call_timeout_ms));
   };
   // Ready once the control plane has accepted this worker.
@@ -125,8 +124,8 @@ int run_worker(const worker_options& options, stop_signals& signals, std::ostrea
     auto registration = worker.registration(worker_name(options), url_of(bound));
     if (!registration)
       return registration.error();
-    join = join_cluster(system_host.system(), options.join, std::move(*registration), worker,
-                        clock, verifier, nullptr, log);
+    join = join_cluster(system_host.system(), options.join, std::move(*registration), worker, clock,
+                        verifier, nullptr, log);
     out << "joining " << gateway::to_string(options.join) << std::endl;
     return status::ok();
   };

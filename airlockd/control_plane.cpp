@@ -30,8 +30,7 @@ status control_plane::start(caf::actor_system& system, storage::kv_store& store,
                        "cannot load the credentials key: " + master_key.error().message);
   auto egress_ca = load_or_create_egress_ca(data_dir);
   if (!egress_ca)
-    return make_status(egress_ca.code(),
-                       "cannot load the egress CA: " + egress_ca.error().message);
+    return make_status(egress_ca.code(), "cannot load the egress CA: " + egress_ca.error().message);
   registry_ = actors::spawn_sandbox_registry(system, store, clock_);
   api_keys_ = actors::spawn_api_key_actor(system, store, clock_);
   audit_ = actors::spawn_audit_actor(system, store, clock_, audit_options_);
@@ -58,15 +57,15 @@ status control_plane::start(caf::actor_system& system, storage::kv_store& store,
   reconciler_ = actors::spawn_reconciler(system, registry_, scheduler_, {}, audit_);
   gateway::describe_control_metrics(metrics_);
   if (cluster_listen) {
-    auto port = scheduler::publish_scheduler(system, scheduler_, cluster_listen->host,
-                                             cluster_listen->port);
+    auto port =
+      scheduler::publish_scheduler(system, scheduler_, cluster_listen->host, cluster_listen->port);
     if (!port)
-      return make_status(port.code(), "cannot listen for workers on " +
-                                        gateway::to_string(*cluster_listen) + ": " +
-                                        port.error().message);
+      return make_status(port.code(), "cannot listen for workers on "
+                                        + gateway::to_string(*cluster_listen) + ": "
+                                        + port.error().message);
     cluster_port_ = *port;
-    log_.info("listening for workers", {{"address", cluster_listen->host + ":" +
-                                                      std::to_string(cluster_port_)}});
+    log_.info("listening for workers",
+              {{"address", cluster_listen->host + ":" + std::to_string(cluster_port_)}});
   }
   return status::ok();
 }

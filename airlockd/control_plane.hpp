@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "actors/api_key_actor.hpp"
 #include "actors/audit_actor.hpp"
 #include "actors/clock.hpp"
 #include "actors/cluster_protocol.hpp"
@@ -18,7 +19,6 @@
 #include "actors/log.hpp"
 #include "actors/operation_engine.hpp"
 #include "actors/reconciler.hpp"
-#include "actors/api_key_actor.hpp"
 #include "actors/sandbox_registry.hpp"
 #include "airlockd/options.hpp"
 #include "gateway/attach_token.hpp"

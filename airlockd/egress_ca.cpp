@@ -27,8 +27,9 @@ result<std::string> read_file(const std::string& path, bool secret) {
     return make_status(errc::io_error, "cannot read " + path + ": " + std::strerror(errno));
   if (secret && (info.st_mode & 077) != 0)
     return make_status(errc::permission_denied,
-                       path + " is readable or writable by others; chmod 600 it (and consider "
-                              "the egress CA compromised)");
+                       path
+                         + " is readable or writable by others; chmod 600 it (and consider "
+                           "the egress CA compromised)");
   std::ifstream in(path, std::ios::binary);
   std::ostringstream text;
   text << in.rdbuf();
@@ -56,9 +57,9 @@ result<crypto::key_and_cert> load_or_create_egress_ca(const std::string& data_di
   }
   if (!have_key || !have_cert)
     return make_status(errc::corrupt_record,
-                       "only one of " + key_path + " and " + cert_path +
-                         " exists; restore the other from a backup (or remove both to make a new "
-                         "CA, which every sandbox must then trust again)");
+                       "only one of " + key_path + " and " + cert_path
+                         + " exists; restore the other from a backup (or remove both to make a new "
+                           "CA, which every sandbox must then trust again)");
   auto key = read_file(key_path, true);
   if (!key)
     return key.error();

@@ -10,9 +10,8 @@
 namespace airlock::airlockd {
 
 engine_host::engine_host(engine_host_options options, const actors::logger& log)
-  : options_(std::move(options)),
-    log_(log.with_component("operations")),
-    config_(actors::actor_system_options{options_.scheduler_threads}) {
+    : options_(std::move(options)), log_(log.with_component("operations")),
+      config_(actors::actor_system_options{options_.scheduler_threads}) {
   worker::add_worker_message_types(config_);
   if (options_.cluster)
     actors::use_middleman(config_);
@@ -24,21 +23,20 @@ caf::actor_system& engine_host::start_system() {
   return *system_;
 }
 
-engine_host::~engine_host() {
-  stop();
-}
+engine_host::~engine_host() { stop(); }
 
 status engine_host::start(storage::kv_store& store, actors::procedure_table procedures,
                           std::function<void(const schema::operation_record&)> on_terminal) {
   journal_ = std::make_unique<storage::group_commit_journal>(store, options_.journal);
   start_system();
-  actors::operation_engine_deps deps{&store, journal_.get(), &clock_, &entropy_,
-                                     std::move(procedures), std::move(on_terminal)};
+  actors::operation_engine_deps deps{&store,    journal_.get(),        &clock_,
+                                     &entropy_, std::move(procedures), std::move(on_terminal)};
   engine_ = actors::spawn_operation_engine(*system_, options_.engine, std::move(deps));
   caf::scoped_actor self{*system_};
   status outcome = status::ok();
-  self->request(engine_, std::chrono::milliseconds(options_.recovery_timeout_ms),
-                actors::op_recover_atom::value)
+  self
+    ->request(engine_, std::chrono::milliseconds(options_.recovery_timeout_ms),
+              actors::op_recover_atom::value)
     .receive(
       [this](const actors::engine_stats& stats) {
         log_.info("recovered unfinished operations",

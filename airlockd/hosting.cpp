@@ -36,8 +36,7 @@ std::shared_ptr<const gateway::token_verifier> verifier_for(const std::string& p
   return std::make_shared<const gateway::token_verifier>(std::move(*verifier));
 }
 
-worker::cluster_join_actor join_cluster(caf::actor_system& system,
-                                        const gateway::endpoint& control,
+worker::cluster_join_actor join_cluster(caf::actor_system& system, const gateway::endpoint& control,
                                         schema::worker_registration registration,
                                         worker_host& worker, const wall_clock& clock,
                                         std::shared_ptr<verifier_slot> verifier,

@@ -13,11 +13,11 @@
 
 #include "actors/cluster_protocol.hpp"
 #include "actors/log.hpp"
+#include "airlockd/worker_host.hpp"
 #include "gateway/attach_token.hpp"
 #include "gateway/data_routes.hpp"
 #include "gateway/endpoint.hpp"
 #include "storage/kv_store.hpp"
-#include "airlockd/worker_host.hpp"
 #include "worker/cluster_join.hpp"
 
 namespace airlock::airlockd {
@@ -60,8 +60,7 @@ std::shared_ptr<const gateway::token_verifier> verifier_for(const std::string& p
 /// Starts the join actor for `registration` and the worker's node towards
 /// `control`; every (re)join refreshes `verifier` and the worker's egress
 /// CA from the ack. `joined` is set on the first.
-worker::cluster_join_actor join_cluster(caf::actor_system& system,
-                                        const gateway::endpoint& control,
+worker::cluster_join_actor join_cluster(caf::actor_system& system, const gateway::endpoint& control,
                                         schema::worker_registration registration,
                                         worker_host& worker, const wall_clock& clock,
                                         std::shared_ptr<verifier_slot> verifier,

@@ -57,8 +57,8 @@ status start_parts(serve_parts& parts, storage::kv_store& store, const serve_opt
     parts.control.stop();
   });
   parts.control.configure(options.control);
-  if (auto started = parts.control.start(system, store, data_dir,
-                                         gateway::endpoint{"127.0.0.1", 0});
+  if (auto started =
+        parts.control.start(system, store, data_dir, gateway::endpoint{"127.0.0.1", 0});
       !started)
     return started;
   auto worker_store = storage::open_rocksdb_store(data_dir + "/worker-store");
@@ -97,14 +97,13 @@ status join_local_worker(serve_parts& parts, const gateway::endpoint& bound,
   parts.url.set(url_of(bound));
   auto registration = parts.worker.registration(host_name(), url_of(bound));
   if (!registration)
-    return make_status(registration.code(), "cannot describe the local worker: " +
-                                              registration.error().message);
+    return make_status(registration.code(),
+                       "cannot describe the local worker: " + registration.error().message);
   auto joined = std::make_shared<std::promise<void>>();
   auto first_join = joined->get_future();
-  parts.join = join_cluster(parts.engine.system(),
-                            gateway::endpoint{"127.0.0.1", parts.control.cluster_port()},
-                            std::move(*registration), parts.worker, parts.clock,
-                            parts.verifier, joined, log);
+  parts.join = join_cluster(
+    parts.engine.system(), gateway::endpoint{"127.0.0.1", parts.control.cluster_port()},
+    std::move(*registration), parts.worker, parts.clock, parts.verifier, joined, log);
   if (first_join.wait_for(join_timeout) != std::future_status::ready)
     return make_status(errc::timeout, "the local worker did not join the scheduler");
   // The worker cleaned up an earlier run's sandboxes: say so in their records.

@@ -9,10 +9,10 @@
 #include <filesystem>
 
 #include "actors/api_keys.hpp"
+#include "airlockd/version.hpp"
 #include "crypto/certificates.hpp"
 #include "worker/egress/address_filter.hpp"
 #include "worker/egress/egress_gateway.hpp"
-#include "airlockd/version.hpp"
 #include "worker/host_capacity.hpp"
 #include "worker/rootfs/rootfs_driver.hpp"
 #include "worker/rootfs/templates.hpp"
@@ -107,15 +107,15 @@ status worker_host::start(caf::actor_system& system, const std::string& data_dir
   runtime_config.net.drop_log_group = drop_log_group_;
   auto runtime = worker::namespace_runtime::open(std::move(runtime_config));
   if (!runtime)
-    return make_status(runtime.code(), "cannot start the namespace runtime: " +
-                                         runtime.error().message);
+    return make_status(runtime.code(),
+                       "cannot start the namespace runtime: " + runtime.error().message);
   worker::rootfs_options rootfs;
   rootfs.data_dir = data_dir;
   rootfs.image_size_mb = options.image_size_mb;
   auto driver = worker::make_rootfs_driver(rootfs);
   if (!driver)
-    return make_status(driver.code(), "cannot open the root filesystems: " +
-                                        driver.error().message);
+    return make_status(driver.code(),
+                       "cannot open the root filesystems: " + driver.error().message);
   std::shared_ptr<worker::rootfs_driver> shared_rootfs(std::move(*driver));
   worker::worker_context context;
   context.runtime = std::shared_ptr<worker::sandbox_runtime>(std::move(*runtime));
@@ -130,8 +130,8 @@ status worker_host::start(caf::actor_system& system, const std::string& data_dir
   self->request(worker_, setup_timeout, worker::wk_recover_atom::value)
     .receive(
       [this](const worker::recover_report& report) {
-        log_.info("cleaned up an earlier run", {{"sandboxes", report.cleaned.size()},
-                                                {"failures", report.failures.size()}});
+        log_.info("cleaned up an earlier run",
+                  {{"sandboxes", report.cleaned.size()}, {"failures", report.failures.size()}});
         for (const auto& failure : report.failures)
           log_.warn("could not clean up", {{"what", failure}});
       },
@@ -191,8 +191,7 @@ void worker_host::joined(const actors::registration_ack& ack) {
     return;
   }
   if (auto set = gateway_->set_authority(egress_key_pem_, ack.egress_ca_chain); !set) {
-    log_.error("the egress CA chain from the control plane is unusable",
-               {{"error", set.message}});
+    log_.error("the egress CA chain from the control plane is unusable", {{"error", set.message}});
     return;
   }
   // The chain is the worker's intermediate then the root; sandboxes trust the root.
@@ -210,11 +209,10 @@ void worker_host::start_firewall_log(const sandbox_host_options& options) {
   log_options.group = static_cast<uint16_t>(1000 + hash % 60000);
   auto binding = egress_;
   auto started = worker::egress::firewall_log::start(
-    log_options, [binding](int ifindex) { return binding->by_interface(ifindex); },
-    egress_bridge_);
+    log_options, [binding](int ifindex) { return binding->by_interface(ifindex); }, egress_bridge_);
   if (!started) {
-    log_.warn("the firewall's drops will not be audited", {{"error", started.error().message},
-                                                           {"group", log_options.group}});
+    log_.warn("the firewall's drops will not be audited",
+              {{"error", started.error().message}, {"group", log_options.group}});
     return;
   }
   firewall_log_ = std::move(*started);
@@ -250,13 +248,13 @@ status worker_host::start_egress(caf::actor_system& system, const sandbox_host_o
   gateway.denied = {options.address_pool};
   auto started = worker::egress::egress_gateway::start(gateway, egress_bridge_, egress_bridge_);
   if (!started)
-    return make_status(started.code(), "cannot start the egress gateway: " +
-                                         started.error().message);
+    return make_status(started.code(),
+                       "cannot start the egress gateway: " + started.error().message);
   gateway_ = std::move(*started);
   egress_ = std::make_shared<worker::egress_binding>(gateway_);
   start_firewall_log(options);
-  log_.info("egress gateway listening", {{"proxy_port", gateway_->proxy_port()},
-                                         {"dns_port", gateway_->dns_port()}});
+  log_.info("egress gateway listening",
+            {{"proxy_port", gateway_->proxy_port()}, {"dns_port", gateway_->dns_port()}});
   return status::ok();
 }
 

@@ -216,8 +216,8 @@ result<key_and_cert> create_root_ca(std::string_view common_name, int valid_days
   auto key = new_key();
   if (!key)
     return key.error();
-  auto cert = build(ca_request(common_name, key->get(), nullptr, key->get(), valid_days,
-                               "critical,CA:TRUE"));
+  auto cert =
+    build(ca_request(common_name, key->get(), nullptr, key->get(), valid_days, "critical,CA:TRUE"));
   if (!cert)
     return cert.error();
   return key_and_cert{key_to_pem(key->get()), cert_to_pem(cert->get())};

@@ -31,8 +31,8 @@ int length(std::string_view text) { return static_cast<int>(text.size()); }
 
 status check_key(std::string_view key) {
   if (key.size() != sealed_key_bytes)
-    return make_status(errc::invalid_argument, "a sealing key must be 32 bytes, not " +
-                                                 std::to_string(key.size()));
+    return make_status(errc::invalid_argument,
+                       "a sealing key must be 32 bytes, not " + std::to_string(key.size()));
   return status::ok();
 }
 
@@ -49,13 +49,13 @@ result<std::string> read_key(const std::string& path) {
   if (::fstat(fd.get(), &info) != 0)
     return io_failure("cannot stat the key file", path);
   if ((info.st_mode & 077) != 0)
-    return make_status(errc::permission_denied,
-                       "the key file " + path + " is readable or writable by others; "
-                       "chmod 600 it (and check who read it)");
+    return make_status(errc::permission_denied, "the key file " + path
+                                                  + " is readable or writable by others; "
+                                                    "chmod 600 it (and check who read it)");
   if (info.st_size != static_cast<off_t>(sealed_key_bytes))
-    return make_status(errc::corrupt_record, "the key file " + path + " holds " +
-                                               std::to_string(info.st_size) +
-                                               " bytes, not 32; restore it from a backup");
+    return make_status(errc::corrupt_record, "the key file " + path + " holds "
+                                               + std::to_string(info.st_size)
+                                               + " bytes, not 32; restore it from a backup");
   std::string key(sealed_key_bytes, '\0');
   if (::read(fd.get(), key.data(), key.size()) != static_cast<ssize_t>(key.size()))
     return io_failure("cannot read the key file", path);
@@ -87,16 +87,18 @@ result<std::string> seal(std::string_view key, std::string_view plaintext,
   cipher_ctx ctx(EVP_CIPHER_CTX_new(), &EVP_CIPHER_CTX_free);
   int written = 0;
   int final_bytes = 0;
-  bool ok = ctx && EVP_EncryptInit_ex(ctx.get(), EVP_aes_256_gcm(), nullptr, bytes(key),
-                                      bytes(out)) == 1 &&
-            EVP_EncryptUpdate(ctx.get(), nullptr, &written, bytes(associated_data),
-                              length(associated_data)) == 1 &&
-            EVP_EncryptUpdate(ctx.get(), bytes(out, sealed_nonce_bytes), &written,
-                              bytes(plaintext), length(plaintext)) == 1 &&
-            EVP_EncryptFinal_ex(ctx.get(), bytes(out, sealed_nonce_bytes + written),
-                                &final_bytes) == 1 &&
-            EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_GET_TAG, sealed_tag_bytes,
-                                bytes(out, out.size() - sealed_tag_bytes)) == 1;
+  bool ok =
+    ctx && EVP_EncryptInit_ex(ctx.get(), EVP_aes_256_gcm(), nullptr, bytes(key), bytes(out)) == 1
+    && EVP_EncryptUpdate(ctx.get(), nullptr, &written, bytes(associated_data),
+                         length(associated_data))
+         == 1
+    && EVP_EncryptUpdate(ctx.get(), bytes(out, sealed_nonce_bytes), &written, bytes(plaintext),
+                         length(plaintext))
+         == 1
+    && EVP_EncryptFinal_ex(ctx.get(), bytes(out, sealed_nonce_bytes + written), &final_bytes) == 1
+    && EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_GET_TAG, sealed_tag_bytes,
+                           bytes(out, out.size() - sealed_tag_bytes))
+         == 1;
   if (!ok)
     return make_status(errc::internal, "AES-256-GCM sealing failed");
   return out;
@@ -108,21 +110,21 @@ result<std::string> open(std::string_view key, std::string_view sealed,
     return checked;
   if (sealed.size() < sealed_nonce_bytes + sealed_tag_bytes)
     return make_status(errc::corrupt_record, "a sealed value is shorter than its nonce and tag");
-  auto body = sealed.substr(sealed_nonce_bytes,
-                            sealed.size() - sealed_nonce_bytes - sealed_tag_bytes);
+  auto body =
+    sealed.substr(sealed_nonce_bytes, sealed.size() - sealed_nonce_bytes - sealed_tag_bytes);
   std::string tag(sealed.substr(sealed.size() - sealed_tag_bytes));
   std::string out(body.size(), '\0');
   cipher_ctx ctx(EVP_CIPHER_CTX_new(), &EVP_CIPHER_CTX_free);
   int written = 0;
   int final_bytes = 0;
-  bool ok = ctx && EVP_DecryptInit_ex(ctx.get(), EVP_aes_256_gcm(), nullptr, bytes(key),
-                                      bytes(sealed)) == 1 &&
-            EVP_DecryptUpdate(ctx.get(), nullptr, &written, bytes(associated_data),
-                              length(associated_data)) == 1 &&
-            EVP_DecryptUpdate(ctx.get(), bytes(out), &written, bytes(body), length(body)) == 1 &&
-            EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_SET_TAG, sealed_tag_bytes,
-                                bytes(tag)) == 1 &&
-            EVP_DecryptFinal_ex(ctx.get(), bytes(out, written), &final_bytes) == 1;
+  bool ok =
+    ctx && EVP_DecryptInit_ex(ctx.get(), EVP_aes_256_gcm(), nullptr, bytes(key), bytes(sealed)) == 1
+    && EVP_DecryptUpdate(ctx.get(), nullptr, &written, bytes(associated_data),
+                         length(associated_data))
+         == 1
+    && EVP_DecryptUpdate(ctx.get(), bytes(out), &written, bytes(body), length(body)) == 1
+    && EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_SET_TAG, sealed_tag_bytes, bytes(tag)) == 1
+    && EVP_DecryptFinal_ex(ctx.get(), bytes(out, written), &final_bytes) == 1;
   if (!ok) {
     OPENSSL_cleanse(out.data(), out.size());
     return make_status(errc::corrupt_record,

@@ -16,14 +16,12 @@ namespace airlock::gateway {
 /// `on_error(caf::error&)` (a timeout included). Both handlers must have
 /// concrete parameter types (CAF matches the reply against them).
 template <class Handle, class OnReply, class OnError, class... Ts>
-void call_actor(caf::actor_system& system, const Handle& dest,
-                std::chrono::milliseconds timeout, OnReply on_reply, OnError on_error,
-                Ts... xs) {
+void call_actor(caf::actor_system& system, const Handle& dest, std::chrono::milliseconds timeout,
+                OnReply on_reply, OnError on_error, Ts... xs) {
   system.spawn([dest, timeout, on_reply = std::move(on_reply), on_error = std::move(on_error),
                 xs...](caf::event_based_actor* self) mutable {
     // Without a behavior the actor ends once this response is handled.
-    self->request(dest, timeout, std::move(xs)...)
-      .then(std::move(on_reply), std::move(on_error));
+    self->request(dest, timeout, std::move(xs)...).then(std::move(on_reply), std::move(on_error));
   });
 }
 

@@ -41,9 +41,9 @@ result<std::optional<uint64_t>> query_uint(const exchange& ex, std::string_view 
   uint64_t value = 0;
   auto [end, error] = std::from_chars(text->data(), text->data() + text->size(), value);
   if (error != std::errc{} || end != text->data() + text->size() || value > max)
-    return make_status(errc::invalid_argument, "?" + std::string(name) +
-                                                 "= must be a whole number from 0 to " +
-                                                 std::to_string(max));
+    return make_status(errc::invalid_argument, "?" + std::string(name)
+                                                 + "= must be a whole number from 0 to "
+                                                 + std::to_string(max));
   return std::optional<uint64_t>(value);
 }
 

@@ -9,8 +9,8 @@
 #include <optional>
 #include <string>
 
-#include "actors/errors.hpp"
 #include "actors/api_key_actor.hpp"
+#include "actors/errors.hpp"
 #include "actors/sandbox_registry.hpp"
 #include "gateway/actor_call.hpp"
 #include "gateway/api_json.hpp"
@@ -41,7 +41,6 @@ void authenticate(caf::actor_system& system, const actors::api_key_actor& api_ke
 result<size_t> list_limit(const exchange& ex, size_t max);
 
 /// ?NAME= as an unsigned number ≤ max; nullopt when absent.
-result<std::optional<uint64_t>> query_uint(const exchange& ex, std::string_view name,
-                                           uint64_t max);
+result<std::optional<uint64_t>> query_uint(const exchange& ex, std::string_view name, uint64_t max);
 
 } // namespace airlock::gateway::detail

@@ -82,8 +82,8 @@ result<std::optional<uint64_t>> read_uint(const json& body, const char* field, u
     return bad(std::string(field) + " must not be negative");
   auto value = found->get<uint64_t>();
   if (value < min || value > max)
-    return bad(std::string(field) + " must be between " + std::to_string(min) + " and " +
-               std::to_string(max));
+    return bad(std::string(field) + " must be between " + std::to_string(min) + " and "
+               + std::to_string(max));
   return std::optional<uint64_t>(value);
 }
 
@@ -96,28 +96,27 @@ result<std::optional<std::string>> read_text(const json& body, const char* field
     return bad(std::string(field) + " must be a string");
   auto text = found->get<std::string>();
   if (text.size() > limits.text_bytes_max)
-    return bad(std::string(field) + " is longer than " + std::to_string(limits.text_bytes_max) +
-               " bytes");
+    return bad(std::string(field) + " is longer than " + std::to_string(limits.text_bytes_max)
+               + " bytes");
   return std::optional<std::string>(std::move(text));
 }
 
-result<std::optional<std::map<std::string, std::string>>> read_map(const json& body,
-                                                                   const char* field,
-                                                                   const spec_limits& limits) {
+result<std::optional<std::map<std::string, std::string>>>
+read_map(const json& body, const char* field, const spec_limits& limits) {
   auto found = body.find(field);
   if (found == body.end() || found->is_null())
     return std::optional<std::map<std::string, std::string>>{};
   if (!found->is_object())
     return bad(std::string(field) + " must be an object of strings");
   if (found->size() > limits.map_entries_max)
-    return bad(std::string(field) + " has more than " + std::to_string(limits.map_entries_max) +
-               " entries");
+    return bad(std::string(field) + " has more than " + std::to_string(limits.map_entries_max)
+               + " entries");
   std::map<std::string, std::string> out;
   for (const auto& [key, value] : found->items()) {
     if (!value.is_string())
       return bad(std::string(field) + "." + key + " must be a string");
-    if (key.empty() || key.size() > limits.text_bytes_max ||
-        value.get_ref<const std::string&>().size() > limits.text_bytes_max)
+    if (key.empty() || key.size() > limits.text_bytes_max
+        || value.get_ref<const std::string&>().size() > limits.text_bytes_max)
       return bad(std::string(field) + " has an empty or oversized key or value");
     out[key] = value.get<std::string>();
   }
@@ -125,7 +124,7 @@ result<std::optional<std::map<std::string, std::string>>> read_map(const json& b
 }
 
 result<std::optional<schema::egress_policy>> read_egress(const json& body,
-                                                        const spec_limits& limits) {
+                                                         const spec_limits& limits) {
   auto found = body.find("egress");
   if (found == body.end() || found->is_null())
     return std::optional<schema::egress_policy>{};
@@ -143,11 +142,11 @@ result<std::optional<schema::egress_policy>> read_egress(const json& body,
   }
   if (auto allow = found->find("allow"); allow != found->end() && !allow->is_null()) {
     if (!allow->is_array() || allow->size() > limits.allow_entries_max)
-      return bad("egress.allow must be an array of at most " +
-                 std::to_string(limits.allow_entries_max) + " host names");
+      return bad("egress.allow must be an array of at most "
+                 + std::to_string(limits.allow_entries_max) + " host names");
     for (const auto& host : *allow) {
-      if (!host.is_string() || host.get_ref<const std::string&>().empty() ||
-          host.get_ref<const std::string&>().size() > 253)
+      if (!host.is_string() || host.get_ref<const std::string&>().empty()
+          || host.get_ref<const std::string&>().size() > 253)
         return bad("egress.allow entries must be host names");
       policy.allow.push_back(host.get<std::string>());
     }
@@ -192,8 +191,7 @@ json to_json(const schema::sandbox_record& record) {
               {"created_at", timestamp_json(record.created_at_ms)},
               {"last_active_at", timestamp_json(record.last_active_at_ms)}};
   if (record.error_reason)
-    out["error"] = {{"code", record.error_reason->code},
-                    {"message", record.error_reason->message}};
+    out["error"] = {{"code", record.error_reason->code}, {"message", record.error_reason->message}};
   return out;
 }
 
@@ -345,8 +343,8 @@ result<actors::exec_spec> parse_exec_spec(const json& body, const spec_limits& l
 
 result<int32_t> parse_signal(const json& value) {
   static const std::map<std::string, int32_t> names = {
-    {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"KILL", SIGKILL},
-    {"TERM", SIGTERM}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"STOP", SIGSTOP},
+    {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT},  {"KILL", SIGKILL},
+    {"TERM", SIGTERM}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2},  {"STOP", SIGSTOP},
     {"CONT", SIGCONT}, {"ALRM", SIGALRM}, {"WINCH", SIGWINCH}};
   if (value.is_number_integer()) {
     auto number = value.get<int64_t>();

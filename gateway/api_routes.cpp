@@ -113,24 +113,24 @@ void watch_operation(api_ptr api, exchange_ptr ex, caller who) {
     *api->deps.system, api->deps.engine, api->call_timeout(),
     [api, ex, id, tenant](schema::operation_record&) {
       auto stream = ex->open_sse();
-      auto watcher = api->deps.system->spawn([stream](caf::event_based_actor* self)
-                                               -> caf::behavior {
-        // The watch reply and the engine's events travel different paths:
-        // keep them in sequence order and never repeat one.
-        auto last = std::make_shared<int64_t>(-1);
-        return {[self, stream, last](actors::op_event_atom,
-                                     const schema::operation_record& record) {
-          if (static_cast<int64_t>(record.sequence) <= *last)
-            return;
-          *last = static_cast<int64_t>(record.sequence);
-          auto event = to_json(record).dump();
-          if (!stream->send("state", event, std::to_string(record.sequence)) ||
-              schema::is_terminal(record.state)) {
-            stream->close();
-            self->quit();
-          }
-        }};
-      });
+      auto watcher =
+        api->deps.system->spawn([stream](caf::event_based_actor* self) -> caf::behavior {
+          // The watch reply and the engine's events travel different paths:
+          // keep them in sequence order and never repeat one.
+          auto last = std::make_shared<int64_t>(-1);
+          return {
+            [self, stream, last](actors::op_event_atom, const schema::operation_record& record) {
+              if (static_cast<int64_t>(record.sequence) <= *last)
+                return;
+              *last = static_cast<int64_t>(record.sequence);
+              auto event = to_json(record).dump();
+              if (!stream->send("state", event, std::to_string(record.sequence))
+                  || schema::is_terminal(record.state)) {
+                stream->close();
+                self->quit();
+              }
+            }};
+        });
       stream->on_close([watcher](std::string_view) {
         caf::anon_send_exit(watcher, caf::exit_reason::user_shutdown);
       });
@@ -166,8 +166,7 @@ void start_operation(api_ptr api, exchange_ptr ex, const caller& who, std::strin
 
 /// With an Idempotency-Key already used by this tenant: answers with that
 /// first operation and returns true.
-void replay_or(api_ptr api, exchange_ptr ex, const caller& who,
-               std::function<void()> otherwise) {
+void replay_or(api_ptr api, exchange_ptr ex, const caller& who, std::function<void()> otherwise) {
   auto field = ex->request()["Idempotency-Key"];
   auto key = std::string(field.data(), field.size());
   if (key.empty())
@@ -182,8 +181,8 @@ void replay_or(api_ptr api, exchange_ptr ex, const caller& who,
         return otherwise();
       call_actor(
         *api->deps.system, api->deps.engine, api->call_timeout(),
-        [ex](schema::operation_record& record) { ex->respond(accepted(record)); },
-        answer_error(ex), actors::op_get_atom::value, operation_id, who.tenant_id);
+        [ex](schema::operation_record& record) { ex->respond(accepted(record)); }, answer_error(ex),
+        actors::op_get_atom::value, operation_id, who.tenant_id);
     },
     answer_error(ex), actors::rg_opkey_atom::value, who.tenant_id, key);
 }
@@ -226,8 +225,7 @@ void get_sandbox(api_ptr api, exchange_ptr ex, caller who) {
     [ex](schema::sandbox_record& record) {
       ex->respond(json_response(http::status::ok, to_json(record)));
     },
-    answer_error(ex), actors::rg_get_atom::value, std::string(ex->path_param("id")),
-    scope_of(who));
+    answer_error(ex), actors::rg_get_atom::value, std::string(ex->path_param("id")), scope_of(who));
 }
 
 void list_sandboxes(api_ptr api, exchange_ptr ex, caller who) {
@@ -315,11 +313,11 @@ void issue_token(api_ptr api, exchange_ptr ex, caller who) {
                                   "scope must be files, processes or all"));
   int64_t ttl_s = api->deps.options.token_ttl_default_s;
   if (auto ttl = body.find("ttl_s"); ttl != body.end()) {
-    if (!ttl->is_number_integer() || ttl->get<int64_t>() < 1 ||
-        ttl->get<int64_t>() > api->deps.options.token_ttl_max_s)
-      return ex->respond(json_error(
-        http::status::bad_request, "invalid_argument",
-        "ttl_s must be 1.." + std::to_string(api->deps.options.token_ttl_max_s)));
+    if (!ttl->is_number_integer() || ttl->get<int64_t>() < 1
+        || ttl->get<int64_t>() > api->deps.options.token_ttl_max_s)
+      return ex->respond(
+        json_error(http::status::bad_request, "invalid_argument",
+                   "ttl_s must be 1.." + std::to_string(api->deps.options.token_ttl_max_s)));
     ttl_s = ttl->get<int64_t>();
   }
   call_actor(
@@ -327,9 +325,9 @@ void issue_token(api_ptr api, exchange_ptr ex, caller who) {
     [api, ex, scope, ttl_s](schema::sandbox_record& record) {
       if (record.data_url.empty() || record.state == schema::sandbox_state::destroyed)
         return ex->respond(json_error(http::status::conflict, "wrong_state",
-                                      "sandbox " + record.id + " is " +
-                                        std::string(schema::to_string(record.state)) +
-                                        "; tokens exist only for placed sandboxes"));
+                                      "sandbox " + record.id + " is "
+                                        + std::string(schema::to_string(record.state))
+                                        + "; tokens exist only for placed sandboxes"));
       token_claims claims;
       claims.tenant_id = record.tenant_id;
       claims.sandbox_id = record.id;
@@ -340,8 +338,7 @@ void issue_token(api_ptr api, exchange_ptr ex, caller who) {
                                  {"token", api->deps.signer->sign(claims)},
                                  {"expires_at", timestamp_json(claims.expires_at_ms)}}));
     },
-    answer_error(ex), actors::rg_get_atom::value, std::string(ex->path_param("id")),
-    scope_of(who));
+    answer_error(ex), actors::rg_get_atom::value, std::string(ex->path_param("id")), scope_of(who));
 }
 
 // --- keys and workers -----------------------------------------------------------
@@ -361,8 +358,8 @@ void create_api_key(api_ptr api, exchange_ptr ex, caller who) {
   call_actor(
     *api->deps.system, api->deps.api_keys, api->call_timeout(),
     [ex, tenant_id](std::string& key) {
-      ex->respond(json_response(http::status::created,
-                                {{"tenant_id", tenant_id}, {"api_key", key}}));
+      ex->respond(
+        json_response(http::status::created, {{"tenant_id", tenant_id}, {"api_key", key}}));
     },
     answer_error(ex), actors::key_create_atom::value, tenant_id);
 }
@@ -407,12 +404,18 @@ async_route_handler not_yet(api_ptr api, std::string what) {
 void add_unimplemented(route_table& routes, api_ptr api) {
   using http::verb;
   const std::pair<verb, const char*> later[] = {
-    {verb::post, "/v1/sandboxes/{id}/suspend"},   {verb::post, "/v1/sandboxes/{id}/restore"},
-    {verb::post, "/v1/sandboxes/{id}/wake"},      {verb::post, "/v1/sandboxes/{id}/checkpoints"},
-    {verb::get, "/v1/sandboxes/{id}/checkpoints"}, {verb::get, "/v1/templates"},
-    {verb::post, "/v1/templates"},                {verb::get, "/v1/templates/{name}"},
-    {verb::put, "/v1/templates/{name}/pool"},     {verb::post, "/v1/workers/{id}/cordon"},
-    {verb::post, "/v1/workers/{id}/drain"},       {verb::post, "/v1/workers/{id}/uncordon"},
+    {verb::post, "/v1/sandboxes/{id}/suspend"},
+    {verb::post, "/v1/sandboxes/{id}/restore"},
+    {verb::post, "/v1/sandboxes/{id}/wake"},
+    {verb::post, "/v1/sandboxes/{id}/checkpoints"},
+    {verb::get, "/v1/sandboxes/{id}/checkpoints"},
+    {verb::get, "/v1/templates"},
+    {verb::post, "/v1/templates"},
+    {verb::get, "/v1/templates/{name}"},
+    {verb::put, "/v1/templates/{name}/pool"},
+    {verb::post, "/v1/workers/{id}/cordon"},
+    {verb::post, "/v1/workers/{id}/drain"},
+    {verb::post, "/v1/workers/{id}/uncordon"},
   };
   for (const auto& [method, pattern] : later)
     routes.add_async(method, pattern, not_yet(api, std::string(pattern)));
@@ -471,13 +474,11 @@ void add_control_routes(route_table& routes, const control_api_deps& deps) {
   routes.add_async(verb::get, "/v1/sandboxes/{id}", authed(api, get_sandbox));
   routes.add_async(verb::patch, "/v1/sandboxes/{id}", authed(api, patch_sandbox), json_body);
   routes.add_async(verb::delete_, "/v1/sandboxes/{id}",
-                   lifecycle_verb(api, actors::sandbox_verb::destroy,
-                                  actors::kind_sandbox_delete));
+                   lifecycle_verb(api, actors::sandbox_verb::destroy, actors::kind_sandbox_delete));
   routes.add_async(verb::post, "/v1/sandboxes/{id}/pause",
                    lifecycle_verb(api, actors::sandbox_verb::pause, actors::kind_sandbox_pause));
   routes.add_async(verb::post, "/v1/sandboxes/{id}/resume",
-                   lifecycle_verb(api, actors::sandbox_verb::resume,
-                                  actors::kind_sandbox_resume));
+                   lifecycle_verb(api, actors::sandbox_verb::resume, actors::kind_sandbox_resume));
   routes.add_async(verb::post, "/v1/sandboxes/{id}/token", authed(api, issue_token), json_body);
   routes.add_async(verb::post, "/v1/api-keys", authed(api, create_api_key), json_body);
   routes.add_async(verb::get, "/v1/workers", authed(api, list_workers));

@@ -15,13 +15,13 @@
 #include <optional>
 #include <string>
 
+#include "actors/api_key_actor.hpp"
 #include "actors/audit_actor.hpp"
 #include "actors/clock.hpp"
 #include "actors/cluster_protocol.hpp"
 #include "actors/credential_actor.hpp"
 #include "actors/log.hpp"
 #include "actors/operation_engine.hpp"
-#include "actors/api_key_actor.hpp"
 #include "actors/sandbox_registry.hpp"
 #include "gateway/api_json.hpp"
 #include "gateway/attach_token.hpp"

@@ -28,9 +28,9 @@ struct target {
   std::string sandbox_id;
   std::string tenant_id;
   actors::node_actor node;
-  std::string data_url;        ///< where attach_url points
-  bool by_api_key = false;     ///< else by a control-plane token
-  std::string token;           ///< the caller's token (token callers)
+  std::string data_url;    ///< where attach_url points
+  bool by_api_key = false; ///< else by a control-plane token
+  std::string token;       ///< the caller's token (token callers)
   int64_t token_expires_ms = 0;
   /// Found through the scheduler: the request is relayed to the sandbox's
   /// worker (a control listener, or `serve`'s), not served by that worker.
@@ -59,8 +59,8 @@ void find_node(api_ptr api, exchange_ptr ex, target t, std::string worker_id, ta
     return next(std::move(t));
   }
   if (!api->deps.scheduler)
-    return ex->respond(json_error(http::status::internal_server_error, "internal",
-                                  "this listener knows no worker"));
+    return ex->respond(
+      json_error(http::status::internal_server_error, "internal", "this listener knows no worker"));
   call_actor(
     *api->deps.system, *api->deps.scheduler, api->timeout(),
     [t, next](actors::placement& where) mutable {
@@ -78,11 +78,11 @@ void via_record(api_ptr api, exchange_ptr ex, target t, std::string tenant_scope
   call_actor(
     *api->deps.system, *api->deps.registry, api->timeout(),
     [api, ex, t, next](schema::sandbox_record& record) mutable {
-      if (record.worker_id.empty() || record.state == schema::sandbox_state::destroyed ||
-          record.state == schema::sandbox_state::destroying)
-        return ex->respond(json_error(
-          http::status::conflict, "wrong_state",
-          "sandbox " + record.id + " is " + std::string(schema::to_string(record.state))));
+      if (record.worker_id.empty() || record.state == schema::sandbox_state::destroyed
+          || record.state == schema::sandbox_state::destroying)
+        return ex->respond(json_error(http::status::conflict, "wrong_state",
+                                      "sandbox " + record.id + " is "
+                                        + std::string(schema::to_string(record.state))));
       t.tenant_id = record.tenant_id;
       if (t.data_url.empty())
         t.data_url = record.data_url;
@@ -136,8 +136,7 @@ async_route_handler with_target(api_ptr api, std::string scope, Handler handler)
   return [api, scope, handler](exchange_ptr ex) {
     resolve(api, ex, scope, [api, ex, scope, handler](target t) {
       if (t.forwarded && api->deps.metrics != nullptr)
-        api->deps.metrics->counter_add("airlock_data_forwarded_requests_total",
-                                       {{"route", scope}});
+        api->deps.metrics->counter_add("airlock_data_forwarded_requests_total", {{"route", scope}});
       handler(api, ex, std::move(t));
     });
   };
@@ -163,8 +162,8 @@ void start_process(api_ptr api, exchange_ptr ex, target t) {
       int64_t expires = t.token_expires_ms;
       if (t.by_api_key && api->deps.signer) {
         token_claims claims{t.tenant_id, t.sandbox_id, process.process_id, "processes",
-                            api->deps.clock->now_ms() +
-                              int64_t{api->deps.options.attach_token_ttl_s} * 1000};
+                            api->deps.clock->now_ms()
+                              + int64_t{api->deps.options.attach_token_ttl_s} * 1000};
         token = api->deps.signer->sign(claims);
         expires = claims.expires_at_ms;
       }
@@ -199,8 +198,8 @@ void get_process(api_ptr api, exchange_ptr ex, target t) {
     [ex](actors::process_view& process) {
       ex->respond(json_response(http::status::ok, to_json(process)));
     },
-    answer_error(ex), actors::dp_proc_atom::value, t.sandbox_id,
-    std::string(ex->path_param("pid")), wait_ms);
+    answer_error(ex), actors::dp_proc_atom::value, t.sandbox_id, std::string(ex->path_param("pid")),
+    wait_ms);
 }
 
 json chunk_json(const std::string& bytes) {
@@ -305,7 +304,9 @@ void write_stdin(api_ptr api, exchange_ptr ex, target t, bool close) {
   auto size = bytes.size();
   call_actor(
     *api->deps.system, t.node, api->timeout(),
-    [ex, size](bool) { ex->respond(json_response(http::status::ok, {{"bytes", size}})); },
+    [ex, size](bool) {
+      ex->respond(json_response(http::status::ok, {{"bytes", size}}));
+    },
     answer_error(ex), actors::dp_stdin_atom::value, t.sandbox_id,
     std::string(ex->path_param("pid")), std::move(bytes), close);
 }
@@ -319,7 +320,9 @@ void send_signal(api_ptr api, exchange_ptr ex, target t) {
     return ex->respond(error_response(number.error()));
   call_actor(
     *api->deps.system, t.node, api->timeout(),
-    [ex](bool) { ex->respond(json_response(http::status::ok, {{"delivered", true}})); },
+    [ex](bool) {
+      ex->respond(json_response(http::status::ok, {{"delivered", true}}));
+    },
     answer_error(ex), actors::dp_signal_atom::value, t.sandbox_id,
     std::string(ex->path_param("pid")), *number);
 }
@@ -338,7 +341,9 @@ void resize_pty(api_ptr api, exchange_ptr ex, target t) {
                                   "rows and cols must be integers 1..1000"));
   call_actor(
     *api->deps.system, t.node, api->timeout(),
-    [ex](bool) { ex->respond(json_response(http::status::ok, {{"resized", true}})); },
+    [ex](bool) {
+      ex->respond(json_response(http::status::ok, {{"resized", true}}));
+    },
     answer_error(ex), actors::dp_resize_atom::value, t.sandbox_id,
     std::string(ex->path_param("pid")), static_cast<uint16_t>(rows.get<int64_t>()),
     static_cast<uint16_t>(cols.get<int64_t>()));
@@ -353,10 +358,9 @@ result<std::string> path_of_query(const exchange& ex) {
   auto path = ex.query("path");
   if (!path || path->empty())
     return make_status(errc::invalid_argument, "?path= is required (an absolute path)");
-  if ((*path)[0] != '/' || path->size() > path_bytes_max ||
-      path->find('\0') != std::string::npos)
-    return make_status(errc::invalid_argument, "?path= must be an absolute path of at most " +
-                                                 std::to_string(path_bytes_max) + " bytes");
+  if ((*path)[0] != '/' || path->size() > path_bytes_max || path->find('\0') != std::string::npos)
+    return make_status(errc::invalid_argument, "?path= must be an absolute path of at most "
+                                                 + std::to_string(path_bytes_max) + " bytes");
   return *path;
 }
 
@@ -449,9 +453,9 @@ void read_file(api_ptr api, exchange_ptr ex, target t) {
           if (size > api->deps.options.file_bytes_max)
             return ex->respond(json_error(
               http::status::payload_too_large, "too_large",
-              path + " is " + std::to_string(size) + " bytes; downloads are limited to " +
-                std::to_string(api->deps.options.file_bytes_max) +
-                " bytes: read it in parts (a process can split it) or raise the limit"));
+              path + " is " + std::to_string(size) + " bytes; downloads are limited to "
+                + std::to_string(api->deps.options.file_bytes_max)
+                + " bytes: read it in parts (a process can split it) or raise the limit"));
           http_response head{http::status::ok, 11};
           head.set(http::field::content_type, "application/octet-stream");
           head.set(http::field::content_length, std::to_string(size));
@@ -565,10 +569,8 @@ void add_data_routes(route_table& routes, const data_plane_deps& deps) {
                    with_target(api, "processes", [](api_ptr a, exchange_ptr ex, target t) {
                      write_stdin(std::move(a), std::move(ex), std::move(t), true);
                    }));
-  routes.add_async(verb::post, proc + "/signal", with_target(api, "processes", send_signal),
-                   small);
-  routes.add_async(verb::post, proc + "/resize", with_target(api, "processes", resize_pty),
-                   small);
+  routes.add_async(verb::post, proc + "/signal", with_target(api, "processes", send_signal), small);
+  routes.add_async(verb::post, proc + "/resize", with_target(api, "processes", resize_pty), small);
   routes.add_async(verb::get, files, with_target(api, "files", read_file));
   routes.add_async(verb::put, files, with_target(api, "files", write_file), file_body);
   routes.add_async(verb::delete_, files, with_target(api, "files", remove_file));

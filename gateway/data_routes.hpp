@@ -11,9 +11,9 @@
 #include <memory>
 #include <optional>
 
+#include "actors/api_key_actor.hpp"
 #include "actors/clock.hpp"
 #include "actors/cluster_protocol.hpp"
-#include "actors/api_key_actor.hpp"
 #include "actors/sandbox_registry.hpp"
 #include "gateway/api_json.hpp"
 #include "gateway/attach_token.hpp"

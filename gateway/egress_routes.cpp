@@ -52,8 +52,9 @@ status read_scope(const json& body, actors::credential_request& out) {
   out.scope = *parsed;
   if (*parsed == schema::credential_scope::tenant && value.is_boolean() && value.get<bool>())
     return status::ok(); // the caller's tenant, filled in by the route
-  if (!value.is_string() ||
-      (value.get_ref<const std::string&>().empty() && *parsed != schema::credential_scope::tenant))
+  if (!value.is_string()
+      || (value.get_ref<const std::string&>().empty()
+          && *parsed != schema::credential_scope::tenant))
     return bad("scope." + kind + " must be a non-empty string");
   out.scope_value = value.get<std::string>();
   return status::ok();
@@ -121,10 +122,14 @@ nlohmann::json to_json(const schema::credential_record& r) {
 }
 
 nlohmann::json to_json(const schema::audit_record& r) {
-  return json{{"at", timestamp_json(r.at_ms)}, {"tenant_id", r.tenant_id},
-              {"sandbox_id", r.sandbox_id},    {"kind", r.kind},
-              {"decision", r.decision},        {"reason", r.reason},
-              {"target", r.target},            {"detail", r.detail}};
+  return json{{"at", timestamp_json(r.at_ms)},
+              {"tenant_id", r.tenant_id},
+              {"sandbox_id", r.sandbox_id},
+              {"kind", r.kind},
+              {"decision", r.decision},
+              {"reason", r.reason},
+              {"target", r.target},
+              {"detail", r.detail}};
 }
 
 std::optional<int64_t> parse_time_ms(std::string_view text) {
@@ -184,9 +189,9 @@ void create_credential(deps_ptr deps, exchange_ptr ex, caller who) {
     if (request->scope_value.empty())
       request->scope_value = who.tenant_id;
     if (request->scope_value != who.tenant_id && !who.admin)
-      return ex->respond(json_error(http::status::bad_request, "invalid_argument",
-                                    "scope.tenant must be your own tenant (" + who.tenant_id +
-                                      ") or true"));
+      return ex->respond(
+        json_error(http::status::bad_request, "invalid_argument",
+                   "scope.tenant must be your own tenant (" + who.tenant_id + ") or true"));
     request->tenant_id = request->scope_value; // an admin may create for any tenant
   }
   if (auto valid = actors::validate_credential_request(*request, {}); !valid)
@@ -231,8 +236,7 @@ void get_credential(deps_ptr deps, exchange_ptr ex, caller who) {
     [ex](schema::credential_record& record) {
       ex->respond(json_response(http::status::ok, to_json(record)));
     },
-    answer_error(ex), actors::cr_get_atom::value, std::string(ex->path_param("id")),
-    scope_of(who));
+    answer_error(ex), actors::cr_get_atom::value, std::string(ex->path_param("id")), scope_of(who));
 }
 
 void delete_credential(deps_ptr deps, exchange_ptr ex, caller who) {
@@ -241,20 +245,22 @@ void delete_credential(deps_ptr deps, exchange_ptr ex, caller who) {
   auto id = std::string(ex->path_param("id"));
   call_actor(
     *deps->system, deps->credentials, call_timeout(*deps),
-    [ex, id](bool) { ex->respond(json_response(http::status::ok, {{"id", id}, {"deleted", true}})); },
+    [ex, id](bool) {
+      ex->respond(json_response(http::status::ok, {{"id", id}, {"deleted", true}}));
+    },
     answer_error(ex), actors::cr_delete_atom::value, id, scope_of(who));
 }
 
 // --- audit ------------------------------------------------------------------------
 
 result<schema::audit_query> audit_query_of(const exchange& ex, const caller& who,
-                                            size_t limit_max) {
+                                           size_t limit_max) {
   schema::audit_query query;
   query.tenant_id = scope_of(who);
   query.sandbox_id = ex.query("sandbox_id").value_or("");
   query.kind = ex.query("kind").value_or("");
-  if (!query.kind.empty() && query.kind != "egress" && query.kind != "dns" &&
-      query.kind != "credential" && query.kind != "lifecycle")
+  if (!query.kind.empty() && query.kind != "egress" && query.kind != "dns"
+      && query.kind != "credential" && query.kind != "lifecycle")
     return bad("?kind= must be egress, dns, credential or lifecycle");
   if (auto since = ex.query("since")) {
     auto ms = parse_time_ms(*since);
@@ -303,8 +309,8 @@ void add_egress_routes(route_table& routes, const control_api_deps& deps) {
 }
 
 void push_egress_to_worker(const control_api_deps& deps, schema::sandbox_record record) {
-  if (record.worker_id.empty() || record.state == schema::sandbox_state::destroyed ||
-      !deps.scheduler)
+  if (record.worker_id.empty() || record.state == schema::sandbox_state::destroyed
+      || !deps.scheduler)
     return;
   auto system = deps.system;
   auto timeout = call_timeout(deps);
@@ -315,14 +321,16 @@ void push_egress_to_worker(const control_api_deps& deps, schema::sandbox_record 
     if (log)
       log->warn("the sandbox's worker did not take the new egress policy; its new connections "
                 "get it when the worker next creates or restores the sandbox",
-                {{"sandbox_id", sandbox_id}, {"worker_id", worker_id},
+                {{"sandbox_id", sandbox_id},
+                 {"worker_id", worker_id},
                  {"error", to_status(error).message}});
   };
   call_actor(
     *system, deps.scheduler, timeout,
     [system, timeout, failed, record = std::move(record)](actors::placement& where) {
-      call_actor(*system, where.node, timeout, [](actors::node_sandbox&) {}, failed,
-                 actors::nd_egress_atom::value, record);
+      call_actor(
+        *system, where.node, timeout, [](actors::node_sandbox&) {}, failed,
+        actors::nd_egress_atom::value, record);
     },
     failed, actors::sc_node_atom::value, worker_id);
 }

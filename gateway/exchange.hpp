@@ -69,8 +69,7 @@ public:
   /// Content-Length; its body is ignored) and returns a byte stream that
   /// carries the body (sse_stream::send_bytes). The connection closes after
   /// it. Only the first answer counts, as for open_sse.
-  std::shared_ptr<sse_stream> open_body_stream(http_response head,
-                                               const sse_options& options = {});
+  std::shared_ptr<sse_stream> open_body_stream(http_response head, const sse_options& options = {});
   /// True once the client has gone (or the server is stopping): producers may stop.
   /// A client that only closed its sending side may still read a response.
   bool client_gone() const { return gone_.load(); }

@@ -26,11 +26,11 @@ std::string sse_header(unsigned version) {
 /// The header of a byte body: the handler's status and fields, then ours.
 /// The connection closes after the body (the stream ends it), so it says so.
 std::string body_stream_header(unsigned version, const http_response& head) {
-  std::string out = std::string(version == 10 ? "HTTP/1.0 " : "HTTP/1.1 ") +
-                    std::to_string(head.result_int()) + " " + std::string(head.reason()) + "\r\n";
+  std::string out = std::string(version == 10 ? "HTTP/1.0 " : "HTTP/1.1 ")
+                    + std::to_string(head.result_int()) + " " + std::string(head.reason()) + "\r\n";
   for (const auto& field : head.base()) {
-    if (field.name() == http::field::connection || field.name() == http::field::server ||
-        field.name() == http::field::transfer_encoding)
+    if (field.name() == http::field::connection || field.name() == http::field::server
+        || field.name() == http::field::transfer_encoding)
       continue;
     out.append(field.name_string().data(), field.name_string().size()).append(": ");
     out.append(field.value().data(), field.value().size()).append("\r\n");

@@ -29,17 +29,15 @@ void add_worker_metrics_route(route_table& routes, caf::actor_system& system,
                               const actors::node_actor& node,
                               const metrics::metrics_registry& listener,
                               std::chrono::milliseconds timeout) {
-  routes.add_async(http::verb::get, "/metrics",
-                   [&system, node, &listener, timeout](std::shared_ptr<exchange> ex) {
-                     gather_node_metrics(system, node, timeout,
-                                         [ex, &listener](std::string worker_text) {
-                                           http_response response{http::status::ok, 11};
-                                           response.set(http::field::content_type,
-                                                        "text/plain; version=0.0.4");
-                                           response.body() = listener.render() + worker_text;
-                                           ex->respond(std::move(response));
-                                         });
-                   });
+  routes.add_async(
+    http::verb::get, "/metrics", [&system, node, &listener, timeout](std::shared_ptr<exchange> ex) {
+      gather_node_metrics(system, node, timeout, [ex, &listener](std::string worker_text) {
+        http_response response{http::status::ok, 11};
+        response.set(http::field::content_type, "text/plain; version=0.0.4");
+        response.body() = listener.render() + worker_text;
+        ex->respond(std::move(response));
+      });
+    });
 }
 
 } // namespace airlock::gateway

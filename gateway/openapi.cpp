@@ -13,9 +13,9 @@ using nlohmann::json;
 /// How a route is called and what it answers.
 struct route_doc {
   const char* summary;
-  const char* auth; ///< "api_key", "data_plane" (API key or token), "none"
-  int success;      ///< the status of success
-  const char* body; ///< "json", "bytes", "none"
+  const char* auth;   ///< "api_key", "data_plane" (API key or token), "none"
+  int success;        ///< the status of success
+  const char* body;   ///< "json", "bytes", "none"
   const char* answer; ///< "json", "sse", "bytes", "text"
 };
 
@@ -39,8 +39,8 @@ const std::map<doc_key, route_doc>& docs() {
     {{"POST", "/v1/operations/{id}/cancel"},
      {"Cancel; 409 if already ended.", "api_key", 202, "none", "json"}},
     {{"POST", "/v1/sandboxes"},
-     {"Create a sandbox: 202 {sandbox_id, operation_id}. Idempotency-Key honoured.", "api_key",
-      202, "json", "json"}},
+     {"Create a sandbox: 202 {sandbox_id, operation_id}. Idempotency-Key honoured.", "api_key", 202,
+      "json", "json"}},
     {{"GET", "/v1/sandboxes"},
      {"List sandboxes (?state, ?metadata.KEY=VALUE, ?limit, ?cursor).", "api_key", 200, "none",
       "json"}},
@@ -50,12 +50,14 @@ const std::map<doc_key, route_doc>& docs() {
     {{"DELETE", "/v1/sandboxes/{id}"},
      {"Destroy: 202 operation; 409 if already destroyed.", "api_key", 202, "none", "json"}},
     {{"POST", "/v1/sandboxes/{id}/pause"},
-     {"Pause (memory stays resident): 202 operation; 409 unless running.", "api_key", 202,
-      "none", "json"}},
+     {"Pause (memory stays resident): 202 operation; 409 unless running.", "api_key", 202, "none",
+      "json"}},
     {{"POST", "/v1/sandboxes/{id}/resume"},
      {"Resume: 202 operation; 409 unless paused.", "api_key", 202, "none", "json"}},
-    {{"POST", "/v1/sandboxes/{id}/suspend"}, {"Later release: 501.", "api_key", 501, "none", "json"}},
-    {{"POST", "/v1/sandboxes/{id}/restore"}, {"Later release: 501.", "api_key", 501, "none", "json"}},
+    {{"POST", "/v1/sandboxes/{id}/suspend"},
+     {"Later release: 501.", "api_key", 501, "none", "json"}},
+    {{"POST", "/v1/sandboxes/{id}/restore"},
+     {"Later release: 501.", "api_key", 501, "none", "json"}},
     {{"POST", "/v1/sandboxes/{id}/wake"}, {"Later release: 501.", "api_key", 501, "none", "json"}},
     {{"POST", "/v1/sandboxes/{id}/token"},
      {"A data-plane token for this sandbox {scope, ttl_s}: 201 {data_url, token, expires_at}.",
@@ -65,8 +67,8 @@ const std::map<doc_key, route_doc>& docs() {
     {{"GET", "/v1/sandboxes/{id}/checkpoints"},
      {"Later release: 501.", "api_key", 501, "none", "json"}},
     {{"POST", "/v1/sandboxes/{id}/processes"},
-     {"Start a process: 201 {process_id, attach_url, attach_token, expires_at}.", "data_plane",
-      201, "json", "json"}},
+     {"Start a process: 201 {process_id, attach_url, attach_token, expires_at}.", "data_plane", 201,
+      "json", "json"}},
     {{"GET", "/v1/sandboxes/{id}/processes"},
      {"Running and recently ended processes.", "data_plane", 200, "none", "json"}},
     {{"GET", "/v1/sandboxes/{id}/processes/{pid}"},
@@ -87,14 +89,13 @@ const std::map<doc_key, route_doc>& docs() {
      {"Read ?path= (raw bytes; 404 missing, 400 a directory).", "data_plane", 200, "none",
       "bytes"}},
     {{"PUT", "/v1/sandboxes/{id}/files"},
-     {"Write ?path=&mode= atomically, parents created: 201 {path, size_bytes}.", "data_plane",
-      201, "bytes", "json"}},
+     {"Write ?path=&mode= atomically, parents created: 201 {path, size_bytes}.", "data_plane", 201,
+      "bytes", "json"}},
     {{"DELETE", "/v1/sandboxes/{id}/files"},
      {"Remove ?path= (&recursive=true for directories).", "data_plane", 200, "none", "json"}},
     {{"GET", "/v1/sandboxes/{id}/files/list"},
      {"List a directory ?path=.", "data_plane", 200, "none", "json"}},
-    {{"GET", "/v1/sandboxes/{id}/files/stat"},
-     {"Stat ?path=.", "data_plane", 200, "none", "json"}},
+    {{"GET", "/v1/sandboxes/{id}/files/stat"}, {"Stat ?path=.", "data_plane", 200, "none", "json"}},
     {{"POST", "/v1/sandboxes/{id}/files/mkdir"},
      {"mkdir -p ?path=.", "data_plane", 201, "none", "json"}},
     {{"POST", "/v1/api-keys"},
@@ -156,8 +157,8 @@ json describe(const route_doc& doc, const std::string& pattern) {
   if (std::string(doc.auth) == "api_key")
     operation["security"] = json::array({{{"api_key", json::array()}}});
   else if (std::string(doc.auth) == "data_plane")
-    operation["security"] = json::array(
-      {{{"api_key", json::array()}}, {{"data_plane_token", json::array()}}});
+    operation["security"] =
+      json::array({{{"api_key", json::array()}}, {{"data_plane_token", json::array()}}});
   else
     operation["security"] = json::array();
   return operation;
@@ -180,24 +181,22 @@ nlohmann::json openapi_document(const route_table& routes) {
       lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     paths[pattern][lower] = describe(found->second, pattern);
   }
-  json document = {
-    {"openapi", "3.0.3"},
-    {"info", {{"title", "airlock API"}, {"version", "v1"}}},
-    {"paths", paths},
-    {"components",
-     {{"securitySchemes",
-       {{"api_key", {{"type", "http"}, {"scheme", "bearer"}}},
-        {"data_plane_token", {{"type", "http"}, {"scheme", "bearer"}}}}}}},
-    {"x-undocumented", undocumented}};
+  json document = {{"openapi", "3.0.3"},
+                   {"info", {{"title", "airlock API"}, {"version", "v1"}}},
+                   {"paths", paths},
+                   {"components",
+                    {{"securitySchemes",
+                      {{"api_key", {{"type", "http"}, {"scheme", "bearer"}}},
+                       {"data_plane_token", {{"type", "http"}, {"scheme", "bearer"}}}}}}},
+                   {"x-undocumented", undocumented}};
   return document;
 }
 
 void add_openapi_route(route_table& routes) {
   // Registered first so that it describes itself, then filled from a copy
   // of the finished table.
-  routes.add(http::verb::get, "/v1/openapi.json", [](const http_request&) {
-    return json_response(http::status::ok, json::object());
-  });
+  routes.add(http::verb::get, "/v1/openapi.json",
+             [](const http_request&) { return json_response(http::status::ok, json::object()); });
   auto document = std::make_shared<const std::string>(openapi_document(routes).dump());
   routes.add(http::verb::get, "/v1/openapi.json", [document](const http_request&) {
     http_response response{http::status::ok, 11};

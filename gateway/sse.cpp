@@ -83,10 +83,9 @@ bool sse_stream::enqueue(std::string bytes) {
       queued_.clear();
       queued_events_ = 0;
       if (body_ == stream_body::events) {
-        nlohmann::json error{
-          {"code", "slow_consumer"},
-          {"message", "the client read events slower than they were produced; "
-                      "reconnect to resume"}};
+        nlohmann::json error{{"code", "slow_consumer"},
+                             {"message", "the client read events slower than they were produced; "
+                                         "reconnect to resume"}};
         queued_ = format_sse_event("error", error.dump(), {});
         queued_events_ = 1;
       }

@@ -126,7 +126,6 @@ struct guest_filler {
   void operator()(const stats_reply& m) { fill(b.initStats(), m); }
 };
 
-
 size_t payload_hint(const guest_message& m) {
   if (auto* o = std::get_if<output_chunk>(&m))
     return o->bytes.size();

@@ -45,8 +45,7 @@ double score(const worker_view& worker, const placement_request& request,
 
 /// The chosen worker's id. Fails with resource_exhausted, saying what was
 /// asked and what the largest free worker offers, when nothing fits.
-result<std::string> place(const std::vector<worker_view>& workers,
-                          const placement_request& request, const placement_options& options,
-                          entropy_source& entropy);
+result<std::string> place(const std::vector<worker_view>& workers, const placement_request& request,
+                          const placement_options& options, entropy_source& entropy);
 
 } // namespace airlock::scheduler

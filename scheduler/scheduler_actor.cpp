@@ -91,10 +91,9 @@ std::optional<caf::error> validate(const scheduler_state& st, const schema::work
                                                   + " has a registration field over "
                                                   + std::to_string(limit) + " bytes");
   if (r.egress_ca_public_key.size() > st.options.egress_key_bytes_max)
-    return make_error(errc::invalid_argument, "worker " + r.id.substr(0, 64)
-                                                + " sent an egress CA key over "
-                                                + std::to_string(st.options.egress_key_bytes_max)
-                                                + " bytes");
+    return make_error(errc::invalid_argument,
+                      "worker " + r.id.substr(0, 64) + " sent an egress CA key over "
+                        + std::to_string(st.options.egress_key_bytes_max) + " bytes");
   if (!st.workers.count(r.id) && st.workers.size() >= st.options.workers_max)
     return make_error(errc::resource_exhausted,
                       "the fleet already holds " + std::to_string(st.options.workers_max)
@@ -110,8 +109,8 @@ result<std::string> egress_chain(const scheduler_state& st, const schema::worker
     return std::string{};
   auto chain = st.deps.issue_egress_ca(r.egress_ca_public_key, r.id);
   if (!chain)
-    return make_status(chain.code(), "cannot issue worker " + r.id +
-                                       "'s egress CA: " + chain.error().message);
+    return make_status(chain.code(),
+                       "cannot issue worker " + r.id + "'s egress CA: " + chain.error().message);
   return chain;
 }
 
@@ -256,8 +255,9 @@ caf::result<Reply> delegate_to(self_ptr self, const Handle& dest, const char* wh
   if (!dest)
     return make_error(errc::unavailable, std::string("this control plane has no ") + what);
   auto promise = self->make_response_promise<Reply>();
-  self->request(dest, std::chrono::milliseconds(self->state.options.delegate_timeout_ms),
-                std::move(xs)...)
+  self
+    ->request(dest, std::chrono::milliseconds(self->state.options.delegate_timeout_ms),
+              std::move(xs)...)
     .then([promise](Reply& reply) mutable { promise.deliver(std::move(reply)); },
           [promise](caf::error& error) mutable { promise.deliver(std::move(error)); });
   return promise;

@@ -20,8 +20,9 @@ template <class... Context>
 
 } // namespace airlock::detail
 
-#define AIRLOCK_ASSERT(condition, ...)                                                           \
-  do {                                                                                           \
-    if (!(condition)) [[unlikely]]                                                               \
-      ::airlock::detail::assertion_failed(#condition, __FILE__, __LINE__ __VA_OPT__(, ) __VA_ARGS__); \
+#define AIRLOCK_ASSERT(condition, ...)                                                             \
+  do {                                                                                             \
+    if (!(condition)) [[unlikely]]                                                                 \
+      ::airlock::detail::assertion_failed(#condition, __FILE__,                                    \
+                                          __LINE__ __VA_OPT__(, ) __VA_ARGS__);                    \
   } while (false)

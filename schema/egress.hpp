@@ -25,9 +25,9 @@ struct credential_grant {
   std::string credential_id;
   std::string name;
   credential_scope scope = credential_scope::tenant;
-  std::vector<std::string> hosts; ///< exact names or "*.suffix"
-  std::string header;             ///< e.g. "Authorization"
-  std::string value;              ///< e.g. "Bearer sk-..." (the secret inside)
+  std::vector<std::string> hosts;  ///< exact names or "*.suffix"
+  std::string header;              ///< e.g. "Authorization"
+  std::string value;               ///< e.g. "Bearer sk-..." (the secret inside)
   uint32_t rate_limit_per_min = 0; ///< 0: unlimited
   bool operator==(const credential_grant&) const = default;
 };
@@ -40,10 +40,11 @@ struct audit_record {
   std::string tenant_id;
   std::string sandbox_id;
   std::string kind;
-  std::string decision; ///< "allowed" | "denied" | "tunnel" (egress) (lifecycle: the operation's state)
-  std::string reason;   ///< why, in words an operator can act on
-  std::string target;   ///< host[:port], address, or operation kind
-  std::string detail;   ///< method and path, credential name, operation id ...
+  std::string
+    decision; ///< "allowed" | "denied" | "tunnel" (egress) (lifecycle: the operation's state)
+  std::string reason; ///< why, in words an operator can act on
+  std::string target; ///< host[:port], address, or operation kind
+  std::string detail; ///< method and path, credential name, operation id ...
   bool operator==(const audit_record&) const = default;
 };
 

@@ -13,7 +13,7 @@ namespace airlock {
 /// Expected failures. Never renumber: codes cross processes inside CAF errors.
 enum class errc : uint8_t {
   none = 0,
-  invalid_argument = 1,    ///< the input is wrong; do not retry unchanged
+  invalid_argument = 1, ///< the input is wrong; do not retry unchanged
   not_found = 2,
   already_exists = 3,
   wrong_state = 4,         ///< the resource's state does not allow this now
@@ -30,10 +30,10 @@ enum class errc : uint8_t {
   deadline_exceeded = 15,  ///< the operation's own deadline passed
   unauthenticated = 16,
   permission_denied = 17,
-  conflict = 18,           ///< the request contradicts an earlier one (idempotency key reuse)
-  gone = 19,               ///< existed once, no longer retained (output dropped from a buffer)
-  too_large = 20,          ///< the input or the result exceeds an explicit size limit
-  unimplemented = 21,      ///< this build does not do that yet
+  conflict = 18,      ///< the request contradicts an earlier one (idempotency key reuse)
+  gone = 19,          ///< existed once, no longer retained (output dropped from a buffer)
+  too_large = 20,     ///< the input or the result exceeds an explicit size limit
+  unimplemented = 21, ///< this build does not do that yet
 };
 
 /// snake_case name used in logs and the HTTP API's error codes.
@@ -57,8 +57,8 @@ inline status make_status(errc code, std::string message) {
 template <class T>
 class [[nodiscard]] result {
 public:
-  result(T value) : data_(std::move(value)) {}                   // NOLINT: implicit by design
-  result(status failure) : data_(std::move(failure)) {}          // NOLINT: implicit by design
+  result(T value) : data_(std::move(value)) {}          // NOLINT: implicit by design
+  result(status failure) : data_(std::move(failure)) {} // NOLINT: implicit by design
 
   bool has_value() const noexcept { return data_.index() == 0; }
   explicit operator bool() const noexcept { return has_value(); }

@@ -11,9 +11,8 @@ namespace {
 
 namespace cs = airlock::capnp_schema;
 
-constexpr std::array<std::string_view, 5> operation_state_names{"pending", "running",
-                                                                "succeeded", "failed",
-                                                                "cancelled"};
+constexpr std::array<std::string_view, 5> operation_state_names{"pending", "running", "succeeded",
+                                                                "failed", "cancelled"};
 
 } // namespace
 
@@ -69,8 +68,8 @@ result<operation_record> decode_operation(std::string_view bytes) {
       r.tenant_id = detail::text(b.getTenantId());
       r.state = static_cast<operation_state>(b.getState());
       if (b.hasError())
-        r.error = error_info{detail::text(b.getError().getCode()),
-                             detail::text(b.getError().getMessage())};
+        r.error =
+          error_info{detail::text(b.getError().getCode()), detail::text(b.getError().getMessage())};
       r.result_json = detail::text(b.getResultJson());
       r.created_at_ms = b.getCreatedAtMs();
       r.updated_at_ms = b.getUpdatedAtMs();

@@ -12,8 +12,8 @@ namespace {
 namespace cs = airlock::capnp_schema;
 
 constexpr std::array<std::string_view, 11> sandbox_state_names{
-  "creating",   "running",   "pausing",   "paused",     "resuming", "suspending",
-  "suspended",  "restoring", "destroying", "destroyed", "error"};
+  "creating",  "running",   "pausing",    "paused",    "resuming", "suspending",
+  "suspended", "restoring", "destroying", "destroyed", "error"};
 
 constexpr std::array<std::string_view, 3> egress_profile_names{"none", "allowlist", "open"};
 

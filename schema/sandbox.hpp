@@ -16,8 +16,17 @@ namespace airlock::schema {
 inline constexpr uint16_t sandbox_schema_version = 1;
 
 enum class sandbox_state : uint8_t {
-  creating, running, pausing, paused, resuming, suspending, suspended, restoring,
-  destroying, destroyed, error,
+  creating,
+  running,
+  pausing,
+  paused,
+  resuming,
+  suspending,
+  suspended,
+  restoring,
+  destroying,
+  destroyed,
+  error,
 };
 
 std::string_view to_string(sandbox_state state) noexcept;

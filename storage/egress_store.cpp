@@ -55,9 +55,9 @@ std::optional<std::string> from_hex(std::string_view text) {
 uint64_t time_part(int64_t at_ms) { return at_ms < 0 ? 0 : static_cast<uint64_t>(at_ms); }
 
 bool matches(const schema::audit_query& q, const schema::audit_record& r) {
-  return (q.tenant_id.empty() || r.tenant_id == q.tenant_id) &&
-         (q.sandbox_id.empty() || r.sandbox_id == q.sandbox_id) &&
-         (q.kind.empty() || r.kind == q.kind);
+  return (q.tenant_id.empty() || r.tenant_id == q.tenant_id)
+         && (q.sandbox_id.empty() || r.sandbox_id == q.sandbox_id)
+         && (q.kind.empty() || r.kind == q.kind);
 }
 
 /// Where a query's scan starts (exclusive): after the cursor, and never
@@ -78,8 +78,8 @@ result<std::string> start_after(const schema::audit_query& q) {
 } // namespace
 
 result<std::optional<schema::credential_record>> credential_store::get(std::string_view id) const {
-  return detail::get_record<schema::credential_record>(store_, keyspace::credentials,
-                                                       "credential", id, schema::decode_credential);
+  return detail::get_record<schema::credential_record>(store_, keyspace::credentials, "credential",
+                                                       id, schema::decode_credential);
 }
 
 status credential_store::put(const schema::credential_record& record) {
@@ -92,9 +92,8 @@ status credential_store::erase(std::string_view id) {
   return store_.write(batch, durability::synced);
 }
 
-result<page<schema::credential_record>> credential_store::list(std::string_view tenant_id,
-                                                               size_t limit,
-                                                               std::string_view cursor) const {
+result<page<schema::credential_record>>
+credential_store::list(std::string_view tenant_id, size_t limit, std::string_view cursor) const {
   return detail::list_records<schema::credential_record>(
     store_, keyspace::credentials, "credential", schema::decode_credential,
     [tenant_id](const schema::credential_record& r) {
@@ -136,8 +135,7 @@ result<page<schema::audit_record>> audit_store::query(const schema::audit_query&
 result<uint64_t> audit_store::delete_older_than(int64_t cutoff_ms, size_t max_records) {
   write_batch batch;
   uint64_t cutoff = time_part(cutoff_ms);
-  auto scanned = store_.scan(keyspace::audit, "", "",
-                             [&](std::string_view key, std::string_view) {
+  auto scanned = store_.scan(keyspace::audit, "", "", [&](std::string_view key, std::string_view) {
     if (key.size() < 8 || get_be64(key) >= cutoff || batch.size() == max_records)
       return false;
     batch.erase(keyspace::audit, key);

@@ -21,8 +21,8 @@ enum class keyspace : uint8_t {
 };
 
 inline constexpr std::array<keyspace, 9> all_keyspaces{
-  keyspace::meta,      keyspace::operations, keyspace::active_ops,  keyspace::idempotency_keys,
-  keyspace::sandboxes, keyspace::api_keys,   keyspace::workers,     keyspace::credentials,
+  keyspace::meta,      keyspace::operations, keyspace::active_ops, keyspace::idempotency_keys,
+  keyspace::sandboxes, keyspace::api_keys,   keyspace::workers,    keyspace::credentials,
   keyspace::audit};
 
 /// Column family name; never rename one (it is the on-disk name).

@@ -31,9 +31,8 @@ result<std::vector<std::string>> active_ids(const kv_snapshot& view) {
 } // namespace
 
 result<std::optional<schema::operation_record>> operation_store::get(std::string_view id) const {
-  return detail::get_record<schema::operation_record>(store_, keyspace::operations,
-                                                          "operation", id,
-                                                          schema::decode_operation);
+  return detail::get_record<schema::operation_record>(store_, keyspace::operations, "operation", id,
+                                                      schema::decode_operation);
 }
 
 void operation_store::stage_put(write_batch& batch, const schema::operation_record& record) {

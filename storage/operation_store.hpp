@@ -16,8 +16,8 @@
 namespace airlock::storage {
 
 struct operation_filter {
-  std::string tenant_id;                       ///< empty: any tenant
-  std::string target_id;                       ///< empty: any target
+  std::string tenant_id;                        ///< empty: any tenant
+  std::string target_id;                        ///< empty: any target
   std::optional<schema::operation_state> state; ///< nullopt: any state
 };
 
@@ -39,12 +39,12 @@ public:
 
   /// The operation id first created for (tenant, key), if any.
   result<std::optional<std::string>> find_by_idempotency_key(std::string_view tenant_id,
-                                                            std::string_view key) const;
+                                                             std::string_view key) const;
 
   /// Every non-terminal operation (for recovery after a restart). Records that
   /// fail to decode are reported through `on_bad` and skipped.
-  result<std::vector<schema::operation_record>> load_active(
-    const std::function<void(std::string_view id, const status&)>& on_bad = {}) const;
+  result<std::vector<schema::operation_record>>
+  load_active(const std::function<void(std::string_view id, const status&)>& on_bad = {}) const;
 
   /// Operations in id order (ids sort by creation time), `limit` at most,
   /// after `cursor` (a previous page's next_cursor).

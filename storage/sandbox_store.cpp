@@ -26,7 +26,7 @@ bool matches(const sandbox_filter& filter, const schema::sandbox_record& record)
 
 result<std::optional<schema::sandbox_record>> sandbox_store::get(std::string_view id) const {
   return detail::get_record<schema::sandbox_record>(store_, keyspace::sandboxes, "sandbox", id,
-                                            schema::decode_sandbox);
+                                                    schema::decode_sandbox);
 }
 
 void sandbox_store::stage_put(write_batch& batch, const schema::sandbox_record& record) {
@@ -47,7 +47,7 @@ result<page<schema::sandbox_record>> sandbox_store::list(const sandbox_filter& f
 
 result<std::optional<schema::api_key_record>> api_key_store::get(std::string_view key_id) const {
   return detail::get_record<schema::api_key_record>(store_, keyspace::api_keys, "api key", key_id,
-                                            schema::decode_api_key);
+                                                    schema::decode_api_key);
 }
 
 void api_key_store::stage_put(write_batch& batch, const schema::api_key_record& record) {

@@ -14,9 +14,9 @@
 namespace airlock::storage {
 
 struct sandbox_filter {
-  std::string tenant_id;                           ///< empty: any tenant
-  std::optional<schema::sandbox_state> state;      ///< nullopt: any state
-  std::map<std::string, std::string> metadata;     ///< every pair must match
+  std::string tenant_id;                       ///< empty: any tenant
+  std::optional<schema::sandbox_state> state;  ///< nullopt: any state
+  std::map<std::string, std::string> metadata; ///< every pair must match
 };
 
 class sandbox_store {

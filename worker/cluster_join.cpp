@@ -250,10 +250,11 @@ caf::result<std::vector<schema::credential_grant>> fetch_credentials(self_ptr se
   self
     ->request(st.scheduler, milliseconds(st.options.request_timeout_ms),
               actors::sc_creds_atom::value, id)
-    .then([promise](std::vector<schema::credential_grant>& grants) mutable {
-      promise.deliver(std::move(grants));
-    },
-          [promise](caf::error& error) mutable { promise.deliver(std::move(error)); });
+    .then(
+      [promise](std::vector<schema::credential_grant>& grants) mutable {
+        promise.deliver(std::move(grants));
+      },
+      [promise](caf::error& error) mutable { promise.deliver(std::move(error)); });
   return promise;
 }
 

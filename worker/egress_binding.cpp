@@ -1,8 +1,8 @@
 #include "worker/egress_binding.hpp"
 
 #include <fcntl.h>
-#include <net/if.h>
 #include <linux/openat2.h>
+#include <net/if.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -33,7 +33,8 @@ void egress_binding::attach(egress::sandbox_view view, const std::string& host_i
     return;
   std::lock_guard guard(mutex_);
   gateway_->attach(view);
-  if (int index = host_interface.empty() ? 0 : static_cast<int>(::if_nametoindex(host_interface.c_str()));
+  if (int index =
+        host_interface.empty() ? 0 : static_cast<int>(::if_nametoindex(host_interface.c_str()));
       index != 0) {
     interface_of_[view.sandbox_id] = index;
     by_interface_[index] = std::make_shared<const egress::sandbox_view>(view);
@@ -143,9 +144,9 @@ status prepare_egress_files(const std::string& rootfs_path, const std::string& n
     return made;
   // Any resolver the guest names is redirected to the gateway's; this one
   // makes the usual path fast and obvious.
-  if (auto written = put_file(root.get(), "etc/resolv.conf",
-                              "nameserver " + nameserver + "\noptions timeout:2 attempts:2\n",
-                              O_TRUNC);
+  if (auto written =
+        put_file(root.get(), "etc/resolv.conf",
+                 "nameserver " + nameserver + "\noptions timeout:2 attempts:2\n", O_TRUNC);
       !written)
     return written;
   if (root_ca_pem.empty())

@@ -30,8 +30,7 @@ void cluster_egress_bridge::record(schema::audit_record record) {
     join = join_;
   }
   // The join actor batches; one message per record keeps this call cheap.
-  caf::anon_send(join, cj_audit_atom::value,
-                 std::vector<schema::audit_record>{std::move(record)});
+  caf::anon_send(join, cj_audit_atom::value, std::vector<schema::audit_record>{std::move(record)});
 }
 
 void cluster_egress_bridge::fetch(const egress::sandbox_view& sandbox,
@@ -46,12 +45,12 @@ void cluster_egress_bridge::fetch(const egress::sandbox_view& sandbox,
     return;
   }
   // A short-lived actor asks, so that the caller's thread never waits.
-  system_.spawn([join, id = sandbox.sandbox_id, done = std::move(done)](
-                  caf::event_based_actor* self) mutable {
-    self->request(join, std::chrono::milliseconds(fetch_timeout_ms), cj_creds_atom::value, id)
-      .then([done](std::vector<schema::credential_grant>& found) { done(std::move(found)); },
-            [done](caf::error& error) { done(to_status(error)); });
-  });
+  system_.spawn(
+    [join, id = sandbox.sandbox_id, done = std::move(done)](caf::event_based_actor* self) mutable {
+      self->request(join, std::chrono::milliseconds(fetch_timeout_ms), cj_creds_atom::value, id)
+        .then([done](std::vector<schema::credential_grant>& found) { done(std::move(found)); },
+              [done](caf::error& error) { done(to_status(error)); });
+    });
 }
 
 } // namespace airlock::worker

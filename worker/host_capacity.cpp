@@ -48,12 +48,13 @@ result<schema::resources> probe_host_capacity(const std::string& data_dir,
     return memory_mb.error();
   struct statvfs fs {};
   if (::statvfs(data_dir.c_str(), &fs) != 0)
-    return make_status(errc::io_error, "cannot stat the data directory " + data_dir + ": "
-                                         + std::strerror(errno));
+    return make_status(errc::io_error,
+                       "cannot stat the data directory " + data_dir + ": " + std::strerror(errno));
   auto disk_mb = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize / (1024 * 1024);
   auto cpus = std::max<long>(1, ::sysconf(_SC_NPROCESSORS_ONLN));
   schema::resources capacity;
-  capacity.cpu_millis = minus_reserve(static_cast<uint64_t>(cpus) * 1000, options.reserved_cpu_millis);
+  capacity.cpu_millis =
+    minus_reserve(static_cast<uint64_t>(cpus) * 1000, options.reserved_cpu_millis);
   capacity.memory_mb = minus_reserve(*memory_mb, options.reserved_memory_mb);
   capacity.disk_mb = minus_reserve(disk_mb, options.reserved_disk_mb);
   capacity.sandboxes = options.sandboxes_max;

@@ -468,10 +468,8 @@ node_impl_actor::behavior_type node_body(self_ptr self, node_context context) {
     [self](actors::dp_file_atom, const std::string& id, actors::file_spec& spec) {
       return handle_file(self, id, spec);
     },
-    [self](actors::nd_egress_atom,
-           const schema::sandbox_record& record) -> caf::result<node_sandbox> {
-      return handle_egress(self, record);
-    },
+    [self](actors::nd_egress_atom, const schema::sandbox_record& record)
+      -> caf::result<node_sandbox> { return handle_egress(self, record); },
     [self](actors::nd_metrics_atom) { return render_worker_metrics(self); },
     [self](nd_built_atom, const template_outcome& done) { on_built(self, done); },
   };

@@ -121,7 +121,8 @@ void wake_table(self_ptr self, Table& table, const std::string& process_id, Atte
 
 /// Answers every waiter on `process_id` that can now be answered.
 void wake_readers(self_ptr self, const std::string& process_id) {
-  wake_table(self, self->state.readers, process_id, try_read, [](waiting_reader&, const read_reply&) {});
+  wake_table(self, self->state.readers, process_id, try_read,
+             [](waiting_reader&, const read_reply&) {});
   wake_table(self, self->state.outputs, process_id, try_output,
              [](waiting_output& waiter, const output_reply& reply) {
                waiter.request.offset = reply.next_offset; // past unwanted bytes

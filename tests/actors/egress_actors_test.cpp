@@ -131,8 +131,9 @@ protected:
     audit = spawn_audit_actor(system, *store, clock, options);
   }
   ~egress_actors() override {
-    for (auto handle : {caf::actor_cast<caf::actor>(registry),
-                        caf::actor_cast<caf::actor>(credentials), caf::actor_cast<caf::actor>(audit)})
+    for (auto handle :
+         {caf::actor_cast<caf::actor>(registry), caf::actor_cast<caf::actor>(credentials),
+          caf::actor_cast<caf::actor>(audit)})
       caf::anon_send_exit(handle, caf::exit_reason::user_shutdown);
   }
 
@@ -236,9 +237,9 @@ TEST(lifecycle_audit, names_the_sandbox_state_kind_and_error_of_an_operation) {
   op.error = schema::error_info{"resource_exhausted", "no worker has room"};
   op.updated_at_ms = 77;
   auto r = lifecycle_audit(op);
-  EXPECT_EQ(r, (schema::audit_record{77, "acme", "sb_1", "lifecycle", "failed",
-                                     "resource_exhausted: no worker has room", "sandbox.create",
-                                     "op_1"}));
+  EXPECT_EQ(
+    r, (schema::audit_record{77, "acme", "sb_1", "lifecycle", "failed",
+                             "resource_exhausted: no worker has room", "sandbox.create", "op_1"}));
 }
 
 } // namespace

@@ -53,8 +53,8 @@ actors::step_runner_actor spawn_scripted_runner(caf::actor_system& system,
 }
 
 engine_fixture::engine_fixture()
-  : system(prepared(config)),
-    sched(dynamic_cast<caf::scheduler::test_coordinator&>(system.scheduler())) {
+    : system(prepared(config)),
+      sched(dynamic_cast<caf::scheduler::test_coordinator&>(system.scheduler())) {
   options.operation.step_timeout_ms = 1'000;
   options.operation.retry_delay_ms = 100;
   options.operation.retry_delay_max_ms = 100;
@@ -96,8 +96,8 @@ void engine_fixture::advance_ms(int64_t ms) {
 
 caf::expected<actors::create_reply> engine_fixture::create(std::string key, std::string params,
                                                            std::string tenant) {
-  actors::operation_request request{"test.op", "sb_target", std::move(tenant), std::move(params),
-                                    std::move(key), 0};
+  actors::operation_request request{"test.op",         "sb_target",    std::move(tenant),
+                                    std::move(params), std::move(key), 0};
   return ask<actors::create_reply>(engine, actors::op_create_atom::value, std::move(request));
 }
 
@@ -109,8 +109,8 @@ schema::operation_record engine_fixture::stored(const std::string& id) {
 }
 
 schema::operation_record engine_fixture::get(const std::string& id) {
-  auto record = ask<schema::operation_record>(engine, actors::op_get_atom::value, id,
-                                              std::string{});
+  auto record =
+    ask<schema::operation_record>(engine, actors::op_get_atom::value, id, std::string{});
   EXPECT_TRUE(record) << system.render(record.error());
   return record ? *record : schema::operation_record{};
 }

@@ -104,8 +104,7 @@ protected:
     sandbox_procedure_options options;
     options.worker_wait_ms = 300; // how long a step waits for an absent worker
     procedures_ = spawn_sandbox_procedures(system_, registry_, scheduler_, options);
-    operation_engine_deps engine_deps{store_.get(), &journal_, &clock_, &entropy_, procedures_,
-                                      {}};
+    operation_engine_deps engine_deps{store_.get(), &journal_, &clock_, &entropy_, procedures_, {}};
     engine_ = spawn_operation_engine(system_, {}, std::move(engine_deps));
     node_ = spawn_fake_node(system_, script_);
   }
@@ -151,8 +150,9 @@ protected:
       .receive([&op_id](create_reply& reply) { op_id = reply.record.id; },
                [](caf::error& error) { FAIL() << to_status(error).message; });
     schema::operation_record done;
-    self_->request(engine_, seconds(30), op_wait_atom::value, op_id, std::string("t"),
-                   uint64_t{20'000})
+    self_
+      ->request(engine_, seconds(30), op_wait_atom::value, op_id, std::string("t"),
+                uint64_t{20'000})
       .receive([&done](schema::operation_record& record) { done = record; },
                [](caf::error& error) { FAIL() << to_status(error).message; });
     EXPECT_TRUE(schema::is_terminal(done.state)) << to_string(done.state);

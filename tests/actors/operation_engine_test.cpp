@@ -37,7 +37,8 @@ TEST_F(operation_engine, runs_every_step_of_an_operation_to_success) {
   EXPECT_EQ(script->calls[2].request.step_data, "after-1");
   EXPECT_EQ(script->checks(), 0u);
   storage::operation_store operations{*store};
-  EXPECT_TRUE(operations.load_active()->empty()) << "a finished operation stays in the active index";
+  EXPECT_TRUE(operations.load_active()->empty())
+    << "a finished operation stays in the active index";
 }
 
 TEST_F(operation_engine, acknowledges_creation_only_after_the_journal_has_synced_it) {
@@ -66,9 +67,9 @@ TEST_F(operation_engine, tells_watchers_every_transition_only_after_it_is_durabl
   auto created = create();
   ASSERT_TRUE(created);
   auto watcher = std::make_unique<caf::scoped_actor>(system);
-  auto first = ask<schema::operation_record>(engine, actors::op_watch_atom::value,
-                                             created->record.id, std::string{"t1"},
-                                             caf::actor_cast<caf::actor>(*watcher));
+  auto first =
+    ask<schema::operation_record>(engine, actors::op_watch_atom::value, created->record.id,
+                                  std::string{"t1"}, caf::actor_cast<caf::actor>(*watcher));
   ASSERT_TRUE(first);
   std::vector<schema::operation_record> events;
   auto drain = [&] {
@@ -167,13 +168,13 @@ TEST_F(operation_engine, hides_operations_from_other_tenants) {
   start_engine();
   auto created = create();
   for (auto id : {created->record.id, std::string("op_missing")}) {
-    auto foreign = ask<schema::operation_record>(engine, actors::op_get_atom::value, id,
-                                                 std::string{"t2"});
+    auto foreign =
+      ask<schema::operation_record>(engine, actors::op_get_atom::value, id, std::string{"t2"});
     ASSERT_FALSE(foreign);
     EXPECT_EQ(to_status(foreign.error()).code, errc::not_found);
   }
-  auto own = ask<schema::operation_record>(engine, actors::op_get_atom::value,
-                                           created->record.id, std::string{"t1"});
+  auto own = ask<schema::operation_record>(engine, actors::op_get_atom::value, created->record.id,
+                                           std::string{"t1"});
   EXPECT_TRUE(own);
 }
 
@@ -231,7 +232,8 @@ TEST_F(operation_engine, reruns_a_step_that_reconcile_reports_not_done) {
   ASSERT_EQ(script->calls.size(), 2u);
   EXPECT_TRUE(script->calls[0].check);
   EXPECT_FALSE(script->calls[1].check);
-  EXPECT_EQ(script->calls[1].request.attempt, 1u) << "a step cut short by a restart used up an attempt";
+  EXPECT_EQ(script->calls[1].request.attempt, 1u)
+    << "a step cut short by a restart used up an attempt";
   EXPECT_EQ(stored(record.id).state, operation_state::succeeded);
 }
 
@@ -246,7 +248,8 @@ TEST_F(operation_engine, treats_a_step_timeout_as_an_unknown_outcome_and_reconci
   run();
   EXPECT_EQ(script->runs(), 1u);
   EXPECT_EQ(script->checks(), 0u);
-  advance_ms(static_cast<int64_t>(options.operation.step_timeout_ms + options.operation.retry_delay_ms + 20));
+  advance_ms(static_cast<int64_t>(options.operation.step_timeout_ms
+                                  + options.operation.retry_delay_ms + 20));
   EXPECT_EQ(script->checks(), 1u);
   EXPECT_EQ(script->runs(), 1u) << "a timed-out step was re-run blindly";
   auto record = stored(created->record.id);
@@ -299,7 +302,8 @@ TEST_F(operation_engine, cancels_a_running_operation_at_its_next_step_boundary) 
                                               created->record.id, std::string{"t1"});
   ASSERT_TRUE(cancel) << system.render(cancel.error());
   EXPECT_TRUE(cancel->cancel_requested);
-  EXPECT_TRUE(stored(created->record.id).cancel_requested) << "cancel answered before it was durable";
+  EXPECT_TRUE(stored(created->record.id).cancel_requested)
+    << "cancel answered before it was durable";
   caf::anon_send(caf::actor_cast<caf::actor>(script_runner()), release_atom::value,
                  step_outcome::advance());
   run();

@@ -21,9 +21,9 @@
 #include "storage/kv_store.hpp"
 #include "storage/operation_store.hpp"
 #include "tests/support/child_process.hpp"
+#include "tests/support/environment.hpp"
 #include "tests/support/host.hpp"
 #include "tests/support/http_client.hpp"
-#include "tests/support/environment.hpp"
 
 namespace airlock::test {
 namespace {

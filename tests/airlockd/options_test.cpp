@@ -229,7 +229,8 @@ TEST(split_list, keeps_the_non_empty_items_between_separators) {
 }
 
 TEST(template_egress, parses_profiles_and_allow_lists_per_template) {
-  auto parsed = parse_template_egress("base=open;tools=allowlist:pypi.org,*.pythonhosted.org;x=none");
+  auto parsed =
+    parse_template_egress("base=open;tools=allowlist:pypi.org,*.pythonhosted.org;x=none");
   ASSERT_TRUE(parsed) << parsed.error().message;
   ASSERT_EQ(parsed->size(), 3U);
   EXPECT_EQ(parsed->at("base").profile, schema::egress_profile::open);
@@ -251,8 +252,8 @@ TEST(template_egress, refuses_bad_profiles_names_and_rules_with_a_sentence) {
 }
 
 TEST(template_egress, serve_and_control_take_the_option_and_audit_retention) {
-  auto options = serve_ok({"--template-egress", "base=open", "--audit-retention-hours", "48"},
-                          user_env());
+  auto options =
+    serve_ok({"--template-egress", "base=open", "--audit-retention-hours", "48"}, user_env());
   EXPECT_EQ(options.control.template_egress, "base=open");
   EXPECT_EQ(options.control.audit_retention_hours, 48U);
   auto control = parse_control(args{"--template-egress", "minimal=none"}, user_env());

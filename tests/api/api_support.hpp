@@ -14,9 +14,9 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/support/child_process.hpp"
+#include "tests/support/environment.hpp"
 #include "tests/support/host.hpp"
 #include "tests/support/http_client.hpp"
-#include "tests/support/environment.hpp"
 
 namespace airlock::test {
 

@@ -80,7 +80,8 @@ protected:
   /// Starts a worker joining the current control plane (or `join_port`).
   worker_daemon& start_worker(int n = 0, uint16_t join_port = 0) {
     auto port = join_port != 0 ? join_port : control_->cluster_port;
-    auto started = cluster::start_worker(paths_, worker_dir(n), port, "clue2e-" + std::to_string(n));
+    auto started =
+      cluster::start_worker(paths_, worker_dir(n), port, "clue2e-" + std::to_string(n));
     EXPECT_TRUE(started);
     workers_.push_back(started ? std::move(*started) : worker_daemon{});
     workers_.back().data_dir = worker_dir(n);
@@ -221,23 +222,24 @@ TEST_F(cluster_e2e, a_sandbox_lives_its_whole_life_through_the_control_plane_on_
   EXPECT_EQ(token.body["data_url"], worker.url());
   std::string sandbox_token = token.body["token"];
   auto direct = exec(worker.url(), id, sandbox_token, "echo direct");
-  EXPECT_EQ(output_text(read_events(std::string(direct["attach_url"]) + "/output",
-                                    direct["attach_token"])
-                          .events),
-            "direct\n");
+  EXPECT_EQ(
+    output_text(
+      read_events(std::string(direct["attach_url"]) + "/output", direct["attach_token"]).events),
+    "direct\n");
 
   std::string content = "bytes\0with a nul\n";
   content += std::string(100'000, 'x');
   std::string file_url = worker.url() + "/v1/sandboxes/" + id + "/files?path=/tmp/dir/f.bin";
-  auto put = call("PUT", file_url, sandbox_token, content, {{"Content-Type", "application/octet-stream"}});
+  auto put =
+    call("PUT", file_url, sandbox_token, content, {{"Content-Type", "application/octet-stream"}});
   ASSERT_EQ(put.status, 201) << put.raw;
   EXPECT_EQ(put.body["size_bytes"], content.size());
   auto got = call("GET", file_url, sandbox_token);
   EXPECT_EQ(got.status, 200);
   EXPECT_EQ(got.raw, content);
   auto cat = exec(worker.url(), id, sandbox_token, "wc -c < /tmp/dir/f.bin");
-  EXPECT_EQ(output_text(read_events(std::string(cat["attach_url"]) + "/output",
-                                    cat["attach_token"]).events),
+  EXPECT_EQ(output_text(
+              read_events(std::string(cat["attach_url"]) + "/output", cat["attach_token"]).events),
             std::to_string(content.size()) + "\n");
 
   // Pause, resume, delete.
@@ -294,8 +296,7 @@ TEST_F(cluster_e2e, a_worker_serves_its_own_metrics_and_the_control_plane_stream
   auto figures = call("GET", worker.url() + "/metrics", "");
   ASSERT_EQ(figures.status, 200);
   EXPECT_EQ(sample(figures.raw, "airlock_worker_metrics_up"), 1.0) << figures.raw;
-  EXPECT_EQ(sample(figures.raw, "airlock_worker_sandboxes{state=\"running\"}"), 1.0)
-    << figures.raw;
+  EXPECT_EQ(sample(figures.raw, "airlock_worker_sandboxes{state=\"running\"}"), 1.0) << figures.raw;
   for (const char* family : {"airlock_egress_connections_total", "airlock_egress_denied_total",
                              "airlock_egress_dns_queries_total"})
     EXPECT_TRUE(sample(figures.raw, family).has_value()) << family << " in\n" << figures.raw;
@@ -353,9 +354,9 @@ TEST_F(cluster_e2e, a_worker_is_ready_once_joined_and_takes_only_valid_control_p
   // Signed by another key.
   auto stranger = gateway::token_signer::load_or_create(dir_.path() + "/other-key.pem");
   ASSERT_TRUE(stranger);
-  int64_t now_ms = std::chrono::duration_cast<milliseconds>(
-                     std::chrono::system_clock::now().time_since_epoch())
-                     .count();
+  int64_t now_ms =
+    std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
   gateway::token_claims claims{"admin", id, "", "all", now_ms + 600'000};
   EXPECT_EQ(call("GET", list_url, stranger->sign(claims)).status, 401);
   // Signed by the control plane's own key, but expired.

@@ -16,7 +16,6 @@ namespace airlock::test::cluster {
 
 namespace {
 
-
 /// Long enough for ?wait=10 and a slow create.
 cli::http_client_options client_options() {
   cli::http_client_options options;
@@ -118,8 +117,8 @@ std::string output_text(const std::vector<sse_event>& events) {
   return text;
 }
 
-std::optional<control_daemon> start_control(const cluster_paths& paths,
-                                            const std::string& data_dir, uint16_t cluster_port) {
+std::optional<control_daemon> start_control(const cluster_paths& paths, const std::string& data_dir,
+                                            uint16_t cluster_port) {
   control_daemon out;
   out.process = spawn_airlockd(paths,
                                {"control", "--data-dir", data_dir, "--listen", "127.0.0.1:0",

@@ -87,8 +87,8 @@ struct cluster_paths {
 /// Starts `airlockd control` on `data_dir` with the cluster listener on
 /// `cluster_port` (0: any). nullopt (after a test failure with its stderr)
 /// when it does not report both listeners.
-std::optional<control_daemon> start_control(const cluster_paths& paths,
-                                            const std::string& data_dir, uint16_t cluster_port);
+std::optional<control_daemon> start_control(const cluster_paths& paths, const std::string& data_dir,
+                                            uint16_t cluster_port);
 
 /// Starts `airlockd worker --join 127.0.0.1:<join_port>` named `name`.
 std::optional<worker_daemon> start_worker(const cluster_paths& paths, const std::string& data_dir,

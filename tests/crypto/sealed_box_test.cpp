@@ -42,9 +42,9 @@ TEST(sealed_box, refuses_a_tampered_value_another_key_or_other_associated_data) 
 class key_file_test : public ::testing::Test {
 protected:
   void SetUp() override {
-    dir_ = std::filesystem::path(::testing::TempDir()) /
-           ("sealed_box_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = std::filesystem::path(::testing::TempDir())
+           / ("sealed_box_" + std::to_string(::getpid()) + "_"
+              + ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
     path_ = (dir_ / "credentials.key").string();

@@ -57,8 +57,8 @@ bool absorb(const std::string& line, acknowledged& facts) {
   return false;
 }
 
-void expect_all_acknowledged_facts_stored(const std::string& state_dir,
-                                          const acknowledged& facts, int round) {
+void expect_all_acknowledged_facts_stored(const std::string& state_dir, const acknowledged& facts,
+                                          int round) {
   auto opened = storage::open_rocksdb_store(state_dir);
   ASSERT_TRUE(opened) << opened.error().message;
   storage::operation_store operations{**opened};
@@ -89,11 +89,11 @@ protected:
   void TearDown() override { fs::remove_all(root_); }
 
   std::unique_ptr<test::child_process> start_writer(const std::string& batch) const {
-    std::vector<std::string> argv{AIRLOCK_DURABILITY_WRITER, (root_ / "state").string(),
-                                  (root_ / "effects").string(), batch,
+    std::vector<std::string> argv{AIRLOCK_DURABILITY_WRITER,     (root_ / "state").string(),
+                                  (root_ / "effects").string(),  batch,
                                   std::to_string(ops_per_round), std::to_string(steps)};
-    auto writer = test::child_process::spawn(argv, {"PATH=/usr/bin:/bin"},
-                                             (root_ / "writer.stderr").string());
+    auto writer =
+      test::child_process::spawn(argv, {"PATH=/usr/bin:/bin"}, (root_ / "writer.stderr").string());
     EXPECT_TRUE(writer) << "cannot start " << AIRLOCK_DURABILITY_WRITER;
     return writer;
   }
@@ -155,7 +155,8 @@ TEST_F(durability, every_acknowledged_transition_survives_kill_9_and_every_opera
     auto record = operations.get(id);
     ASSERT_TRUE(record && *record);
     EXPECT_EQ((*record)->state, operation_state::succeeded)
-      << id << ": " << ((*record)->error ? (*record)->error->code + " " + (*record)->error->message : "");
+      << id << ": "
+      << ((*record)->error ? (*record)->error->code + " " + (*record)->error->message : "");
     succeeded += (*record)->state == operation_state::succeeded;
     for (int step = 0; step < steps; ++step)
       EXPECT_TRUE(fs::exists(root_ / "effects" / (id + "-" + std::to_string(step))))

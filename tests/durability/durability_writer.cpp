@@ -118,8 +118,8 @@ int run(int argc, char** argv) {
       for (auto& record : *active)
         pending.insert(record.id);
     for (unsigned long i = 0; batch != "-" && i < ops; ++i) {
-      actors::operation_request request{kind, "target", "tenant", "{}",
-                                        batch + "-" + std::to_string(i), 0};
+      actors::operation_request request{
+        kind, "target", "tenant", "{}", batch + "-" + std::to_string(i), 0};
       self->request(engine, caf::infinite, actors::op_create_atom::value, request)
         .receive(
           [&](actors::create_reply& reply) {
@@ -133,8 +133,7 @@ int run(int argc, char** argv) {
     auto watcher = caf::actor_cast<caf::actor>(self);
     for (auto i = pending.begin(); i != pending.end();) {
       bool ended = false;
-      self->request(engine, caf::infinite, actors::op_watch_atom::value, *i, std::string{},
-                    watcher)
+      self->request(engine, caf::infinite, actors::op_watch_atom::value, *i, std::string{}, watcher)
         .receive(
           [&](schema::operation_record& r) {
             print_state(r);
@@ -159,6 +158,4 @@ int run(int argc, char** argv) {
 
 } // namespace
 
-int main(int argc, char** argv) {
-  return run(argc, argv);
-}
+int main(int argc, char** argv) { return run(argc, argv); }

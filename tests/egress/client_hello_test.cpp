@@ -14,12 +14,13 @@ namespace {
 /// The ClientHello an OpenSSL client sends, captured from a memory BIO.
 std::string openssl_client_hello(const char* server_name) {
   std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> context{SSL_CTX_new(TLS_client_method()),
-                                                             SSL_CTX_free};
+                                                            SSL_CTX_free};
   std::unique_ptr<SSL, decltype(&SSL_free)> ssl{SSL_new(context.get()), SSL_free};
   BIO* in = BIO_new(BIO_s_mem());
   BIO* out = BIO_new(BIO_s_mem());
   SSL_set_bio(ssl.get(), in, out); // the SSL owns both now
-  if (server_name) SSL_set_tlsext_host_name(ssl.get(), server_name);
+  if (server_name)
+    SSL_set_tlsext_host_name(ssl.get(), server_name);
   EXPECT_EQ(SSL_connect(ssl.get()), -1); // waits for the server's answer
   char* data = nullptr;
   long size = BIO_get_mem_data(out, &data);
@@ -37,7 +38,8 @@ std::string split_into_two_records(const std::string& hello) {
     r += part;
     return r;
   };
-  return record(std::string_view{payload}.substr(0, half)) + record(std::string_view{payload}.substr(half));
+  return record(std::string_view{payload}.substr(0, half))
+         + record(std::string_view{payload}.substr(half));
 }
 
 std::string u16(std::size_t value) {
@@ -47,10 +49,10 @@ std::string u16(std::size_t value) {
 /// A minimal hand-built ClientHello with the given extensions block.
 std::string hand_hello(const std::string& extensions) {
   std::string body{"\x03\x03", 2};
-  body += std::string(32, '\0');                 // random
-  body += '\0';                                  // session id
-  body += u16(2) + std::string{"\x00\x2f", 2};   // one cipher suite
-  body += std::string{"\x01\x00", 2};            // null compression
+  body += std::string(32, '\0');               // random
+  body += '\0';                                // session id
+  body += u16(2) + std::string{"\x00\x2f", 2}; // one cipher suite
+  body += std::string{"\x01\x00", 2};          // null compression
   body += u16(extensions.size()) + extensions;
   std::string handshake{"\x01", 1};
   handshake += '\0' + u16(body.size());
@@ -84,8 +86,9 @@ TEST(client_hello, every_proper_prefix_needs_more_bytes) {
   auto bytes = openssl_client_hello("api.example.com");
   client_hello hello;
   for (std::size_t size = 1; size < bytes.size(); ++size)
-    ASSERT_EQ(parse_client_hello(std::string_view{bytes}.substr(0, size), hello), hello_status::need_more)
-        << "prefix of " << size << " bytes";
+    ASSERT_EQ(parse_client_hello(std::string_view{bytes}.substr(0, size), hello),
+              hello_status::need_more)
+      << "prefix of " << size << " bytes";
 }
 
 TEST(client_hello, a_hello_split_across_two_records_parses) {

@@ -34,10 +34,10 @@ TEST(credentials, host_patterns_match_exact_names_and_strict_subdomains) {
 
 TEST(credentials, the_narrowest_scope_wins_then_the_most_specific_pattern) {
   std::vector<credential_grant> grants{
-      grant("tenant", credential_scope::tenant, {"api.example.com"}),
-      grant("template-wild", credential_scope::template_name, {"*.example.com"}),
-      grant("template-deeper", credential_scope::template_name, {"*.api.example.com"}),
-      grant("sandbox", credential_scope::sandbox, {"*.other.org"}),
+    grant("tenant", credential_scope::tenant, {"api.example.com"}),
+    grant("template-wild", credential_scope::template_name, {"*.example.com"}),
+    grant("template-deeper", credential_scope::template_name, {"*.api.example.com"}),
+    grant("sandbox", credential_scope::sandbox, {"*.other.org"}),
   };
   ASSERT_NE(select_grant(grants, "api.example.com"), nullptr);
   EXPECT_EQ(select_grant(grants, "api.example.com")->credential_id, "template-wild");
@@ -46,8 +46,8 @@ TEST(credentials, the_narrowest_scope_wins_then_the_most_specific_pattern) {
   EXPECT_EQ(select_grant(grants, "nothing.test"), nullptr);
 
   std::vector<credential_grant> same_scope{
-      grant("wild", credential_scope::tenant, {"*.example.com"}),
-      grant("exact", credential_scope::tenant, {"api.example.com"}),
+    grant("wild", credential_scope::tenant, {"*.example.com"}),
+    grant("exact", credential_scope::tenant, {"api.example.com"}),
   };
   EXPECT_EQ(select_grant(same_scope, "api.example.com")->credential_id, "exact");
 }
@@ -55,7 +55,8 @@ TEST(credentials, the_narrowest_scope_wins_then_the_most_specific_pattern) {
 TEST(credentials, token_bucket_holds_the_rate_and_refills_per_second) {
   auto start = token_bucket::clock::time_point{} + 1h;
   token_bucket bucket{60, start};
-  for (int i = 0; i < 60; ++i) ASSERT_TRUE(bucket.try_take(start));
+  for (int i = 0; i < 60; ++i)
+    ASSERT_TRUE(bucket.try_take(start));
   EXPECT_FALSE(bucket.try_take(start));
   EXPECT_FALSE(bucket.try_take(start + 500ms));
   EXPECT_TRUE(bucket.try_take(start + 1s)); // 60 per minute = one a second
@@ -63,7 +64,8 @@ TEST(credentials, token_bucket_holds_the_rate_and_refills_per_second) {
   EXPECT_FALSE(bucket.is_full(start + 30s));
   EXPECT_TRUE(bucket.is_full(start + 2min));
   token_bucket unlimited{0, start};
-  for (int i = 0; i < 1000; ++i) ASSERT_TRUE(unlimited.try_take(start));
+  for (int i = 0; i < 1000; ++i)
+    ASSERT_TRUE(unlimited.try_take(start));
 }
 
 TEST(credentials, cache_serves_grants_until_the_ttl_and_limits_per_credential) {

@@ -14,8 +14,8 @@
 #include <boost/asio/post.hpp>
 #include <gtest/gtest.h>
 
-#include "worker/egress/dns_message.hpp"
 #include "tests/support/wait.hpp"
+#include "worker/egress/dns_message.hpp"
 
 namespace airlock::worker::egress {
 namespace {

@@ -12,8 +12,8 @@
 
 #include <chrono>
 #include <filesystem>
-#include <limits>
 #include <fstream>
+#include <limits>
 
 #include <boost/asio/connect.hpp>
 #include <gtest/gtest.h>
@@ -44,14 +44,15 @@ struct test_pki {
     gateway_root = crypto::create_root_ca("airlock test egress root", 30).value();
     intermediate_key = crypto::generate_key_pem().value();
     auto intermediate = crypto::issue_intermediate(
-        gateway_root, crypto::public_key_pem(intermediate_key).value(), "worker egress", 30);
+      gateway_root, crypto::public_key_pem(intermediate_key).value(), "worker egress", 30);
     chain = intermediate.value() + gateway_root.cert_pem;
     upstream_root = crypto::create_root_ca("airlock test upstream root", 30).value();
     auto upstream_key = crypto::generate_key_pem().value();
     auto upstream_intermediate = crypto::issue_intermediate(
-        upstream_root, crypto::public_key_pem(upstream_key).value(), "upstream ca", 30);
-    upstream_minter = crypto::leaf_minter::create(upstream_key, upstream_intermediate.value() + upstream_root.cert_pem)
-                          .value();
+      upstream_root, crypto::public_key_pem(upstream_key).value(), "upstream ca", 30);
+    upstream_minter = crypto::leaf_minter::create(upstream_key, upstream_intermediate.value()
+                                                                  + upstream_root.cert_pem)
+                        .value();
   }
 };
 
@@ -60,7 +61,8 @@ inline void use_upstream_leaf(net::ssl::context& context, crypto::leaf_minter& m
   auto leaf = minter.for_name("api.test").value();
   SSL_CTX_use_certificate(context.native_handle(), leaf.cert.get());
   SSL_CTX_use_PrivateKey(context.native_handle(), leaf.key.get());
-  for (const auto& cert : leaf.chain) SSL_CTX_add1_chain_cert(context.native_handle(), cert.get());
+  for (const auto& cert : leaf.chain)
+    SSL_CTX_add1_chain_cert(context.native_handle(), cert.get());
 }
 
 class egress_gateway_test : public ::testing::Test {
@@ -71,9 +73,10 @@ protected:
     dir_ = pattern;
     use_upstream_leaf(upstream_tls_, *pki_.upstream_minter);
     std::ofstream{dir_ / "upstream-ca.pem"} << pki_.upstream_root.cert_pem;
-    std::ofstream{dir_ / "hosts"} << "# the test's internet\n"
-                                  << "api.test 127.0.0.1\nother.test 127.0.0.1\nwrong.test 127.0.0.1\n"
-                                  << "private.test 10.0.0.7\nmetadata.test 169.254.169.254\n";
+    std::ofstream{dir_ / "hosts"}
+      << "# the test's internet\n"
+      << "api.test 127.0.0.1\nother.test 127.0.0.1\nwrong.test 127.0.0.1\n"
+      << "private.test 10.0.0.7\nmetadata.test 169.254.169.254\n";
     credentials_->set(credential_source::grants{});
   }
 
@@ -95,7 +98,8 @@ protected:
       ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &length);
       std::lock_guard lock{mutex_};
       auto it = destinations_.find(ntohs(peer.sin_port));
-      if (it == destinations_.end()) return make_status(errc::not_found, "no destination registered");
+      if (it == destinations_.end())
+        return make_status(errc::not_found, "no destination registered");
       return std::pair<uint32_t, uint16_t>{guest_original_ip, it->second};
     };
     return o;
@@ -160,12 +164,13 @@ protected:
   }
 
   template <class Stream>
-  http::response<http::string_body> exchange(Stream& stream, const std::string& host,
-                                             const std::string& target = "/hello",
-                                             std::vector<std::pair<std::string, std::string>> extra = {}) {
+  http::response<http::string_body>
+  exchange(Stream& stream, const std::string& host, const std::string& target = "/hello",
+           std::vector<std::pair<std::string, std::string>> extra = {}) {
     http::request<http::string_body> request{http::verb::get, target, 11};
     request.set(http::field::host, host);
-    for (auto& [name, value] : extra) request.set(name, value);
+    for (auto& [name, value] : extra)
+      request.set(name, value);
     http::write(stream, request);
     beast::flat_buffer buffer;
     http::response<http::string_body> response;
@@ -178,7 +183,8 @@ protected:
   /// GET `target` from api.test with no limit on the body's size; `ec` says
   /// how reading the response ended.
   template <class Stream>
-  http::response<http::string_body> fetch(Stream& stream, const std::string& target, beast::error_code& ec) {
+  http::response<http::string_body> fetch(Stream& stream, const std::string& target,
+                                          beast::error_code& ec) {
     http::request<http::empty_body> request{http::verb::get, target, 11};
     request.set(http::field::host, "api.test");
     http::write(stream, request);
@@ -196,7 +202,8 @@ protected:
     beast::error_code ec;
     for (char chunk[4096];;) {
       auto count = socket.read_some(net::buffer(chunk), ec);
-      if (ec) break;
+      if (ec)
+        break;
       received.append(chunk, count);
     }
     return received;
@@ -205,7 +212,8 @@ protected:
   std::vector<schema::audit_record> audits(std::string_view kind, std::string_view decision) const {
     std::vector<schema::audit_record> found;
     for (auto& record : audit_->records())
-      if (record.kind == kind && record.decision == decision) found.push_back(record);
+      if (record.kind == kind && record.decision == decision)
+        found.push_back(record);
     return found;
   }
 
@@ -217,7 +225,8 @@ protected:
 
   bool has_denial(std::string_view reason_part) const {
     return wait_for_audit([&](const schema::audit_record& r) {
-      return r.kind == "egress" && r.decision == "denied" && r.reason.find(reason_part) != std::string::npos;
+      return r.kind == "egress" && r.decision == "denied"
+             && r.reason.find(reason_part) != std::string::npos;
     });
   }
 

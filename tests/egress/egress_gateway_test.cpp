@@ -36,7 +36,8 @@ TEST_F(egress_gateway_test, the_audit_detail_leaves_out_the_query_string) {
   auto socket = guest(http_upstream_.port());
   auto response = exchange(socket, "api.test", "/search?token=hunter2");
   EXPECT_EQ(response.result_int(), 200);
-  for (auto& record : audit_->records()) EXPECT_EQ(record.detail.find("hunter2"), std::string::npos);
+  for (auto& record : audit_->records())
+    EXPECT_EQ(record.detail.find("hunter2"), std::string::npos);
   EXPECT_EQ(audits("egress", "allowed").at(0).detail, "GET /search");
 }
 
@@ -112,7 +113,8 @@ TEST_F(egress_gateway_test, an_ip_address_as_sni_is_refused) {
   start();
   policy(egress_profile::open);
   auto context = std::make_unique<net::ssl::context>(net::ssl::context::tls_client);
-  auto stream = std::make_unique<net::ssl::stream<tcp::socket>>(guest(https_upstream_.port()), *context);
+  auto stream =
+    std::make_unique<net::ssl::stream<tcp::socket>>(guest(https_upstream_.port()), *context);
   SSL_set_tlsext_host_name(stream->native_handle(), "127.0.0.1");
   beast::error_code ec;
   stream->handshake(net::ssl::stream_base::client, ec);
@@ -172,7 +174,8 @@ TEST_F(egress_gateway_test, a_name_resolving_to_private_or_metadata_addresses_is
     auto socket = guest(http_upstream_.port());
     auto response = exchange(socket, name);
     EXPECT_EQ(response.result_int(), 403) << name;
-    EXPECT_NE(response.body().find("resolves only to private"), std::string::npos) << response.body();
+    EXPECT_NE(response.body().find("resolves only to private"), std::string::npos)
+      << response.body();
   }
   EXPECT_TRUE(has_denial("169.254.169.254"));
 }
@@ -271,8 +274,9 @@ TEST_F(egress_gateway_test, a_passthrough_rule_relays_tls_untouched) {
   EXPECT_EQ(gateway_->stats().passthrough, 1u);
   EXPECT_EQ(gateway_->stats().tls_terminated, 0u);
   EXPECT_TRUE(wait_for_audit([](const schema::audit_record& r) {
-    return r.kind == "egress" && r.decision == "tunnel" && r.reason.find("pass-through") != std::string::npos &&
-           r.target.starts_with("api.test:");
+    return r.kind == "egress" && r.decision == "tunnel"
+           && r.reason.find("pass-through") != std::string::npos
+           && r.target.starts_with("api.test:");
   }));
 }
 
@@ -280,7 +284,8 @@ TEST_F(egress_gateway_test, a_header_over_the_limit_is_answered_431) {
   start();
   policy(egress_profile::open);
   auto socket = guest(http_upstream_.port());
-  std::string request = "GET / HTTP/1.1\r\nHost: api.test\r\nX-Big: " + std::string(70000, 'h') + "\r\n\r\n";
+  std::string request =
+    "GET / HTTP/1.1\r\nHost: api.test\r\nX-Big: " + std::string(70000, 'h') + "\r\n\r\n";
   auto reply = raw_exchange(socket, request);
   EXPECT_TRUE(reply.starts_with("HTTP/1.1 431")) << reply.substr(0, 100);
   EXPECT_TRUE(has_denial("request header larger than"));

@@ -25,8 +25,8 @@
 #include <boost/beast/ssl.hpp>
 #include <boost/beast/websocket.hpp>
 
-#include "worker/egress/egress_types.hpp"
 #include "tests/support/wait.hpp"
+#include "worker/egress/egress_types.hpp"
 
 namespace airlock::worker::egress::test_doubles {
 
@@ -38,16 +38,19 @@ namespace http = beast::http;
 /// any power of two, so a chunk relayed twice or skipped shows).
 inline std::string pattern_bytes(std::size_t size) {
   std::string bytes(size, '\0');
-  for (std::size_t i = 0; i < size; ++i) bytes[i] = static_cast<char>('a' + (i * 7 + i / 251) % 26);
+  for (std::size_t i = 0; i < size; ++i)
+    bytes[i] = static_cast<char>('a' + (i * 7 + i / 251) % 26);
   return bytes;
 }
 
 /// The number after `prefix` in `target` ("/bytes/123" -> 123), or nullopt.
 inline std::optional<std::size_t> size_after(std::string_view target, std::string_view prefix) {
-  if (!target.starts_with(prefix)) return std::nullopt;
+  if (!target.starts_with(prefix))
+    return std::nullopt;
   std::size_t size = 0;
   for (char c : target.substr(prefix.size())) {
-    if (c < '0' || c > '9') return std::nullopt;
+    if (c < '0' || c > '9')
+      return std::nullopt;
     size = size * 10 + static_cast<std::size_t>(c - '0');
   }
   return size;
@@ -114,8 +117,10 @@ private:
 
   net::awaitable<void> tls_session(beast::ssl_stream<beast::tcp_stream> stream) {
     beast::error_code ec;
-    co_await stream.async_handshake(net::ssl::stream_base::server, net::redirect_error(net::use_awaitable, ec));
-    if (!ec) co_await session(stream);
+    co_await stream.async_handshake(net::ssl::stream_base::server,
+                                    net::redirect_error(net::use_awaitable, ec));
+    if (!ec)
+      co_await session(stream);
   }
 
   // Sessions take their stream by reference: GCC 12 miscompiles some
@@ -128,7 +133,8 @@ private:
     seen.target = std::string{request.target()};
     for (const auto& field : request) {
       std::string name{field.name_string()};
-      for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      for (auto& c : name)
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
       seen.headers[name] = std::string{field.value()};
     }
     seen.body = request.body();
@@ -142,8 +148,10 @@ private:
     for (;;) {
       http::request<http::string_body> request;
       beast::error_code ec;
-      co_await http::async_read(stream, buffer, request, net::redirect_error(net::use_awaitable, ec));
-      if (ec) co_return;
+      co_await http::async_read(stream, buffer, request,
+                                net::redirect_error(net::use_awaitable, ec));
+      if (ec)
+        co_return;
       remember(request);
       if (request.target() == "/switch" || request.target() == "/bad-accept") {
         co_await rogue_switch(stream, buffer, request.target() == "/switch" ? "h2c" : "websocket");
@@ -156,7 +164,8 @@ private:
       const std::string target{request.target()};
       if (auto size = size_after(target, "/chunked/")) {
         co_await send_chunked(stream, *size);
-        if (!request.keep_alive()) co_return;
+        if (!request.keep_alive())
+          co_return;
         continue;
       }
       if (auto size = size_after(target, "/until-close/")) {
@@ -172,13 +181,14 @@ private:
       if (auto size = size_after(target, "/bytes/")) {
         response.body() = pattern_bytes(*size);
       } else {
-        response.body() = "hello from " + std::string{request[http::field::host]} + " " + target +
-                          " body=" + request.body();
+        response.body() = "hello from " + std::string{request[http::field::host]} + " " + target
+                          + " body=" + request.body();
       }
       response.keep_alive(request.keep_alive());
       response.prepare_payload();
       co_await http::async_write(stream, response, net::redirect_error(net::use_awaitable, ec));
-      if (ec || !request.keep_alive()) co_return;
+      if (ec || !request.keep_alive())
+        co_return;
     }
   }
 
@@ -190,7 +200,8 @@ private:
     response.chunked(true);
     http::response_serializer<http::empty_body> serializer{response};
     beast::error_code ec;
-    co_await http::async_write_header(stream, serializer, net::redirect_error(net::use_awaitable, ec));
+    co_await http::async_write_header(stream, serializer,
+                                      net::redirect_error(net::use_awaitable, ec));
     const std::string body = pattern_bytes(size);
     constexpr std::size_t chunk_bytes = 50000;
     for (std::size_t at = 0; at < size && !ec; at += chunk_bytes) {
@@ -199,7 +210,8 @@ private:
       co_await net::async_write(stream, chunk, net::redirect_error(net::use_awaitable, ec));
     }
     auto last = http::make_chunk_last();
-    if (!ec) co_await net::async_write(stream, last, net::redirect_error(net::use_awaitable, ec));
+    if (!ec)
+      co_await net::async_write(stream, last, net::redirect_error(net::use_awaitable, ec));
   }
 
   template <class Stream>
@@ -208,18 +220,21 @@ private:
     response.body() = pattern_bytes(size); // no prepare_payload(): no length
     beast::error_code ec;
     co_await http::async_write(stream, response, net::redirect_error(net::use_awaitable, ec));
-    if (!ec) co_await end_stream(stream);
+    if (!ec)
+      co_await end_stream(stream);
   }
 
   template <class Stream>
   net::awaitable<void> send_stalled(Stream& stream, std::size_t size) {
-    std::string partial = "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(size) + "\r\n\r\n" +
-                          pattern_bytes(size / 2);
+    std::string partial = "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(size) + "\r\n\r\n"
+                          + pattern_bytes(size / 2);
     beast::error_code ec;
-    co_await net::async_write(stream, net::buffer(partial), net::redirect_error(net::use_awaitable, ec));
+    co_await net::async_write(stream, net::buffer(partial),
+                              net::redirect_error(net::use_awaitable, ec));
     char byte = 0;
     auto one = net::buffer(&byte, 1);
-    while (!ec) co_await stream.async_read_some(one, net::redirect_error(net::use_awaitable, ec));
+    while (!ec)
+      co_await stream.async_read_some(one, net::redirect_error(net::use_awaitable, ec));
   }
 
   net::awaitable<void> end_stream(beast::tcp_stream& stream) {
@@ -233,32 +248,40 @@ private:
   }
 
   template <class Stream>
-  net::awaitable<void> rogue_switch(Stream& stream, beast::flat_buffer& buffer, const std::string& protocol) {
-    std::string head = "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + protocol +
-                       "\r\nSec-WebSocket-Accept: AAAAAAAAAAAAAAAAAAAAAAAAAAA=\r\n\r\n";
+  net::awaitable<void> rogue_switch(Stream& stream, beast::flat_buffer& buffer,
+                                    const std::string& protocol) {
+    std::string head =
+      "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + protocol
+      + "\r\nSec-WebSocket-Accept: AAAAAAAAAAAAAAAAAAAAAAAAAAA=\r\n\r\n";
     beast::error_code ec;
-    co_await net::async_write(stream, net::buffer(head), net::redirect_error(net::use_awaitable, ec));
+    co_await net::async_write(stream, net::buffer(head),
+                              net::redirect_error(net::use_awaitable, ec));
     if (buffer.size() > 0 && !ec) {
       echoed_ += buffer.size();
       co_await net::async_write(stream, buffer.data(), net::redirect_error(net::use_awaitable, ec));
     }
     char bytes[4096];
     while (!ec) {
-      auto count = co_await stream.async_read_some(net::buffer(bytes), net::redirect_error(net::use_awaitable, ec));
-      if (ec) break;
+      auto count = co_await stream.async_read_some(net::buffer(bytes),
+                                                   net::redirect_error(net::use_awaitable, ec));
+      if (ec)
+        break;
       echoed_ += count;
-      co_await net::async_write(stream, net::buffer(bytes, count), net::redirect_error(net::use_awaitable, ec));
+      co_await net::async_write(stream, net::buffer(bytes, count),
+                                net::redirect_error(net::use_awaitable, ec));
     }
   }
 
   template <class Stream>
-  net::awaitable<void> echo_websocket(Stream& stream, const http::request<http::string_body>& request) {
+  net::awaitable<void> echo_websocket(Stream& stream,
+                                      const http::request<http::string_body>& request) {
     beast::websocket::stream<Stream&> ws{stream};
     beast::error_code ec;
     co_await ws.async_accept(request, net::redirect_error(net::use_awaitable, ec));
     for (beast::flat_buffer message; !ec; message.clear()) {
       co_await ws.async_read(message, net::redirect_error(net::use_awaitable, ec));
-      if (ec) break;
+      if (ec)
+        break;
       ws.text(ws.got_text());
       co_await ws.async_write(message.data(), net::redirect_error(net::use_awaitable, ec));
     }
@@ -293,12 +316,14 @@ public:
   /// each new record.
   template <class Predicate>
   bool wait_for_record(Predicate predicate) {
-    return recorded_.wait_for([&] {
-      for (const auto& record : records())
-        if (predicate(record))
-          return true;
-      return false;
-    }, std::chrono::seconds(5));
+    return recorded_.wait_for(
+      [&] {
+        for (const auto& record : records())
+          if (predicate(record))
+            return true;
+        return false;
+      },
+      std::chrono::seconds(5));
   }
 
 private:
@@ -322,8 +347,9 @@ public:
       answer = answer_;
     }
     // From another thread, as the cluster link would.
-    std::thread([done = std::move(done), answer = std::move(answer)]() mutable { done(std::move(answer)); })
-        .detach();
+    std::thread([done = std::move(done), answer = std::move(answer)]() mutable {
+      done(std::move(answer));
+    }).detach();
   }
   std::atomic<int> fetches{0};
 

@@ -28,9 +28,9 @@
 
 #include <gtest/gtest.h>
 
-#include "worker/egress/firewall_log.hpp"
 #include "tests/support/environment.hpp"
 #include "tests/support/wait.hpp"
+#include "worker/egress/firewall_log.hpp"
 
 extern char** environ;
 

@@ -16,7 +16,8 @@ http::request_header<> request(http::verb verb, const field_list& fields, unsign
   req.method(verb);
   req.target("/");
   req.version(version);
-  for (const auto& [name, value] : fields) req.insert(name, value);
+  for (const auto& [name, value] : fields)
+    req.insert(name, value);
   return req;
 }
 
@@ -72,7 +73,8 @@ TEST(http_hop, a_websocket_upgrade_missing_a_part_or_not_a_get_is_stripped) {
   for (const char* missing : {"Sec-WebSocket-Key", "Sec-WebSocket-Version", "Connection"}) {
     field_list fields;
     for (const auto& f : websocket)
-      if (f.first != missing) fields.push_back(f);
+      if (f.first != missing)
+        fields.push_back(f);
     auto req = request(http::verb::get, fields);
     protocol_switch asked;
     EXPECT_EQ(prepare_upstream_request(req, "api.test", asked), std::nullopt);
@@ -130,7 +132,8 @@ TEST(http_hop, te_is_forwarded_only_as_trailers) {
 
 TEST(http_hop, connection_naming_a_framing_or_routing_field_is_refused) {
   for (const char* name : {"Content-Length", "Host", "transfer-encoding"}) {
-    auto req = request(http::verb::post, {{"Host", "a.test"}, {"Connection", name}, {"Content-Length", "5"}});
+    auto req = request(http::verb::post,
+                       {{"Host", "a.test"}, {"Connection", name}, {"Content-Length", "5"}});
     protocol_switch asked;
     auto refused = prepare_upstream_request(req, "a.test", asked);
     ASSERT_TRUE(refused.has_value()) << name;
@@ -148,7 +151,8 @@ TEST(http_hop, host_is_the_judged_name_and_claims_of_another_host_are_removed) {
   protocol_switch asked;
   EXPECT_EQ(prepare_upstream_request(req, "api.test:8080", asked), std::nullopt);
   EXPECT_EQ(field(req, "Host"), "api.test:8080");
-  for (const char* name : {"Forwarded", "X-Forwarded-Host", "X-Original-URL", "X-Rewrite-URL", "X-Host"})
+  for (const char* name :
+       {"Forwarded", "X-Forwarded-Host", "X-Original-URL", "X-Rewrite-URL", "X-Host"})
     EXPECT_EQ(field(req, name), "<absent>") << name;
 }
 
@@ -169,7 +173,8 @@ TEST(http_hop, the_websocket_accept_is_the_rfc_6455_example) {
 http::response_header<> switching(const field_list& fields) {
   http::response_header<> res;
   res.result(http::status::switching_protocols);
-  for (const auto& [name, value] : fields) res.insert(name, value);
+  for (const auto& [name, value] : fields)
+    res.insert(name, value);
   return res;
 }
 

@@ -11,8 +11,8 @@
 #include <boost/asio/io_context.hpp>
 #include <gtest/gtest.h>
 
-#include "worker/egress/address_filter.hpp"
 #include "tests/support/wait.hpp"
+#include "worker/egress/address_filter.hpp"
 
 namespace airlock::worker::egress {
 namespace {

@@ -53,7 +53,7 @@ public:
     options.uid_base = 1'000'000'000;
     options.image_size_mb = 8192;
     options.extra_args = {"--egress-hosts-file", world_->hosts_file(), "--egress-upstream-ca",
-                          world_->ca_file(), "--template-egress", "base=allowlist:api.test"};
+                          world_->ca_file(),     "--template-egress",  "base=allowlist:api.test"};
     server_ = serve_process::start(options, start_error_);
   }
 
@@ -367,7 +367,8 @@ TEST_F(egress_e2e, raw_packets_with_another_sandbox_or_the_host_as_source_are_dr
   EXPECT_EQ(probe(id, "spoof " + victim_address + " 198.51.100.11 spoofed-as-victim.api.test"),
             "sent\n");
   auto host_address = line_of(probe(id, "gateway"));
-  EXPECT_EQ(probe(id, "spoof " + host_address + " 198.51.100.11 spoofed-as-host.api.test"), "sent\n");
+  EXPECT_EQ(probe(id, "spoof " + host_address + " 198.51.100.11 spoofed-as-host.api.test"),
+            "sent\n");
   EXPECT_FALSE(denied(id, "egress", "", "spoof").is_null())
     << "the firewall's drop is audited against the sending sandbox's interface";
   // A genuine query from the sender is answered and audited: the resolver
@@ -382,8 +383,8 @@ TEST_F(egress_e2e, raw_packets_with_another_sandbox_or_the_host_as_source_are_dr
 }
 
 TEST_F(egress_e2e, dns_refuses_txt_tunnelling_and_names_that_resolve_to_private_addresses) {
-  auto id = sandbox_with({{"profile", "allowlist"},
-                          {"allow", {"api.test", "meta.test", "private.test", "loop.test"}}});
+  auto id = sandbox_with(
+    {{"profile", "allowlist"}, {"allow", {"api.test", "meta.test", "private.test", "loop.test"}}});
   ASSERT_FALSE(id.empty());
   EXPECT_EQ(probe(id, "dns api.test 8.8.8.8 16").rfind("rcode=5", 0), 0U) << "TXT is refused";
   EXPECT_FALSE(denied(id, "dns", "api.test", "TXT").is_null());
@@ -420,7 +421,8 @@ TEST_F(egress_e2e, other_ports_the_host_the_control_plane_and_other_sandboxes_ar
   EXPECT_NE(control, "200") << "the control plane answered a sandbox";
   auto other_address = line_of(probe(other, "myaddr"));
   ASSERT_FALSE(other_address.empty());
-  auto lateral = run(id, "curl -s -m 5 -o /dev/null -w '%{http_code}' http://" + other_address + ":8000/");
+  auto lateral =
+    run(id, "curl -s -m 5 -o /dev/null -w '%{http_code}' http://" + other_address + ":8000/");
   EXPECT_NE(lateral, "200");
   EXPECT_FALSE(denied(id, "egress", other_address).is_null());
 }
@@ -429,13 +431,14 @@ TEST_F(egress_e2e, a_credential_is_injected_rate_limited_and_never_enters_the_sa
   auto id = sandbox_with(allow_api);
   ASSERT_FALSE(id.empty());
   auto client = admin();
-  auto made = client.post("/v1/credentials",
-                          {{"name", "upstream-token"},
-                           {"scope", {{"sandbox", id}}},
-                           {"hosts", {"api.test"}},
-                           {"inject", {{"header", "Authorization"}, {"value_template", "Bearer {secret}"}}},
-                           {"secret", secret},
-                           {"rate_limit_per_min", 3}});
+  auto made =
+    client.post("/v1/credentials",
+                {{"name", "upstream-token"},
+                 {"scope", {{"sandbox", id}}},
+                 {"hosts", {"api.test"}},
+                 {"inject", {{"header", "Authorization"}, {"value_template", "Bearer {secret}"}}},
+                 {"secret", secret},
+                 {"rate_limit_per_min", 3}});
   ASSERT_EQ(made.status, 201) << made.body;
   EXPECT_EQ(made.body.find(secret), std::string::npos) << "the secret was echoed";
   auto echoed = run(id, "curl -s -m 10 https://api.test/echo");
@@ -448,7 +451,8 @@ TEST_F(egress_e2e, a_credential_is_injected_rate_limited_and_never_enters_the_sa
   EXPECT_EQ(echoed.find(secret), std::string::npos);
   // The guest's own Authorization header is replaced, not passed beside it.
   auto replaced = run(id, "curl -s -m 10 -H 'Authorization: Bearer guest' https://api.test/echo");
-  EXPECT_EQ(json::parse(replaced, nullptr, false).value("auth_sha256", ""), body.value("auth_sha256", ""));
+  EXPECT_EQ(json::parse(replaced, nullptr, false).value("auth_sha256", ""),
+            body.value("auth_sha256", ""));
   // A third use within the minute is the limit; the fourth gets 429.
   run(id, "curl -s -m 10 -o /dev/null https://api.test/echo");
   auto limited = run(id, "curl -s -m 10 -o /dev/null -w '%{http_code}' https://api.test/echo");
@@ -469,9 +473,10 @@ TEST_F(egress_e2e, a_credential_is_injected_rate_limited_and_never_enters_the_sa
   auto pids = sandbox_pids(id);
   EXPECT_FALSE(pids.empty()) << "no process of the sandbox found in the host's /proc";
   for (int pid : pids) {
-    EXPECT_FALSE(process_holds(pid, secret)) << "the secret is in the memory or environment of "
-                                                "sandbox process "
-                                             << pid << " (" << read_file("/proc/" + std::to_string(pid) + "/comm") << ")";
+    EXPECT_FALSE(process_holds(pid, secret))
+      << "the secret is in the memory or environment of "
+         "sandbox process "
+      << pid << " (" << read_file("/proc/" + std::to_string(pid) + "/comm") << ")";
   }
   EXPECT_EQ(server_->log().find(secret), std::string::npos) << "the secret is in airlockd's log";
 }
@@ -486,7 +491,8 @@ TEST_F(egress_e2e, a_websocket_tunnel_is_audited_as_one_with_its_protocol_and_ju
   auto id = sandbox_with(allow_api);
   ASSERT_FALSE(id.empty());
   ASSERT_EQ(probe(id, "ws api.test"), "HTTP/1.1 101 Switching Protocols | echo=True\n");
-  auto record = audit_find(id, "egress", [](const json& r) { return r.value("decision", "") == "tunnel"; });
+  auto record =
+    audit_find(id, "egress", [](const json& r) { return r.value("decision", "") == "tunnel"; });
   ASSERT_FALSE(record.is_null()) << "no egress/tunnel record for the WebSocket";
   EXPECT_EQ(record.value("target", ""), "api.test:443");
   EXPECT_NE(record.value("reason", "").find("websocket"), std::string::npos) << record.dump();
@@ -511,8 +517,9 @@ TEST_F(egress_e2e, an_h2c_upgrade_to_an_allowed_name_cannot_reach_another_name_o
   EXPECT_FALSE(denied(id, "egress", "cdn.wild.test:80", "h2c").is_null())
     << "the refused switch is audited as a denial";
   EXPECT_FALSE(denied(id, "egress", "", "HTTP/2").is_null()) << "the clear-text preface is audited";
-  EXPECT_TRUE(audit_find(id, "egress", [](const json& r) { return r.value("decision", "") == "tunnel"; })
-                .is_null())
+  EXPECT_TRUE(
+    audit_find(id, "egress", [](const json& r) { return r.value("decision", "") == "tunnel"; })
+      .is_null())
     << "no tunnel was opened";
 }
 
@@ -537,8 +544,8 @@ TEST_F(egress_e2e, profiles_none_and_open_and_a_patch_apply_to_new_connections) 
             std::string::npos);
   auto meta = run(open, "curl -s -m 10 -o /dev/null -w '%{http_code}' http://meta.test/");
   EXPECT_NE(meta, "200") << "open still refuses the metadata address";
-  auto patched = admin().call("PATCH", "/v1/sandboxes/" + open,
-                              json{{"egress", {{"profile", "none"}}}}.dump());
+  auto patched =
+    admin().call("PATCH", "/v1/sandboxes/" + open, json{{"egress", {{"profile", "none"}}}}.dump());
   ASSERT_EQ(patched.status, 200) << patched.body;
   EXPECT_EQ(patched.json["egress"].value("profile", ""), "none");
   auto after = run(open, "curl -s -m 10 -o /dev/null -w '%{http_code}' http://other.test/echo");

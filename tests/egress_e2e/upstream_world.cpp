@@ -66,8 +66,9 @@ struct stream {
   bool write(const std::string& text) {
     size_t done = 0;
     while (done < text.size()) {
-      long n = ssl != nullptr ? SSL_write(ssl, text.data() + done, static_cast<int>(text.size() - done))
-                              : ::write(fd, text.data() + done, text.size() - done);
+      long n = ssl != nullptr
+                 ? SSL_write(ssl, text.data() + done, static_cast<int>(text.size() - done))
+                 : ::write(fd, text.data() + done, text.size() - done);
       if (n <= 0)
         return false;
       done += static_cast<size_t>(n);
@@ -175,7 +176,8 @@ void serve_connection(stream& s, const std::string& who) {
     if (req.path.rfind("/bytes/", 0) == 0) {
       size_t count = std::stoul(req.path.substr(7));
       std::string head = "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
-                         "Content-Length: " + std::to_string(count) + "\r\n\r\n";
+                         "Content-Length: "
+                         + std::to_string(count) + "\r\n\r\n";
       if (!s.write(head))
         return;
       std::string block(65536, 'x');
@@ -228,17 +230,16 @@ std::unique_ptr<upstream_world> upstream_world::start(std::string& error) {
   world->start_servers();
   if (!world->start_shared_host(error))
     return nullptr;
-  write_file(world->hosts_file(),
-             "# the egress e2e tests' world\n"
-             "api.test 198.51.100.10\n"
-             "other.test 198.51.100.10\n"
-             "www.api.test 198.51.100.10\n"
-             "evil.test 198.51.100.11\n"
-             "cdn.wild.test 198.51.100.12\n"
-             "allowed.test 198.51.100.12\n"
-             "meta.test 169.254.169.254\n"
-             "private.test 10.0.0.5\n"
-             "loop.test 127.0.0.1\n");
+  write_file(world->hosts_file(), "# the egress e2e tests' world\n"
+                                  "api.test 198.51.100.10\n"
+                                  "other.test 198.51.100.10\n"
+                                  "www.api.test 198.51.100.10\n"
+                                  "evil.test 198.51.100.11\n"
+                                  "cdn.wild.test 198.51.100.12\n"
+                                  "allowed.test 198.51.100.12\n"
+                                  "meta.test 169.254.169.254\n"
+                                  "private.test 10.0.0.5\n"
+                                  "loop.test 127.0.0.1\n");
   return world;
 }
 
@@ -268,23 +269,26 @@ bool upstream_world::make_network(std::string& error) {
   std::string peer = veth_ + "p";
   // Leftovers of a crashed earlier run (any pid: the suite's host lock is
   // held) would hold the addresses.
-  run_quiet({"/bin/sh", "-c",
-             "for l in $(ip -o link show | grep -o \"eginet[0-9]*@\" | tr -d @); do ip link del $l; done;"
-             " for n in $(ip netns list | grep -o \"airlock-egr-inet-[0-9]*\"); do ip netns del $n; done;"
-             " pkill -KILL -f egress_e2e/shared_host.py"});
-  bool ok = run_quiet({"/sbin/ip", "netns", "add", netns_})
-            && run_quiet({"/sbin/ip", "link", "add", veth_, "type", "veth", "peer", "name", peer,
-                          "netns", netns_})
-            && run_quiet({"/sbin/ip", "addr", "add", "198.51.100.1/24", "dev", veth_})
-            && run_quiet({"/sbin/ip", "link", "set", veth_, "up"})
-            && run_quiet({"/sbin/ip", "-n", netns_, "addr", "add", "198.51.100.10/24", "dev", peer})
-            && run_quiet({"/sbin/ip", "-n", netns_, "addr", "add", "198.51.100.11/24", "dev", peer})
-            && run_quiet({"/sbin/ip", "-n", netns_, "addr", "add", "198.51.100.12/24", "dev", peer})
-            && run_quiet({"/sbin/ip", "-n", netns_, "link", "set", peer, "up"})
-            && run_quiet({"/sbin/ip", "-n", netns_, "link", "set", "lo", "up"})
-            && run_quiet({"/sbin/ip", "-n", netns_, "route", "add", "default", "via", "198.51.100.1"});
+  run_quiet(
+    {"/bin/sh", "-c",
+     "for l in $(ip -o link show | grep -o \"eginet[0-9]*@\" | tr -d @); do ip link del $l; done;"
+     " for n in $(ip netns list | grep -o \"airlock-egr-inet-[0-9]*\"); do ip netns del $n; done;"
+     " pkill -KILL -f egress_e2e/shared_host.py"});
+  bool ok =
+    run_quiet({"/sbin/ip", "netns", "add", netns_})
+    && run_quiet(
+      {"/sbin/ip", "link", "add", veth_, "type", "veth", "peer", "name", peer, "netns", netns_})
+    && run_quiet({"/sbin/ip", "addr", "add", "198.51.100.1/24", "dev", veth_})
+    && run_quiet({"/sbin/ip", "link", "set", veth_, "up"})
+    && run_quiet({"/sbin/ip", "-n", netns_, "addr", "add", "198.51.100.10/24", "dev", peer})
+    && run_quiet({"/sbin/ip", "-n", netns_, "addr", "add", "198.51.100.11/24", "dev", peer})
+    && run_quiet({"/sbin/ip", "-n", netns_, "addr", "add", "198.51.100.12/24", "dev", peer})
+    && run_quiet({"/sbin/ip", "-n", netns_, "link", "set", peer, "up"})
+    && run_quiet({"/sbin/ip", "-n", netns_, "link", "set", "lo", "up"})
+    && run_quiet({"/sbin/ip", "-n", netns_, "route", "add", "default", "via", "198.51.100.1"});
   if (!ok)
-    error = "cannot create the upstream network namespace " + netns_ + " (is 198.51.100.0/24 in use?)";
+    error =
+      "cannot create the upstream network namespace " + netns_ + " (is 198.51.100.0/24 in use?)";
   return ok;
 }
 
@@ -385,8 +389,9 @@ bool upstream_world::start_shared_host(std::string& error) {
     said.append(chunk, static_cast<size_t>(n));
   ::close(ready[0]);
   if (said.rfind("ready", 0) != 0) {
-    error = "the shared host (tests/egress_e2e/shared_host.py) did not start: is Debian's python3-h2 "
-            "installed? (scripts/bootstrap test installs it)";
+    error =
+      "the shared host (tests/egress_e2e/shared_host.py) did not start: is Debian's python3-h2 "
+      "installed? (scripts/bootstrap test installs it)";
     return false;
   }
   return true;

@@ -17,14 +17,11 @@ TEST(api_json, sandbox_spec_takes_defaults_for_every_field_but_template) {
 }
 
 TEST(api_json, sandbox_spec_reads_every_field) {
-  json body = {{"template", "base"},
-               {"cpu_millis", 500},
-               {"memory_mb", 256},
-               {"disk_mb", 100},
-               {"env", {{"A", "1"}}},
-               {"metadata", {{"team", "x"}}},
-               {"idle_timeout_s", 60},
-               {"egress", {{"profile", "allowlist"}, {"allow", {"api.example.com"}}}}};
+  json body = {
+    {"template", "base"},   {"cpu_millis", 500},
+    {"memory_mb", 256},     {"disk_mb", 100},
+    {"env", {{"A", "1"}}},  {"metadata", {{"team", "x"}}},
+    {"idle_timeout_s", 60}, {"egress", {{"profile", "allowlist"}, {"allow", {"api.example.com"}}}}};
   auto spec = parse_sandbox_spec(body, {});
   ASSERT_TRUE(spec) << spec.error().message;
   EXPECT_EQ(spec->cpu_millis, 500u);
@@ -69,10 +66,14 @@ TEST(api_json, exec_spec_needs_exactly_one_of_argv_and_cmd) {
   EXPECT_FALSE(parse_exec_spec(json{{"argv", {"true"}}, {"cmd", "true"}}, {}));
   EXPECT_FALSE(parse_exec_spec(json{{"argv", "true"}}, {}));
   EXPECT_FALSE(parse_exec_spec(json{{"argv", json::array()}}, {}));
-  auto spec = parse_exec_spec(
-    json{{"argv", {"ls", "-l"}}, {"env", {{"X", "y"}}}, {"pty", {{"rows", 30}, {"cols", 90}}},
-         {"stdin", true}, {"timeout_s", 5}, {"user", "nobody"}, {"cwd", "/tmp"}},
-    {});
+  auto spec = parse_exec_spec(json{{"argv", {"ls", "-l"}},
+                                   {"env", {{"X", "y"}}},
+                                   {"pty", {{"rows", 30}, {"cols", 90}}},
+                                   {"stdin", true},
+                                   {"timeout_s", 5},
+                                   {"user", "nobody"},
+                                   {"cwd", "/tmp"}},
+                              {});
   ASSERT_TRUE(spec) << spec.error().message;
   EXPECT_EQ(spec->argv, (std::vector<std::string>{"ls", "-l"}));
   EXPECT_TRUE(spec->pty);
@@ -115,9 +116,9 @@ TEST(api_json, utf8_check_accepts_text_and_refuses_broken_sequences) {
   EXPECT_TRUE(is_utf8("gr\xc3\xbc\xc3\x9f"));
   EXPECT_TRUE(is_utf8("\xe2\x82\xac"));
   EXPECT_FALSE(is_utf8("\xff"));
-  EXPECT_FALSE(is_utf8("\xc3"));         // cut short
-  EXPECT_FALSE(is_utf8("\xe2\x82"));     // cut short
-  EXPECT_FALSE(is_utf8("\xc3\x28"));     // bad continuation
+  EXPECT_FALSE(is_utf8("\xc3"));     // cut short
+  EXPECT_FALSE(is_utf8("\xe2\x82")); // cut short
+  EXPECT_FALSE(is_utf8("\xc3\x28")); // bad continuation
 }
 
 TEST(api_json, base64_matches_the_rfc_vectors) {
@@ -155,9 +156,9 @@ TEST(api_json, records_render_with_the_api_md_field_names) {
   record.state = schema::sandbox_state::running;
   record.created_at_ms = 1'700'000'000'000;
   auto out = to_json(record);
-  for (const char* field : {"id", "state", "template", "worker_id", "data_url", "cpu_millis",
-                            "memory_mb", "disk_mb", "metadata", "egress", "created_at",
-                            "last_active_at"})
+  for (const char* field :
+       {"id", "state", "template", "worker_id", "data_url", "cpu_millis", "memory_mb", "disk_mb",
+        "metadata", "egress", "created_at", "last_active_at"})
     EXPECT_TRUE(out.contains(field)) << field;
   EXPECT_EQ(out["state"], "running");
   schema::operation_record op;

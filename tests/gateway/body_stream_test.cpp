@@ -89,8 +89,8 @@ TEST_F(body_stream_test, a_paced_producer_sends_a_body_larger_than_its_queue_byt
   ASSERT_TRUE(client && stream);
   // One chunk per drain, as a download does: never more than the queue holds.
   auto produce = std::make_shared<std::function<void(size_t)>>();
-  *produce = [stream, &body, weak = std::weak_ptr<std::function<void(size_t)>>(produce)](
-               size_t offset) {
+  *produce = [stream, &body,
+              weak = std::weak_ptr<std::function<void(size_t)>>(produce)](size_t offset) {
     if (offset >= body.size())
       return stream->close();
     auto piece = std::string_view(body).substr(offset, chunk);

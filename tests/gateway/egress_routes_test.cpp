@@ -10,11 +10,11 @@
 
 #include "actors/system_config.hpp"
 #include "gateway/api_json.hpp"
-#include "scheduler/scheduler_actor.hpp"
-#include "tests/scheduler/stub_node.hpp"
 #include "gateway/egress_routes.hpp"
 #include "gateway/exchange.hpp"
+#include "scheduler/scheduler_actor.hpp"
 #include "storage/kv_store.hpp"
+#include "tests/scheduler/stub_node.hpp"
 #include "tests/support/wait.hpp"
 
 namespace airlock::gateway {
@@ -169,9 +169,18 @@ TEST_F(egress_routes, bad_credentials_get_a_400_that_names_the_field) {
   };
   std::vector<bad_case> cases = {
     {[](json& b) { b.erase("name"); }, "name"},
-    {[](json& b) { b["scope"] = {{"tenant", true}, {"template", "x"}}; }, "scope"},
-    {[](json& b) { b["scope"] = {{"planet", "x"}}; }, "scope"},
-    {[](json& b) { b["scope"] = {{"tenant", "evil"}}; }, "scope.tenant"},
+    {[](json& b) {
+       b["scope"] = {{"tenant", true}, {"template", "x"}};
+     },
+     "scope"},
+    {[](json& b) {
+       b["scope"] = {{"planet", "x"}};
+     },
+     "scope"},
+    {[](json& b) {
+       b["scope"] = {{"tenant", "evil"}};
+     },
+     "scope.tenant"},
     {[](json& b) { b["hosts"] = json::array(); }, "hosts"},
     {[](json& b) { b["hosts"] = {"169.254.169.254"}; }, "hosts"},
     {[](json& b) { b["inject"]["header"] = "Host"; }, "inject.header"},
@@ -201,9 +210,9 @@ TEST_F(egress_routes, a_sandbox_scope_names_a_sandbox_the_caller_can_see) {
   sandbox.tenant_id = "acme";
   sandbox.spec.template_name = "python";
   add_sandbox(sandbox);
-  EXPECT_EQ(call(http::verb::post, "/v1/credentials", evil_key, good_body({{"sandbox", "sb_1"}}))
-              .first,
-            http::status::not_found);
+  EXPECT_EQ(
+    call(http::verb::post, "/v1/credentials", evil_key, good_body({{"sandbox", "sb_1"}})).first,
+    http::status::not_found);
   auto [status, body] =
     call(http::verb::post, "/v1/credentials", acme_key, good_body({{"sandbox", "sb_1"}}));
   EXPECT_EQ(status, http::status::created) << body.dump();
@@ -229,9 +238,9 @@ TEST_F(egress_routes, audit_answers_the_callers_records_filtered_in_time_order) 
   auto [___, paged] = call(http::verb::get, "/v1/audit?limit=1", acme_key);
   ASSERT_EQ(paged["items"].size(), 1u);
   ASSERT_TRUE(paged["next_cursor"].is_string());
-  auto [____, next] = call(http::verb::get,
-                           "/v1/audit?limit=1&cursor=" + paged["next_cursor"].get<std::string>(),
-                           acme_key);
+  auto [____, next] =
+    call(http::verb::get, "/v1/audit?limit=1&cursor=" + paged["next_cursor"].get<std::string>(),
+         acme_key);
   ASSERT_EQ(next["items"].size(), 1u);
   EXPECT_EQ(next["items"][0]["at"], "1970-01-01T00:00:02.000Z");
   EXPECT_EQ(call(http::verb::get, "/v1/audit?kind=everything", acme_key).first,

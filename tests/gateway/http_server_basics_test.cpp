@@ -26,8 +26,7 @@ using test::http_get;
 
 class http_server_basics : public ::testing::Test {
 protected:
-  std::unique_ptr<http_server> start(http_server_options options = {},
-                                     route_table routes = {}) {
+  std::unique_ptr<http_server> start(http_server_options options = {}, route_table routes = {}) {
     add_operator_routes(routes, [this] {
       return ready_ ? status::ok() : make_status(errc::unavailable, "warming up");
     });

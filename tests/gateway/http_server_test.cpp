@@ -24,8 +24,8 @@
 namespace airlock::gateway {
 namespace {
 
-using test::milliseconds;
 using test::http_connection;
+using test::milliseconds;
 using test::request_text;
 using test::wait_max;
 

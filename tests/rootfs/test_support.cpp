@@ -9,13 +9,13 @@
 
 #include <vector>
 
-#include "worker/rootfs/fs_util.hpp"
-#include "worker/rootfs/loop_image.hpp"
+#include "tests/support/environment.hpp"
 #include "worker/command/command.hpp"
 #include "worker/rootfs/apt_sources.hpp"
+#include "worker/rootfs/fs_util.hpp"
+#include "worker/rootfs/loop_image.hpp"
 #include "worker/rootfs/overlay_driver.hpp"
 #include "worker/rootfs/templates.hpp"
-#include "tests/support/environment.hpp"
 
 #ifndef AIRLOCK_GUEST_BINARY
 #define AIRLOCK_GUEST_BINARY ""

@@ -67,9 +67,9 @@ private:
 /// The `base` template for a test that needs it: found in the cache, or built
 /// there (debootstrap, about a minute) when it is absent or stale.
 struct base_template {
-  std::filesystem::path root;                ///< the template's root directory
-  std::optional<std::string> skip_reason;    ///< this host cannot build it
-  std::string error;                         ///< building failed
+  std::filesystem::path root;             ///< the template's root directory
+  std::optional<std::string> skip_reason; ///< this host cannot build it
+  std::string error;                      ///< building failed
 };
 base_template ensure_base_template();
 

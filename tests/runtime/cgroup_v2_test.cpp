@@ -11,9 +11,9 @@
 
 #include <filesystem>
 
+#include "tests/support/environment.hpp"
 #include "worker/runtime/cgroup_driver.hpp"
 #include "worker/runtime/sys.hpp"
-#include "tests/support/environment.hpp"
 
 namespace airlock::worker {
 namespace {

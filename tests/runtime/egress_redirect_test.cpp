@@ -85,12 +85,14 @@ TEST_F(egress_redirect, tcp_to_any_address_lands_on_the_gateway_with_its_origina
   len = sizeof peer;
   ::getpeername(accepted.get(), reinterpret_cast<sockaddr*>(&peer), &len);
   ::inet_ntop(AF_INET, &peer.sin_addr, text, sizeof text);
-  EXPECT_EQ(std::string(text), box.handle.sandbox_address) << "the gateway knows the sandbox by its source";
+  EXPECT_EQ(std::string(text), box.handle.sandbox_address)
+    << "the gateway knows the sandbox by its source";
   accepted.reset();
   guest.join();
 }
 
-TEST_F(egress_redirect, dns_to_any_resolver_lands_on_the_gateway_and_other_udp_and_icmp_do_not_leave) {
+TEST_F(egress_redirect,
+       dns_to_any_resolver_lands_on_the_gateway_and_other_udp_and_icmp_do_not_leave) {
   auto box = start_sandbox(unique_id("egr-dns"));
   ASSERT_NE(box.runtime, nullptr);
   // A DNS query to an outside resolver: redirected to the gateway's DNS port.
@@ -99,16 +101,20 @@ TEST_F(egress_redirect, dns_to_any_resolver_lands_on_the_gateway_and_other_udp_a
   char query[512];
   sockaddr_in from{};
   socklen_t len = sizeof from;
-  ssize_t n = ::recvfrom(dns_udp_.fd.get(), query, sizeof query, 0,
-                         reinterpret_cast<sockaddr*>(&from), &len);
+  ssize_t n =
+    ::recvfrom(dns_udp_.fd.get(), query, sizeof query, 0, reinterpret_cast<sockaddr*>(&from), &len);
   EXPECT_GT(n, 12) << "a DNS header and a question";
   guest.join();
 
   // Other UDP (QUIC's port 443 included), ICMP and the host's own TCP ports
   // never arrive: UDP to the proxy port's number is not redirected, pings fail.
   host_socket udp_other{SOCK_DGRAM};
-  EXPECT_EQ(box.shell.run("echo x | nc -u -w 1 " + box.handle.host_address + " "
-                          + std::to_string(udp_other.port)).exit_code >= 0, true);
+  EXPECT_EQ(box.shell
+                .run("echo x | nc -u -w 1 " + box.handle.host_address + " "
+                     + std::to_string(udp_other.port))
+                .exit_code
+              >= 0,
+            true);
   EXPECT_EQ(box.shell.run("echo x | nc -u -w 1 203.0.113.7 443").exit_code >= 0, true);
   EXPECT_FALSE(udp_other.readable(200)) << "a sandbox's UDP reached a host port";
   EXPECT_NE(box.shell.run("ping -c 1 -W 1 " + box.handle.host_address).exit_code, 0);

@@ -184,7 +184,8 @@ bool kernel_has_i386_abi() {
       ::_exit(0);
     }
     int wstatus = 0;
-    return pid > 0 && ::waitpid(pid, &wstatus, 0) == pid && WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0;
+    return pid > 0 && ::waitpid(pid, &wstatus, 0) == pid && WIFEXITED(wstatus)
+           && WEXITSTATUS(wstatus) == 0;
   }();
   return present;
 }
@@ -310,7 +311,8 @@ constexpr probe probes[] = {
 
 TEST(seccomp_filter, the_i386_abi_is_refused) {
   if (!kernel_has_i386_abi())
-    GTEST_SKIP() << "this kernel has no i386 ABI (int 0x80 faults without any filter): nothing to refuse";
+    GTEST_SKIP()
+      << "this kernel has no i386 ABI (int 0x80 faults without any filter): nothing to refuse";
   auto program = build_sandbox_seccomp_filter();
   ASSERT_TRUE(program) << program.error().message;
   pid_t pid = ::fork();
@@ -323,7 +325,8 @@ TEST(seccomp_filter, the_i386_abi_is_refused) {
   }
   int wstatus = 0;
   ASSERT_EQ(::waitpid(pid, &wstatus, 0), pid);
-  EXPECT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) << "int 0x80 was not refused with EPERM";
+  EXPECT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0)
+    << "int 0x80 was not refused with EPERM";
 }
 
 TEST(seccomp_filter, denies_the_docker_list_and_keeps_ordinary_calls_working) {
@@ -353,9 +356,10 @@ TEST(seccomp_filter, denies_the_docker_list_and_keeps_ordinary_calls_working) {
   ASSERT_EQ(::waitpid(pid, &wstatus, 0), pid);
   ASSERT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0)
     << "the probing child did not finish: "
-    << (WIFSIGNALED(wstatus) ? "killed by signal " + std::to_string(WTERMSIG(wstatus))
-                             : "exit status " + std::to_string(WEXITSTATUS(wstatus))
-                                 + (WEXITSTATUS(wstatus) == 2 ? " (the filter did not install)" : ""))
+    << (WIFSIGNALED(wstatus)
+          ? "killed by signal " + std::to_string(WTERMSIG(wstatus))
+          : "exit status " + std::to_string(WEXITSTATUS(wstatus))
+              + (WEXITSTATUS(wstatus) == 2 ? " (the filter did not install)" : ""))
     << " after " << n << " of " << sizeof results << " result bytes";
   ASSERT_EQ(n, static_cast<ssize_t>(sizeof results));
   for (size_t i = 0; i < count; ++i)

@@ -15,9 +15,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/support/environment.hpp"
 #include "worker/runtime/cgroup_driver.hpp"
 #include "worker/runtime/sys.hpp"
-#include "tests/support/environment.hpp"
 
 namespace airlock::worker::testing {
 namespace fs = std::filesystem;

@@ -17,8 +17,8 @@
 #include "scheduler/cluster_listener.hpp"
 #include "scheduler/scheduler_actor.hpp"
 #include "tests/scheduler/stub_node.hpp"
-#include "worker/cluster_join.hpp"
 #include "tests/support/wait.hpp"
+#include "worker/cluster_join.hpp"
 
 namespace airlock::actors {
 namespace {

@@ -51,7 +51,8 @@ protected:
     deps.token_public_key = std::string(32, '\x2a');
     deps.clock = &clock;
     deps.entropy = &entropy;
-    deps.issue_egress_ca = [](std::string_view key, std::string_view worker) -> result<std::string> {
+    deps.issue_egress_ca = [](std::string_view key,
+                              std::string_view worker) -> result<std::string> {
       if (key == "bad")
         return make_status(errc::invalid_argument, "not a key");
       return "CHAIN(" + std::string(worker) + "," + std::string(key) + ")";
@@ -101,8 +102,7 @@ protected:
   manual_wall_clock clock;
   seeded_entropy entropy{7};
   std::unique_ptr<storage::kv_store> store = storage::make_memory_store();
-  std::shared_ptr<testing::stub_node_script> script =
-    std::make_shared<testing::stub_node_script>();
+  std::shared_ptr<testing::stub_node_script> script = std::make_shared<testing::stub_node_script>();
   sandbox_registry_actor registry;
   credential_actor credentials;
   audit_actor audit;
@@ -116,8 +116,8 @@ TEST_F(egress_delegation, registration_carries_the_issued_egress_chain_or_fails_
                                    registration("wk_1", "PUBKEY"), new_node());
   ASSERT_TRUE(ack) << to_status(ack.error()).message;
   EXPECT_EQ(ack->egress_ca_chain, "CHAIN(wk_1,PUBKEY)");
-  auto plain = ask<registration_ack>(scheduler_, sc_register_atom::value,
-                                     registration("wk_2", ""), new_node());
+  auto plain = ask<registration_ack>(scheduler_, sc_register_atom::value, registration("wk_2", ""),
+                                     new_node());
   ASSERT_TRUE(plain);
   EXPECT_TRUE(plain->egress_ca_chain.empty());
   auto refused = ask<registration_ack>(scheduler_, sc_register_atom::value,

@@ -96,7 +96,7 @@ TEST(cluster_codec, round_trips_every_scheduler_message) {
   expect_round_trip(placement_request{"sb_9", "base", {250, 256, 512, 1}},
                     decode_placement_request);
   expect_round_trip(registration_ack{"wk_1", std::string(32, '\x01') + std::string(1, '\0'), 750,
-                                      "-----BEGIN CERTIFICATE-----\n..."},
+                                     "-----BEGIN CERTIFICATE-----\n..."},
                     decode_registration_ack);
   expect_round_trip(sample_worker_view(), decode_worker_view);
 }

@@ -35,13 +35,13 @@ TEST(egress_codec, round_trips_a_stored_credential_with_binary_sealed_secret) {
 }
 
 TEST(egress_codec, round_trips_a_grant_and_an_audit_record) {
-  credential_grant grant{"cred_2", "gh", credential_scope::sandbox, {"api.github.com"},
-                         "Authorization", "token abc", 0};
+  credential_grant grant{
+    "cred_2", "gh", credential_scope::sandbox, {"api.github.com"}, "Authorization", "token abc", 0};
   auto g = decode_credential_grant(encode(grant));
   ASSERT_TRUE(g) << g.error().message;
   EXPECT_EQ(*g, grant);
-  audit_record audit{42, "acme", "sb_1", "egress", "denied", "host not in allow list",
-                     "evil.example:443", "GET /"};
+  audit_record audit{
+    42, "acme", "sb_1", "egress", "denied", "host not in allow list", "evil.example:443", "GET /"};
   auto a = decode_audit_record(encode(audit));
   ASSERT_TRUE(a) << a.error().message;
   EXPECT_EQ(*a, audit);

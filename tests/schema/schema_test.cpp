@@ -102,15 +102,14 @@ TEST(operation_codec, refuses_an_unknown_state_enumerant) {
   root.setState(static_cast<capnp_schema::OperationState>(77));
   auto words = capnp::messageToFlatArray(message);
   auto bytes = words.asBytes();
-  auto decoded = decode_operation(
-    std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size()));
+  auto decoded =
+    decode_operation(std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size()));
   EXPECT_EQ(decoded.code(), errc::unsupported_version);
 }
 
 TEST(operation_state_names, parse_what_to_string_prints) {
-  for (auto state : {operation_state::pending, operation_state::running,
-                     operation_state::succeeded, operation_state::failed,
-                     operation_state::cancelled})
+  for (auto state : {operation_state::pending, operation_state::running, operation_state::succeeded,
+                     operation_state::failed, operation_state::cancelled})
     EXPECT_EQ(parse_operation_state(to_string(state)), state);
   EXPECT_FALSE(parse_operation_state("done").has_value());
   EXPECT_FALSE(is_terminal(operation_state::running));
@@ -144,9 +143,15 @@ TEST(sandbox_codec, round_trips_spec_and_state) {
 }
 
 TEST(worker_codec, round_trips_registration_and_heartbeat) {
-  worker_registration reg{"wk_1", "host-a", "10.0.0.1:7100", "http://10.0.0.1:7071",
-                          resources{2000, 24000, 100000, 200}, {"namespace", "microvm"},
-                          "0.1.0", 123, "-----BEGIN PUBLIC KEY-----\n..."};
+  worker_registration reg{"wk_1",
+                          "host-a",
+                          "10.0.0.1:7100",
+                          "http://10.0.0.1:7071",
+                          resources{2000, 24000, 100000, 200},
+                          {"namespace", "microvm"},
+                          "0.1.0",
+                          123,
+                          "-----BEGIN PUBLIC KEY-----\n..."};
   auto decoded = decode_worker_registration(encode(reg));
   ASSERT_TRUE(decoded);
   EXPECT_EQ(*decoded, reg);
@@ -157,8 +162,8 @@ TEST(worker_codec, round_trips_registration_and_heartbeat) {
 }
 
 TEST(api_key_codec, round_trips_a_hashed_key) {
-  api_key_record key{"0123456789abcdef", "admin", std::string(32, '\x7f'), api_key_role::admin,
-                     99, false};
+  api_key_record key{"0123456789abcdef",  "admin", std::string(32, '\x7f'),
+                     api_key_role::admin, 99,      false};
   auto decoded = decode_api_key(encode(key));
   ASSERT_TRUE(decoded);
   EXPECT_EQ(*decoded, key);
@@ -179,8 +184,7 @@ TEST(schema_lock, no_committed_field_was_renumbered_retyped_or_removed) {
     auto now = compiled.find(member);
     ASSERT_NE(now, compiled.end())
       << member << " was removed; ordinals only grow: deprecate it instead";
-    EXPECT_EQ(now->second, line)
-      << member << " changed ordinal or type; add a new field instead";
+    EXPECT_EQ(now->second, line) << member << " changed ordinal or type; add a new field instead";
   }
 }
 

@@ -21,8 +21,8 @@ schema::credential_record credential(std::string id, std::string tenant) {
 
 schema::audit_record audit(int64_t at_ms, std::string tenant, std::string sandbox,
                            std::string kind) {
-  return schema::audit_record{at_ms, std::move(tenant), std::move(sandbox), std::move(kind),
-                              "allowed", "r", "t", "d"};
+  return schema::audit_record{
+    at_ms, std::move(tenant), std::move(sandbox), std::move(kind), "allowed", "r", "t", "d"};
 }
 
 TEST(credential_store, puts_gets_lists_by_tenant_and_erases) {
@@ -75,10 +75,9 @@ protected:
 };
 
 TEST_F(audit_store_test, scans_in_time_order_whatever_the_append_order) {
-  std::vector<schema::audit_record> records = {audit(300, "a", "sb_1", "egress"),
-                                               audit(100, "a", "sb_1", "egress"),
-                                               audit(100, "a", "sb_2", "dns"),
-                                               audit(70000, "b", "sb_3", "lifecycle")};
+  std::vector<schema::audit_record> records = {
+    audit(300, "a", "sb_1", "egress"), audit(100, "a", "sb_1", "egress"),
+    audit(100, "a", "sb_2", "dns"), audit(70000, "b", "sb_3", "lifecycle")};
   ASSERT_TRUE(store_.append(records));
   EXPECT_EQ(times({}), (std::vector<int64_t>{100, 100, 300, 70000}));
   // Big-endian keys: 256 ms sorts after 255 ms (a little-endian key would not).

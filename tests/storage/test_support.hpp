@@ -1,5 +1,6 @@
 #pragma once
-// Shared fixtures for the storage tests: sample records and a kv_store double whose writes can be held at a gate.
+// Shared fixtures for the storage tests: sample records and a kv_store double whose writes can be
+// held at a gate.
 
 #include <condition_variable>
 #include <cstddef>

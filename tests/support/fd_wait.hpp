@@ -30,5 +30,4 @@ inline bool wait_fd(int fd, short events, steady::time_point deadline) {
   }
 }
 
-
 } // namespace airlock::test::detail

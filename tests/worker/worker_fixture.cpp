@@ -5,9 +5,9 @@
 #include <filesystem>
 
 #include "tests/rootfs/test_support.hpp"
+#include "tests/support/environment.hpp"
 #include "worker/rootfs/templates.hpp"
 #include "worker/runtime/cgroup_driver.hpp"
-#include "tests/support/environment.hpp"
 
 namespace airlock::worker::test {
 

@@ -6,8 +6,8 @@
 
 #include <csignal>
 #include <fcntl.h>
-#include <sys/file.h>
 #include <net/if.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 

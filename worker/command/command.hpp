@@ -7,8 +7,8 @@
 // cancel kills the whole group (debootstrap starts dpkg, wget and chroot).
 //
 // Blocking: call it from a helper thread (the worker's blocking actors that
-// call the runtime and the rootfs driver), never from an event-based actor. The child only makes async-signal-safe calls
-// between fork and exec, so it is safe in the multi-threaded worker.
+// call the runtime and the rootfs driver), never from an event-based actor. The child only makes
+// async-signal-safe calls between fork and exec, so it is safe in the multi-threaded worker.
 
 #include <atomic>
 #include <cstdint>

@@ -50,7 +50,8 @@ public:
   explicit credential_cache(credential_cache_options options = {}) : options_(options) {}
 
   /// The sandbox's grants if fetched less than ttl_ms ago.
-  std::shared_ptr<const grant_list> find(const std::string& sandbox_id, clock::time_point now) const;
+  std::shared_ptr<const grant_list> find(const std::string& sandbox_id,
+                                         clock::time_point now) const;
   /// Remembers freshly fetched grants.
   void store(const std::string& sandbox_id, grant_list grants, clock::time_point now);
   /// Remembers a failed fetch: find() answers an empty list for

@@ -18,16 +18,19 @@ result<std::vector<cidr>> parse_cidrs(const std::vector<std::string>& texts) {
   std::vector<cidr> ranges;
   for (const auto& text : texts) {
     auto range = parse_cidr(text);
-    if (!range) return range.error();
+    if (!range)
+      return range.error();
     ranges.push_back(*range);
   }
   return ranges;
 }
 
 result<std::unique_ptr<name_resolver>> make_resolver(const std::string& hosts_file) {
-  if (hosts_file.empty()) return std::unique_ptr<name_resolver>(std::make_unique<system_resolver>());
+  if (hosts_file.empty())
+    return std::unique_ptr<name_resolver>(std::make_unique<system_resolver>());
   auto resolver = static_resolver::from_file(hosts_file);
-  if (!resolver) return resolver.error();
+  if (!resolver)
+    return resolver.error();
   return std::unique_ptr<name_resolver>(std::move(resolver.value()));
 }
 
@@ -35,7 +38,8 @@ result<std::unique_ptr<name_resolver>> make_resolver(const std::string& hosts_fi
 /// threads run the io_context; with one thread the io_context itself, since
 /// a strand there only adds a queue and a lock to every completion.
 net::any_io_executor connection_executor(net::io_context& io, bool strands) {
-  if (strands) return net::make_strand(io);
+  if (strands)
+    return net::make_strand(io);
   return io.get_executor();
 }
 
@@ -45,8 +49,10 @@ net::awaitable<void> accept_loop(tcp::acceptor& acceptor, egress_proxy& proxy, n
   for (;;) {
     boost::system::error_code ec;
     auto executor = connection_executor(io, strands);
-    auto socket = co_await acceptor.async_accept(executor, net::redirect_error(net::use_awaitable, ec));
-    if (!acceptor.is_open() || ec == net::error::operation_aborted) co_return;
+    auto socket =
+      co_await acceptor.async_accept(executor, net::redirect_error(net::use_awaitable, ec));
+    if (!acceptor.is_open() || ec == net::error::operation_aborted)
+      co_return;
     if (ec) {
       // Out of descriptors or memory: back off instead of spinning.
       net::steady_timer pause{io, std::chrono::milliseconds(50)};
@@ -61,25 +67,30 @@ result<std::unique_ptr<tcp::acceptor>> listen(net::io_context& io, const std::st
                                               uint16_t port, int backlog) {
   boost::system::error_code ec;
   auto bind_address = net::ip::make_address_v4(address, ec);
-  if (ec) return make_status(errc::invalid_argument, "bad bind address " + address);
+  if (ec)
+    return make_status(errc::invalid_argument, "bad bind address " + address);
   auto acceptor = std::make_unique<tcp::acceptor>(io);
   tcp::endpoint endpoint{bind_address, port};
   acceptor->open(endpoint.protocol(), ec);
-  if (!ec) acceptor->set_option(tcp::acceptor::reuse_address(true), ec);
-  if (!ec) acceptor->bind(endpoint, ec);
-  if (!ec) acceptor->listen(backlog, ec);
+  if (!ec)
+    acceptor->set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec)
+    acceptor->bind(endpoint, ec);
+  if (!ec)
+    acceptor->listen(backlog, ec);
   if (ec)
-    return make_status(errc::unavailable, "egress proxy cannot listen on " + address + ":" +
-                                              std::to_string(port) + ": " + ec.message());
+    return make_status(errc::unavailable, "egress proxy cannot listen on " + address + ":"
+                                            + std::to_string(port) + ": " + ec.message());
   return acceptor;
 }
 
 } // namespace
 
-result<std::unique_ptr<egress_gateway>> egress_gateway::start(egress_gateway_options options,
-                                                              std::shared_ptr<audit_sink> audit,
-                                                              std::shared_ptr<credential_source> credentials) {
-  if (!audit) return make_status(errc::invalid_argument, "egress gateway needs an audit sink");
+result<std::unique_ptr<egress_gateway>>
+egress_gateway::start(egress_gateway_options options, std::shared_ptr<audit_sink> audit,
+                      std::shared_ptr<credential_source> credentials) {
+  if (!audit)
+    return make_status(errc::invalid_argument, "egress gateway needs an audit sink");
   std::unique_ptr<egress_gateway> gateway{new egress_gateway()};
   if (auto opened = gateway->open(options, std::move(audit), std::move(credentials)); !opened) {
     gateway->stop();
@@ -94,28 +105,36 @@ status egress_gateway::open(egress_gateway_options& options, std::shared_ptr<aud
                             std::shared_ptr<credential_source> credentials) {
   audit_ = std::move(audit);
   auto allowed = parse_cidrs(options.allowed_private);
-  if (!allowed) return allowed.error();
+  if (!allowed)
+    return allowed.error();
   auto denied = parse_cidrs(options.denied);
-  if (!denied) return denied.error();
+  if (!denied)
+    return denied.error();
   filter_ = std::make_unique<address_filter>(std::move(allowed.value()), std::move(denied.value()));
   auto resolver = make_resolver(options.hosts_file);
-  if (!resolver) return resolver.error();
+  if (!resolver)
+    return resolver.error();
   sandboxes_ = std::make_unique<sandbox_table>();
   resolver_ = std::make_unique<resolver_pool>(std::move(resolver.value()), options.resolver);
   auto proxy = egress_proxy::create(
-      options.proxy, egress_proxy::parts{sandboxes_.get(), resolver_.get(), *filter_, audit_,
-                                         std::move(credentials), options.original_destination});
-  if (!proxy) return proxy.error();
+    options.proxy, egress_proxy::parts{sandboxes_.get(), resolver_.get(), *filter_, audit_,
+                                       std::move(credentials), options.original_destination});
+  if (!proxy)
+    return proxy.error();
   proxy_ = std::move(proxy.value());
-  io_ = std::make_unique<net::io_context>(static_cast<int>(std::max<std::size_t>(1, options.network_threads)));
+  io_ = std::make_unique<net::io_context>(
+    static_cast<int>(std::max<std::size_t>(1, options.network_threads)));
   auto acceptor = listen(*io_, options.bind_address, options.proxy_port, options.listen_backlog);
-  if (!acceptor) return acceptor.error();
+  if (!acceptor)
+    return acceptor.error();
   acceptor_ = std::move(acceptor.value());
   proxy_port_ = acceptor_->local_endpoint().port();
   options.dns.bind_address = options.bind_address;
   options.dns.port = options.dns_port;
-  auto dns = dns_server::start(io_->get_executor(), *sandboxes_, *resolver_, *filter_, *audit_, options.dns);
-  if (!dns) return dns.error();
+  auto dns =
+    dns_server::start(io_->get_executor(), *sandboxes_, *resolver_, *filter_, *audit_, options.dns);
+  if (!dns)
+    return dns.error();
   dns_ = std::move(dns.value());
   dns_port_ = dns_->port();
   bool strands = options.network_threads > 1;
@@ -126,12 +145,16 @@ status egress_gateway::open(egress_gateway_options& options, std::shared_ptr<aud
 egress_gateway::~egress_gateway() { stop(); }
 
 void egress_gateway::stop() {
-  if (stopped_) return;
+  if (stopped_)
+    return;
   stopped_ = true;
-  if (proxy_) proxy_->close(); // credential callbacks stop reaching the threads
+  if (proxy_)
+    proxy_->close(); // credential callbacks stop reaching the threads
   dns_.reset();
-  if (io_) io_->stop();
-  for (auto& thread : threads_) thread.join();
+  if (io_)
+    io_->stop();
+  for (auto& thread : threads_)
+    thread.join();
   threads_.clear();
   acceptor_.reset();
   // Joins the resolver threads; answers they post land in the stopped
@@ -145,7 +168,8 @@ uint16_t egress_gateway::dns_port() const { return dns_port_; }
 
 status egress_gateway::set_authority(std::string intermediate_key_pem, std::string chain_pem) {
   auto minter = crypto::leaf_minter::create(std::move(intermediate_key_pem), std::move(chain_pem));
-  if (!minter) return minter.error();
+  if (!minter)
+    return minter.error();
   proxy_->set_minter(std::shared_ptr<crypto::leaf_minter>(std::move(minter.value())));
   return status::ok();
 }
@@ -154,13 +178,16 @@ void egress_gateway::attach(sandbox_view sandbox) { sandboxes_->put(std::move(sa
 
 void egress_gateway::detach(std::string_view address) {
   if (auto parsed = parse_ipv4(address)) {
-    if (auto view = sandboxes_->find(*parsed)) proxy_->forget_credentials(view->sandbox_id);
+    if (auto view = sandboxes_->find(*parsed))
+      proxy_->forget_credentials(view->sandbox_id);
   }
   sandboxes_->remove(address);
 }
 
 egress_stats egress_gateway::stats() const { return proxy_->stats(); }
 
-dns_server_stats egress_gateway::dns_stats() const { return dns_ ? dns_->stats() : dns_server_stats{}; }
+dns_server_stats egress_gateway::dns_stats() const {
+  return dns_ ? dns_->stats() : dns_server_stats{};
+}
 
 } // namespace airlock::worker::egress

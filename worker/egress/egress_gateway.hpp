@@ -40,7 +40,8 @@ struct egress_gateway_options {
   egress_proxy_options proxy;
   /// Resolver threads, queue and cache. Default: see resolver_pool_options.
   resolver_pool_options resolver;
-  /// DNS limits; its bind_address and port are taken from the fields above. Default: see dns_server_options.
+  /// DNS limits; its bind_address and port are taken from the fields above. Default: see
+  /// dns_server_options.
   dns_server_options dns;
   /// A file of "name address..." lines for a static resolver (tests, air-gapped
   /// hosts); empty: the system resolver. Default: ""
@@ -60,9 +61,9 @@ public:
   /// `credentials` may be null (no credential injection).
   /// errc::invalid_argument for bad options (CIDRs, hosts file, CA file),
   /// errc::unavailable when a port cannot be bound.
-  static result<std::unique_ptr<egress_gateway>> start(egress_gateway_options options,
-                                                       std::shared_ptr<audit_sink> audit,
-                                                       std::shared_ptr<credential_source> credentials);
+  static result<std::unique_ptr<egress_gateway>>
+  start(egress_gateway_options options, std::shared_ptr<audit_sink> audit,
+        std::shared_ptr<credential_source> credentials);
   ~egress_gateway();
   egress_gateway(const egress_gateway&) = delete;
   egress_gateway& operator=(const egress_gateway&) = delete;

@@ -21,8 +21,8 @@ namespace {
 
 int64_t wall_clock_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
+           std::chrono::system_clock::now().time_since_epoch())
+    .count();
 }
 
 /// Decrements the sandbox's open-connection count when the connection ends.
@@ -51,8 +51,10 @@ hello_status looks_like_http(std::string_view bytes) {
   constexpr std::size_t method_max = 20;
   for (std::size_t i = 0; i < bytes.size() && i <= method_max; ++i) {
     char c = bytes[i];
-    if (c == ' ') return i > 0 ? hello_status::ok : hello_status::not_tls;
-    if (c < 'A' || c > 'Z') return hello_status::not_tls;
+    if (c == ' ')
+      return i > 0 ? hello_status::ok : hello_status::not_tls;
+    if (c < 'A' || c > 'Z')
+      return hello_status::not_tls;
   }
   return bytes.size() > method_max ? hello_status::not_tls : hello_status::need_more;
 }
@@ -62,16 +64,20 @@ std::optional<first_bytes> classify(std::string_view bytes, client_hello& hello,
                                     std::string& reason) {
   if (static_cast<uint8_t>(bytes[0]) == 0x16) {
     switch (parse_client_hello(bytes, hello)) {
-    case hello_status::ok: return first_bytes::tls;
-    case hello_status::need_more: return std::nullopt;
-    case hello_status::not_tls:
-    case hello_status::malformed: reason = "malformed TLS ClientHello"; return first_bytes::refused;
+      case hello_status::ok: return first_bytes::tls;
+      case hello_status::need_more: return std::nullopt;
+      case hello_status::not_tls:
+      case hello_status::malformed:
+        reason = "malformed TLS ClientHello";
+        return first_bytes::refused;
     }
   }
   switch (looks_like_http(bytes)) {
-  case hello_status::ok: return first_bytes::http;
-  case hello_status::need_more: return std::nullopt;
-  default: reason = "unsupported protocol (only HTTP and TLS leave a sandbox)"; return first_bytes::refused;
+    case hello_status::ok: return first_bytes::http;
+    case hello_status::need_more: return std::nullopt;
+    default:
+      reason = "unsupported protocol (only HTTP and TLS leave a sandbox)";
+      return first_bytes::refused;
   }
 }
 
@@ -95,16 +101,18 @@ awaitable<first_bytes> read_first_bytes(connection& conn, tcp_stream& stream,
       co_return first_bytes::refused;
     }
     beast::error_code ec;
-    std::size_t count = co_await stream.async_read_some(
-        buffer.prepare(client_hello_bytes_max - buffer.size()), net::redirect_error(use_awaitable, ec));
+    std::size_t count =
+      co_await stream.async_read_some(buffer.prepare(client_hello_bytes_max - buffer.size()),
+                                      net::redirect_error(use_awaitable, ec));
     if (ec == beast::error::timeout) {
       conn.audit("egress", false,
-                 "no complete request line or ClientHello within " +
-                     std::to_string(options.first_bytes_timeout_ms) + " ms",
+                 "no complete request line or ClientHello within "
+                   + std::to_string(options.first_bytes_timeout_ms) + " ms",
                  conn.target(format_ipv4(conn.original_address)));
       co_return first_bytes::refused;
     }
-    if (ec) co_return first_bytes::gone; // the guest closed before saying anything
+    if (ec)
+      co_return first_bytes::gone; // the guest closed before saying anything
     buffer.commit(count);
   }
 }
@@ -113,7 +121,8 @@ void install_leaf(tls_stream& stream, const crypto::leaf_minter::leaf& leaf) {
   SSL* ssl = stream.native_handle();
   SSL_use_certificate(ssl, leaf.cert.get());
   SSL_use_PrivateKey(ssl, leaf.key.get());
-  for (const auto& cert : leaf.chain) SSL_add1_chain_cert(ssl, cert.get());
+  for (const auto& cert : leaf.chain)
+    SSL_add1_chain_cert(ssl, cert.get());
 }
 
 /// Pass-through: the SNI was judged; bytes go to the name's own address untouched.
@@ -131,8 +140,9 @@ awaitable<void> pass_through(connection& conn, tcp_stream& guest, beast::flat_bu
     co_return;
   }
   ++conn.state.counters.passthrough;
-  conn.audit_tunnel("TLS pass-through rule: the SNI was judged, the tunnel's bytes are not (not terminated)",
-                    target, "tls passthrough");
+  conn.audit_tunnel(
+    "TLS pass-through rule: the SNI was judged, the tunnel's bytes are not (not terminated)",
+    target, "tls passthrough");
   beast::flat_buffer nothing;
   co_await tunnel(guest, *upstream, buffer, nothing,
                   milliseconds(conn.state.options.tunnel_idle_timeout_ms),
@@ -142,27 +152,33 @@ awaitable<void> pass_through(connection& conn, tcp_stream& guest, beast::flat_bu
 /// Checks the SNI; nullopt when the connection may go on (conn.sni set).
 std::optional<std::string> refuse_sni(connection& conn, const client_hello& hello,
                                       schema::egress_verdict& verdict) {
-  if (!hello.has_sni) return "TLS without a server name (SNI); connect by name";
-  if (schema::is_ip_literal(hello.sni)) return "TLS server name is an IP address; connect by name";
+  if (!hello.has_sni)
+    return "TLS without a server name (SNI); connect by name";
+  if (schema::is_ip_literal(hello.sni))
+    return "TLS server name is an IP address; connect by name";
   auto name = schema::normalize_host_name(hello.sni);
-  if (!name) return "TLS server name is not a valid host name";
+  if (!name)
+    return "TLS server name is not a valid host name";
   conn.tls = true;
   conn.sni = *name;
   verdict = schema::judge_name(conn.sandbox->policy, conn.sni, conn.original_port);
-  if (!verdict.allowed) return verdict.reason;
+  if (!verdict.allowed)
+    return verdict.reason;
   return std::nullopt;
 }
 
 awaitable<void> serve_tls(connection& conn, tcp_stream& stream, beast::flat_buffer& buffer,
                           const client_hello& hello) {
   schema::egress_verdict verdict;
-  auto fallback_target = conn.target(hello.has_sni ? hello.sni : format_ipv4(conn.original_address));
+  auto fallback_target =
+    conn.target(hello.has_sni ? hello.sni : format_ipv4(conn.original_address));
   if (auto refusal = refuse_sni(conn, hello, verdict)) {
     ++conn.state.counters.denied;
     conn.audit("egress", false, *refusal, fallback_target, "tls");
     co_return; // closed without a certificate
   }
-  if (verdict.passthrough) co_return co_await pass_through(conn, stream, buffer);
+  if (verdict.passthrough)
+    co_return co_await pass_through(conn, stream, buffer);
   auto minter = conn.state.minter();
   if (!minter) {
     ++conn.state.counters.denied;
@@ -177,7 +193,8 @@ awaitable<void> serve_tls(connection& conn, tcp_stream& stream, beast::flat_buff
   }
   tls_stream tls{std::move(stream), conn.state.server_tls};
   install_leaf(tls, *leaf);
-  beast::get_lowest_layer(tls).expires_after(milliseconds(conn.state.options.first_bytes_timeout_ms));
+  beast::get_lowest_layer(tls).expires_after(
+    milliseconds(conn.state.options.first_bytes_timeout_ms));
   beast::error_code ec;
   co_await tls.async_handshake(net::ssl::stream_base::server, buffer.data(),
                                net::redirect_error(use_awaitable, ec));
@@ -200,10 +217,12 @@ void set_no_delay(net::ip::tcp::socket& socket) {
 }
 
 /// The sandbox a connection comes from, or null (unknown peers are closed).
-std::shared_ptr<const sandbox_view> identify(proxy_state& state, const net::ip::tcp::socket& socket) {
+std::shared_ptr<const sandbox_view> identify(proxy_state& state,
+                                             const net::ip::tcp::socket& socket) {
   beast::error_code ec;
   auto peer = socket.remote_endpoint(ec);
-  if (ec || !peer.address().is_v4()) return nullptr;
+  if (ec || !peer.address().is_v4())
+    return nullptr;
   return state.parts.sandboxes->find(peer.address().to_v4().to_uint());
 }
 
@@ -218,8 +237,8 @@ awaitable<void> run_connection(std::shared_ptr<proxy_state> state, net::ip::tcp:
   if (!state->acquire_slot(sandbox->sandbox_id)) {
     ++state->counters.denied;
     conn.audit("egress", false,
-               "too many open connections (limit " +
-                   std::to_string(state->options.connections_per_sandbox_max) + ")",
+               "too many open connections (limit "
+                 + std::to_string(state->options.connections_per_sandbox_max) + ")",
                sandbox->address);
     co_return;
   }
@@ -237,10 +256,10 @@ awaitable<void> run_connection(std::shared_ptr<proxy_state> state, net::ip::tcp:
   beast::flat_buffer buffer;
   client_hello hello;
   switch (co_await read_first_bytes(conn, stream, buffer, hello)) {
-  case first_bytes::tls: co_await serve_tls(conn, stream, buffer, hello); break;
-  case first_bytes::http: co_await serve_http(conn, stream, buffer); break;
-  case first_bytes::refused: ++state->counters.denied; break;
-  case first_bytes::gone: break;
+    case first_bytes::tls: co_await serve_tls(conn, stream, buffer, hello); break;
+    case first_bytes::http: co_await serve_http(conn, stream, buffer); break;
+    case first_bytes::refused: ++state->counters.denied; break;
+    case first_bytes::gone: break;
   }
 }
 
@@ -250,25 +269,26 @@ result<std::pair<uint32_t, uint16_t>> socket_original_destination(int fd) {
   sockaddr_in address{};
   socklen_t length = sizeof(address);
   if (::getsockopt(fd, SOL_IP, SO_ORIGINAL_DST, &address, &length) != 0)
-    return make_status(errc::unavailable,
-                       std::string("SO_ORIGINAL_DST: ") + std::strerror(errno));
+    return make_status(errc::unavailable, std::string("SO_ORIGINAL_DST: ") + std::strerror(errno));
   return std::pair<uint32_t, uint16_t>{ntohl(address.sin_addr.s_addr), ntohs(address.sin_port)};
 }
 
 proxy_state::proxy_state(egress_proxy_options opts, egress_proxy::parts p)
     : options(std::move(opts)), parts(std::move(p)),
       credentials(credential_cache_options{.ttl_ms = options.credential_ttl_ms}) {
-  if (!parts.original_destination) parts.original_destination = socket_original_destination;
-  constexpr auto legacy = net::ssl::context::default_workarounds | net::ssl::context::no_sslv2 |
-                          net::ssl::context::no_sslv3 | net::ssl::context::no_tlsv1 |
-                          net::ssl::context::no_tlsv1_1;
+  if (!parts.original_destination)
+    parts.original_destination = socket_original_destination;
+  constexpr auto legacy = net::ssl::context::default_workarounds | net::ssl::context::no_sslv2
+                          | net::ssl::context::no_sslv3 | net::ssl::context::no_tlsv1
+                          | net::ssl::context::no_tlsv1_1;
   server_tls.set_options(legacy);
   client_tls.set_options(legacy);
   client_tls.set_default_verify_paths();
   client_tls.set_verify_mode(net::ssl::verify_peer);
   // Upstream connections are HTTP/1.1 only; we never offer ALPN there, and we
   // select none for the guest, so both sides speak HTTP/1.1.
-  if (!options.upstream_ca_file.empty()) client_tls.load_verify_file(options.upstream_ca_file);
+  if (!options.upstream_ca_file.empty())
+    client_tls.load_verify_file(options.upstream_ca_file);
 }
 
 std::shared_ptr<crypto::leaf_minter> proxy_state::minter() const {
@@ -285,7 +305,8 @@ bool proxy_state::acquire_slot(const std::string& sandbox_id) {
   std::lock_guard lock{mutex_};
   auto& open = open_per_sandbox_[sandbox_id];
   if (open >= options.connections_per_sandbox_max) {
-    if (open == 0) open_per_sandbox_.erase(sandbox_id);
+    if (open == 0)
+      open_per_sandbox_.erase(sandbox_id);
     return false;
   }
   ++open;
@@ -295,12 +316,14 @@ bool proxy_state::acquire_slot(const std::string& sandbox_id) {
 void proxy_state::release_slot(const std::string& sandbox_id) {
   std::lock_guard lock{mutex_};
   auto it = open_per_sandbox_.find(sandbox_id);
-  if (it != open_per_sandbox_.end() && --it->second == 0) open_per_sandbox_.erase(it);
+  if (it != open_per_sandbox_.end() && --it->second == 0)
+    open_per_sandbox_.erase(it);
 }
 
 void connection::audit(std::string_view kind, bool allowed, std::string reason, std::string target,
                        std::string detail) const {
-  record_audit(kind, allowed ? "allowed" : "denied", std::move(reason), std::move(target), std::move(detail));
+  record_audit(kind, allowed ? "allowed" : "denied", std::move(reason), std::move(target),
+               std::move(detail));
 }
 
 void connection::audit_tunnel(std::string reason, std::string target, std::string detail) const {
@@ -333,38 +356,42 @@ awaitable<result<std::vector<uint32_t>>> resolve_allowed(const connection& conn,
     conn.state.parts.resolver->resolve(host, executor, std::move(done));
   };
   auto resolved = co_await await_callback<answer>(
-      conn.state.life, milliseconds(conn.state.options.resolve_timeout_ms), start);
-  if (!resolved) co_return make_status(errc::timeout, "resolving " + host + " timed out");
+    conn.state.life, milliseconds(conn.state.options.resolve_timeout_ms), start);
+  if (!resolved)
+    co_return make_status(errc::timeout, "resolving " + host + " timed out");
   if (!*resolved)
-    co_return make_status(resolved->code(), "resolving " + host + " failed: " + resolved->error().message);
+    co_return make_status(resolved->code(),
+                          "resolving " + host + " failed: " + resolved->error().message);
   std::vector<uint32_t> allowed;
   std::string refusal;
   for (uint32_t address : resolved->value()) {
     if (auto reason = conn.state.parts.filter.refuse_reason(address)) {
-      if (refusal.empty()) refusal = *reason;
+      if (refusal.empty())
+        refusal = *reason;
     } else {
       allowed.push_back(address);
     }
   }
   if (allowed.empty())
     co_return make_status(errc::permission_denied,
-                          "name resolves only to private, loopback or metadata addresses (" +
-                              refusal + ")");
+                          "name resolves only to private, loopback or metadata addresses ("
+                            + refusal + ")");
   co_return allowed;
 }
 
-awaitable<result<tcp_stream>> connect_tcp(const connection& conn, const std::vector<uint32_t>& addresses,
-                                          uint16_t port) {
+awaitable<result<tcp_stream>> connect_tcp(const connection& conn,
+                                          const std::vector<uint32_t>& addresses, uint16_t port) {
   auto executor = co_await net::this_coro::executor;
   tcp_stream stream{executor};
   std::vector<net::ip::tcp::endpoint> endpoints;
-  for (uint32_t address : addresses) endpoints.emplace_back(net::ip::address_v4{address}, port);
+  for (uint32_t address : addresses)
+    endpoints.emplace_back(net::ip::address_v4{address}, port);
   stream.expires_after(milliseconds(conn.state.options.connect_timeout_ms));
   beast::error_code ec;
   co_await stream.async_connect(endpoints, net::redirect_error(use_awaitable, ec));
   if (ec)
-    co_return make_status(errc::unavailable, "connecting to " + format_ipv4(addresses.front()) + ":" +
-                                                 std::to_string(port) + " failed: " + ec.message());
+    co_return make_status(errc::unavailable, "connecting to " + format_ipv4(addresses.front()) + ":"
+                                               + std::to_string(port) + " failed: " + ec.message());
   set_no_delay(stream.socket());
   co_return std::move(stream);
 }
@@ -373,15 +400,17 @@ egress_proxy::egress_proxy(std::shared_ptr<proxy_state> state) : state_(std::mov
 
 egress_proxy::~egress_proxy() { close(); }
 
-result<std::unique_ptr<egress_proxy>> egress_proxy::create(egress_proxy_options options, parts parts) {
+result<std::unique_ptr<egress_proxy>> egress_proxy::create(egress_proxy_options options,
+                                                           parts parts) {
   if (!parts.sandboxes || !parts.resolver || !parts.audit)
-    return make_status(errc::invalid_argument, "egress proxy needs a sandbox table, resolver and audit sink");
+    return make_status(errc::invalid_argument,
+                       "egress proxy needs a sandbox table, resolver and audit sink");
   try {
     auto state = std::make_shared<proxy_state>(std::move(options), std::move(parts));
     return std::unique_ptr<egress_proxy>(new egress_proxy(std::move(state)));
   } catch (const boost::system::system_error& error) {
-    return make_status(errc::invalid_argument,
-                       "egress proxy TLS setup failed (upstream_ca_file?): " + std::string(error.what()));
+    return make_status(errc::invalid_argument, "egress proxy TLS setup failed (upstream_ca_file?): "
+                                                 + std::string(error.what()));
   }
 }
 
@@ -402,10 +431,10 @@ void egress_proxy::forget_credentials(const std::string& sandbox_id) {
 
 egress_stats egress_proxy::stats() const {
   const auto& c = state_->counters;
-  return egress_stats{c.connections, c.unknown_peers, c.active_connections, c.denied,
-                      c.allowed_requests, c.tls_terminated, c.passthrough, c.credential_uses,
-                      c.rate_limited, c.upstream_failures, c.upgrades,
-                      c.switches_refused};
+  return egress_stats{
+    c.connections,      c.unknown_peers,     c.active_connections, c.denied,
+    c.allowed_requests, c.tls_terminated,    c.passthrough,        c.credential_uses,
+    c.rate_limited,     c.upstream_failures, c.upgrades,           c.switches_refused};
 }
 
 } // namespace airlock::worker::egress

@@ -66,18 +66,18 @@ struct egress_proxy_options {
 
 /// Counters since start; each is monotonic except active_connections.
 struct egress_stats {
-  uint64_t connections = 0;        ///< accepted from a known sandbox
-  uint64_t unknown_peers = 0;      ///< accepted from an address no sandbox has (closed)
+  uint64_t connections = 0;   ///< accepted from a known sandbox
+  uint64_t unknown_peers = 0; ///< accepted from an address no sandbox has (closed)
   uint64_t active_connections = 0;
-  uint64_t denied = 0;             ///< connections or requests refused by policy or limits
-  uint64_t allowed_requests = 0;   ///< HTTP requests forwarded upstream
+  uint64_t denied = 0;           ///< connections or requests refused by policy or limits
+  uint64_t allowed_requests = 0; ///< HTTP requests forwarded upstream
   uint64_t tls_terminated = 0;
   uint64_t passthrough = 0;
   uint64_t credential_uses = 0;
-  uint64_t rate_limited = 0;       ///< requests answered 429
-  uint64_t upstream_failures = 0;  ///< requests answered 502
-  uint64_t upgrades = 0;           ///< 101 responses turned into tunnels
-  uint64_t switches_refused = 0;   ///< upgrades stripped, and 101s that answered none asked for
+  uint64_t rate_limited = 0;      ///< requests answered 429
+  uint64_t upstream_failures = 0; ///< requests answered 502
+  uint64_t upgrades = 0;          ///< 101 responses turned into tunnels
+  uint64_t switches_refused = 0;  ///< upgrades stripped, and 101s that answered none asked for
 };
 
 struct proxy_state;
@@ -92,9 +92,9 @@ public:
     sandbox_table* sandboxes = nullptr;
     resolver_pool* resolver = nullptr;
     address_filter filter;
-    std::shared_ptr<audit_sink> audit;             ///< required
+    std::shared_ptr<audit_sink> audit;              ///< required
     std::shared_ptr<credential_source> credentials; ///< may be null: no credentials
-    original_destination_fn original_destination;  ///< empty: socket_original_destination
+    original_destination_fn original_destination;   ///< empty: socket_original_destination
   };
 
   /// invalid_argument when upstream_ca_file cannot be loaded.

@@ -38,8 +38,7 @@ class credential_source {
 public:
   virtual ~credential_source() = default;
   using grants = std::vector<schema::credential_grant>;
-  virtual void fetch(const sandbox_view& sandbox,
-                     std::function<void(result<grants>)> done) = 0;
+  virtual void fetch(const sandbox_view& sandbox, std::function<void(result<grants>)> done) = 0;
 };
 
 /// Resolves a name to IPv4 addresses (host byte order). May block: the

@@ -19,8 +19,10 @@ bool iequals(std::string_view a, std::string_view b) {
 }
 
 std::string_view trim(std::string_view text) {
-  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\t'))
+    text.remove_prefix(1);
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\t'))
+    text.remove_suffix(1);
   return text;
 }
 
@@ -38,7 +40,8 @@ std::vector<std::string> tokens_of(const http::header<is_request>& message, http
       element = trim(element.substr(0, element.find(';')));
       if (!element.empty()) {
         std::string token{element};
-        for (auto& c : token) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        for (auto& c : token)
+          c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
         tokens.push_back(std::move(token));
       }
       rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
@@ -49,7 +52,8 @@ std::vector<std::string> tokens_of(const http::header<is_request>& message, http
 
 bool contains(const std::vector<std::string>& tokens, std::string_view token) {
   for (const auto& t : tokens)
-    if (t == token) return true;
+    if (t == token)
+      return true;
   return false;
 }
 
@@ -57,30 +61,35 @@ bool contains(const std::vector<std::string>& tokens, std::string_view token) {
 /// Connection names it would let the upstream read the rest of the stream
 /// as requests the proxy never judged.
 bool is_framing_or_routing(std::string_view name) {
-  return iequals(name, "host") || iequals(name, "content-length") || iequals(name, "transfer-encoding");
+  return iequals(name, "host") || iequals(name, "content-length")
+         || iequals(name, "transfer-encoding");
 }
 
 /// Fields by which a client claims, to a reverse proxy upstream, a host or
 /// path other than the request's own: a sandbox is not a proxy.
 constexpr std::array<std::string_view, 7> claimed_routing_fields = {
-    "Forwarded",  "X-Forwarded-Host", "X-Forwarded-Server", "X-Original-Host",
-    "X-Host",     "X-Original-URL",   "X-Rewrite-URL"};
+  "Forwarded", "X-Forwarded-Host", "X-Forwarded-Server", "X-Original-Host",
+  "X-Host",    "X-Original-URL",   "X-Rewrite-URL"};
 
-bool is_websocket_upgrade(const http::request_header<>& req, const std::vector<std::string>& connection) {
-  return req.method() == http::verb::get && contains(connection, "upgrade") &&
-         req.count(http::field::upgrade) == 1 && iequals(trim(sv(req[http::field::upgrade])), "websocket") &&
-         req.count(http::field::sec_websocket_key) == 1 &&
-         !trim(sv(req[http::field::sec_websocket_key])).empty() &&
-         req.count(http::field::sec_websocket_version) == 1;
+bool is_websocket_upgrade(const http::request_header<>& req,
+                          const std::vector<std::string>& connection) {
+  return req.method() == http::verb::get && contains(connection, "upgrade")
+         && req.count(http::field::upgrade) == 1
+         && iequals(trim(sv(req[http::field::upgrade])), "websocket")
+         && req.count(http::field::sec_websocket_key) == 1
+         && !trim(sv(req[http::field::sec_websocket_key])).empty()
+         && req.count(http::field::sec_websocket_version) == 1;
 }
 
 } // namespace
 
-std::optional<std::string> prepare_upstream_request(http::request_header<>& req, const std::string& host_field,
+std::optional<std::string> prepare_upstream_request(http::request_header<>& req,
+                                                    const std::string& host_field,
                                                     protocol_switch& asked) {
   asked = {};
   const auto connection = tokens_of(req, http::field::connection);
-  const bool keep_alive = req.version() >= 11 ? !contains(connection, "close") : contains(connection, "keep-alive");
+  const bool keep_alive =
+    req.version() >= 11 ? !contains(connection, "close") : contains(connection, "keep-alive");
   for (const auto& name : connection)
     if (is_framing_or_routing(name))
       return "Connection names " + name + ", which the request's framing or routing rests on";
@@ -90,38 +99,50 @@ std::optional<std::string> prepare_upstream_request(http::request_header<>& req,
     asked.websocket_key = std::string{trim(sv(req[http::field::sec_websocket_key]))};
   } else if (req.count(http::field::upgrade) > 0) {
     for (const auto& token : tokens_of(req, http::field::upgrade)) {
-      if (!asked.refused.empty()) asked.refused += ", ";
+      if (!asked.refused.empty())
+        asked.refused += ", ";
       asked.refused += token;
     }
-    if (asked.refused.empty()) asked.refused = "(empty)";
+    if (asked.refused.empty())
+      asked.refused = "(empty)";
   }
 
   for (const auto& name : connection)
-    if (!(asked.websocket && name == "upgrade")) req.erase(name);
+    if (!(asked.websocket && name == "upgrade"))
+      req.erase(name);
   req.erase(http::field::connection);
   req.erase(http::field::keep_alive);
   req.erase("Proxy-Connection");
   req.erase(http::field::proxy_authorization);
   req.erase("HTTP2-Settings");
-  if (!asked.websocket) req.erase(http::field::upgrade);
-  for (auto name : claimed_routing_fields) req.erase(boost::beast::string_view{name.data(), name.size()});
+  if (!asked.websocket)
+    req.erase(http::field::upgrade);
+  for (auto name : claimed_routing_fields)
+    req.erase(boost::beast::string_view{name.data(), name.size()});
 
   const bool te_trailers = contains(tokens_of(req, http::field::te), "trailers");
   req.erase(http::field::te);
-  if (te_trailers) req.set(http::field::te, "trailers");
+  if (te_trailers)
+    req.set(http::field::te, "trailers");
 
   req.set(http::field::host, host_field);
 
   std::string hop;
   auto add = [&hop](std::string_view token) {
-    if (!hop.empty()) hop += ", ";
+    if (!hop.empty())
+      hop += ", ";
     hop += token;
   };
-  if (asked.websocket) add("Upgrade");
-  if (te_trailers) add("TE");
-  if (!asked.websocket && !keep_alive) add("close");
-  if (!asked.websocket && keep_alive && req.version() == 10) add("keep-alive");
-  if (!hop.empty()) req.set(http::field::connection, hop);
+  if (asked.websocket)
+    add("Upgrade");
+  if (te_trailers)
+    add("TE");
+  if (!asked.websocket && !keep_alive)
+    add("close");
+  if (!asked.websocket && keep_alive && req.version() == 10)
+    add("keep-alive");
+  if (!hop.empty())
+    req.set(http::field::connection, hop);
   return std::nullopt;
 }
 
@@ -136,17 +157,21 @@ std::string websocket_accept(std::string_view key) {
 }
 
 bool answers_websocket(const http::response_header<>& res, const protocol_switch& asked) {
-  if (!asked.websocket || res.result_int() != 101) return false;
-  return res.count(http::field::upgrade) == 1 && iequals(trim(sv(res[http::field::upgrade])), "websocket") &&
-         contains(tokens_of(res, http::field::connection), "upgrade") &&
-         res.count(http::field::sec_websocket_accept) == 1 &&
-         trim(sv(res[http::field::sec_websocket_accept])) == websocket_accept(asked.websocket_key);
+  if (!asked.websocket || res.result_int() != 101)
+    return false;
+  return res.count(http::field::upgrade) == 1
+         && iequals(trim(sv(res[http::field::upgrade])), "websocket")
+         && contains(tokens_of(res, http::field::connection), "upgrade")
+         && res.count(http::field::sec_websocket_accept) == 1
+         && trim(sv(res[http::field::sec_websocket_accept]))
+              == websocket_accept(asked.websocket_key);
 }
 
 std::string switched_protocol(const http::response_header<>& res) {
   constexpr std::size_t protocol_max = 64;
   std::string_view upgrade = trim(sv(res[http::field::upgrade]));
-  if (upgrade.empty()) return "none";
+  if (upgrade.empty())
+    return "none";
   return std::string{upgrade.substr(0, protocol_max)};
 }
 

@@ -36,7 +36,8 @@ struct protocol_switch {
 /// A credential is injected after this, so an injected Proxy-Authorization
 /// stays. Returns the reason when the request must be refused instead (400):
 /// Connection naming a field the request's framing or routing rests on.
-std::optional<std::string> prepare_upstream_request(http::request_header<>& req, const std::string& host_field,
+std::optional<std::string> prepare_upstream_request(http::request_header<>& req,
+                                                    const std::string& host_field,
                                                     protocol_switch& asked);
 
 /// The Sec-WebSocket-Accept value that answers `key` (RFC 6455 section 4.2.2).

@@ -48,7 +48,8 @@ public:
   template <class Executor, class Function>
   void post(const Executor& executor, Function&& function) {
     std::lock_guard lock{mutex_};
-    if (open_) net::post(executor, std::forward<Function>(function));
+    if (open_)
+      net::post(executor, std::forward<Function>(function));
   }
   void close() {
     std::lock_guard lock{mutex_};
@@ -62,8 +63,8 @@ private:
 
 struct proxy_counters {
   std::atomic<uint64_t> connections{0}, unknown_peers{0}, active_connections{0}, denied{0},
-      allowed_requests{0}, tls_terminated{0}, passthrough{0}, credential_uses{0}, rate_limited{0},
-      upstream_failures{0}, upgrades{0}, switches_refused{0};
+    allowed_requests{0}, tls_terminated{0}, passthrough{0}, credential_uses{0}, rate_limited{0},
+    upstream_failures{0}, upgrades{0}, switches_refused{0};
 };
 
 /// Everything every connection reads; owned by egress_proxy via shared_ptr.
@@ -105,8 +106,8 @@ struct connection {
   /// Writes an egress/tunnel record: from here on the connection's bytes
   /// are relayed without being judged (WebSocket, TLS pass-through).
   void audit_tunnel(std::string reason, std::string target, std::string detail) const;
-  void record_audit(std::string_view kind, std::string_view decision, std::string reason, std::string target,
-                    std::string detail) const;
+  void record_audit(std::string_view kind, std::string_view decision, std::string reason,
+                    std::string target, std::string detail) const;
   /// "host:port" with the connection's original port.
   std::string target(std::string_view host) const;
 };
@@ -143,8 +144,8 @@ awaitable<result<std::vector<uint32_t>>> resolve_allowed(const connection& conn,
                                                          const std::string& host);
 
 /// Connects a TCP stream to the first reachable address at `port`.
-awaitable<result<tcp_stream>> connect_tcp(const connection& conn, const std::vector<uint32_t>& addresses,
-                                          uint16_t port);
+awaitable<result<tcp_stream>> connect_tcp(const connection& conn,
+                                          const std::vector<uint32_t>& addresses, uint16_t port);
 
 /// Copies bytes both ways until both directions end (or one fails, which
 /// closes both). `a_pending` goes to b first, `b_pending` to a.

@@ -30,10 +30,12 @@ class pump : public std::enable_shared_from_this<pump<From, To>> {
 public:
   pump(From& from, To& to, beast::flat_buffer& pending, milliseconds idle, std::size_t chunk,
        std::function<void()> done)
-      : from_(from), to_(to), pending_(pending), idle_(idle), bytes_(chunk), done_(std::move(done)) {}
+      : from_(from), to_(to), pending_(pending), idle_(idle), bytes_(chunk),
+        done_(std::move(done)) {}
 
   void start() {
-    if (pending_.size() == 0) return read();
+    if (pending_.size() == 0)
+      return read();
     beast::get_lowest_layer(to_).expires_after(idle_);
     net::async_write(to_, pending_.data(),
                      [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
@@ -46,12 +48,12 @@ private:
   void read() {
     beast::get_lowest_layer(from_).expires_after(idle_);
     from_.async_read_some(net::buffer(bytes_),
-                          [self = this->shared_from_this()](beast::error_code ec, std::size_t count) {
-                            self->on_read(ec, count);
-                          });
+                          [self = this->shared_from_this()](
+                            beast::error_code ec, std::size_t count) { self->on_read(ec, count); });
   }
   void on_read(beast::error_code ec, std::size_t count) {
-    if (ec) return finish(ec == net::error::eof || ec == net::ssl::error::stream_truncated);
+    if (ec)
+      return finish(ec == net::error::eof || ec == net::ssl::error::stream_truncated);
     beast::get_lowest_layer(to_).expires_after(idle_);
     net::async_write(to_, net::buffer(bytes_.data(), count),
                      [self = this->shared_from_this()](beast::error_code write_ec, std::size_t) {
@@ -59,7 +61,8 @@ private:
                      });
   }
   void on_write(beast::error_code ec) {
-    if (ec) return finish(false);
+    if (ec)
+      return finish(false);
     read();
   }
   void finish(bool clean) {
@@ -91,7 +94,8 @@ awaitable<void> tunnel(A& a, B& b, beast::flat_buffer& a_pending, beast::flat_bu
   // Both pumps complete on this strand; this frame outlives them because it
   // waits until both called back.
   auto finished = [&running, &both_done] {
-    if (--running == 0) both_done.cancel();
+    if (--running == 0)
+      both_done.cancel();
   };
   std::make_shared<tunnel_detail::pump<A, B>>(a, b, a_pending, idle, chunk, finished)->start();
   std::make_shared<tunnel_detail::pump<B, A>>(b, a, b_pending, idle, chunk, finished)->start();

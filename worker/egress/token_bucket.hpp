@@ -19,20 +19,23 @@ public:
 
   /// Takes one token if there is one. Not thread-safe: callers lock.
   bool try_take(clock::time_point now) {
-    if (per_minute_ == 0) return true;
+    if (per_minute_ == 0)
+      return true;
     if (now > last_) {
       double seconds = std::chrono::duration<double>(now - last_).count();
       tokens_ = std::min<double>(per_minute_, tokens_ + seconds * per_minute_ / 60.0);
       last_ = now;
     }
-    if (tokens_ < 1.0) return false;
+    if (tokens_ < 1.0)
+      return false;
     tokens_ -= 1.0;
     return true;
   }
 
   /// True when the bucket would be full at `now` (nothing to remember).
   bool is_full(clock::time_point now) const {
-    if (per_minute_ == 0) return true;
+    if (per_minute_ == 0)
+      return true;
     double seconds = now > last_ ? std::chrono::duration<double>(now - last_).count() : 0.0;
     return tokens_ + seconds * per_minute_ / 60.0 >= per_minute_;
   }

@@ -12,8 +12,8 @@
 #include <cstring>
 #include <thread>
 
-#include "worker/rootfs/fs_util.hpp"
 #include "worker/command/command.hpp"
+#include "worker/rootfs/fs_util.hpp"
 
 namespace airlock::worker {
 

@@ -8,8 +8,8 @@
 //
 // Every call is synchronous and may block on the disk or on a child process:
 // the worker calls the driver on a helper thread (a CAF blocking actor per
-// job), never from an event-based actor. Calls for different ids may run concurrently; calls for the same id
-// must be serialized by the caller.
+// job), never from an event-based actor. Calls for different ids may run concurrently; calls for
+// the same id must be serialized by the caller.
 
 #include <cstdint>
 #include <filesystem>

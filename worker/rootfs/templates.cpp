@@ -372,7 +372,7 @@ status probe_mirror(std::string_view mirror, std::string_view suite, uint32_t ti
 class build_mount {
 public:
   explicit build_mount(const std::filesystem::path& dir) : dir_(dir) {
-    struct statvfs fs{};
+    struct statvfs fs {};
     if (::statvfs(dir.c_str(), &fs) != 0 || (fs.f_flag & ST_NODEV) == 0)
       return;
     if (::mount(dir.c_str(), dir.c_str(), nullptr, MS_BIND, nullptr) != 0) {

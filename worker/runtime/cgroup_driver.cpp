@@ -10,9 +10,9 @@
 #include <cerrno>
 #include <sstream>
 
+#include "schema/unique_fd.hpp"
 #include "worker/runtime/cgroup_common.hpp"
 #include "worker/runtime/sys.hpp"
-#include "schema/unique_fd.hpp"
 
 namespace airlock::worker {
 

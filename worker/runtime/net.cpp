@@ -120,8 +120,8 @@ std::string egress_rules(const net_options& o) {
          + log_rule(o, "", "proto")
          + "    counter drop comment \"not TCP or DNS: other UDP (QUIC), ICMP\"\n"
            "  }\n"
-         "  chain dstnat {\n"
-         "    iifname @sandbox_ifs meta l4proto { tcp, udp } th dport 53 redirect to :"
+           "  chain dstnat {\n"
+           "    iifname @sandbox_ifs meta l4proto { tcp, udp } th dport 53 redirect to :"
          + dns
          + "\n"
            "    iifname @sandbox_ifs meta l4proto tcp redirect to :"
@@ -133,9 +133,7 @@ std::string egress_rules(const net_options& o) {
          + proxy + ", " + dns
          + " } accept\n"
            "    iifname @sandbox_ifs ct status dnat udp dport "
-         + dns
-         + " accept\n"
-         + log_rule(o, "iifname @sandbox_ifs", "host")
+         + dns + " accept\n" + log_rule(o, "iifname @sandbox_ifs", "host")
          + "    iifname @sandbox_ifs counter drop comment \"the host's own services\"\n"
            "  }\n";
 }
@@ -147,36 +145,36 @@ status ensure_firewall(const net_options& o) {
   // Declarations are "add if missing"; the flushes and rules rewrite the
   // chains in the same transaction, so a rerun never duplicates rules and
   // never drops the sets' elements.
-  std::string script = "table inet " + t
-                       + " {\n"
-                         "  set sandbox_ifs { type ifname; }\n"
-                         "  set sandbox_src { type ifname . ipv4_addr; }\n"
-                         "  chain prerouting { type filter hook prerouting priority raw; policy "
-                         "accept; }\n"
-                         "  chain dstnat { type nat hook prerouting priority dstnat; policy "
-                         "accept; }\n"
-                         "  chain input { type filter hook input priority filter; policy accept; }\n"
-                         "  chain forward { type filter hook forward priority filter; policy "
-                         "accept; }\n"
-                         "  chain egress { }\n"
-                         "}\n";
+  std::string script =
+    "table inet " + t
+    + " {\n"
+      "  set sandbox_ifs { type ifname; }\n"
+      "  set sandbox_src { type ifname . ipv4_addr; }\n"
+      "  chain prerouting { type filter hook prerouting priority raw; policy "
+      "accept; }\n"
+      "  chain dstnat { type nat hook prerouting priority dstnat; policy "
+      "accept; }\n"
+      "  chain input { type filter hook input priority filter; policy accept; }\n"
+      "  chain forward { type filter hook forward priority filter; policy "
+      "accept; }\n"
+      "  chain egress { }\n"
+      "}\n";
   for (const char* chain : {"prerouting", "dstnat", "input", "forward", "egress"})
     script += "flush chain inet " + t + " " + chain + "\n";
-  script += "table inet " + t
-            + " {\n"
-              "  chain prerouting {\n"
-              "    iifname @sandbox_ifs iifname . ip saddr @sandbox_src goto egress\n"
-            + log_rule(o, "iifname @sandbox_ifs meta protocol != arp", "spoof")
-            + "    iifname @sandbox_ifs counter drop comment \"spoofed source, IPv6 or other "
-              "protocol\"\n"
-              "  }\n"
-            + egress_rules(o)
-            + "  chain forward {\n"
-            + log_rule(o, "iifname @sandbox_ifs", "fwd")
-            + "    iifname @sandbox_ifs counter drop comment \"nothing is routed out of a sandbox\"\n"
-              "    oifname @sandbox_ifs counter drop comment \"nothing is routed into a sandbox\"\n"
-              "  }\n"
-              "}\n";
+  script +=
+    "table inet " + t
+    + " {\n"
+      "  chain prerouting {\n"
+      "    iifname @sandbox_ifs iifname . ip saddr @sandbox_src goto egress\n"
+    + log_rule(o, "iifname @sandbox_ifs meta protocol != arp", "spoof")
+    + "    iifname @sandbox_ifs counter drop comment \"spoofed source, IPv6 or other "
+      "protocol\"\n"
+      "  }\n"
+    + egress_rules(o) + "  chain forward {\n" + log_rule(o, "iifname @sandbox_ifs", "fwd")
+    + "    iifname @sandbox_ifs counter drop comment \"nothing is routed out of a sandbox\"\n"
+      "    oifname @sandbox_ifs counter drop comment \"nothing is routed into a sandbox\"\n"
+      "  }\n"
+      "}\n";
   auto run = tool_options(o, script);
   return run_checked("create nftables table inet " + t, {o.nft_path, "-f", "-"}, run);
 }

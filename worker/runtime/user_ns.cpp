@@ -7,8 +7,8 @@
 
 #include <cerrno>
 
-#include "worker/runtime/sys.hpp"
 #include "schema/unique_fd.hpp"
+#include "worker/runtime/sys.hpp"
 
 namespace airlock::worker {
 
