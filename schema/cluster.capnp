@@ -126,7 +126,8 @@ struct PlacementRequest {
   schemaVersion @0 :UInt16;
   sandboxId @1 :Text;
   templateName @2 :Text;
-  needs @3 :Common.Resources;
+  needs @3 :Common.Resources;     # limits
+  requests @4 :Common.Resources;  # reserved; a zero field takes the worker's default
 }
 
 struct RegistrationAck {
@@ -145,4 +146,8 @@ struct WorkerView {
   lastHeartbeatAtMs @4 :Int64;
   reserved @5 :Common.Resources;    # placed, not yet released nor in a heartbeat
   sandboxIds @6 :List(Text);        # as the worker last reported them
+  limited @7 :Common.Resources;     # sum of its sandboxes' limits, last reported
+  used @8 :Common.Resources;        # what they use, last reported
+  memoryPressure @9 :Bool;
+  pressureReason @10 :Text;
 }

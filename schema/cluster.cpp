@@ -310,6 +310,7 @@ std::string encode(const placement_request& x) {
     b.setSandboxId(x.sandbox_id);
     b.setTemplateName(x.template_name);
     detail::fill_resources(b.initNeeds(), x.needs);
+    detail::fill_resources(b.initRequests(), x.requests);
   });
 }
 
@@ -318,7 +319,8 @@ result<placement_request> decode_placement_request(std::string_view bytes) {
     bytes, cluster_schema_version, "placement request",
     [](cs::PlacementRequest::Reader b) -> result<placement_request> {
       return placement_request{detail::text(b.getSandboxId()), detail::text(b.getTemplateName()),
-                               detail::read_resources(b.getNeeds())};
+                               detail::read_resources(b.getNeeds()),
+                               detail::read_resources(b.getRequests())};
     });
 }
 
@@ -351,6 +353,10 @@ std::string encode(const worker_view& x) {
     b.setLastHeartbeatAtMs(x.last_heartbeat_at_ms);
     detail::fill_resources(b.initReserved(), x.reserved);
     detail::fill_texts(b.initSandboxIds(detail::count(x.sandbox_ids.size())), x.sandbox_ids);
+    detail::fill_resources(b.initLimited(), x.limited);
+    detail::fill_resources(b.initUsed(), x.used);
+    b.setMemoryPressure(x.memory_pressure);
+    b.setPressureReason(x.pressure_reason);
   });
 }
 
@@ -368,6 +374,10 @@ result<worker_view> decode_worker_view(std::string_view bytes) {
       x.last_heartbeat_at_ms = b.getLastHeartbeatAtMs();
       x.reserved = detail::read_resources(b.getReserved());
       x.sandbox_ids = detail::read_texts(b.getSandboxIds());
+      x.limited = detail::read_resources(b.getLimited());
+      x.used = detail::read_resources(b.getUsed());
+      x.memory_pressure = b.getMemoryPressure();
+      x.pressure_reason = detail::text(b.getPressureReason());
       return x;
     });
 }

@@ -162,7 +162,9 @@ struct file_result {
 struct placement_request {
   std::string sandbox_id;
   std::string template_name;
-  resources needs; ///< sandboxes = 1
+  resources needs; ///< the sandbox's limits; sandboxes = 1
+  /// What to reserve; a zero field takes the chosen worker's default request.
+  resources requests;
   bool operator==(const placement_request&) const = default;
 };
 
@@ -185,6 +187,10 @@ struct worker_view {
   int64_t last_heartbeat_at_ms = 0;
   resources reserved; ///< placed by the scheduler, not yet released nor in a heartbeat
   std::vector<std::string> sandbox_ids; ///< as the worker's last heartbeat reported them
+  resources limited; ///< sum of its sandboxes' limits, last reported
+  resources used;    ///< what its sandboxes use, last reported
+  bool memory_pressure = false;
+  std::string pressure_reason;
   bool operator==(const worker_view&) const = default;
 };
 

@@ -39,6 +39,10 @@ struct SandboxSpec {
   idleTimeoutS @6 :UInt32;
   egress @7 :EgressPolicy;
   fromCheckpoint @8 :Text;
+  # What placement reserves (the fields above are limits); 0: the worker's default.
+  cpuRequestMillis @9 :UInt32;
+  memoryRequestMb @10 :UInt32;
+  diskRequestMb @11 :UInt32;
 }
 
 struct SandboxRecord {

@@ -30,6 +30,9 @@ void fill_spec(cs::SandboxSpec::Builder b, const sandbox_spec& s) {
   b.setCpuMillis(s.cpu_millis);
   b.setMemoryMb(s.memory_mb);
   b.setDiskMb(s.disk_mb);
+  b.setCpuRequestMillis(s.cpu_request_millis);
+  b.setMemoryRequestMb(s.memory_request_mb);
+  b.setDiskRequestMb(s.disk_request_mb);
   detail::fill_pairs(b.initEnv(detail::count(s.env.size())), s.env);
   detail::fill_pairs(b.initMetadata(detail::count(s.metadata.size())), s.metadata);
   b.setIdleTimeoutS(s.idle_timeout_s);
@@ -47,6 +50,9 @@ result<sandbox_spec> read_spec(cs::SandboxSpec::Reader b) {
   s.cpu_millis = b.getCpuMillis();
   s.memory_mb = b.getMemoryMb();
   s.disk_mb = b.getDiskMb();
+  s.cpu_request_millis = b.getCpuRequestMillis();
+  s.memory_request_mb = b.getMemoryRequestMb();
+  s.disk_request_mb = b.getDiskRequestMb();
   s.env = detail::read_pairs<decltype(s.env)>(b.getEnv());
   s.metadata = detail::read_pairs<decltype(s.metadata)>(b.getMetadata());
   s.idle_timeout_s = b.getIdleTimeoutS();

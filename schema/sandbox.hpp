@@ -53,6 +53,11 @@ struct sandbox_spec {
   uint32_t idle_timeout_s = 21600;
   egress_policy egress;
   std::string from_checkpoint;
+  /// What placement reserves on a worker; the three above are the limits the
+  /// sandbox may use. 0: the placing worker's default request.
+  uint32_t cpu_request_millis = 0;
+  uint32_t memory_request_mb = 0;
+  uint32_t disk_request_mb = 0;
   bool operator==(const sandbox_spec&) const = default;
 };
 

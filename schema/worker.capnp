@@ -15,6 +15,8 @@ struct WorkerRegistration {
   version @7 :Text;
   startedAtMs @8 :Int64;
   egressCaPublicKey @9 :Text;  # PEM: the key its egress intermediate CA is issued for
+  defaultRequest @10 :Common.Resources;  # reserved for a sandbox that names no request
+  memoryLimitPercent @11 :UInt32;        # sum of memory limits allowed, % of capacity
 }
 
 struct WorkerHeartbeat {
@@ -25,4 +27,10 @@ struct WorkerHeartbeat {
   allocated @4 :Common.Resources;
   sandboxIds @5 :List(Text);  # what it actually runs, for reconciliation
   loadMilli @6 :UInt32;       # 1-minute load average x 1000
+  # allocated above is what its sandboxes requested; these are their limits and
+  # what they use now (cpu: millicores over the last interval).
+  limited @7 :Common.Resources;
+  used @8 :Common.Resources;
+  memoryPressure @9 :Bool;    # refusing placements until the host recovers
+  pressureReason @10 :Text;
 }

@@ -23,6 +23,8 @@ std::string encode(const worker_registration& r) {
     b.setVersion(r.version);
     b.setStartedAtMs(r.started_at_ms);
     b.setEgressCaPublicKey(r.egress_ca_public_key);
+    detail::fill_resources(b.initDefaultRequest(), r.default_request);
+    b.setMemoryLimitPercent(r.memory_limit_percent);
   });
 }
 
@@ -40,6 +42,8 @@ result<worker_registration> decode_worker_registration(std::string_view bytes) {
       r.version = detail::text(b.getVersion());
       r.started_at_ms = b.getStartedAtMs();
       r.egress_ca_public_key = detail::text(b.getEgressCaPublicKey());
+      r.default_request = detail::read_resources(b.getDefaultRequest());
+      r.memory_limit_percent = b.getMemoryLimitPercent();
       return r;
     });
 }
@@ -53,6 +57,10 @@ std::string encode(const worker_heartbeat& h) {
     detail::fill_resources(b.initAllocated(), h.allocated);
     detail::fill_texts(b.initSandboxIds(detail::count(h.sandbox_ids.size())), h.sandbox_ids);
     b.setLoadMilli(h.load_milli);
+    detail::fill_resources(b.initLimited(), h.limited);
+    detail::fill_resources(b.initUsed(), h.used);
+    b.setMemoryPressure(h.memory_pressure);
+    b.setPressureReason(h.pressure_reason);
   });
 }
 
@@ -67,6 +75,10 @@ result<worker_heartbeat> decode_worker_heartbeat(std::string_view bytes) {
       h.allocated = detail::read_resources(b.getAllocated());
       h.sandbox_ids = detail::read_texts(b.getSandboxIds());
       h.load_milli = b.getLoadMilli();
+      h.limited = detail::read_resources(b.getLimited());
+      h.used = detail::read_resources(b.getUsed());
+      h.memory_pressure = b.getMemoryPressure();
+      h.pressure_reason = detail::text(b.getPressureReason());
       return h;
     });
 }

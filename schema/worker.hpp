@@ -32,6 +32,11 @@ struct worker_registration {
   /// PEM public key of the worker's egress CA key; the control plane issues
   /// an intermediate certificate for it at registration. Empty: none wanted.
   std::string egress_ca_public_key;
+  /// Reserved for a sandbox whose spec names no request (`sandboxes` unused).
+  resources default_request;
+  /// How far the sum of its sandboxes' memory limits may exceed capacity, in
+  /// percent of capacity.memory_mb. 0: unbounded.
+  uint32_t memory_limit_percent = 0;
   bool operator==(const worker_registration&) const = default;
 };
 
@@ -39,9 +44,18 @@ struct worker_heartbeat {
   std::string worker_id;
   uint64_t sequence = 0;
   int64_t sent_at_ms = 0;
+  /// What its sandboxes requested (placement reserves this).
   resources allocated;
   std::vector<std::string> sandbox_ids;
   uint32_t load_milli = 0;
+  /// The sum of its sandboxes' limits.
+  resources limited;
+  /// What they use now: CPU in millicores over the last interval, memory and
+  /// disk in MiB, sandboxes running.
+  resources used;
+  /// Under memory pressure the worker refuses placements; the reason says what it saw.
+  bool memory_pressure = false;
+  std::string pressure_reason;
   bool operator==(const worker_heartbeat&) const = default;
 };
 
