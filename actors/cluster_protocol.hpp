@@ -202,6 +202,7 @@ using sc_creds_atom = caf::atom_constant<caf::atom("sccreds")>;
 using sc_audit_atom = caf::atom_constant<caf::atom("scaudit")>;
 using nd_egress_atom = caf::atom_constant<caf::atom("ndegress")>;
 using nd_metrics_atom = caf::atom_constant<caf::atom("ndmetrics")>;
+using nd_load_atom = caf::atom_constant<caf::atom("ndload")>;
 
 // The value messages are defined in schema/cluster.hpp (their Cap'n Proto
 // codecs live there); these names keep them part of this contract.
@@ -259,7 +260,11 @@ using node_actor = caf::typed_actor<
   /// counters) as Prometheus text, metric families that the control plane's
   /// own never use: `serve` appends them to its /metrics, a split-mode
   /// worker serves them on its data listener. Idempotent.
-  caf::replies_to<nd_metrics_atom>::with<std::string>>;
+  caf::replies_to<nd_metrics_atom>::with<std::string>,
+  /// The load fields of this worker's next heartbeat (worker_id, sequence
+  /// and sent_at_ms empty): requested, limited and used resources, memory
+  /// pressure, sandbox ids.
+  caf::replies_to<nd_load_atom>::with<schema::worker_heartbeat>>;
 
 using schema::placement_request;
 using schema::registration_ack;
@@ -272,11 +277,15 @@ struct placement {
   std::string worker_id;
   std::string data_url;
   node_actor node;
+  /// The request reserved there (defaults filled in); zero for a sandbox
+  /// placed before.
+  schema::resources reserved;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, placement& x) {
-  return f(caf::meta::type_name("placement"), x.worker_id, x.data_url, x.node);
+  return f(caf::meta::type_name("placement"), x.worker_id, x.data_url, x.node,
+           x.reserved.cpu_millis, x.reserved.memory_mb, x.reserved.disk_mb, x.reserved.sandboxes);
 }
 
 /// Internal to the scheduler: its periodic look for silent workers.

@@ -152,10 +152,12 @@ struct step_context : std::enable_shared_from_this<step_context> {
             });
   }
 
-  /// Records `reason` on the sandbox (state error) and fails the operation.
-  void fail_sandbox(sandbox_record record, const status& reason) {
+  /// Ends a create that failed: nothing of it is left on any worker, so its
+  /// record ends destroyed with the reason (refusals must not pile up as
+  /// records in error), and the operation fails with it.
+  void fail_create(sandbox_record record, const status& reason) {
     auto ctx = shared_from_this();
-    record.state = sandbox_state::error;
+    record.state = sandbox_state::destroyed;
     record.error_reason = schema::error_info{std::string(to_string(reason.code)), reason.message};
     save(std::move(record), [ctx, reason](sandbox_record) { ctx->deliver(fail_with(reason)); });
   }
@@ -185,14 +187,24 @@ void create_place(std::shared_ptr<step_context> ctx, sandbox_record record, uint
       fail_with(make_status(errc::wrong_state, "sandbox " + record.id + " is "
                                                  + std::string(schema::to_string(record.state)))));
   }
+  const auto& spec = record.spec;
   placement_request wanted{
-    record.id, record.spec.template_name,
-    schema::resources{record.spec.cpu_millis, record.spec.memory_mb, record.spec.disk_mb, 1}};
+    record.id, spec.template_name,
+    schema::resources{spec.cpu_millis, spec.memory_mb, spec.disk_mb, 1},
+    schema::resources{spec.cpu_request_millis, spec.memory_request_mb, spec.disk_request_mb, 1}};
   ctx->self->request(ctx->deps.scheduler, ctx->control_timeout(), sc_place_atom::value, wanted)
     .then(
       [ctx, record](placement& where) mutable {
         record.worker_id = where.worker_id;
         record.data_url = where.data_url;
+        // The record says what was reserved, defaults included.
+        auto& reserved = record.spec;
+        if (where.reserved.cpu_millis != 0)
+          reserved.cpu_request_millis = where.reserved.cpu_millis;
+        if (where.reserved.memory_mb != 0)
+          reserved.memory_request_mb = where.reserved.memory_mb;
+        if (where.reserved.disk_mb != 0)
+          reserved.disk_request_mb = where.reserved.disk_mb;
         ctx->save(std::move(record),
                   [ctx](sandbox_record) { ctx->deliver(step_outcome::advance()); });
       },
@@ -203,7 +215,7 @@ void create_place(std::shared_ptr<step_context> ctx, sandbox_record record, uint
         auto again = [ctx, record](uint32_t waited) { create_place(ctx, record, waited); };
         if (failure.code == errc::unavailable && ctx->poll_again(waited_ms, again))
           return;
-        ctx->fail_sandbox(std::move(record), failure);
+        ctx->fail_create(std::move(record), failure);
       });
 }
 
@@ -235,7 +247,7 @@ void create_on_worker(std::shared_ptr<step_context> ctx, sandbox_record record) 
             ->request(ctx->deps.scheduler, ctx->control_timeout(), sc_release_atom::value,
                       record.worker_id, record.id)
             .then([](bool) {}, [](caf::error&) {});
-          ctx->fail_sandbox(std::move(record), failure);
+          ctx->fail_create(std::move(record), failure);
         });
   });
 }

@@ -117,6 +117,37 @@ void add_control_settings_specs(std::vector<option_spec<O>>& specs) {
 }
 
 /// The egress gateway's options (serve, worker).
+/// A uint32_t field of sandbox_host_options as a flag.
+template <class O, uint32_t sandbox_host_options::*Field, uint32_t Min, uint32_t Max>
+option_spec<O> host_number(std::string_view name, std::string_view help) {
+  return {
+    name, "N", help,
+    [](O& o, std::string_view v) { return set_number<uint32_t>(o.sandboxes.*Field, v, Min, Max); },
+    [](const O& o) { return show_number(o.sandboxes.*Field); }};
+}
+
+template <class O>
+void add_capacity_specs(std::vector<option_spec<O>>& specs) {
+  using H = sandbox_host_options;
+  specs.push_back(host_number<O, &H::cpu_request_millis, 1, 64'000>(
+    "cpu-request-millis", "mCPU reserved for a sandbox that names no cpu_request_millis"));
+  specs.push_back(host_number<O, &H::memory_request_mb, 1, 262'144>(
+    "memory-request-mb", "MiB reserved for a sandbox that names no memory_request_mb"));
+  specs.push_back(host_number<O, &H::disk_request_mb, 0, 1'048'576>(
+    "disk-request-mb", "MiB of disk reserved for a sandbox that names no disk_request_mb"));
+  specs.push_back(host_number<O, &H::memory_limit_percent, 0, 1'000'000>(
+    "memory-limit-percent",
+    "the sum of sandboxes' memory limits may reach this % of capacity; 0: unbounded"));
+  specs.push_back(host_number<O, &H::sandboxes_memory_max_mb, 0, 16'777'216>(
+    "sandboxes-memory-max-mb",
+    "memory of all sandboxes together (their parent cgroup); 0: the host's capacity"));
+  specs.push_back(host_number<O, &H::pressure_available_mb_min, 0, 16'777'216>(
+    "pressure-available-mb-min",
+    "under memory pressure (creates refused) below this MemAvailable"));
+  specs.push_back(host_number<O, &H::pressure_full_avg10_percent, 1, 100>(
+    "pressure-full-avg10-percent", "under memory pressure at this PSI memory full avg10"));
+}
+
 template <class O>
 void add_egress_specs(std::vector<option_spec<O>>& specs) {
   specs.push_back({"egress", "BOOL", "run the egress gateway (false: nothing leaves a sandbox)",
@@ -191,6 +222,7 @@ void add_sandbox_host_specs(std::vector<option_spec<O>>& specs) {
                      return set_number<uint32_t>(o.sandboxes.sandboxes_max, v, 1, 100'000);
                    },
                    [](const O& o) { return show_number(o.sandboxes.sandboxes_max); }});
+  add_capacity_specs(specs);
   add_egress_specs(specs);
 }
 

@@ -63,8 +63,27 @@ struct sandbox_host_options {
   /// Size of the btrfs image created when the data directory is not on btrfs.
   /// Default: 16384.
   uint32_t image_size_mb = 16'384;
-  /// Sandboxes this host runs at once. Default: 256.
-  uint32_t sandboxes_max = 256;
+  /// Sandboxes this host runs at once (the runtime's own bound may be
+  /// lower: the address pool's blocks, uid ranges). Default: 1000.
+  uint32_t sandboxes_max = 1000;
+  /// What placement reserves for a sandbox that names no request; see
+  /// docs/capacity.md for why these fit an idle agent's sandbox. Defaults:
+  /// 2 mCPU, 16 MiB memory, 8 MiB disk.
+  uint32_t cpu_request_millis = 2;
+  uint32_t memory_request_mb = 16;
+  uint32_t disk_request_mb = 8;
+  /// The sum of the sandboxes' memory limits may reach this percent of the
+  /// host's capacity (overcommit); 0: unbounded. Default: 3200.
+  uint32_t memory_limit_percent = 3200;
+  /// Memory of all sandboxes together, enforced by their parent cgroup.
+  /// 0: the host's memory capacity (MemTotal less the host's reserve).
+  /// Default: 0.
+  uint32_t sandboxes_memory_max_mb = 0;
+  /// The host is under memory pressure (creates refused) when MemAvailable
+  /// falls below this. Default: 512.
+  uint32_t pressure_available_mb_min = 512;
+  /// ... or when PSI memory "full avg10" reaches this percent. Default: 10.
+  uint32_t pressure_full_avg10_percent = 10;
   /// Run the egress gateway; false: nothing leaves any sandbox. Default: true.
   bool egress = true;
   /// The gateway's proxy port (all sandbox TCP is redirected there); 0 takes

@@ -3,8 +3,10 @@
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 
@@ -17,6 +19,7 @@
 #include "worker/rootfs/rootfs_driver.hpp"
 #include "worker/rootfs/templates.hpp"
 #include "worker/runtime/namespace_runtime.hpp"
+#include "worker/runtime/sys.hpp"
 
 namespace airlock::airlockd {
 
@@ -59,7 +62,33 @@ worker::namespace_runtime_options runtime_options(const std::string& data_dir,
   runtime.slots_max = options.sandboxes_max;
   runtime.net.egress_proxy_port = proxy_port;
   runtime.net.egress_dns_port = dns_port;
+  runtime.sandboxes_memory_max_mb = options.sandboxes_memory_max_mb;
+  if (runtime.sandboxes_memory_max_mb == 0)
+    if (auto capacity = worker::probe_host_capacity(data_dir))
+      runtime.sandboxes_memory_max_mb = capacity->memory_mb;
   return runtime;
+}
+
+/// airlockd serves every sandbox on this host: an OOM kill must pick a
+/// sandbox's process first (the sandboxes' parent cgroup keeps them from
+/// pushing the host there at all).
+/// Each sandbox holds a few descriptors here (its guest channel, pidfd,
+/// wakeup); the usual soft limit of 1024 would stop a host at a few hundred.
+void raise_descriptor_limit(const actors::logger& log) {
+  struct rlimit limit {};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max)
+    return;
+  limit.rlim_cur = limit.rlim_max;
+  if (::setrlimit(RLIMIT_NOFILE, &limit) != 0)
+    log.warn("cannot raise the descriptor limit: a few hundred sandboxes will exhaust it",
+             {{"hard_limit", static_cast<uint64_t>(limit.rlim_max)}});
+}
+
+void protect_from_oom_killer(const actors::logger& log) {
+  constexpr std::string_view daemon_oom_score_adj = "-950";
+  if (auto written = worker::write_control_file("/proc/self/oom_score_adj", daemon_oom_score_adj);
+      !written)
+    log.warn("airlockd is not protected from the OOM killer", {{"error", written.message}});
 }
 
 /// The egress proxy's counters as families airlock_egress_* and
@@ -91,6 +120,11 @@ void report_egress_metrics(const worker::egress::egress_gateway& gateway,
                     static_cast<double>(stats.active_connections));
 }
 
+schema::resources default_request(const sandbox_host_options& options) {
+  return schema::resources{options.cpu_request_millis, options.memory_request_mb,
+                           options.disk_request_mb, 0};
+}
+
 } // namespace
 
 worker_host::~worker_host() { stop(); }
@@ -101,6 +135,8 @@ status worker_host::start(caf::actor_system& system, const std::string& data_dir
   data_dir_ = data_dir;
   store_ = &store;
   options_ = options;
+  protect_from_oom_killer(log_);
+  raise_descriptor_limit(log_);
   if (auto egress = start_egress(system, options); !egress)
     return egress;
   auto runtime_config = runtime_options(data_dir, options, egress_proxy_port(), egress_dns_port());
@@ -117,12 +153,17 @@ status worker_host::start(caf::actor_system& system, const std::string& data_dir
     return make_status(driver.code(),
                        "cannot open the root filesystems: " + driver.error().message);
   std::shared_ptr<worker::rootfs_driver> shared_rootfs(std::move(*driver));
+  sandbox_filesystem_ = shared_rootfs->templates_dir().string();
+  runtime_slots_ = (*runtime)->slots();
   worker::worker_context context;
   context.runtime = std::shared_ptr<worker::sandbox_runtime>(std::move(*runtime));
   context.rootfs = shared_rootfs;
   // The store belongs to the daemon and outlives the worker: no ownership.
   context.store = std::shared_ptr<storage::kv_store>(&store, [](storage::kv_store*) {});
-  context.options.sandboxes_max = options.sandboxes_max;
+  context.options.sandboxes_max = std::min(options.sandboxes_max, runtime_slots_);
+  context.options.default_request = default_request(options);
+  context.options.pressure.available_mb_min = options.pressure_available_mb_min;
+  context.options.pressure.full_avg10_percent_max = options.pressure_full_avg10_percent;
   context.egress = egress_;
   worker_ = worker::spawn_worker(system, std::move(context));
   caf::scoped_actor self{system};
@@ -274,16 +315,20 @@ result<schema::worker_registration> worker_host::registration(const std::string&
     if (auto saved = store_->put(storage::keyspace::meta, worker_id_key, id); !saved)
       return saved;
   }
-  auto capacity = worker::probe_host_capacity(data_dir_);
+  // Disk is what the sandboxes' filesystem (a btrfs image, perhaps) offers.
+  auto capacity =
+    worker::probe_host_capacity(sandbox_filesystem_.empty() ? data_dir_ : sandbox_filesystem_);
   if (!capacity)
     return capacity.error();
-  capacity->sandboxes = std::min(capacity->sandboxes, options_.sandboxes_max);
+  capacity->sandboxes = std::min({capacity->sandboxes, options_.sandboxes_max, runtime_slots_});
   schema::worker_registration registration;
   registration.id = id;
   registration.name = name;
   registration.data_url = data_url;
   registration.capacity = *capacity;
   registration.runtimes = {"namespace"};
+  registration.default_request = default_request(options_);
+  registration.memory_limit_percent = options_.memory_limit_percent;
   registration.version = std::string(version());
   registration.started_at_ms = system_wall_clock{}.now_ms();
   if (!egress_key_pem_.empty()) {

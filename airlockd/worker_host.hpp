@@ -79,6 +79,10 @@ private:
   std::shared_ptr<worker::egress_binding> egress_;
   std::unique_ptr<worker::egress::firewall_log> firewall_log_;
   uint16_t drop_log_group_ = 0; ///< 0: the firewall does not log its drops
+  /// What registration reports: the sandboxes' filesystem and the runtime's
+  /// real bound on sandboxes at once.
+  std::string sandbox_filesystem_;
+  uint32_t runtime_slots_ = 0;
   /// This worker's egress CA key: stays in memory, never in a file or a sandbox.
   std::string egress_key_pem_;
 };

@@ -185,6 +185,9 @@ json to_json(const schema::sandbox_record& record) {
               {"cpu_millis", spec.cpu_millis},
               {"memory_mb", spec.memory_mb},
               {"disk_mb", spec.disk_mb},
+              {"cpu_request_millis", spec.cpu_request_millis},
+              {"memory_request_mb", spec.memory_request_mb},
+              {"disk_request_mb", spec.disk_request_mb},
               {"idle_timeout_s", spec.idle_timeout_s},
               {"metadata", map_json(spec.metadata)},
               {"egress", egress},
@@ -228,6 +231,23 @@ result<json> parse_object(std::string_view body) {
   return value;
 }
 
+/// The requests (what placement reserves), each at most its limit; absent:
+/// 0, the worker's default (capped at the limit by the worker).
+status read_requests(const json& body, schema::sandbox_spec& spec, const spec_limits& limits) {
+  uint32_t disk_ceiling = spec.disk_mb != 0 ? spec.disk_mb : limits.disk_mb_max;
+  auto cpu = read_uint(body, "cpu_request_millis", 1, spec.cpu_millis);
+  auto memory = read_uint(body, "memory_request_mb", 1, spec.memory_mb);
+  auto disk = read_uint(body, "disk_request_mb", 0, disk_ceiling);
+  for (const auto* field : {&cpu, &memory, &disk})
+    if (!*field)
+      return make_status(field->code(),
+                         field->error().message + " (a request is at most its limit)");
+  spec.cpu_request_millis = static_cast<uint32_t>(cpu->value_or(0));
+  spec.memory_request_mb = static_cast<uint32_t>(memory->value_or(0));
+  spec.disk_request_mb = static_cast<uint32_t>(disk->value_or(0));
+  return status::ok();
+}
+
 result<schema::sandbox_spec> parse_sandbox_spec(const json& body, const spec_limits& limits) {
   schema::sandbox_spec spec;
   auto name = read_text(body, "template", limits);
@@ -236,7 +256,8 @@ result<schema::sandbox_spec> parse_sandbox_spec(const json& body, const spec_lim
   if (!*name || (*name)->empty())
     return bad("template is required, e.g. {\"template\": \"base\"}");
   spec.template_name = **name;
-  auto cpu = read_uint(body, "cpu_millis", 1, limits.cpu_millis_max);
+  // 10 mCPU is the smallest CPU quota the kernel takes (1 ms per 100 ms period).
+  auto cpu = read_uint(body, "cpu_millis", 10, limits.cpu_millis_max);
   auto memory = read_uint(body, "memory_mb", 16, limits.memory_mb_max);
   auto disk = read_uint(body, "disk_mb", 0, limits.disk_mb_max);
   auto idle = read_uint(body, "idle_timeout_s", 0, 30 * 24 * 3600);
@@ -247,6 +268,8 @@ result<schema::sandbox_spec> parse_sandbox_spec(const json& body, const spec_lim
   spec.memory_mb = static_cast<uint32_t>(memory->value_or(spec.memory_mb));
   spec.disk_mb = static_cast<uint32_t>(disk->value_or(spec.disk_mb));
   spec.idle_timeout_s = static_cast<uint32_t>(idle->value_or(spec.idle_timeout_s));
+  if (auto requests = read_requests(body, spec, limits); !requests)
+    return requests;
   auto env = read_map(body, "env", limits);
   auto metadata = read_map(body, "metadata", limits);
   if (!env)

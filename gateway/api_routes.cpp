@@ -187,6 +187,53 @@ void replay_or(api_ptr api, exchange_ptr ex, const caller& who, std::function<vo
     answer_error(ex), actors::rg_opkey_atom::value, who.tenant_id, key);
 }
 
+/// Stores the record, so that GET works the moment the client has an id and
+/// the procedure always finds it, then starts the create.
+void store_and_start_create(api_ptr api, exchange_ptr ex, caller who,
+                            schema::sandbox_record record) {
+  call_actor(
+    *api->deps.system, api->deps.registry, api->call_timeout(),
+    [api, ex, who](schema::sandbox_record& stored) {
+      start_operation(api, ex, who, actors::kind_sandbox_create, stored.id);
+    },
+    [api, ex, record](caf::error& error) {
+      // The placement made at admission would otherwise hold its capacity.
+      caf::anon_send(api->deps.scheduler, actors::sc_release_atom::value, record.worker_id,
+                     record.id);
+      answer_error(ex)(error);
+    },
+    actors::rg_create_atom::value, record);
+}
+
+/// Places the sandbox before anything is stored: when no worker has room the
+/// answer is 503 no_capacity at once, with what is free and when to retry,
+/// and nothing is left behind. A scheduler without ready workers (or slow to
+/// answer) leaves the placement to the create operation, which waits for one.
+void admit_then_create(api_ptr api, exchange_ptr ex, caller who, schema::sandbox_record record) {
+  const auto& spec = record.spec;
+  schema::placement_request wanted{
+    record.id, spec.template_name,
+    schema::resources{spec.cpu_millis, spec.memory_mb, spec.disk_mb, 1},
+    schema::resources{spec.cpu_request_millis, spec.memory_request_mb, spec.disk_request_mb, 1}};
+  auto shared = std::make_shared<schema::sandbox_record>(std::move(record));
+  call_actor(
+    *api->deps.system, api->deps.scheduler, api->call_timeout(),
+    [api, ex, who, shared](actors::placement& where) {
+      shared->worker_id = where.worker_id;
+      store_and_start_create(api, ex, who, std::move(*shared));
+    },
+    [api, ex, who, shared](caf::error& error) {
+      auto refused = to_status(error);
+      if (refused.code != errc::resource_exhausted)
+        return store_and_start_create(api, ex, who, std::move(*shared));
+      auto response = json_error(http::status::service_unavailable, "no_capacity", refused.message);
+      response.set(http::field::retry_after,
+                   std::to_string(api->deps.options.no_capacity_retry_after_s));
+      ex->respond(std::move(response));
+    },
+    actors::sc_place_atom::value, wanted);
+}
+
 void create_sandbox(api_ptr api, exchange_ptr ex, caller who) {
   auto body = parse_object(ex->request().body());
   if (!body)
@@ -208,14 +255,7 @@ void create_sandbox(api_ptr api, exchange_ptr ex, caller who) {
     record.spec = spec;
     record.created_at_ms = now;
     record.last_active_at_ms = now;
-    // The record first, so that GET works the moment the client has an id
-    // and the procedure always finds it.
-    call_actor(
-      *api->deps.system, api->deps.registry, api->call_timeout(),
-      [api, ex, who](schema::sandbox_record& stored) {
-        start_operation(api, ex, who, actors::kind_sandbox_create, stored.id);
-      },
-      answer_error(ex), actors::rg_create_atom::value, record);
+    admit_then_create(api, ex, who, std::move(record));
   });
 }
 
@@ -385,7 +425,16 @@ void list_workers(api_ptr api, exchange_ptr ex, caller who) {
                          {"data_url", worker.registration.data_url},
                          {"state", worker.state},
                          {"capacity", resources(worker.registration.capacity)},
+                         // allocated: the older name of requested.
                          {"allocated", resources(worker.allocated)},
+                         {"requested", resources(worker.allocated)},
+                         {"limited", resources(worker.limited)},
+                         {"used", resources(worker.used)},
+                         {"reserved", resources(worker.reserved)},
+                         {"memory_pressure", worker.memory_pressure},
+                         {"pressure_reason", worker.pressure_reason},
+                         {"default_request", resources(worker.registration.default_request)},
+                         {"memory_limit_percent", worker.registration.memory_limit_percent},
                          {"sandboxes", worker.allocated.sandboxes},
                          {"last_heartbeat_at", timestamp_json(worker.last_heartbeat_at_ms)}});
       ex->respond(json_response(http::status::ok, {{"items", items}, {"next_cursor", nullptr}}));

@@ -48,6 +48,9 @@ struct api_options {
   /// Egress of a sandbox whose create request names none, by template; a
   /// template not listed gets profile none. Default: empty.
   std::map<std::string, schema::egress_policy> template_egress;
+  /// Retry-After of a create refused for want of capacity, in seconds:
+  /// about how long sandboxes take to come and go. Default: 5.
+  uint32_t no_capacity_retry_after_s = 5;
 };
 
 /// What the control routes work with. Every pointee outlives the server.

@@ -124,6 +124,13 @@ struct child_stdio {
   }
   if (::dup2(stdio.in, 0) < 0 || ::dup2(stdio.out, 1) < 0 || ::dup2(stdio.err, 2) < 0)
     child_fail(status_fd, child_step::stdio);
+  // The host protects the agent from the OOM killer; what it runs must not
+  // inherit that, or an OOM kill would take the agent first. Raising one's
+  // own score needs no privilege; without /proc the program keeps the agent's.
+  if (int adj = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC); adj >= 0) {
+    [[maybe_unused]] auto n = ::write(adj, "0", 1);
+    ::close(adj);
+  }
   if (request.run_as.set_user) {
     gid_t gid = request.run_as.gid;
     if (::setgroups(1, &gid) < 0 || ::setgid(request.run_as.gid) < 0

@@ -22,11 +22,17 @@ std::string describe(const schema::resources& r) {
          + std::to_string(r.disk_mb) + " MiB disk";
 }
 
+uint32_t or_default(uint32_t value, uint32_t fallback) { return value != 0 ? value : fallback; }
+
+uint64_t memory_limit_bound(const worker_view& w) {
+  return uint64_t{w.capacity.memory_mb} * w.memory_limit_percent / 100;
+}
+
 /// The most of each resource that any one schedulable worker has free.
 schema::resources most_free(const std::vector<worker_view>& workers) {
   schema::resources best;
   for (const auto& w : workers) {
-    if (!w.schedulable)
+    if (!w.schedulable || w.memory_pressure)
       continue;
     const auto& c = w.capacity;
     const auto& a = w.allocated;
@@ -38,12 +44,53 @@ schema::resources most_free(const std::vector<worker_view>& workers) {
   return best;
 }
 
+/// Why nothing fits, for the refusal: what was asked and what exists.
+std::string refusal(const std::vector<worker_view>& workers, const placement_request& request) {
+  std::string message = "no worker has room for a sandbox requesting " + describe(request.requests)
+                        + " (0: the worker's default) with limits of " + describe(request.need);
+  if (workers.empty())
+    return message + "; no worker is registered: start one with airlockd worker";
+  size_t pressured = 0;
+  size_t over_limit_bound = 0;
+  for (const auto& w : workers) {
+    if (!w.schedulable)
+      continue;
+    if (w.memory_pressure)
+      ++pressured;
+    else if (w.memory_limit_percent != 0
+             && uint64_t{w.limited.memory_mb} + request.need.memory_mb > memory_limit_bound(w))
+      ++over_limit_bound;
+  }
+  auto best = most_free(workers);
+  message += "; the most any worker has free is " + describe(best) + " and "
+             + std::to_string(best.sandboxes) + " sandbox slots";
+  if (pressured != 0)
+    message += "; " + std::to_string(pressured) + " worker(s) under memory pressure";
+  if (over_limit_bound != 0)
+    message += "; " + std::to_string(over_limit_bound)
+               + " worker(s) at their bound on the sum of memory limits (ask for a lower "
+                 "memory_mb)";
+  return message + ": retry later, free capacity or add a worker";
+}
+
 } // namespace
 
-bool fits(const worker_view& worker, const schema::resources& need) {
+schema::resources effective_request(const worker_view& worker, const schema::resources& requests) {
+  const auto& d = worker.default_request;
+  return schema::resources{or_default(requests.cpu_millis, d.cpu_millis),
+                           or_default(requests.memory_mb, d.memory_mb),
+                           or_default(requests.disk_mb, d.disk_mb), 1};
+}
+
+bool fits(const worker_view& worker, const placement_request& request) {
   const auto& c = worker.capacity;
   const auto& a = worker.allocated;
-  return worker.schedulable && free_of(c.cpu_millis, a.cpu_millis) >= need.cpu_millis
+  auto need = effective_request(worker, request.requests);
+  bool within_limit_bound =
+    worker.memory_limit_percent == 0
+    || uint64_t{worker.limited.memory_mb} + request.need.memory_mb <= memory_limit_bound(worker);
+  return worker.schedulable && !worker.memory_pressure && within_limit_bound
+         && free_of(c.cpu_millis, a.cpu_millis) >= need.cpu_millis
          && free_of(c.memory_mb, a.memory_mb) >= need.memory_mb
          && free_of(c.disk_mb, a.disk_mb) >= need.disk_mb && free_of(c.sandboxes, a.sandboxes) >= 1;
 }
@@ -52,7 +99,7 @@ double score(const worker_view& worker, const placement_request& request,
              const placement_options& options) {
   const auto& c = worker.capacity;
   const auto& a = worker.allocated;
-  const auto& n = request.need;
+  auto n = effective_request(worker, request.requests);
   double scarcest = std::min({share_left(c.cpu_millis, a.cpu_millis, n.cpu_millis),
                               share_left(c.memory_mb, a.memory_mb, n.memory_mb),
                               share_left(c.disk_mb, a.disk_mb, n.disk_mb),
@@ -66,19 +113,10 @@ result<std::string> place(const std::vector<worker_view>& workers, const placeme
                           const placement_options& options, entropy_source& entropy) {
   std::vector<const worker_view*> candidates;
   for (const auto& worker : workers)
-    if (fits(worker, request.need))
+    if (fits(worker, request))
       candidates.push_back(&worker);
-  if (candidates.empty()) {
-    std::string message = "no worker has room for " + describe(request.need);
-    if (workers.empty()) {
-      message += "; no worker is registered: start one with airlockd worker";
-    } else {
-      auto best = most_free(workers);
-      message += "; the most any worker has free is " + describe(best) + " and "
-                 + std::to_string(best.sandboxes) + " sandbox slots: free capacity or add a worker";
-    }
-    return make_status(errc::resource_exhausted, std::move(message));
-  }
+  if (candidates.empty())
+    return make_status(errc::resource_exhausted, refusal(workers, request));
   // Partial Fisher-Yates: the first K entries become a uniform sample.
   auto k =
     options.sample_k == 0 ? candidates.size() : std::min(options.sample_k, candidates.size());

@@ -16,13 +16,24 @@ namespace airlock::scheduler {
 struct worker_view {
   std::string id;
   schema::resources capacity;
+  /// What its sandboxes requested, placed ones included: placement fits
+  /// requests into capacity.
   schema::resources allocated;
+  /// The sum of its sandboxes' limits, bounded by memory_limit_percent.
+  schema::resources limited;
+  /// Reserved for a request field left at 0.
+  schema::resources default_request;
+  /// The sum of memory limits may reach this percent of capacity; 0: unbounded.
+  uint32_t memory_limit_percent = 0;
   bool schedulable = true;            ///< false when cordoned, draining or lost
+  bool memory_pressure = false;       ///< the worker refuses placements until it recovers
   std::vector<std::string> templates; ///< templates it has cached locally
 };
 
 struct placement_request {
-  schema::resources need; ///< `sandboxes` is ignored: each placement is one sandbox
+  schema::resources need; ///< limits; `sandboxes` is ignored: each placement is one sandbox
+  /// What to reserve; a zero field takes the worker's default request.
+  schema::resources requests;
   std::string template_name;
 };
 
@@ -35,8 +46,14 @@ struct placement_options {
   double template_locality_bonus = 0.25;
 };
 
-/// True when `worker` has room for `need` plus one more sandbox.
-bool fits(const worker_view& worker, const schema::resources& need);
+/// The request reserved on `worker`: `requests`, each zero field taken from
+/// the worker's default request.
+schema::resources effective_request(const worker_view& worker, const schema::resources& requests);
+
+/// True when `worker` is schedulable, not under memory pressure, has room
+/// for the request plus one more sandbox, and stays within its memory-limit
+/// bound with `request.need` added.
+bool fits(const worker_view& worker, const placement_request& request);
 
 /// Free share of the scarcest resource after placing `need`, plus the
 /// locality bonus; higher is better.

@@ -4,6 +4,7 @@
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <set>
@@ -22,18 +23,28 @@ using actors::registration_ack;
 using actors::scheduler_actor;
 using clock_point = caf::actor_clock::time_point;
 
+/// What a placed sandbox holds on its worker until a heartbeat reports it.
+struct reservation {
+  schema::resources requested;
+  schema::resources limits;
+};
+
 /// One worker as the scheduler knows it.
 struct worker_entry {
   schema::worker_registration registration;
   node_actor node;
   bool lost = false;
-  bool node_down = false;        ///< lost because its node actor went down
-  schema::resources allocated;   ///< as its last heartbeat said
+  bool node_down = false;      ///< lost because its node actor went down
+  schema::resources allocated; ///< requested, as its last heartbeat said
+  schema::resources limited;   ///< limits, as its last heartbeat said
+  schema::resources used;      ///< in use, as its last heartbeat said
+  bool memory_pressure = false;
+  std::string pressure_reason;
   std::set<std::string> running; ///< sandbox ids of its last heartbeat
   uint64_t last_sequence = 0;
   int64_t last_heartbeat_at_ms = 0;
   clock_point last_beat;
-  std::map<std::string, schema::resources> reservations; ///< by sandbox id
+  std::map<std::string, reservation> reservations; ///< by sandbox id
 };
 
 struct scheduler_state {
@@ -55,11 +66,14 @@ void add(schema::resources& sum, const schema::resources& r) {
 }
 
 /// Reservations the worker's heartbeats do not cover yet.
-schema::resources pending_reservations(const worker_entry& w) {
-  schema::resources sum;
-  for (const auto& [sandbox_id, needs] : w.reservations)
-    if (!w.running.count(sandbox_id))
-      add(sum, needs);
+reservation pending_reservations(const worker_entry& w) {
+  reservation sum;
+  for (const auto& [sandbox_id, held] : w.reservations) {
+    if (w.running.count(sandbox_id))
+      continue;
+    add(sum.requested, held.requested);
+    add(sum.limits, held.limits);
+  }
   return sum;
 }
 
@@ -69,13 +83,17 @@ actors::worker_view view_of(const worker_entry& w) {
   view.state = w.lost ? "lost" : "ready";
   view.allocated = w.allocated;
   view.last_heartbeat_at_ms = w.last_heartbeat_at_ms;
-  view.reserved = pending_reservations(w);
+  view.reserved = pending_reservations(w).requested;
   view.sandbox_ids.assign(w.running.begin(), w.running.end());
+  view.limited = w.limited;
+  view.used = w.used;
+  view.memory_pressure = w.memory_pressure;
+  view.pressure_reason = w.pressure_reason;
   return view;
 }
 
 placement placement_of(const worker_entry& w) {
-  return placement{w.registration.id, w.registration.data_url, w.node};
+  return placement{w.registration.id, w.registration.data_url, w.node, {}};
 }
 
 std::optional<caf::error> validate(const scheduler_state& st, const schema::worker_registration& r,
@@ -158,8 +176,17 @@ caf::result<bool> on_beat(self_ptr self, schema::worker_heartbeat& beat) {
     return true;
   w.last_sequence = beat.sequence;
   w.allocated = beat.allocated;
+  w.limited = beat.limited;
+  w.used = beat.used;
+  w.memory_pressure = beat.memory_pressure;
+  w.pressure_reason = std::move(beat.pressure_reason);
   w.running = std::set<std::string>(std::make_move_iterator(beat.sandbox_ids.begin()),
                                     std::make_move_iterator(beat.sandbox_ids.end()));
+  // After a control-plane restart the heartbeats say where sandboxes run:
+  // their placements are known again (so a release or a repeated place
+  // finds them), and the beat's figures already count them.
+  for (const auto& sandbox_id : w.running)
+    st.placed.emplace(sandbox_id, beat.worker_id);
   w.last_heartbeat_at_ms = st.deps.clock->now_ms();
   w.last_beat = self->clock().now();
   // Silent but connected: a beat brings it back.
@@ -176,9 +203,15 @@ std::vector<worker_view> fleet_for_placement(const scheduler_state& st) {
     worker_view v;
     v.id = id;
     v.capacity = w.registration.capacity;
+    auto pending = pending_reservations(w);
     v.allocated = w.allocated;
-    add(v.allocated, pending_reservations(w));
+    add(v.allocated, pending.requested);
+    v.limited = w.limited;
+    add(v.limited, pending.limits);
+    v.default_request = w.registration.default_request;
+    v.memory_limit_percent = w.registration.memory_limit_percent;
     v.schedulable = !w.lost;
+    v.memory_pressure = w.memory_pressure;
     fleet.push_back(std::move(v));
   }
   return fleet;
@@ -198,7 +231,10 @@ caf::result<placement> already_placed(const scheduler_state& st, const std::stri
     return make_error(errc::unavailable, "sandbox " + sandbox_id + " is placed on worker "
                                            + worker_id
                                            + ", which is lost; release it to place it again");
-  return placement_of(w);
+  auto where = placement_of(w);
+  if (auto held = w.reservations.find(sandbox_id); held != w.reservations.end())
+    where.reserved = held->second.requested;
+  return where;
 }
 
 caf::result<placement> on_place(self_ptr self, actors::placement_request& request) {
@@ -216,16 +252,21 @@ caf::result<placement> on_place(self_ptr self, actors::placement_request& reques
     return make_error(errc::resource_exhausted, "the scheduler holds "
                                                   + std::to_string(st.options.reservations_max)
                                                   + " placed sandboxes; release some first");
-  placement_request wanted{request.needs, request.template_name};
-  auto chosen = place(fleet_for_placement(st), wanted, st.options.placement, *st.deps.entropy);
+  placement_request wanted{request.needs, request.requests, request.template_name};
+  auto fleet = fleet_for_placement(st);
+  auto chosen = place(fleet, wanted, st.options.placement, *st.deps.entropy);
   if (!chosen)
     return make_error(chosen.error());
   auto& w = st.workers.at(*chosen);
-  auto needs = request.needs;
-  needs.sandboxes = 1;
-  w.reservations[request.sandbox_id] = needs;
+  const auto& chosen_view = *std::find_if(fleet.begin(), fleet.end(),
+                                          [&](const worker_view& v) { return v.id == *chosen; });
+  reservation held{effective_request(chosen_view, request.requests), request.needs};
+  held.limits.sandboxes = 1;
+  w.reservations[request.sandbox_id] = held;
   st.placed.emplace(request.sandbox_id, *chosen);
-  return placement_of(w);
+  auto where = placement_of(w);
+  where.reserved = held.requested;
+  return where;
 }
 
 bool on_release(self_ptr self, const std::string& worker_id, const std::string& sandbox_id) {

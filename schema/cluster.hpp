@@ -187,8 +187,8 @@ struct worker_view {
   int64_t last_heartbeat_at_ms = 0;
   resources reserved; ///< placed by the scheduler, not yet released nor in a heartbeat
   std::vector<std::string> sandbox_ids; ///< as the worker's last heartbeat reported them
-  resources limited; ///< sum of its sandboxes' limits, last reported
-  resources used;    ///< what its sandboxes use, last reported
+  resources limited;                    ///< sum of its sandboxes' limits, last reported
+  resources used;                       ///< what its sandboxes use, last reported
   bool memory_pressure = false;
   std::string pressure_reason;
   bool operator==(const worker_view&) const = default;

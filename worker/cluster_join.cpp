@@ -156,14 +156,8 @@ void on_beat_failed(self_ptr self, const caf::error& error) {
     reconnect_later(self);
 }
 
-void on_beat_timer(self_ptr self, uint64_t session) {
+void send_beat(self_ptr self, uint64_t session) {
   auto& st = self->state;
-  if (session != st.session || !st.joined)
-    return;
-  schedule_beat(self);
-  if (st.beat_in_flight)
-    return;
-  st.beat_in_flight = true;
   self
     ->request(st.scheduler, milliseconds(st.options.request_timeout_ms),
               actors::sc_beat_atom::value, next_beat(st))
@@ -179,6 +173,34 @@ void on_beat_timer(self_ptr self, uint64_t session) {
           return;
         self->state.beat_in_flight = false;
         on_beat_failed(self, error);
+      });
+}
+
+/// Each beat carries the node's load as of now; a node that does not answer
+/// in time leaves the previous figures in the beat rather than delaying it.
+void on_beat_timer(self_ptr self, uint64_t session) {
+  auto& st = self->state;
+  if (session != st.session || !st.joined)
+    return;
+  schedule_beat(self);
+  if (st.beat_in_flight)
+    return;
+  st.beat_in_flight = true;
+  if (!st.deps.node)
+    return send_beat(self, session);
+  self
+    ->request(st.deps.node, milliseconds(st.options.request_timeout_ms),
+              actors::nd_load_atom::value)
+    .then(
+      [self, session](schema::worker_heartbeat& load) {
+        if (session != self->state.session)
+          return;
+        self->state.load = std::move(load);
+        send_beat(self, session);
+      },
+      [self, session](caf::error&) {
+        if (session == self->state.session)
+          send_beat(self, session);
       });
 }
 

@@ -4,6 +4,7 @@
 // be tested on fixed text.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -25,6 +26,40 @@ struct capacity_options {
 
 /// MemTotal from /proc/meminfo text, in MiB; invalid_argument when absent.
 result<uint64_t> parse_meminfo_total_mb(std::string_view meminfo);
+
+/// MemAvailable from /proc/meminfo text, in MiB; invalid_argument when absent.
+result<uint64_t> parse_meminfo_available_mb(std::string_view meminfo);
+
+/// The "full" line's avg10 from /proc/pressure/memory text, in percent: the
+/// share of the last 10 s in which every runnable task waited for memory.
+result<double> parse_memory_pressure_full_avg10(std::string_view psi);
+
+/// When the host counts as under memory pressure.
+struct pressure_options {
+  /// PSI "full avg10" at or above this percent: the host is thrashing (a
+  /// sandbox thrashing against its own limit stalls only itself, so it
+  /// raises "some" but rarely "full"). Default: 10.
+  double full_avg10_percent_max = 10.0;
+  /// MemAvailable below this: reclaim is about to start stalling everyone,
+  /// the signal used where PSI is absent. Default: 512.
+  uint64_t available_mb_min = 512;
+};
+
+/// What the host's memory looks like now.
+struct memory_pressure {
+  bool under = false;
+  std::string reason; ///< what crossed which threshold; empty when not under
+  uint64_t available_mb = 0;
+};
+
+/// Judges readings against `options`; `full_avg10` absent when PSI is not
+/// available. Pure.
+memory_pressure judge_memory_pressure(std::optional<double> full_avg10, uint64_t available_mb,
+                                      const pressure_options& options);
+
+/// Reads /proc/pressure/memory (when present) and /proc/meminfo. io_error
+/// when /proc/meminfo cannot be read.
+result<memory_pressure> probe_memory_pressure(const pressure_options& options);
 
 /// Probes this host: online CPUs, MemTotal, free space under `data_dir`,
 /// minus the reserves. Fails with io_error when /proc or `data_dir` is

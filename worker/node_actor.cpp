@@ -471,6 +471,14 @@ node_impl_actor::behavior_type node_body(self_ptr self, node_context context) {
     [self](actors::nd_egress_atom, const schema::sandbox_record& record)
       -> caf::result<node_sandbox> { return handle_egress(self, record); },
     [self](actors::nd_metrics_atom) { return render_worker_metrics(self); },
+    [self](actors::nd_load_atom) -> caf::result<schema::worker_heartbeat> {
+      auto promise = self->make_response_promise<schema::worker_heartbeat>();
+      self->request(self->state.context.worker, std::chrono::seconds(10), wk_load_atom::value)
+        .then(
+          [promise](schema::worker_heartbeat& load) mutable { promise.deliver(std::move(load)); },
+          [promise](caf::error& error) mutable { promise.deliver(std::move(error)); });
+      return promise;
+    },
     [self](nd_built_atom, const template_outcome& done) { on_built(self, done); },
   };
 }

@@ -28,7 +28,10 @@ create_sandbox_request to_create_request(const schema::sandbox_record& record) {
   req.template_name = record.spec.template_name;
   req.limits.cpu_millis = record.spec.cpu_millis;
   req.limits.memory_mb = record.spec.memory_mb;
+  req.limits.cpu_request_millis = record.spec.cpu_request_millis;
   req.disk_mb = record.spec.disk_mb;
+  req.memory_request_mb = record.spec.memory_request_mb;
+  req.disk_request_mb = record.spec.disk_request_mb;
   req.egress.tenant_id = record.tenant_id;
   req.egress.template_name = record.spec.template_name;
   req.egress.policy = record.spec.egress;

@@ -16,6 +16,7 @@
 #include <set>
 
 #include "actors/errors.hpp"
+#include "worker/worker_load.hpp"
 
 namespace airlock::worker {
 
@@ -44,6 +45,7 @@ struct pending_create {
 struct worker_state {
   static inline const char* name = "worker";
   worker_context context;
+  load_sample last_load; ///< the CPU reading the next load's rate starts from
   std::map<std::string, tracked_sandbox> sandboxes;
   std::map<uint64_t, pending_create> creates;
   std::map<uint64_t, caf::typed_response_promise<recover_report>> recovers;
@@ -149,16 +151,22 @@ void forget(self_ptr self, const std::string& id) {
   (void)self->state.context.store->write(batch);
 }
 
-caf::result<sandbox_actor> handle_create(self_ptr self, const create_sandbox_request& req) {
+caf::result<sandbox_actor> handle_create(self_ptr self, const create_sandbox_request& request) {
   auto& st = self->state;
-  if (st.sandboxes.count(req.id) != 0)
-    return make_error(errc::already_exists, "sandbox " + req.id + " exists on this worker");
+  if (st.sandboxes.count(request.id) != 0)
+    return make_error(errc::already_exists, "sandbox " + request.id + " exists on this worker");
   if (st.sandboxes.size() >= st.context.options.sandboxes_max) {
     return make_error(errc::resource_exhausted,
                       "this worker runs its maximum of "
                         + std::to_string(st.context.options.sandboxes_max)
                         + " sandboxes; destroy one or use another worker");
   }
+  if (auto pressure = probe_memory_pressure(st.context.options.pressure);
+      pressure && pressure->under)
+    return make_error(errc::resource_exhausted,
+                      "this host is under memory pressure (" + pressure->reason
+                        + "); it takes no sandbox until it recovers: retry later or elsewhere");
+  auto req = with_default_requests(request, st.context.options.default_request);
   tracked_sandbox entry;
   entry.record.id = req.id;
   entry.record.state = schema::sandbox_state::creating;
@@ -166,6 +174,9 @@ caf::result<sandbox_actor> handle_create(self_ptr self, const create_sandbox_req
   entry.record.spec.cpu_millis = req.limits.cpu_millis;
   entry.record.spec.memory_mb = req.limits.memory_mb;
   entry.record.spec.disk_mb = static_cast<uint32_t>(req.disk_mb);
+  entry.record.spec.cpu_request_millis = req.limits.cpu_request_millis;
+  entry.record.spec.memory_request_mb = req.memory_request_mb;
+  entry.record.spec.disk_request_mb = req.disk_request_mb;
   entry.record.worker_id = st.context.options.worker_id;
   // Recorded before anything exists, so a crash mid-create is cleaned up by recover.
   if (auto saved = persist(self, entry.record); !saved)
@@ -363,6 +374,13 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_context context) {
         return;
       it->second.deliver(std::move(report));
       self->state.recovers.erase(it);
+    },
+    [self](wk_load_atom) {
+      std::vector<const schema::sandbox_record*> records;
+      records.reserve(self->state.sandboxes.size());
+      for (const auto& [id, entry] : self->state.sandboxes)
+        records.push_back(&entry.record);
+      return measure_load(self->state.context, records, self->state.last_load);
     },
     [self](wk_created_atom, uint64_t token, const status& outcome) {
       on_created(self, token, outcome);

@@ -25,6 +25,7 @@
 #include "schema/sandbox.hpp"
 #include "storage/kv_store.hpp"
 #include "worker/egress_binding.hpp"
+#include "worker/host_capacity.hpp"
 #include "worker/rootfs/rootfs_driver.hpp"
 #include "worker/runtime/sandbox_runtime.hpp"
 #include "worker/sandbox_actor.hpp"
@@ -38,6 +39,7 @@ using wk_resume_atom = caf::atom_constant<caf::atom("wkresume")>;
 using wk_destroy_atom = caf::atom_constant<caf::atom("wkdestroy")>;
 using wk_list_atom = caf::atom_constant<caf::atom("wklist")>;
 using wk_recover_atom = caf::atom_constant<caf::atom("wkrecover")>;
+using wk_load_atom = caf::atom_constant<caf::atom("wkload")>;
 // Internal to the worker actor.
 using wk_created_atom = caf::atom_constant<caf::atom("wkcreated")>;
 using wk_recovered_atom = caf::atom_constant<caf::atom("wkrecovd")>;
@@ -56,6 +58,13 @@ struct worker_options {
   size_t sandboxes_max = 256;
   /// Options of every sandbox actor. Default: see sandbox_actor_options.
   sandbox_actor_options sandbox;
+  /// What a sandbox that names no request reserves (each field capped at the
+  /// sandbox's limit; `sandboxes` unused). Default: see host_options.hpp's
+  /// reasoning in docs/capacity.md; 0 here leaves requests unset.
+  schema::resources default_request;
+  /// When this host counts as under memory pressure: creates are refused and
+  /// heartbeats say so. Default: see pressure_options.
+  pressure_options pressure;
   /// The guest's argv inside the sandbox. Default: /sbin/airlock-guest --fd 3.
   std::vector<std::string> guest_argv = {"/sbin/airlock-guest", "--fd", "3"};
 };
@@ -75,8 +84,10 @@ struct worker_context {
 struct create_sandbox_request {
   std::string id;                        ///< [a-z0-9_-], 1..63
   std::string template_name = "minimal"; ///< must be built already
-  sandbox_limits limits;
-  uint64_t disk_mb = 0; ///< 0: no disk limit
+  sandbox_limits limits;                 ///< limits.cpu_request_millis 0: the default request
+  uint64_t disk_mb = 0;                  ///< 0: no disk limit
+  uint32_t memory_request_mb = 0;        ///< 0: the worker's default request
+  uint32_t disk_request_mb = 0;          ///< 0: the worker's default request
   bool network = true;
   /// Tenant, template and policy for the egress gateway (id and address are
   /// filled in by the worker).
@@ -112,12 +123,13 @@ namespace airlock::worker {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sandbox_limits& x) {
-  return f(caf::meta::type_name("sandbox_limits"), x.memory_mb, x.cpu_millis, x.pids_max);
+  return f(caf::meta::type_name("sandbox_limits"), x.memory_mb, x.cpu_millis, x.pids_max,
+           x.cpu_request_millis);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, create_sandbox_request& x) {
   return f(caf::meta::type_name("create_sandbox_request"), x.id, x.template_name, x.limits,
-           x.disk_mb, x.network, x.egress);
+           x.disk_mb, x.memory_request_mb, x.disk_request_mb, x.network, x.egress);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sandbox_entry& x) {
@@ -151,6 +163,10 @@ using worker_actor = caf::typed_actor<
   /// before the first create; wrong_state once this worker runs sandboxes.
   /// Idempotent.
   caf::replies_to<wk_recover_atom>::with<recover_report>,
+  /// What the next heartbeat reports: requested and limited sums over its
+  /// sandboxes, what they use (one read of their parent cgroup), the host's
+  /// memory pressure, the sandbox ids. Cheap; no sandbox is visited.
+  caf::replies_to<wk_load_atom>::with<schema::worker_heartbeat>,
   /// Internal: a create finished off the actor (token, outcome). On success
   /// the sandbox's parts wait in the worker's state under the token: a
   /// message carries no descriptor.

@@ -86,6 +86,7 @@ node_actor spawn_fake_node(caf::actor_system& system, std::shared_ptr<node_scrip
         return make_error(errc::unimplemented);
       },
       [](actors::nd_metrics_atom) { return std::string{}; },
+      [](actors::nd_load_atom) { return schema::worker_heartbeat{}; },
     };
   });
 }
@@ -137,6 +138,9 @@ protected:
     record.tenant_id = "t";
     record.spec.template_name = "minimal";
     record.spec.memory_mb = memory_mb;
+    // Requests as large as the limits: these tests reserve whole sandboxes.
+    record.spec.memory_request_mb = memory_mb;
+    record.spec.cpu_request_millis = record.spec.cpu_millis;
     self_->request(registry_, seconds(5), rg_create_atom::value, record)
       .receive([](schema::sandbox_record&) {},
                [](caf::error& error) { FAIL() << to_status(error).message; });
@@ -209,12 +213,12 @@ TEST_F(lifecycle, create_places_and_runs_the_sandbox_then_delete_destroys_it) {
   EXPECT_EQ(workers()[0].reserved.memory_mb, 0u) << "the reservation is released";
 }
 
-TEST_F(lifecycle, create_without_any_worker_fails_and_marks_the_sandbox_error) {
+TEST_F(lifecycle, create_without_any_worker_fails_and_ends_the_sandbox_destroyed_with_why) {
   add_sandbox("sb_b");
   auto created = run(kind_sandbox_create, "sb_b");
   EXPECT_EQ(created.state, schema::operation_state::failed);
   auto record = sandbox("sb_b");
-  EXPECT_EQ(record.state, schema::sandbox_state::error);
+  EXPECT_EQ(record.state, schema::sandbox_state::destroyed) << "nothing of it exists anywhere";
   ASSERT_TRUE(record.error_reason.has_value());
   EXPECT_EQ(record.error_reason->code, "unavailable");
 }
@@ -226,7 +230,7 @@ TEST_F(lifecycle, create_larger_than_any_worker_fails_with_resource_exhausted) {
   EXPECT_EQ(created.state, schema::operation_state::failed);
   ASSERT_TRUE(created.error.has_value());
   EXPECT_EQ(created.error->code, "resource_exhausted");
-  EXPECT_EQ(sandbox("sb_c").state, schema::sandbox_state::error);
+  EXPECT_EQ(sandbox("sb_c").state, schema::sandbox_state::destroyed);
 }
 
 TEST_F(lifecycle, a_worker_refusing_the_create_frees_the_reservation) {
@@ -236,7 +240,8 @@ TEST_F(lifecycle, a_worker_refusing_the_create_frees_the_reservation) {
   auto created = run(kind_sandbox_create, "sb_d");
   EXPECT_EQ(created.state, schema::operation_state::failed);
   EXPECT_EQ(created.error->code, "not_found");
-  EXPECT_EQ(sandbox("sb_d").state, schema::sandbox_state::error);
+  EXPECT_EQ(sandbox("sb_d").state, schema::sandbox_state::destroyed);
+  EXPECT_EQ(sandbox("sb_d").error_reason->code, "not_found");
   EXPECT_EQ(workers()[0].reserved.memory_mb, 0u);
 }
 

@@ -388,7 +388,7 @@ TEST_F(cluster_e2e, a_killed_worker_is_lost_and_a_create_then_fails_instead_of_h
   ASSERT_EQ(done["state"], "failed") << done.dump();
   EXPECT_EQ(done["error"]["code"], "unavailable") << done.dump();
   EXPECT_FALSE(done["error"]["message"].get<std::string>().empty());
-  EXPECT_EQ(sandbox(sandbox_id)["state"], "error");
+  EXPECT_EQ(sandbox(sandbox_id)["state"], "destroyed") << "a create that failed leaves nothing";
 
   // The same worker comes back (and cleans up what the killed one left).
   start_worker();

@@ -2,10 +2,12 @@
 // while the host and another sandbox keep working.
 
 #include <poll.h>
+#include <unistd.h>
 
 #include <fstream>
 
 #include "sandbox_fixture.hpp"
+#include "worker/runtime/cgroup_driver.hpp"
 #include "worker/runtime/sys.hpp"
 
 namespace airlock::worker::testing {
@@ -40,14 +42,68 @@ uint64_t pids_limit_hits(const sandbox_handle& h) {
 }
 
 TEST_F(limits, are_written_into_the_cgroups) {
-  auto box = start_sandbox(unique_id("lim-files"), {64, 250, 32});
+  auto box = start_sandbox(unique_id("lim-files"), {64, 250, 32, 100});
   ASSERT_NE(box.runtime, nullptr);
+  EXPECT_EQ(first_line("/proc/" + std::to_string(box.handle.init_pid) + "/oom_score_adj"), "-900")
+    << "the init (the guest agent in production) is protected from the OOM killer";
   if (runtime_->cgroup_driver_name() != "v1")
     GTEST_SKIP() << "checks the v1 file names";
   EXPECT_EQ(first_line(cgroup_dir(box.handle, "memory") + "/memory.limit_in_bytes"),
             std::to_string(64 << 20));
-  EXPECT_EQ(first_line(cgroup_dir(box.handle, "cpu") + "/cpu.cfs_quota_us"), "25000");
+  EXPECT_EQ(first_line(cgroup_dir(box.handle, "cpu") + "/cpu.cfs_quota_us"), "25000")
+    << "the quota follows the limit";
+  EXPECT_EQ(first_line(cgroup_dir(box.handle, "cpu") + "/cpu.shares"), "102")
+    << "the share follows the request: 100 mCPU of 1024 per core";
   EXPECT_EQ(first_line(cgroup_dir(box.handle, "pids") + "/pids.max"), "32");
+}
+
+TEST_F(limits, the_smallest_cpu_limit_gets_the_kernels_smallest_quota) {
+  auto box = start_sandbox(unique_id("lim-tiny"), {64, 1, 32, 1});
+  ASSERT_NE(box.runtime, nullptr) << "1 mCPU is below the kernel's 1 ms quota; it is raised";
+  if (runtime_->cgroup_driver_name() != "v1")
+    GTEST_SKIP() << "checks the v1 file names";
+  EXPECT_EQ(first_line(cgroup_dir(box.handle, "cpu") + "/cpu.cfs_quota_us"), "1000");
+  EXPECT_EQ(first_line(cgroup_dir(box.handle, "cpu") + "/cpu.shares"), "2");
+}
+
+TEST_F(limits, a_hog_at_the_cap_on_all_sandboxes_dies_while_its_neighbour_and_the_host_live) {
+  // A runtime whose sandboxes may use 160 MiB together, under a parent of
+  // its own so that other tests' sandboxes never share the cap.
+  auto options = test_options(state_->path() + "/capped");
+  options.cgroups.parent = "airlock-test-capped";
+  options.sandboxes_memory_max_mb = 160;
+  runtime_.reset();
+  auto capped = namespace_runtime::open(options);
+  ASSERT_TRUE(capped) << capped.error().message;
+  runtime_ = std::move(*capped);
+  {
+    // Each limit alone would allow what the two together may not.
+    auto neighbour = start_sandbox(unique_id("cap-calm"), {128, 500, 64});
+    auto hog = start_sandbox(unique_id("cap-hog"), {512, 500, 64});
+    ASSERT_NE(neighbour.runtime, nullptr);
+    ASSERT_NE(hog.runtime, nullptr);
+    auto held = neighbour.shell.run(
+      "(x=$(head -c 40000000 /dev/zero | tr '\\0' a); sleep 600) >/dev/null 2>&1 & echo $!");
+    ASSERT_EQ(held.exit_code, 0) << held.output;
+    auto holder = held.output.substr(0, held.output.find('\n'));
+    auto ate =
+      hog.shell.run("x=$(head -c 300000000 /dev/zero | tr '\\0' a); echo survived ${#x}", 60000);
+    EXPECT_EQ(ate.output.find("survived"), std::string::npos) << ate.output;
+    EXPECT_EQ(ate.exit_code, 128 + 9) << "the hog dies by SIGKILL";
+    auto all = runtime_->stats_all();
+    ASSERT_TRUE(all) << all.error().message;
+    EXPECT_GE(all->oom_kills, 1U) << "the cap on all sandboxes acted, not the hog's own limit";
+    EXPECT_LE(all->memory_bytes, uint64_t{160} << 20);
+    EXPECT_EQ(neighbour.shell.run("kill -0 " + holder + " && echo alive").output, "alive\n")
+      << "the neighbour's process holding 40 MB lives on";
+    EXPECT_EQ(hog.shell.run("echo alive").output, "alive\n") << "the hog's init survives";
+    EXPECT_EQ(host_run({"/bin/true"}), 0);
+  }
+  runtime_.reset();
+  if (auto mounts = read_file("/proc/self/mountinfo", 16 << 20))
+    for (const auto& [controller, root] : parse_cgroup_mounts(*mounts).v1_paths)
+      ::rmdir((root + "/airlock-test-capped").c_str());
+  ::rmdir("/sys/fs/cgroup/airlock-test-capped");
 }
 
 TEST_F(limits, a_fork_bomb_hits_pids_max_while_the_host_and_other_sandboxes_work) {

@@ -59,6 +59,22 @@ TEST(cgroup_mounts, a_pure_v2_host_has_no_v1_controllers) {
   EXPECT_EQ(make_cgroup_v1_driver(mounts, "airlock").code(), errc::unavailable);
 }
 
+TEST(cpu_share, follows_the_request_as_kubernetes_maps_it) {
+  EXPECT_EQ(cpu_shares_for(1000), 1024u) << "a core's request is the default share";
+  EXPECT_EQ(cpu_shares_for(250), 256u);
+  EXPECT_EQ(cpu_shares_for(1), 2u) << "never below the kernel's minimum";
+  EXPECT_EQ(cpu_weight_for(1000), 39u) << "v2: 1024 shares is weight 39";
+  EXPECT_EQ(cpu_weight_for(1), 1u);
+  EXPECT_EQ(cpu_weight_for(1'000'000), 10'000u) << "capped at the largest weight";
+  EXPECT_LT(cpu_weight_for(100), cpu_weight_for(2000));
+}
+
+TEST(cpu_quota, follows_the_limit_and_never_goes_below_the_kernels_minimum) {
+  EXPECT_EQ(cpu_quota_us(250, 100'000), 25'000u);
+  EXPECT_EQ(cpu_quota_us(2000, 100'000), 200'000u) << "two cores";
+  EXPECT_EQ(cpu_quota_us(1, 100'000), cpu_quota_min_us);
+}
+
 TEST(sandbox_ids, allow_only_short_lowercase_path_safe_names) {
   EXPECT_TRUE(valid_sandbox_id("sb-1_a"));
   EXPECT_FALSE(valid_sandbox_id(""));

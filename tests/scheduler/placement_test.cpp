@@ -15,7 +15,11 @@ worker_view worker(std::string id, uint32_t cpu_free, uint32_t mem_free) {
   return w;
 }
 
-placement_request small() { return {{500, 512, 1024, 0}, "base"}; }
+/// Requests as large as the limits: the placements below reserve all of them.
+placement_request small() { return {{500, 512, 1024, 0}, {500, 512, 1024, 0}, "base"}; }
+
+/// An idle agent's sandbox: limits of a core and 512 MiB, a small request.
+placement_request idle_agent() { return {{1000, 512, 2048, 1}, {10, 16, 8, 1}, "base"}; }
 
 TEST(placement, rejects_a_spec_when_no_worker_has_capacity) {
   seeded_entropy entropy{1};
@@ -71,6 +75,67 @@ TEST(placement, best_of_two_sampling_spreads_load_yet_favours_free_workers) {
   EXPECT_EQ(picks["wk_full"], 0) << "the fullest worker loses every pair it is sampled in";
   EXPECT_GT(picks["wk_empty"], picks["wk_half"]);
   EXPECT_GT(picks["wk_half"], 0);
+}
+
+TEST(placement, reserves_requests_so_limits_may_add_up_beyond_capacity) {
+  seeded_entropy entropy{6};
+  auto host = worker("wk_host", 2000, 8192);
+  host.allocated = {};
+  int placed = 0;
+  for (; placed < 1000; ++placed) {
+    auto chosen = place({host}, idle_agent(), {}, entropy);
+    if (!chosen)
+      break;
+    auto need = effective_request(host, idle_agent().requests);
+    host.allocated.cpu_millis += need.cpu_millis;
+    host.allocated.memory_mb += need.memory_mb;
+    host.allocated.sandboxes += 1;
+    host.limited.memory_mb += idle_agent().need.memory_mb;
+  }
+  // 2000 mCPU / 10 mCPU requested = 200, though each may use a whole core.
+  EXPECT_EQ(placed, 100) << "the 100-sandbox slot bound of the test worker comes first";
+  EXPECT_EQ(host.allocated.cpu_millis, 1000u);
+  EXPECT_GT(host.limited.memory_mb, host.capacity.memory_mb);
+}
+
+TEST(placement, a_request_left_at_zero_takes_the_workers_default) {
+  auto host = worker("wk_host", 4000, 8192);
+  host.default_request = {5, 32, 4, 0};
+  auto need = effective_request(host, {0, 64, 0, 0});
+  EXPECT_EQ(need.cpu_millis, 5u);
+  EXPECT_EQ(need.memory_mb, 64u) << "a named request wins over the default";
+  EXPECT_EQ(need.disk_mb, 4u);
+  host.allocated = {4000 - 4, 0, 0, 0};
+  seeded_entropy entropy{7};
+  auto chosen = place({host}, {{1000, 512, 0, 1}, {}, "base"}, {}, entropy);
+  ASSERT_FALSE(chosen) << "the default 5 mCPU does not fit in the 4 left";
+}
+
+TEST(placement, the_sum_of_memory_limits_stays_within_the_workers_bound) {
+  seeded_entropy entropy{8};
+  auto host = worker("wk_host", 4000, 8192);
+  host.memory_limit_percent = 200; // limits may reach 16384 MiB
+  host.limited.memory_mb = 16'000;
+  auto chosen = place({host}, idle_agent(), {}, entropy);
+  ASSERT_FALSE(chosen);
+  EXPECT_EQ(chosen.code(), errc::resource_exhausted);
+  EXPECT_NE(chosen.error().message.find("bound on the sum of memory limits"), std::string::npos)
+    << chosen.error().message;
+  host.limited.memory_mb = 15'000;
+  EXPECT_EQ(*place({host}, idle_agent(), {}, entropy), "wk_host");
+}
+
+TEST(placement, a_worker_under_memory_pressure_takes_nothing_and_the_refusal_says_why) {
+  seeded_entropy entropy{9};
+  auto pressed = worker("wk_pressed", 4000, 8192);
+  pressed.memory_pressure = true;
+  auto chosen = place({pressed}, idle_agent(), {}, entropy);
+  ASSERT_FALSE(chosen);
+  EXPECT_NE(chosen.error().message.find("1 worker(s) under memory pressure"), std::string::npos)
+    << chosen.error().message;
+  std::vector<worker_view> fleet{pressed, worker("wk_calm", 500, 600)};
+  for (int i = 0; i < 20; ++i)
+    EXPECT_EQ(*place(fleet, idle_agent(), {}, entropy), "wk_calm");
 }
 
 } // namespace

@@ -36,7 +36,10 @@ schema::worker_registration registration(std::string id, uint32_t cpu_millis = 1
 }
 
 placement_request ask_for(std::string sandbox_id, uint32_t cpu_millis, uint32_t memory_mb = 100) {
-  return placement_request{std::move(sandbox_id), "base", {cpu_millis, memory_mb, 100, 1}};
+  return placement_request{std::move(sandbox_id),
+                           "base",
+                           {cpu_millis, memory_mb, 100, 1},
+                           {cpu_millis, memory_mb, 100, 1}};
 }
 
 class scheduler_test : public ::testing::Test {
@@ -222,6 +225,63 @@ TEST_F(scheduler_test, a_sandbox_in_a_heartbeat_counts_once_not_as_reservation_a
   auto fits = place(ask_for("sb_2", 400));
   ASSERT_TRUE(fits) << system.render(fits.error());
   EXPECT_FALSE(place(ask_for("sb_3", 100))) << "1000 mCPU are all taken";
+}
+
+TEST_F(scheduler_test, heartbeats_rebuild_what_runs_where_after_a_control_plane_restart) {
+  // A fresh scheduler (the control plane restarted): the worker registers
+  // again and its first beat reports what it runs and what that requested.
+  ASSERT_TRUE(join("wk_a"));
+  schema::worker_heartbeat h;
+  h.worker_id = "wk_a";
+  h.sequence = 1;
+  h.allocated = {900, 300, 100, 3};
+  h.limited = {3000, 1536, 6144, 3};
+  h.used = {12, 5, 40, 3};
+  h.sandbox_ids = {"sb_1", "sb_2", "sb_3"};
+  ASSERT_TRUE(ask<bool>(sc_beat_atom::value, h));
+  auto view = workers()[0];
+  EXPECT_EQ(view.limited, h.limited);
+  EXPECT_EQ(view.used, h.used);
+  EXPECT_FALSE(place(ask_for("sb_4", 200))) << "the 900 mCPU the sandboxes requested are counted";
+  auto again = place(ask_for("sb_2", 100));
+  ASSERT_TRUE(again) << "a sandbox the worker runs is known as placed there";
+  EXPECT_EQ(again->worker_id, "wk_a");
+  EXPECT_EQ(workers()[0].reserved, schema::resources{}) << "and reserves nothing twice";
+}
+
+TEST_F(scheduler_test, a_worker_under_memory_pressure_gets_nothing_until_it_recovers) {
+  ASSERT_TRUE(join("wk_a"));
+  schema::worker_heartbeat h;
+  h.worker_id = "wk_a";
+  h.sequence = 1;
+  h.memory_pressure = true;
+  h.pressure_reason = "MemAvailable is 100 MiB (minimum 512 MiB)";
+  ASSERT_TRUE(ask<bool>(sc_beat_atom::value, h));
+  EXPECT_TRUE(workers()[0].memory_pressure);
+  EXPECT_EQ(workers()[0].pressure_reason, h.pressure_reason);
+  auto refused = place(ask_for("sb_1", 100));
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(code_of(refused.error()), errc::resource_exhausted);
+  EXPECT_NE(to_status(refused.error()).message.find("memory pressure"), std::string::npos);
+  h.sequence = 2;
+  h.memory_pressure = false;
+  h.pressure_reason.clear();
+  ASSERT_TRUE(ask<bool>(sc_beat_atom::value, h));
+  EXPECT_TRUE(place(ask_for("sb_1", 100)));
+}
+
+TEST_F(scheduler_test, a_placement_says_what_it_reserved_with_the_workers_defaults_filled_in) {
+  auto r = registration("wk_a");
+  r.default_request = {7, 32, 4, 0};
+  ASSERT_TRUE(ask<registration_ack>(sc_register_atom::value, r, new_node()));
+  auto request = ask_for("sb_1", 500, 256);
+  request.requests = {0, 64, 0, 1};
+  auto placed = place(request);
+  ASSERT_TRUE(placed);
+  EXPECT_EQ(placed->reserved.cpu_millis, 7u);
+  EXPECT_EQ(placed->reserved.memory_mb, 64u);
+  EXPECT_EQ(placed->reserved.disk_mb, 4u);
+  EXPECT_EQ(workers()[0].reserved.cpu_millis, 7u) << "the request, not the 500 mCPU limit";
 }
 
 TEST_F(scheduler_test, a_heartbeat_from_an_unknown_worker_is_not_found) {

@@ -2,6 +2,8 @@
 
 #include <caf/typed_event_based_actor.hpp>
 
+#include "actors/errors.hpp"
+
 namespace airlock::testing {
 
 void stub_node_script::record_create(schema::sandbox_record record) {
@@ -95,6 +97,10 @@ node_actor::behavior_type stub_node(node_actor::pointer, std::shared_ptr<stub_no
       return node_sandbox{id, sandbox_state::running};
     },
     [](actors::nd_metrics_atom) { return std::string{"stub_node_figure 1\n"}; },
+    // No load of its own: a join keeps the figures its test gave it (cj_load).
+    [](actors::nd_load_atom) -> caf::result<schema::worker_heartbeat> {
+      return make_error(errc::unavailable, "the stub node reports no load");
+    },
   };
 }
 

@@ -60,12 +60,18 @@ worker_view sample_worker_view() {
                     {"namespace"},
                     "0.1.0",
                     17,
-                    ""};
+                    "",
+                    {2, 16, 8, 0},
+                    3200};
   x.state = "lost";
   x.allocated = {1000, 2048, 4096, 2};
   x.last_heartbeat_at_ms = 1700000000999;
   x.reserved = {500, 512, 1024, 1};
   x.sandbox_ids = {"sb_1", "sb_2"};
+  x.limited = {2000, 1024, 4096, 2};
+  x.used = {37, 3, 900, 2};
+  x.memory_pressure = true;
+  x.pressure_reason = "MemAvailable is 100 MiB (minimum 512 MiB)";
   return x;
 }
 
@@ -93,7 +99,7 @@ TEST(cluster_codec, round_trips_every_node_and_data_plane_message) {
 }
 
 TEST(cluster_codec, round_trips_every_scheduler_message) {
-  expect_round_trip(placement_request{"sb_9", "base", {250, 256, 512, 1}},
+  expect_round_trip(placement_request{"sb_9", "base", {250, 256, 512, 1}, {10, 16, 8, 1}},
                     decode_placement_request);
   expect_round_trip(registration_ack{"wk_1", std::string(32, '\x01') + std::string(1, '\0'), 750,
                                      "-----BEGIN CERTIFICATE-----\n..."},

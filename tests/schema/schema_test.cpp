@@ -123,6 +123,9 @@ TEST(sandbox_codec, round_trips_spec_and_state) {
   r.state = sandbox_state::paused;
   r.spec.template_name = "base";
   r.spec.cpu_millis = 500;
+  r.spec.cpu_request_millis = 5;
+  r.spec.memory_request_mb = 16;
+  r.spec.disk_request_mb = 8;
   r.spec.env = {{"A", "1"}, {"B", "two"}};
   r.spec.metadata = {{"owner", "ci"}};
   r.spec.egress.profile = egress_profile::allowlist;
@@ -151,11 +154,22 @@ TEST(worker_codec, round_trips_registration_and_heartbeat) {
                           {"namespace", "microvm"},
                           "0.1.0",
                           123,
-                          "-----BEGIN PUBLIC KEY-----\n..."};
+                          "-----BEGIN PUBLIC KEY-----\n...",
+                          resources{2, 16, 8, 0},
+                          3200};
   auto decoded = decode_worker_registration(encode(reg));
   ASSERT_TRUE(decoded);
   EXPECT_EQ(*decoded, reg);
-  worker_heartbeat beat{"wk_1", 7, 456, resources{500, 1024, 2048, 3}, {"sb_1", "sb_2"}, 1500};
+  worker_heartbeat beat{"wk_1",
+                        7,
+                        456,
+                        resources{500, 1024, 2048, 3},
+                        {"sb_1", "sb_2"},
+                        1500,
+                        resources{2000, 1024, 4096, 3},
+                        resources{40, 3, 700, 3},
+                        true,
+                        "memory pressure full avg10 is 12%"};
   auto beat_decoded = decode_worker_heartbeat(encode(beat));
   ASSERT_TRUE(beat_decoded);
   EXPECT_EQ(*beat_decoded, beat);

@@ -16,6 +16,20 @@
 
 namespace airlock::worker {
 
+uint64_t cpu_quota_us(uint32_t cpu_millis, uint32_t period_us) noexcept {
+  return std::max<uint64_t>(cpu_quota_min_us, uint64_t{cpu_millis} * period_us / 1000);
+}
+
+uint64_t cpu_shares_for(uint32_t request_millis) noexcept {
+  return std::max<uint64_t>(2, uint64_t{request_millis} * 1024 / 1000);
+}
+
+uint64_t cpu_weight_for(uint32_t request_millis) noexcept {
+  constexpr uint64_t shares_max = 262'144;
+  auto shares = std::min(cpu_shares_for(request_millis), shares_max);
+  return 1 + (shares - 2) * 9999 / (shares_max - 2);
+}
+
 bool valid_sandbox_id(std::string_view id) noexcept {
   if (id.empty() || id.size() > 63)
     return false;

@@ -25,7 +25,26 @@ struct cgroup_limits {
   uint32_t pids_max = 0;
   /// CFS period the CPU quota is expressed in. Default: 100000.
   uint32_t cpu_period_us = 100000;
+  /// The CPU the sandbox requested, in thousandths of a core: its share of a
+  /// contended CPU (v1 cpu.shares, v2 cpu.weight) follows it, so a busy
+  /// sandbox cannot starve neighbours that asked for as much. 0: the
+  /// kernel's default share.
+  uint32_t cpu_request_millis = 0;
 };
+
+/// The smallest CPU quota the kernel takes, in microseconds per period.
+inline constexpr uint64_t cpu_quota_min_us = 1000;
+
+/// The CFS quota for `cpu_millis` per `period_us`, at least cpu_quota_min_us.
+uint64_t cpu_quota_us(uint32_t cpu_millis, uint32_t period_us) noexcept;
+
+/// v1 cpu.shares for a request: 1024 per core, as Kubernetes maps requests,
+/// never below the kernel's minimum of 2.
+uint64_t cpu_shares_for(uint32_t request_millis) noexcept;
+
+/// v2 cpu.weight (1..10000) for a request: the shares mapped linearly onto the
+/// weight range, as systemd and Kubernetes convert between the two.
+uint64_t cpu_weight_for(uint32_t request_millis) noexcept;
 
 /// Counters read from the sandbox's cgroup.
 struct cgroup_usage {
@@ -67,6 +86,15 @@ public:
 
   /// The directories of the cgroup (one per v1 hierarchy).
   virtual std::vector<std::string> paths(std::string_view id) const = 0;
+
+  /// Caps the memory of all sandboxes together (the parent cgroup): when
+  /// their sum reaches it, the kernel reclaims and OOM-kills inside the
+  /// sandboxes, never in the host or airlockd. 0 lifts the cap.
+  virtual status limit_all(uint64_t memory_bytes) = 0;
+
+  /// Counters of all sandboxes together (the parent cgroup): one read, however
+  /// many sandboxes run.
+  virtual result<cgroup_usage> usage_all() = 0;
 };
 
 /// Where the cgroup filesystems are mounted, from /proc/self/mountinfo.

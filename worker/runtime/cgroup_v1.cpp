@@ -29,8 +29,13 @@ public:
     }
     if (auto written = write_memory(id, limits.memory_bytes); !written)
       return written;
+    if (limits.cpu_request_millis != 0)
+      if (auto written = write(id, "cpu", "cpu.shares",
+                               std::to_string(cpu_shares_for(limits.cpu_request_millis)));
+          !written)
+        return written;
     if (limits.cpu_millis != 0) {
-      uint64_t quota = uint64_t{limits.cpu_millis} * limits.cpu_period_us / 1000;
+      uint64_t quota = cpu_quota_us(limits.cpu_millis, limits.cpu_period_us);
       if (auto written =
             write(id, "cpu", "cpu.cfs_period_us", std::to_string(limits.cpu_period_us));
           !written)
@@ -42,6 +47,19 @@ public:
       return write(id, "pids", "pids.max", std::to_string(limits.pids_max));
     return status::ok();
   }
+
+  status limit_all(uint64_t memory_bytes) override {
+    auto root = roots_.find("memory");
+    if (root == roots_.end())
+      return make_status(errc::unavailable, "no v1 memory hierarchy is mounted");
+    std::string base = root->second + "/" + parent_;
+    if (auto made = make_dir(base); !made)
+      return made;
+    std::string value = memory_bytes == 0 ? "-1" : std::to_string(memory_bytes);
+    return write_control_file(base + "/memory.limit_in_bytes", value);
+  }
+
+  result<cgroup_usage> usage_all() override { return usage(""); }
 
   status attach(std::string_view id, pid_t pid) override {
     for (const auto& root : unique_roots())

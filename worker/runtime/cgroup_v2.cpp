@@ -37,8 +37,13 @@ public:
         if (auto written = write_control_file(base + "/memory.swap.max", "0"); !written)
           return written;
     }
+    if (limits.cpu_request_millis != 0)
+      if (auto written = write_control_file(
+            base + "/cpu.weight", std::to_string(cpu_weight_for(limits.cpu_request_millis)));
+          !written)
+        return written;
     if (limits.cpu_millis != 0) {
-      uint64_t quota = uint64_t{limits.cpu_millis} * limits.cpu_period_us / 1000;
+      uint64_t quota = cpu_quota_us(limits.cpu_millis, limits.cpu_period_us);
       if (auto written = write_control_file(
             base + "/cpu.max", std::to_string(quota) + " " + std::to_string(limits.cpu_period_us));
           !written)
@@ -48,6 +53,20 @@ public:
       return write_control_file(base + "/pids.max", std::to_string(limits.pids_max));
     return status::ok();
   }
+
+  status limit_all(uint64_t memory_bytes) override {
+    std::string base = root_ + "/" + parent_;
+    if (auto made = make_dir(base); !made)
+      return made;
+    cgroup_limits memory_only;
+    memory_only.memory_bytes = 1;
+    if (auto enabled = enable_controllers(memory_only); !enabled)
+      return enabled;
+    std::string value = memory_bytes == 0 ? "max" : std::to_string(memory_bytes);
+    return write_control_file(base + "/memory.max", value);
+  }
+
+  result<cgroup_usage> usage_all() override { return usage(""); }
 
   status attach(std::string_view id, pid_t pid) override {
     return write_control_file(dir(id) + "/cgroup.procs", std::to_string(pid));

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -119,6 +120,8 @@ namespace_runtime::open(namespace_runtime_options options) {
   auto cgroups = detect_cgroup_driver(options.cgroups);
   if (!cgroups)
     return cgroups.error();
+  if (auto capped = (*cgroups)->limit_all(options.sandboxes_memory_max_mb << 20); !capped)
+    return make_status(capped.code, "cannot cap the sandboxes' memory: " + capped.message);
   auto pool = parse_address_pool(options.address_pool);
   if (!pool)
     return pool.error();
@@ -147,8 +150,16 @@ status namespace_runtime::validate(const sandbox_launch_spec& spec) const {
   return status::ok();
 }
 
+uint32_t namespace_runtime::slots() const {
+  uint64_t id_ranges =
+    options_.ids_per_sandbox == 0
+      ? 0
+      : ((uint64_t{1} << 32) - options_.id_range_base) / options_.ids_per_sandbox;
+  return static_cast<uint32_t>(std::min<uint64_t>({options_.slots_max, pool_.blocks(), id_ranges}));
+}
+
 result<sandbox_record> namespace_runtime::plan_record(const sandbox_launch_spec& spec) {
-  uint32_t slots = std::min(options_.slots_max, pool_.blocks());
+  uint32_t slots = this->slots();
   uint32_t slot = 0;
   while (slot < slots && slots_in_use_.count(slot) != 0)
     ++slot;
@@ -208,8 +219,11 @@ result<sandbox_handle> namespace_runtime::create(const sandbox_launch_spec& spec
 
 status namespace_runtime::start(const sandbox_launch_spec& spec, sandbox& box) {
   sandbox_record& rec = box.record;
-  cgroup_limits limits{uint64_t{spec.limits.memory_mb} << 20, spec.limits.cpu_millis,
-                       spec.limits.pids_max};
+  cgroup_limits limits;
+  limits.memory_bytes = uint64_t{spec.limits.memory_mb} << 20;
+  limits.cpu_millis = spec.limits.cpu_millis;
+  limits.pids_max = spec.limits.pids_max;
+  limits.cpu_request_millis = spec.limits.cpu_request_millis;
   if (auto made = cgroups_->create(rec.id, limits); !made)
     return made;
   if (rec.network)
@@ -242,6 +256,10 @@ status namespace_runtime::start(const sandbox_launch_spec& spec, sandbox& box) {
     return mapped;
   if (auto joined = cgroups_->attach(rec.id, *pid); !joined)
     return joined;
+  if (auto protected_init = write_control_file("/proc/" + std::to_string(*pid) + "/oom_score_adj",
+                                               std::to_string(options_.init_oom_score_adj));
+      !protected_init)
+    return protected_init;
   if (auto wired = rec.network
                      ? create_veth(options_.net, rec.host_interface, *pid,
                                    {rec.host_address, rec.sandbox_address, rec.prefix_length})
@@ -353,6 +371,16 @@ result<sandbox_stats> namespace_runtime::stats(std::string_view id) {
   auto usage = cgroups_->usage(id);
   if (!usage)
     return with_context(id, usage.error());
+  return sandbox_stats{usage->memory_bytes, usage->pids_current, usage->cpu_usage_ns,
+                       usage->oom_kills, usage->frozen};
+}
+
+result<sandbox_stats> namespace_runtime::stats_all() {
+  // The parent cgroup's files only: no lock, so a create in progress does not
+  // hold up a heartbeat.
+  auto usage = cgroups_->usage_all();
+  if (!usage)
+    return usage.error();
   return sandbox_stats{usage->memory_bytes, usage->pids_current, usage->cpu_usage_ns,
                        usage->oom_kills, usage->frozen};
 }

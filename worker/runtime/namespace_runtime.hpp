@@ -68,6 +68,14 @@ struct namespace_runtime_options {
   uint32_t freeze_timeout_ms = 5000;
   /// From SIGKILL to an empty, removed cgroup. Default: 5000.
   uint32_t destroy_timeout_ms = 5000;
+  /// Memory of all sandboxes together (their parent cgroup): when their sum
+  /// reaches it the kernel reclaims and OOM-kills among sandboxes, never
+  /// airlockd or the host. 0: no cap. Default: 0.
+  uint64_t sandboxes_memory_max_mb = 0;
+  /// oom_score_adj of each sandbox's init, the guest agent: an OOM kill
+  /// picks a sandbox's own processes (the agent puts them back at 0) before
+  /// the agent that serves them. Default: -900.
+  int init_oom_score_adj = -900;
 };
 
 /// sandbox_runtime on Linux namespaces. Thread-safe; calls are serialized.
@@ -87,6 +95,8 @@ public:
   std::vector<sandbox_handle> list() const override;
   result<adopt_report> adopt() override;
   result<sandbox_stats> stats(std::string_view id) override;
+  uint32_t slots() const override;
+  result<sandbox_stats> stats_all() override;
 
   /// The cgroup driver in use ("v1" or "v2").
   std::string_view cgroup_driver_name() const { return cgroups_->name(); }

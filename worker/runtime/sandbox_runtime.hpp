@@ -24,6 +24,9 @@ struct sandbox_limits {
   uint32_t cpu_millis = 1000;
   /// Processes and threads at once; fork fails beyond it. Default: 512.
   uint32_t pids_max = 512;
+  /// CPU requested, in thousandths of a core: the sandbox's share of a
+  /// contended CPU. 0: the kernel's default share. Default: 0.
+  uint32_t cpu_request_millis = 0;
 };
 
 /// The sandbox's network. Addresses come from the runtime's pool, not the caller.
@@ -122,6 +125,13 @@ public:
 
   /// Current usage. not_found for an unknown id.
   virtual result<sandbox_stats> stats(std::string_view id) = 0;
+
+  /// The most sandboxes it can hold at once: its real bound (address blocks,
+  /// uid ranges, its own maximum), which capacity must not promise beyond.
+  virtual uint32_t slots() const = 0;
+
+  /// Usage of all its sandboxes together. Cheap: it does not visit each one.
+  virtual result<sandbox_stats> stats_all() = 0;
 };
 
 } // namespace airlock::worker
