@@ -65,19 +65,19 @@ struct sandbox_host_options {
   uint32_t image_size_mb = 16'384;
   /// Sandboxes this host runs at once. Default: 256.
   uint32_t sandboxes_max = 256;
-  /// Run the egress gateway; false: nothing leaves any sandbox. Default: true.
+  /// Run the egress proxy; false: nothing leaves any sandbox. Default: true.
   bool egress = true;
-  /// The gateway's proxy port (all sandbox TCP is redirected there); 0 takes
+  /// The egress proxy's proxy port (all sandbox TCP is redirected there); 0 takes
   /// a free port. Default: 0.
   uint16_t egress_proxy_port = 0;
-  /// The gateway's DNS port (all sandbox DNS goes there); 0 takes a free
+  /// The egress proxy's DNS port (all sandbox DNS goes there); 0 takes a free
   /// port. Default: 0.
   uint16_t egress_dns_port = 0;
-  /// A static name map ("name address..." per line) the gateway resolves
+  /// A static name map ("name address..." per line) the egress proxy resolves
   /// with instead of the system resolver; for tests and air-gapped sites.
   /// Default: none.
   std::string egress_hosts_file;
-  /// Extra CA certificates (PEM) the gateway trusts for upstream TLS, beside
+  /// Extra CA certificates (PEM) the egress proxy trusts for upstream TLS, beside
   /// the host's trust store. Default: none.
   std::string egress_upstream_ca;
   /// Private ranges (comma-separated CIDRs) sandboxes may reach by name; all
