@@ -254,7 +254,7 @@ using node_actor = caf::typed_actor<
   caf::replies_to<dp_file_atom, std::string, file_spec>::with<file_result>,
   /// Applies `record.spec.egress` to sandbox `record.id`: new connections of
   /// the sandbox use it (open ones keep theirs). Errors: not_found,
-  /// unimplemented (a worker without an egress gateway). Idempotent.
+  /// unimplemented (a worker without an egress proxy). Idempotent.
   caf::replies_to<nd_egress_atom, schema::sandbox_record>::with<node_sandbox>,
   /// This worker's own figures (its sandboxes by state, its egress proxy's
   /// counters) as Prometheus text, metric families that the control plane's
@@ -311,7 +311,7 @@ using scheduler_actor = caf::typed_actor<
   /// The fleet, ordered by worker id. Idempotent.
   caf::replies_to<sc_workers_atom>::with<std::vector<worker_view>>,
   /// The credentials that apply to sandbox `id`, narrowest scope first, the
-  /// secret rendered into each value (a worker's egress gateway keeps them
+  /// secret rendered into each value (a worker's egress proxy keeps them
   /// in memory only). Errors: not_found, unavailable (no credential service).
   /// Idempotent.
   caf::replies_to<sc_creds_atom,

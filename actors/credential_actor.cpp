@@ -45,14 +45,15 @@ status validate_header(const credential_request& r, const credential_limits& lim
     return bad("inject.header must be an HTTP header name (letters, digits and !#$%&'*+-.^_`|~) "
                "of 1.."
                + std::to_string(limits.header_bytes_max) + " bytes");
-  // Headers that frame the request or the connection belong to the gateway.
+  // Headers that frame the request or the connection belong to the egress proxy.
   static constexpr std::array<std::string_view, 9> reserved = {
     "host", "content-length", "transfer-encoding", "connection", "upgrade", "keep-alive",
     "te",   "trailer",        "proxy-connection"};
   if (std::find(reserved.begin(), reserved.end(), lower(r.header)) != reserved.end())
-    return bad("inject.header may not be " + r.header
-               + ": the gateway owns Host, Content-Length, Transfer-Encoding, Connection and the "
-                 "other hop-by-hop headers");
+    return bad(
+      "inject.header may not be " + r.header
+      + ": the egress proxy owns Host, Content-Length, Transfer-Encoding, Connection and the "
+        "other hop-by-hop headers");
   if (r.value_template.find("{secret}") == std::string::npos
       || r.value_template.size() > limits.value_template_bytes_max || has_control(r.value_template))
     return bad("inject.value_template must contain {secret}, be at most "
@@ -73,7 +74,7 @@ result<std::vector<std::string>> validate_hosts(const credential_request& r,
     if (rule->passthrough)
       return bad("hosts: " + host
                  + " is a pass-through rule; a credential is injected only "
-                   "where the gateway terminates TLS");
+                   "where the egress proxy terminates TLS");
     out.push_back((rule->wildcard ? "*." : "") + rule->name
                   + (rule->port ? ":" + std::to_string(rule->port) : ""));
   }

@@ -1,6 +1,6 @@
 #pragma once
 // credential_actor: the control plane's credentials (POST/GET/DELETE
-// /v1/credentials) and the grants a worker's egress gateway fetches for one
+// /v1/credentials) and the grants a worker's egress proxy fetches for one
 // sandbox. Secrets are sealed with AES-256-GCM under the master key
 // (crypto/sealed_box.hpp, the credential id as associated data) before they
 // reach the store, and leave only inside a grant over the cluster link. No
@@ -69,7 +69,7 @@ struct credential_request {
 
 /// Checks a request against `limits`: a name, a scope value, host patterns
 /// that parse as allow rules (no pass-through: a credential needs TLS
-/// termination), a header that is an HTTP token and not one the gateway owns
+/// termination), a header that is an HTTP token and not one the egress proxy owns
 /// (Host, Content-Length, Transfer-Encoding, Connection and the other
 /// hop-by-hop headers), a value template containing "{secret}", a secret
 /// of 1..secret_bytes_max bytes, and no CR, LF or NUL anywhere in the header

@@ -1,7 +1,7 @@
 #pragma once
 // The cluster's egress root CA on the control plane: its key and
 // certificate live in the data directory (egress-ca.key, mode 0600, and
-// egress-ca.crt), made on the first start. Workers' egress gateways get an
+// egress-ca.crt), made on the first start. Workers' egress proxies get an
 // intermediate signed by it at registration; sandboxes trust the root. The
 // root key never leaves the control plane.
 

@@ -1,5 +1,5 @@
 // The option tables: the groups the subcommands share (log and HTTP limits,
-// the control plane's settings, the sandbox host and its egress gateway) and
+// the control plane's settings, the sandbox host and its egress proxy) and
 // the options of serve, control and worker built from them.
 
 #include <algorithm>
@@ -116,7 +116,6 @@ void add_control_settings_specs(std::vector<option_spec<O>>& specs) {
      [](const O& o) { return o.control.template_egress; }, "none"});
 }
 
-/// The egress gateway's options (serve, worker).
 /// A uint32_t field of sandbox_host_options as a flag.
 template <class O, uint32_t sandbox_host_options::*Field, uint32_t Min, uint32_t Max>
 option_spec<O> host_number(std::string_view name, std::string_view help) {
@@ -148,23 +147,25 @@ void add_capacity_specs(std::vector<option_spec<O>>& specs) {
     "pressure-full-avg10-percent", "under memory pressure at this PSI memory full avg10"));
 }
 
+/// The egress proxy's options (serve, worker).
 template <class O>
 void add_egress_specs(std::vector<option_spec<O>>& specs) {
-  specs.push_back({"egress", "BOOL", "run the egress gateway (false: nothing leaves a sandbox)",
+  specs.push_back({"egress", "BOOL", "run the egress proxy (false: nothing leaves a sandbox)",
                    [](O& o, std::string_view v) { return set_bool(o.sandboxes.egress, v); },
                    [](const O& o) { return std::string(o.sandboxes.egress ? "true" : "false"); }});
-  specs.push_back({"egress-proxy-port", "PORT", "the gateway's proxy port; 0 takes a free port",
+  specs.push_back({"egress-proxy-port", "PORT",
+                   "the egress proxy's proxy port; 0 takes a free port",
                    [](O& o, std::string_view v) {
                      return set_number<uint16_t>(o.sandboxes.egress_proxy_port, v, 0, 65535);
                    },
                    [](const O& o) { return show_number(o.sandboxes.egress_proxy_port); }});
-  specs.push_back({"egress-dns-port", "PORT", "the gateway's DNS port; 0 takes a free port",
+  specs.push_back({"egress-dns-port", "PORT", "the egress proxy's DNS port; 0 takes a free port",
                    [](O& o, std::string_view v) {
                      return set_number<uint16_t>(o.sandboxes.egress_dns_port, v, 0, 65535);
                    },
                    [](const O& o) { return show_number(o.sandboxes.egress_dns_port); }});
   specs.push_back(
-    {"egress-hosts-file", "FILE", "static name map the gateway resolves with",
+    {"egress-hosts-file", "FILE", "static name map the egress proxy resolves with",
      [](O& o, std::string_view v) { return set_path(o.sandboxes.egress_hosts_file, v); },
      [](const O& o) { return o.sandboxes.egress_hosts_file; }, "none"});
   specs.push_back(

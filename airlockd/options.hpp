@@ -84,19 +84,19 @@ struct sandbox_host_options {
   uint32_t pressure_available_mb_min = 512;
   /// ... or when PSI memory "full avg10" reaches this percent. Default: 10.
   uint32_t pressure_full_avg10_percent = 10;
-  /// Run the egress gateway; false: nothing leaves any sandbox. Default: true.
+  /// Run the egress proxy; false: nothing leaves any sandbox. Default: true.
   bool egress = true;
-  /// The gateway's proxy port (all sandbox TCP is redirected there); 0 takes
+  /// The egress proxy's proxy port (all sandbox TCP is redirected there); 0 takes
   /// a free port. Default: 0.
   uint16_t egress_proxy_port = 0;
-  /// The gateway's DNS port (all sandbox DNS goes there); 0 takes a free
+  /// The egress proxy's DNS port (all sandbox DNS goes there); 0 takes a free
   /// port. Default: 0.
   uint16_t egress_dns_port = 0;
-  /// A static name map ("name address..." per line) the gateway resolves
+  /// A static name map ("name address..." per line) the egress proxy resolves
   /// with instead of the system resolver; for tests and air-gapped sites.
   /// Default: none.
   std::string egress_hosts_file;
-  /// Extra CA certificates (PEM) the gateway trusts for upstream TLS, beside
+  /// Extra CA certificates (PEM) the egress proxy trusts for upstream TLS, beside
   /// the host's trust store. Default: none.
   std::string egress_upstream_ca;
   /// Private ranges (comma-separated CIDRs) sandboxes may reach by name; all

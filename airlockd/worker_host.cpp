@@ -14,7 +14,7 @@
 #include "airlockd/version.hpp"
 #include "crypto/certificates.hpp"
 #include "worker/egress/address_filter.hpp"
-#include "worker/egress/egress_gateway.hpp"
+#include "worker/egress/egress_proxy.hpp"
 #include "worker/host_capacity.hpp"
 #include "worker/rootfs/rootfs_driver.hpp"
 #include "worker/rootfs/templates.hpp"
@@ -93,10 +93,10 @@ void protect_from_oom_killer(const actors::logger& log) {
 
 /// The egress proxy's counters as families airlock_egress_* and
 /// airlock_egress_dns_* (thread-safe: the proxy's figures are atomics).
-void report_egress_metrics(const worker::egress::egress_gateway& gateway,
+void report_egress_metrics(const worker::egress::egress_proxy& proxy,
                            metrics::metrics_registry& metrics) {
-  auto stats = gateway.stats();
-  auto dns = gateway.dns_stats();
+  auto stats = proxy.stats();
+  auto dns = proxy.dns_stats();
   const std::pair<const char*, uint64_t> egress_counters[] = {
     {"airlock_egress_connections_total", stats.connections},
     {"airlock_egress_denied_total", stats.denied},
@@ -111,10 +111,10 @@ void report_egress_metrics(const worker::egress::egress_gateway& gateway,
     {"airlock_egress_dns_refused_total", dns.refused},
   };
   for (const auto& [name, value] : egress_counters) {
-    metrics.describe(name, "egress gateway: see docs/egress.md", "counter");
+    metrics.describe(name, "egress proxy: see docs/egress.md", "counter");
     metrics.counter_set(name, {}, static_cast<double>(value));
   }
-  metrics.describe("airlock_egress_active_connections", "egress gateway connections open now",
+  metrics.describe("airlock_egress_active_connections", "egress proxy connections open now",
                    "gauge");
   metrics.gauge_set("airlock_egress_active_connections", {},
                     static_cast<double>(stats.active_connections));
@@ -186,9 +186,9 @@ status worker_host::start(caf::actor_system& system, const std::string& data_dir
     options.guest_binary.empty() ? default_guest_binary() : options.guest_binary;
   node.clock = std::make_shared<system_wall_clock>();
   node.egress = egress_;
-  if (gateway_)
-    node.host_figures = [gateway = gateway_](metrics::metrics_registry& figures) {
-      report_egress_metrics(*gateway, figures);
+  if (egress_proxy_)
+    node.host_figures = [proxy = egress_proxy_](metrics::metrics_registry& figures) {
+      report_egress_metrics(*proxy, figures);
     };
   node_ = worker::spawn_node(system, std::move(node));
   log_.info("worker ready", {{"instance", options.instance},
@@ -215,8 +215,8 @@ void worker_host::stop() {
   worker_ = nullptr;
   if (firewall_log_)
     firewall_log_->stop();
-  if (gateway_)
-    gateway_->stop();
+  if (egress_proxy_)
+    egress_proxy_->stop();
 }
 
 void worker_host::set_join(const worker::cluster_join_actor& join) {
@@ -225,13 +225,13 @@ void worker_host::set_join(const worker::cluster_join_actor& join) {
 }
 
 void worker_host::joined(const actors::registration_ack& ack) {
-  if (!gateway_)
+  if (!egress_proxy_)
     return;
   if (ack.egress_ca_chain.empty()) {
     log_.warn("the control plane issued no egress CA: TLS egress is refused until it does", {});
     return;
   }
-  if (auto set = gateway_->set_authority(egress_key_pem_, ack.egress_ca_chain); !set) {
+  if (auto set = egress_proxy_->set_authority(egress_key_pem_, ack.egress_ca_chain); !set) {
     log_.error("the egress CA chain from the control plane is unusable", {{"error", set.message}});
     return;
   }
@@ -261,17 +261,17 @@ void worker_host::start_firewall_log(const sandbox_host_options& options) {
 }
 
 uint16_t worker_host::egress_proxy_port() const noexcept {
-  return gateway_ ? gateway_->proxy_port() : 0;
+  return egress_proxy_ ? egress_proxy_->proxy_port() : 0;
 }
 
 uint16_t worker_host::egress_dns_port() const noexcept {
-  return gateway_ ? gateway_->dns_port() : 0;
+  return egress_proxy_ ? egress_proxy_->dns_port() : 0;
 }
 
 status worker_host::start_egress(caf::actor_system& system, const sandbox_host_options& options) {
   if (!options.egress) {
     egress_ = std::make_shared<worker::egress_binding>(nullptr);
-    log_.info("egress gateway disabled: nothing leaves any sandbox", {});
+    log_.info("egress proxy disabled: nothing leaves any sandbox", {});
     return status::ok();
   }
   auto key = crypto::generate_key_pem();
@@ -279,23 +279,22 @@ status worker_host::start_egress(caf::actor_system& system, const sandbox_host_o
     return key.error();
   egress_key_pem_ = std::move(*key);
   egress_bridge_ = std::make_shared<worker::cluster_egress_bridge>(system);
-  worker::egress::egress_gateway_options gateway;
-  gateway.proxy_port = options.egress_proxy_port;
-  gateway.dns_port = options.egress_dns_port;
-  gateway.hosts_file = options.egress_hosts_file;
-  gateway.proxy.upstream_ca_file = options.egress_upstream_ca;
-  gateway.allowed_private = split_list(options.egress_allow_private, ',');
-  // Sandboxes never reach each other through the gateway either.
-  gateway.denied = {options.address_pool};
-  auto started = worker::egress::egress_gateway::start(gateway, egress_bridge_, egress_bridge_);
+  worker::egress::egress_proxy_options egress;
+  egress.proxy_port = options.egress_proxy_port;
+  egress.dns_port = options.egress_dns_port;
+  egress.hosts_file = options.egress_hosts_file;
+  egress.connection.upstream_ca_file = options.egress_upstream_ca;
+  egress.allowed_private = split_list(options.egress_allow_private, ',');
+  // Sandboxes never reach each other through the egress proxy either.
+  egress.denied = {options.address_pool};
+  auto started = worker::egress::egress_proxy::start(egress, egress_bridge_, egress_bridge_);
   if (!started)
-    return make_status(started.code(),
-                       "cannot start the egress gateway: " + started.error().message);
-  gateway_ = std::move(*started);
-  egress_ = std::make_shared<worker::egress_binding>(gateway_);
+    return make_status(started.code(), "cannot start the egress proxy: " + started.error().message);
+  egress_proxy_ = std::move(*started);
+  egress_ = std::make_shared<worker::egress_binding>(egress_proxy_);
   start_firewall_log(options);
-  log_.info("egress gateway listening",
-            {{"proxy_port", gateway_->proxy_port()}, {"dns_port", gateway_->dns_port()}});
+  log_.info("egress proxy listening",
+            {{"proxy_port", egress_proxy_->proxy_port()}, {"dns_port", egress_proxy_->dns_port()}});
   return status::ok();
 }
 

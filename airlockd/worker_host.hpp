@@ -44,15 +44,15 @@ public:
 
   const actors::node_actor& node() const noexcept { return node_; }
 
-  /// The join actor, once spawned: the egress gateway's audit records and
+  /// The join actor, once spawned: the egress proxy's audit records and
   /// credential fetches go through it.
   void set_join(const worker::cluster_join_actor& join);
 
-  /// The control plane accepted this worker: the egress gateway gets the
+  /// The control plane accepted this worker: the egress proxy gets the
   /// CA chain issued for its key. Called on the join actor; does not block.
   void joined(const actors::registration_ack& ack);
 
-  /// The egress gateway's proxy and DNS ports (0 without a gateway).
+  /// The egress proxy's proxy and DNS ports (0 without an egress proxy).
   uint16_t egress_proxy_port() const noexcept;
   uint16_t egress_dns_port() const noexcept;
 
@@ -62,7 +62,7 @@ public:
                                                    const std::string& data_url) const;
 
 private:
-  /// Starts the egress gateway (when enabled) and makes this worker's CA key.
+  /// Starts the egress proxy (when enabled) and makes this worker's CA key.
   status start_egress(caf::actor_system& system, const sandbox_host_options& options);
   /// Turns the firewall's logged drops into audit records (best effort).
   void start_firewall_log(const sandbox_host_options& options);
@@ -75,7 +75,7 @@ private:
   worker::worker_actor worker_;
   actors::node_actor node_;
   std::shared_ptr<worker::cluster_egress_bridge> egress_bridge_;
-  std::shared_ptr<worker::egress::egress_gateway> gateway_;
+  std::shared_ptr<worker::egress::egress_proxy> egress_proxy_;
   std::shared_ptr<worker::egress_binding> egress_;
   std::unique_ptr<worker::egress::firewall_log> firewall_log_;
   uint16_t drop_log_group_ = 0; ///< 0: the firewall does not log its drops

@@ -1,5 +1,5 @@
 #pragma once
-// X.509 certificates for the egress gateway's TLS termination. A cluster root
+// X.509 certificates for the egress proxy's TLS termination. A cluster root
 // CA (its key stays with the control plane) signs one intermediate per worker
 // for a key the worker generated; the worker's leaf_minter signs short-lived
 // server certificates for the names sandboxes connect to. Sandboxes trust the

@@ -45,12 +45,6 @@ std::shared_ptr<sse_stream> ended_stream(const sse_options& options, stream_body
 
 } // namespace
 
-std::shared_ptr<sse_stream>
-detail::exchange_transport::deliver_body_stream(uint64_t, http_response,
-                                                const sse_options& options) {
-  return ended_stream(options, stream_body::bytes, "closed");
-}
-
 std::shared_ptr<sse_stream> exchange::open_sse(const sse_options& options) {
   bool first = claim();
   if (first) {

@@ -30,10 +30,9 @@ public:
   virtual std::shared_ptr<sse_stream> deliver_sse(uint64_t sequence,
                                                   const sse_options& options) = 0;
   /// Starts a byte body: makes the stream and answers `head` (status and
-  /// fields; its body is ignored). A transport that cannot stream (a test
-  /// double) hands back a stream that is already over.
+  /// fields; its body is ignored).
   virtual std::shared_ptr<sse_stream> deliver_body_stream(uint64_t sequence, http_response head,
-                                                          const sse_options& options);
+                                                          const sse_options& options) = 0;
 };
 } // namespace detail
 

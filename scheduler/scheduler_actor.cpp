@@ -121,7 +121,7 @@ std::optional<caf::error> validate(const scheduler_state& st, const schema::work
 
 /// The worker's egress CA chain, when it asked for one and the control
 /// plane can issue it. A failure refuses the registration: a worker whose
-/// gateway cannot terminate TLS must not look healthy.
+/// egress proxy cannot terminate TLS must not look healthy.
 result<std::string> egress_chain(const scheduler_state& st, const schema::worker_registration& r) {
   if (r.egress_ca_public_key.empty() || !st.deps.issue_egress_ca)
     return std::string{};

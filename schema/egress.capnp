@@ -1,6 +1,6 @@
 @0xec77459f2bdc302e;
 # Egress control: credentials as the control plane stores them, the
-# grants a worker's gateway receives, and audit records.
+# grants a worker's egress proxy receives, and audit records.
 # Rule: field ordinals only ever grow (schema/schema.lock pins them).
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("airlock::capnp_schema");
@@ -29,7 +29,7 @@ struct Credential {
   createdAtMs @11 :Int64;
 }
 
-# A credential as a worker's gateway receives it over the cluster link: the
+# A credential as a worker's egress proxy receives it over the cluster link: the
 # secret rendered into the header value. Kept only in worker memory.
 struct CredentialGrant {
   schemaVersion @0 :UInt16;

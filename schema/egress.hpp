@@ -1,6 +1,6 @@
 #pragma once
 // Value types of egress control: credentials as a worker's egress
-// gateway receives them, and audit records (what the gateway decided, which
+// proxy receives them, and audit records (what the egress proxy decided, which
 // credential it used, which lifecycle change happened) and the audit query
 // that reads them back. Codecs: schema/egress.capnp.
 

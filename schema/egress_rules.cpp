@@ -135,7 +135,7 @@ egress_verdict judge(const egress_policy& policy, std::string_view host,
     return {false, false, "egress profile is none"};
   if (is_ip_literal(host))
     return {false, false,
-            quoted(host) + " is an IP address; connect by name so the gateway can judge it"};
+            quoted(host) + " is an IP address; connect by name so the egress proxy can judge it"};
   auto name = normalize_host_name(host);
   if (!name)
     return {false, false, quoted(host) + " is not a valid host name; connect by name"};

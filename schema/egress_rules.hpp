@@ -1,8 +1,8 @@
 #pragma once
 // Egress policy rules: parsing the `allow` entries of an egress_policy and
 // judging a host name against them. One implementation shared by the API
-// (validation at create/PATCH), the egress gateway and its DNS resolver, so
-// that what the API accepts is exactly what the gateway enforces.
+// (validation at create/PATCH), the egress proxy and its DNS resolver, so
+// that what the API accepts is exactly what the egress proxy enforces.
 
 #include <cstddef>
 #include <cstdint>
@@ -15,7 +15,7 @@
 
 namespace airlock::schema {
 
-/// Most `allow` entries one policy may hold; the gateway scans them per
+/// Most `allow` entries one policy may hold; the egress proxy scans them per
 /// connection, so the list stays bounded.
 inline constexpr size_t egress_allow_rules_max = 1024;
 
@@ -50,7 +50,7 @@ std::optional<std::string> normalize_host_name(std::string_view host);
 /// "127.1", "0x7f000001", "017.0.0.1") and for IPv6 with or without [].
 bool is_ip_literal(std::string_view host);
 
-/// The gateway's answer for one name.
+/// The egress proxy's answer for one name.
 struct egress_verdict {
   bool allowed = false;
   bool passthrough = false; ///< allowed by a pass-through rule: do not terminate TLS

@@ -81,7 +81,7 @@ using cluster_join_actor = caf::typed_actor<
   /// the last registration_ack (the token public key; empty before the
   /// first join, kept while reconnecting). Idempotent.
   caf::replies_to<cj_status_atom>::with<bool, actors::registration_ack>,
-  /// Audit records (the egress gateway's decisions) for the control plane:
+  /// Audit records (the egress proxy's decisions) for the control plane:
   /// batched, sent while joined, kept (bounded) while not.
   caf::reacts_to<cj_audit_atom, std::vector<schema::audit_record>>,
   /// The credentials that apply to a sandbox, from the control plane.

@@ -11,12 +11,12 @@
 #include <cstring>
 
 #include "schema/unique_fd.hpp"
-#include "worker/egress/egress_gateway.hpp"
+#include "worker/egress/egress_proxy.hpp"
 
 namespace airlock::worker {
 
-egress_binding::egress_binding(std::shared_ptr<egress::egress_gateway> gateway)
-    : gateway_(std::move(gateway)) {}
+egress_binding::egress_binding(std::shared_ptr<egress::egress_proxy> proxy)
+    : proxy_(std::move(proxy)) {}
 
 void egress_binding::set_root_ca(std::string pem) {
   std::lock_guard guard(mutex_);
@@ -29,10 +29,10 @@ std::string egress_binding::root_ca() const {
 }
 
 void egress_binding::attach(egress::sandbox_view view, const std::string& host_interface) {
-  if (!gateway_)
+  if (!proxy_)
     return;
   std::lock_guard guard(mutex_);
-  gateway_->attach(view);
+  proxy_->attach(view);
   if (int index =
         host_interface.empty() ? 0 : static_cast<int>(::if_nametoindex(host_interface.c_str()));
       index != 0) {
@@ -49,13 +49,13 @@ std::shared_ptr<const egress::sandbox_view> egress_binding::by_interface(int ifi
 }
 
 void egress_binding::detach(const std::string& sandbox_id) {
-  if (!gateway_)
+  if (!proxy_)
     return;
   std::lock_guard guard(mutex_);
   auto found = attached_.find(sandbox_id);
   if (found == attached_.end())
     return;
-  gateway_->detach(found->second.address);
+  proxy_->detach(found->second.address);
   attached_.erase(found);
   if (auto index = interface_of_.find(sandbox_id); index != interface_of_.end()) {
     by_interface_.erase(index->second);
@@ -70,8 +70,8 @@ bool egress_binding::set_policy(const std::string& sandbox_id,
   if (found == attached_.end())
     return false;
   found->second.policy = policy;
-  if (gateway_)
-    gateway_->attach(found->second);
+  if (proxy_)
+    proxy_->attach(found->second);
   if (auto index = interface_of_.find(sandbox_id); index != interface_of_.end())
     by_interface_[index->second] = std::make_shared<const egress::sandbox_view>(found->second);
   return true;
@@ -142,7 +142,7 @@ status prepare_egress_files(const std::string& rootfs_path, const std::string& n
     return write_error("open rootfs " + rootfs_path, errno);
   if (auto made = make_dirs_inside(root.get(), "etc"); !made)
     return made;
-  // Any resolver the guest names is redirected to the gateway's; this one
+  // Any resolver the guest names is redirected to the egress proxy's; this one
   // makes the usual path fast and obvious.
   if (auto written =
         put_file(root.get(), "etc/resolv.conf",

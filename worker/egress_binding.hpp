@@ -1,6 +1,6 @@
 #pragma once
-// The worker's side of egress: which running sandbox the egress gateway
-// serves under which policy (by sandbox id, since the gateway knows
+// The worker's side of egress: which running sandbox the egress proxy
+// serves under which policy (by sandbox id, since the egress proxy knows
 // sandboxes by address), and the files a new sandbox needs to use it: a
 // resolv.conf naming its host-side address and the cluster CA in its trust
 // store. The CA's key never enters a sandbox; only the root certificate does.
@@ -17,22 +17,22 @@
 namespace airlock::worker {
 
 namespace egress {
-class egress_gateway;
+class egress_proxy;
 }
 
 /// Thread-safe; shared by the worker actor's create threads and the node actor.
 class egress_binding {
 public:
-  /// `gateway` may be null: then no sandbox has egress (the firewall drops all).
-  explicit egress_binding(std::shared_ptr<egress::egress_gateway> gateway);
+  /// `proxy` may be null: then no sandbox has egress (the firewall drops all).
+  explicit egress_binding(std::shared_ptr<egress::egress_proxy> proxy);
 
-  bool enabled() const noexcept { return gateway_ != nullptr; }
+  bool enabled() const noexcept { return proxy_ != nullptr; }
 
   /// The cluster's root CA certificate (PEM), known once the worker joined.
   void set_root_ca(std::string pem);
   std::string root_ca() const;
 
-  /// The gateway serves `view` from now on (replaces an earlier entry);
+  /// The egress proxy serves `view` from now on (replaces an earlier entry);
   /// `host_interface` is the host side of its veth, which names it in the
   /// firewall's drop log.
   void attach(egress::sandbox_view view, const std::string& host_interface = {});
@@ -44,7 +44,7 @@ public:
   bool set_policy(const std::string& sandbox_id, const schema::egress_policy& policy);
 
 private:
-  std::shared_ptr<egress::egress_gateway> gateway_;
+  std::shared_ptr<egress::egress_proxy> proxy_;
   mutable std::mutex mutex_;
   std::string root_ca_;
   std::map<std::string, egress::sandbox_view> attached_;

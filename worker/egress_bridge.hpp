@@ -1,8 +1,8 @@
 #pragma once
-// The egress gateway's audit sink and credential source on a worker: both
+// The egress proxy's audit sink and credential source on a worker: both
 // go through the cluster join actor, which batches audit records for the
 // control plane and asks it for a sandbox's credentials. Called from the
-// gateway's network threads; neither call blocks.
+// egress proxy's network threads; neither call blocks.
 
 #include <caf/actor_system.hpp>
 

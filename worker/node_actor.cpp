@@ -281,7 +281,7 @@ caf::result<node_sandbox> handle_egress(self_ptr self, const schema::sandbox_rec
   auto& egress = self->state.context.egress;
   if (!egress || !egress->enabled())
     return make_error(errc::unimplemented,
-                      "this worker runs without an egress gateway (--egress=false): nothing "
+                      "this worker runs without an egress proxy (--egress=false): nothing "
                       "leaves its sandboxes whatever the policy");
   auto it = self->state.sandboxes.find(record.id);
   if (it == self->state.sandboxes.end() || !egress->set_policy(record.id, record.spec.egress))

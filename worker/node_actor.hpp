@@ -60,7 +60,7 @@ struct node_context {
   /// How `minimal` and `base` are built (guest_binary must be set); a build
   /// is bounded by its own debootstrap_timeout_ms.
   template_options templates;
-  /// The egress gateway's sandboxes (PATCH of egress reaches it through the
+  /// The egress proxy's sandboxes (PATCH of egress reaches it through the
   /// node); null: no egress.
   std::shared_ptr<egress_binding> egress;
   /// Unix ms for process times.

@@ -113,7 +113,7 @@ std::vector<std::pair<std::string, std::string>> merged_env(self_ptr self,
   std::map<std::string, std::string> env;
   env["PATH"] = opts(self).default_path;
   // TLS clients that do not read the system bundle by default still trust
-  // the egress gateway's CA.
+  // the egress proxy's CA.
   env["SSL_CERT_FILE"] = sandbox_ca_bundle;
   env["REQUESTS_CA_BUNDLE"] = sandbox_ca_bundle;
   env["NODE_EXTRA_CA_CERTS"] = sandbox_ca_file;

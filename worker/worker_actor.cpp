@@ -56,8 +56,8 @@ namespace {
 
 using self_ptr = worker_actor::stateful_pointer<worker_state>;
 
-/// Points the sandbox at the egress gateway: its resolv.conf and trust store,
-/// then the gateway's entry for its address (before any of its processes runs).
+/// Points the sandbox at the egress proxy: its resolv.conf and trust store,
+/// then the egress proxy's entry for its address (before any of its processes runs).
 status attach_egress(const worker_context& ctx, const create_sandbox_request& req,
                      const sandbox_handle& handle, const std::string& rootfs_path) {
   if (!ctx.egress || !ctx.egress->enabled() || !req.network)

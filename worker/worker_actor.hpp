@@ -75,7 +75,7 @@ struct worker_context {
   std::shared_ptr<sandbox_runtime> runtime;
   std::shared_ptr<rootfs_driver> rootfs;
   std::shared_ptr<storage::kv_store> store; ///< worker-local
-  /// The egress gateway's sandboxes; null: no egress (the firewall drops all).
+  /// The egress proxy's sandboxes; null: no egress (the firewall drops all).
   std::shared_ptr<egress_binding> egress;
   worker_options options;
 };
@@ -89,7 +89,7 @@ struct create_sandbox_request {
   uint32_t memory_request_mb = 0;        ///< 0: the worker's default request
   uint32_t disk_request_mb = 0;          ///< 0: the worker's default request
   bool network = true;
-  /// Tenant, template and policy for the egress gateway (id and address are
+  /// Tenant, template and policy for the egress proxy (id and address are
   /// filled in by the worker).
   egress::sandbox_view egress;
 };

@@ -51,14 +51,14 @@ status path_failed(int path, const status& failure) {
 
 void print_latencies(bench_context& ctx, const char* name, const std::vector<double> (&times)[2],
                      const char* target) {
-  for (int p : {direct_path, gateway_path})
+  for (int p : {direct_path, proxy_path})
     std::cout << "  " << path_names[p] << "  " << format_quantiles(times[p]) << "\n";
   double direct = quantiles_of(times[direct_path]).p50;
-  double gateway = quantiles_of(times[gateway_path]).p50;
+  double proxy = quantiles_of(times[proxy_path]).p50;
   char line[256];
-  std::snprintf(line, sizeof line, "%s p50: direct %.3f ms, gateway %.3f ms, difference %+.3f ms%s",
-                name, direct, gateway, gateway - direct, target);
-  std::printf("  p50 difference %+.3f ms%s\n", gateway - direct, target);
+  std::snprintf(line, sizeof line, "%s p50: direct %.3f ms, proxy %.3f ms, difference %+.3f ms%s",
+                name, direct, proxy, proxy - direct, target);
+  std::printf("  p50 difference %+.3f ms%s\n", proxy - direct, target);
   std::fflush(stdout);
   ctx.summary.push_back(line);
 }
@@ -67,7 +67,7 @@ void print_latencies(bench_context& ctx, const char* name, const std::vector<dou
 
 status bench_small(bench_context& ctx, const bench_options& opt) {
   std::unique_ptr<tls_connection> conns[2];
-  for (int p : {direct_path, gateway_path}) {
+  for (int p : {direct_path, proxy_path}) {
     auto conn = tls_connection::open(ctx.client, ctx.ports[p]);
     if (!conn)
       return path_failed(p, conn.error());
@@ -76,7 +76,7 @@ status bench_small(bench_context& ctx, const bench_options& opt) {
   const std::string body = small_body();
   std::vector<double> times[2];
   for (int i = -warmup_requests; i < opt.small; ++i) {
-    for (int p : {direct_path, gateway_path}) {
+    for (int p : {direct_path, proxy_path}) {
       auto start = clock_type::now();
       auto got = conns[p]->get("/small", body.size(), &body);
       double elapsed = ms_since(start);
@@ -91,7 +91,7 @@ status bench_small(bench_context& ctx, const bench_options& opt) {
   std::cout << "small: GET /small (" << body.size()
             << " B body), one keep-alive connection per path, " << opt.small
             << " requests each after " << warmup_requests << " unmeasured, interleaved\n";
-  bool met = quantiles_of(times[gateway_path]).p50 - quantiles_of(times[direct_path]).p50 <= 1.0;
+  bool met = quantiles_of(times[proxy_path]).p50 - quantiles_of(times[direct_path]).p50 <= 1.0;
   print_latencies(ctx, "small", times,
                   met ? "  (target <= +1 ms: met)" : "  (target <= +1 ms: MISSED)");
   return status::ok();
@@ -101,7 +101,7 @@ status bench_connections(bench_context& ctx, const bench_options& opt) {
   const std::string body = small_body();
   std::vector<double> times[2];
   for (int i = 0; i < opt.connections; ++i) {
-    for (int p : {direct_path, gateway_path}) {
+    for (int p : {direct_path, proxy_path}) {
       auto start = clock_type::now();
       auto conn = tls_connection::open(ctx.client, ctx.ports[p]);
       if (!conn)
@@ -116,7 +116,7 @@ status bench_connections(bench_context& ctx, const bench_options& opt) {
   }
   std::cout << "connections: TCP connect + TLS handshake + GET /small on a fresh connection, "
             << opt.connections
-            << " per path, interleaved (gateway: two handshakes, the guest's and the upstream's)\n";
+            << " per path, interleaved (proxy: two handshakes, the guest's and the upstream's)\n";
   print_latencies(ctx, "connections", times, "  (no target)");
   return status::ok();
 }
@@ -126,7 +126,7 @@ status bench_large(bench_context& ctx, const bench_options& opt) {
   double mib_per_s[2] = {0, 0};
   std::cout << "large: one GET of " << opt.large_mb
             << " MiB per path, direct first (connection set up untimed)\n";
-  for (int p : {direct_path, gateway_path}) {
+  for (int p : {direct_path, proxy_path}) {
     auto conn = tls_connection::open(ctx.client, ctx.ports[p]);
     if (!conn)
       return path_failed(p, conn.error());
@@ -140,13 +140,13 @@ status bench_large(bench_context& ctx, const bench_options& opt) {
     std::printf("  %s  %9.1f MiB/s  (%llu bytes in %.3f s)\n", path_names[p], mib_per_s[p],
                 static_cast<unsigned long long>(bytes), seconds);
   }
-  double ratio = 100.0 * mib_per_s[gateway_path] / mib_per_s[direct_path];
-  std::printf("  gateway/direct %.1f %%  (target >= 50 %%: %s)\n", ratio, verdict(ratio >= 50.0));
+  double ratio = 100.0 * mib_per_s[proxy_path] / mib_per_s[direct_path];
+  std::printf("  proxy/direct %.1f %%  (target >= 50 %%: %s)\n", ratio, verdict(ratio >= 50.0));
   char line[256];
   std::snprintf(line, sizeof line,
-                "large %llu MiB: direct %.1f MiB/s, gateway %.1f MiB/s, ratio %.1f %%",
+                "large %llu MiB: direct %.1f MiB/s, proxy %.1f MiB/s, ratio %.1f %%",
                 static_cast<unsigned long long>(opt.large_mb), mib_per_s[direct_path],
-                mib_per_s[gateway_path], ratio);
+                mib_per_s[proxy_path], ratio);
   ctx.summary.push_back(line);
   std::cout.flush();
   return status::ok();

@@ -1,5 +1,5 @@
 // egress_bench: the three cases, each run over both paths (direct to the
-// upstream, and through the gateway) with the same client:
+// upstream, and through the egress proxy) with the same client:
 //   small        sequential GET /small on one keep-alive connection per path
 //   connections  GET /small per path, each on a fresh TCP + TLS connection
 //   large        one GET of large_mb MiB per path
@@ -18,12 +18,12 @@
 
 namespace airlock::egress_bench {
 
-enum path_index { direct_path = 0, gateway_path = 1 };
-inline constexpr const char* path_names[2] = {"direct ", "gateway"};
+enum path_index { direct_path = 0, proxy_path = 1 };
+inline constexpr const char* path_names[2] = {"direct", "proxy "};
 
 struct bench_context {
   SSL_CTX* client = nullptr;
-  uint16_t ports[2] = {0, 0}; ///< by path_index: the upstream's, the gateway's
+  uint16_t ports[2] = {0, 0}; ///< by path_index: the upstream's, the egress proxy's
   uint64_t requests[2] = {0, 0};
   std::vector<std::string> summary; ///< one line per case, repeated at the end
 };

@@ -13,8 +13,9 @@ struct bench_options {
   int connections = 200;
   uint64_t large_mb = 256;
   std::string cases = "small,connections,large";
-  size_t gateway_threads = 1;  ///< egress_gateway_options::network_threads (the worker's default)
-  uint32_t relay_chunk_kb = 0; ///< egress_proxy_options::relay_chunk_bytes / 1024; 0: the default
+  size_t proxy_threads = 1; ///< egress_proxy_options::network_threads (the worker's default)
+  uint32_t relay_chunk_kb =
+    0; ///< connection_proxy_options::relay_chunk_bytes / 1024; 0: the default
 };
 
 } // namespace airlock::egress_bench

@@ -41,11 +41,11 @@ result<bench_pki> make_pki() {
   if (!leaf)
     return leaf.error();
   pki.upstream_leaf = *leaf;
-  auto gateway_ca = make_intermediate(pki.root, "egress_bench gateway CA");
-  if (!gateway_ca)
-    return gateway_ca.error();
-  pki.gateway_key_pem = gateway_ca->key_pem;
-  pki.gateway_chain_pem = gateway_ca->cert_pem;
+  auto proxy_ca = make_intermediate(pki.root, "egress_bench proxy CA");
+  if (!proxy_ca)
+    return proxy_ca.error();
+  pki.proxy_key_pem = proxy_ca->key_pem;
+  pki.proxy_chain_pem = proxy_ca->cert_pem;
   return pki;
 }
 

@@ -1,5 +1,5 @@
 // egress_bench: the certificates (one root the client trusts, an intermediate
-// each for the upstream and the gateway) and the TLS contexts made from them.
+// each for the upstream and the egress proxy) and the TLS contexts made from them.
 
 #pragma once
 
@@ -16,11 +16,11 @@ namespace airlock::egress_bench {
 struct bench_pki {
   crypto::key_and_cert root;
   crypto::leaf_minter::leaf upstream_leaf;
-  std::string gateway_key_pem;
-  std::string gateway_chain_pem; ///< the gateway's intermediate, then the root
+  std::string proxy_key_pem;
+  std::string proxy_chain_pem; ///< the egress proxy's intermediate, then the root
 };
 
-/// A fresh root, the upstream's leaf for bench.test and the gateway's CA.
+/// A fresh root, the upstream's leaf for bench.test and the egress proxy's CA.
 result<bench_pki> make_pki();
 
 struct ssl_ctx_deleter {

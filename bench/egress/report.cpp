@@ -15,11 +15,11 @@ std::string load_average() {
   return one + " " + five + " " + fifteen;
 }
 
-void print_stats(const egress_gateway& gateway, const counting_audit& audit,
+void print_stats(const egress_proxy& proxy, const counting_audit& audit,
                  const bench_credentials& credentials, const upstream_counts& upstream) {
-  auto s = gateway.stats();
+  auto s = proxy.stats();
   std::printf(
-    "gateway stats: connections %llu, tls_terminated %llu, allowed_requests %llu, credential_uses "
+    "proxy stats: connections %llu, tls_terminated %llu, allowed_requests %llu, credential_uses "
     "%llu, "
     "denied %llu, rate_limited %llu, upstream_failures %llu, unknown_peers %llu, active %llu, "
     "passthrough %llu, upgrades %llu\n",
@@ -42,14 +42,14 @@ void print_stats(const egress_gateway& gateway, const counting_audit& audit,
             << upstream.bad_requests << "\n";
 }
 
-/// Every gateway request used the credential once and reached the upstream
+/// Every proxy request used the credential once and reached the upstream
 /// with it; no direct request carried it; nothing was denied or failed.
-std::vector<std::string> check_counts(const bench_context& ctx, const egress_gateway& gateway,
+std::vector<std::string> check_counts(const bench_context& ctx, const egress_proxy& proxy,
                                       const counting_audit& audit,
                                       const upstream_counts& upstream) {
-  auto s = gateway.stats();
+  auto s = proxy.stats();
   auto audits = audit.counts();
-  const uint64_t via_gateway = ctx.requests[gateway_path];
+  const uint64_t via_proxy = ctx.requests[proxy_path];
   const uint64_t direct = ctx.requests[direct_path];
   std::vector<std::string> failures;
   auto expect = [&failures](const std::string& what, uint64_t got, uint64_t want) {
@@ -57,16 +57,15 @@ std::vector<std::string> check_counts(const bench_context& ctx, const egress_gat
       failures.push_back(what + " is " + std::to_string(got) + ", expected "
                          + std::to_string(want));
   };
-  expect("gateway credential_uses", s.credential_uses, via_gateway);
-  expect("gateway allowed_requests", s.allowed_requests, via_gateway);
-  expect("audit 'credential allowed' records", audits["credential allowed"], via_gateway);
-  expect("upstream requests with the injected Authorization", upstream.with_credential,
-         via_gateway);
-  expect("upstream requests", upstream.requests, via_gateway + direct);
+  expect("proxy credential_uses", s.credential_uses, via_proxy);
+  expect("proxy allowed_requests", s.allowed_requests, via_proxy);
+  expect("audit 'credential allowed' records", audits["credential allowed"], via_proxy);
+  expect("upstream requests with the injected Authorization", upstream.with_credential, via_proxy);
+  expect("upstream requests", upstream.requests, via_proxy + direct);
   expect("upstream requests with another Authorization", upstream.other_authorization, 0);
   expect("upstream bad requests", upstream.bad_requests, 0);
-  expect("gateway denied", s.denied, 0);
-  expect("gateway upstream_failures", s.upstream_failures, 0);
+  expect("proxy denied", s.denied, 0);
+  expect("proxy upstream_failures", s.upstream_failures, 0);
   if (!audit.first_denial().empty())
     failures.push_back("first denial in the audit: " + audit.first_denial());
   return failures;

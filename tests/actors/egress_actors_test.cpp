@@ -10,12 +10,12 @@
 #include "actors/system_config.hpp"
 #include "crypto/sealed_box.hpp"
 #include "storage/kv_store.hpp"
+#include "tests/actors/live_actors_fixture.hpp"
 
 namespace airlock::actors {
 namespace {
 
 using schema::credential_scope;
-using std::chrono::seconds;
 
 const std::string master_key(32, 'k');
 
@@ -115,43 +115,22 @@ TEST(credential_grants, a_secret_that_does_not_open_is_left_out_and_reported) {
   EXPECT_EQ(unreadable, std::vector<std::string>{"cred_1"});
 }
 
-class egress_actors : public ::testing::Test {
+class egress_actors : public live_actors_test {
 protected:
   egress_actors() {
-    registry = spawn_sandbox_registry(system, *store, clock);
+    registry = own(spawn_sandbox_registry(system, *store, clock));
     credential_actor_deps deps;
     deps.store = store.get();
     deps.master_key = master_key;
     deps.clock = &clock;
     deps.entropy = &entropy;
     deps.registry = registry;
-    credentials = spawn_credential_actor(system, std::move(deps));
+    credentials = own(spawn_credential_actor(system, std::move(deps)));
     audit_options options;
     options.audit_retention_hours = 1;
-    audit = spawn_audit_actor(system, *store, clock, options);
-  }
-  ~egress_actors() override {
-    for (auto handle :
-         {caf::actor_cast<caf::actor>(registry), caf::actor_cast<caf::actor>(credentials),
-          caf::actor_cast<caf::actor>(audit)})
-      caf::anon_send_exit(handle, caf::exit_reason::user_shutdown);
+    audit = own(spawn_audit_actor(system, *store, clock, options));
   }
 
-  template <class T, class Handle, class... Ts>
-  result<T> ask(const Handle& dest, Ts&&... xs) {
-    caf::scoped_actor self{system};
-    result<T> out = make_status(errc::timeout, "no reply");
-    self->request(dest, seconds(10), std::forward<Ts>(xs)...)
-      .receive([&out](T& value) { out = std::move(value); },
-               [&out](caf::error& error) { out = to_status(error); });
-    return out;
-  }
-
-  system_config config;
-  caf::actor_system system{config};
-  std::unique_ptr<storage::kv_store> store = storage::make_memory_store();
-  manual_wall_clock clock;
-  system_entropy entropy;
   sandbox_registry_actor registry;
   credential_actor credentials;
   audit_actor audit;

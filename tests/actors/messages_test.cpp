@@ -9,6 +9,7 @@
 #include "actors/messages.hpp"
 #include "actors/sandbox_registry.hpp"
 #include "actors/system_config.hpp"
+#include "tests/support/caf_round_trip.hpp"
 
 namespace airlock::actors {
 namespace {
@@ -82,17 +83,7 @@ TEST(clock, ids_sort_by_creation_time_and_carry_their_prefix) {
   EXPECT_EQ(make_id("op_", 1'000, replay), first) << "a seed must reproduce ids";
 }
 
-/// Serializes `value` with CAF and reads it back, as a remote send would.
-template <class T>
-T caf_round_trip(caf::actor_system& system, T value) {
-  std::vector<char> buffer;
-  caf::binary_serializer sink{system, buffer};
-  EXPECT_FALSE(sink(value));
-  T copy;
-  caf::binary_deserializer source{system, buffer};
-  EXPECT_FALSE(source(copy));
-  return copy;
-}
+using airlock::test::caf_round_trip;
 
 TEST_F(messages, registry_messages_are_values_optional_fields_included) {
   sandbox_patch patch;

@@ -13,13 +13,13 @@
 #include "storage/kv_store.hpp"
 #include "storage/sandbox_store.hpp"
 #include "storage/write_batch.hpp"
+#include "tests/actors/live_actors_fixture.hpp"
 
 namespace airlock::actors {
 namespace {
 
 using counts = std::map<std::string, uint64_t>;
 using schema::sandbox_state;
-using std::chrono::seconds;
 
 schema::sandbox_record sandbox(std::string id, sandbox_state state = sandbox_state::creating) {
   schema::sandbox_record record;
@@ -29,27 +29,11 @@ schema::sandbox_record sandbox(std::string id, sandbox_state state = sandbox_sta
   return record;
 }
 
-class registry_and_keys : public ::testing::Test {
+class registry_and_keys : public live_actors_test {
 protected:
-  ~registry_and_keys() override {
-    for (auto handle : {caf::actor_cast<caf::actor>(registry), caf::actor_cast<caf::actor>(keys)})
-      if (handle)
-        caf::anon_send_exit(handle, caf::exit_reason::user_shutdown);
-  }
-
   void spawn() {
-    registry = spawn_sandbox_registry(system, *store, clock);
-    keys = spawn_api_key_actor(system, *store, clock);
-  }
-
-  template <class T, class Handle, class... Ts>
-  result<T> ask(const Handle& dest, Ts&&... xs) {
-    caf::scoped_actor self{system};
-    result<T> out = make_status(errc::timeout, "no reply");
-    self->request(dest, seconds(10), std::forward<Ts>(xs)...)
-      .receive([&out](T& value) { out = std::move(value); },
-               [&out](caf::error& error) { out = to_status(error); });
-    return out;
+    registry = own(spawn_sandbox_registry(system, *store, clock));
+    keys = own(spawn_api_key_actor(system, *store, clock));
   }
 
   counts count() {
@@ -58,10 +42,6 @@ protected:
     return counted ? *counted : counts{};
   }
 
-  system_config config;
-  caf::actor_system system{config};
-  std::unique_ptr<storage::kv_store> store = storage::make_memory_store();
-  manual_wall_clock clock;
   sandbox_registry_actor registry;
   api_key_actor keys;
 };

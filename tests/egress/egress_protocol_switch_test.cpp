@@ -1,16 +1,15 @@
-// The egress gateway over loopback (fixture: egress_gateway_fixture.hpp):
+// The egress proxy over loopback (fixture: egress_proxy_fixture.hpp):
 // protocol switches and hop-by-hop fields. Nothing after one judged request
 // may carry another that was not judged.
 
-#include "tests/egress/egress_gateway_fixture.hpp"
+#include "tests/egress/egress_proxy_fixture.hpp"
 
 namespace airlock::worker::egress {
 namespace {
 
-using namespace gateway_testing;
+using namespace proxy_testing;
 
-TEST_F(egress_gateway_test,
-       an_h2c_upgrade_is_stripped_and_the_clear_text_preface_after_it_refused) {
+TEST_F(egress_proxy_test, an_h2c_upgrade_is_stripped_and_the_clear_text_preface_after_it_refused) {
   start();
   policy(egress_profile::allowlist, {"api.test"});
   auto socket = guest(http_upstream_.port());
@@ -24,7 +23,7 @@ TEST_F(egress_gateway_test,
   EXPECT_EQ(seen.count("http2-settings"), 0u);
   EXPECT_EQ(seen.count("connection"), 0u);
   EXPECT_TRUE(has_denial("protocol switch to h2c refused"));
-  EXPECT_EQ(gateway_->stats().switches_refused, 1u);
+  EXPECT_EQ(proxy_->stats().switches_refused, 1u);
   // What an h2c client sends next: the preface, on the same connection.
   auto reply =
     raw_exchange(socket, std::string("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n") + std::string(9, '\0'));
@@ -34,7 +33,7 @@ TEST_F(egress_gateway_test,
   EXPECT_TRUE(audits("egress", "tunnel").empty());
 }
 
-TEST_F(egress_gateway_test, the_http2_preface_as_first_bytes_is_refused) {
+TEST_F(egress_proxy_test, the_http2_preface_as_first_bytes_is_refused) {
   start();
   policy(egress_profile::open);
   auto socket = guest(http_upstream_.port());
@@ -45,10 +44,10 @@ TEST_F(egress_gateway_test, the_http2_preface_as_first_bytes_is_refused) {
   EXPECT_TRUE(http_upstream_.requests().empty());
 }
 
-TEST_F(egress_gateway_test, alpn_h2_on_a_terminated_connection_gets_http_1_1_only) {
+TEST_F(egress_proxy_test, alpn_h2_on_a_terminated_connection_gets_http_1_1_only) {
   start();
   policy(egress_profile::allowlist, {"api.test"});
-  auto context = guest_tls(pki_.gateway_root.cert_pem);
+  auto context = guest_tls(pki_.proxy_root.cert_pem);
   static const unsigned char h2_only[] = {2, 'h', '2'};
   ASSERT_EQ(SSL_CTX_set_alpn_protos(context->native_handle(), h2_only, sizeof h2_only), 0);
   beast::error_code ec;
@@ -68,7 +67,7 @@ TEST_F(egress_gateway_test, alpn_h2_on_a_terminated_connection_gets_http_1_1_onl
   EXPECT_TRUE(https_upstream_.requests().empty());
 }
 
-TEST_F(egress_gateway_test, a_101_nobody_asked_for_ends_both_connections) {
+TEST_F(egress_proxy_test, a_101_nobody_asked_for_ends_both_connections) {
   start();
   policy(egress_profile::allowlist, {"api.test"});
   auto socket = guest(http_upstream_.port());
@@ -78,12 +77,12 @@ TEST_F(egress_gateway_test, a_101_nobody_asked_for_ends_both_connections) {
     << "the 101 itself never reaches the guest: " << reply.substr(0, 200);
   EXPECT_TRUE(
     has_denial("upstream switched protocols (101, Upgrade: h2c) though no switch was asked for"));
-  EXPECT_EQ(gateway_->stats().switches_refused, 1u);
+  EXPECT_EQ(proxy_->stats().switches_refused, 1u);
   EXPECT_TRUE(audits("egress", "tunnel").empty());
   EXPECT_EQ(http_upstream_.echoed_after_switch(), 0u);
 }
 
-TEST_F(egress_gateway_test,
+TEST_F(egress_proxy_test,
        a_101_that_does_not_answer_the_websocket_asked_for_ends_both_connections) {
   start();
   policy(egress_profile::allowlist, {"api.test"});
@@ -97,14 +96,14 @@ TEST_F(egress_gateway_test,
     EXPECT_TRUE(reply.starts_with("HTTP/1.1 502")) << target << ": " << reply.substr(0, 100);
   }
   EXPECT_TRUE(has_denial("without answering the WebSocket upgrade asked for"));
-  EXPECT_EQ(gateway_->stats().switches_refused, 2u);
-  EXPECT_EQ(gateway_->stats().upgrades, 0u);
+  EXPECT_EQ(proxy_->stats().switches_refused, 2u);
+  EXPECT_EQ(proxy_->stats().upgrades, 0u);
   EXPECT_TRUE(audits("egress", "tunnel").empty());
   EXPECT_EQ(http_upstream_.echoed_after_switch(), 0u)
     << "no byte after the 101 reached the upstream";
 }
 
-TEST_F(egress_gateway_test, an_upstream_connection_opened_for_one_host_never_carries_another) {
+TEST_F(egress_proxy_test, an_upstream_connection_opened_for_one_host_never_carries_another) {
   start();
   // api.test and other.test resolve to one address, as names on a shared host do.
   policy(egress_profile::allowlist, {"api.test", "other.test"});
@@ -116,7 +115,7 @@ TEST_F(egress_gateway_test, an_upstream_connection_opened_for_one_host_never_car
   EXPECT_EQ(audits("egress", "allowed").size(), 3u) << "each request judged on its own";
 }
 
-TEST_F(egress_gateway_test, connection_naming_content_length_cannot_smuggle_a_request) {
+TEST_F(egress_proxy_test, connection_naming_content_length_cannot_smuggle_a_request) {
   start();
   policy(egress_profile::allowlist, {"api.test"});
   auto socket = guest(http_upstream_.port());
@@ -130,7 +129,7 @@ TEST_F(egress_gateway_test, connection_naming_content_length_cannot_smuggle_a_re
   EXPECT_TRUE(http_upstream_.requests().empty());
 }
 
-TEST_F(egress_gateway_test, hop_by_hop_fields_and_claims_of_another_host_never_reach_the_upstream) {
+TEST_F(egress_proxy_test, hop_by_hop_fields_and_claims_of_another_host_never_reach_the_upstream) {
   start();
   policy(egress_profile::allowlist, {"api.test"});
   auto socket = guest(http_upstream_.port());
@@ -153,7 +152,7 @@ TEST_F(egress_gateway_test, hop_by_hop_fields_and_claims_of_another_host_never_r
   EXPECT_EQ(seen.headers["x-kept"], "end to end");
 }
 
-TEST_F(egress_gateway_test, a_proxy_authorization_credential_is_still_injected) {
+TEST_F(egress_proxy_test, a_proxy_authorization_credential_is_still_injected) {
   start();
   auto grant = api_grant();
   grant.header = "Proxy-Authorization";

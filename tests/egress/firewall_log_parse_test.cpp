@@ -163,19 +163,19 @@ TEST(firewall_log_parse, reports_host_and_forwarding_drops_in_words) {
   EXPECT_EQ(host.target, "10.0.0.1:7070");
   auto fwd = record_of(nflog_message().prefix("airlock:fwd").payload(tcp));
   EXPECT_EQ(fwd.reason,
-            "routing through the host is not allowed (only the egress gateway is reachable)");
+            "routing through the host is not allowed (only the egress proxy is reachable)");
   auto other = record_of(nflog_message().prefix("someone-else").payload(tcp));
   EXPECT_EQ(other.reason, "dropped by the host firewall (rule prefix \"someone-else\")");
 }
 
-TEST(firewall_log_parse, blames_the_missing_gateway_for_dropped_tcp_and_dns) {
-  // Without a gateway the worker's rules send even TCP and DNS to the proto drop.
+TEST(firewall_log_parse, blames_the_missing_egress_proxy_for_dropped_tcp_and_dns) {
+  // Without an egress proxy the worker's rules send even TCP and DNS to the proto drop.
   for (auto [protocol, port] : {std::pair{IPPROTO_TCP, 443}, std::pair{IPPROTO_UDP, 53}}) {
     auto r = record_of(nflog_message()
                          .prefix("airlock:proto")
                          .payload(ipv4(static_cast<uint8_t>(protocol), "10.0.0.2", "198.51.100.7",
                                        ports(4000, static_cast<uint16_t>(port)))));
-    EXPECT_EQ(r.reason, "no egress gateway runs: nothing leaves a sandbox");
+    EXPECT_EQ(r.reason, "no egress proxy runs: nothing leaves a sandbox");
   }
 }
 

@@ -1,4 +1,4 @@
-// Egress end to end: a real `airlockd serve` whose gateway resolves with a
+// Egress end to end: a real `airlockd serve` whose egress proxy resolves with a
 // static name map and trusts the test upstream CA, sandboxes of the `base`
 // template (python3, curl) running the red team's probes as root, and "the
 // internet" in a network namespace (upstream_world.hpp). Every attack must
@@ -253,7 +253,7 @@ TEST_F(egress_e2e, allowed_http_and_https_reach_the_upstream_and_are_audited) {
   EXPECT_NE(http.find("\"server\":\"real\""), std::string::npos) << http;
   auto https = run(id, "curl -s -m 10 https://api.test/echo");
   EXPECT_NE(https.find("\"server\":\"real\""), std::string::npos)
-    << "curl trusts the gateway's CA through the sandbox's bundle: " << https;
+    << "curl trusts the egress proxy's CA through the sandbox's bundle: " << https;
   auto record = audit_find(id, "egress", [](const json& r) {
     return r.value("decision", "") == "allowed" && r.value("target", "").find("api.test") == 0;
   });
@@ -272,12 +272,12 @@ TEST_F(egress_e2e, dns_spoofing_through_etc_hosts_or_a_fake_resolver_never_picks
   auto id = sandbox_with(allow_api);
   ASSERT_FALSE(id.empty());
   uint64_t attacker_before = world_->attacker_requests();
-  // /etc/hosts sends api.test to the attacker: the gateway resolves itself.
+  // /etc/hosts sends api.test to the attacker: the egress proxy resolves itself.
   run(id, "echo '198.51.100.11 api.test' >> /etc/hosts");
   auto via_hosts = run(id, "curl -s -m 10 http://api.test/echo");
   EXPECT_NE(via_hosts.find("\"server\":\"real\""), std::string::npos) << via_hosts;
   // A fake resolver at the attacker's address: the query is redirected to
-  // the gateway's resolver, which answers the true address.
+  // the egress proxy's resolver, which answers the true address.
   auto via_resolver = probe(id, "dns api.test 198.51.100.11");
   EXPECT_EQ(via_resolver, "rcode=0 answers=198.51.100.10\n");
   EXPECT_EQ(world_->attacker_requests(), attacker_before) << "the attacker was reached";
@@ -395,7 +395,7 @@ TEST_F(egress_e2e, dns_refuses_txt_tunnelling_and_names_that_resolve_to_private_
   for (std::string name : {"meta.test", "private.test", "loop.test"}) {
     auto answer = probe(id, "dns " + name);
     EXPECT_EQ(answer.rfind("rcode=3", 0), 0U) << name << ": " << answer;
-    // Past DNS (curl --resolve): the gateway resolves the name itself and
+    // Past DNS (curl --resolve): the egress proxy resolves the name itself and
     // refuses the private answer (DNS rebinding).
     auto fetched = run(id, "curl -s -m 10 -o /dev/null -w '%{http_code}' --resolve " + name
                              + ":80:198.51.100.10 http://" + name + "/");
@@ -565,7 +565,7 @@ TEST_F(egress_e2e, the_templates_default_applies_when_a_create_names_no_egress) 
             "403");
 }
 
-TEST_F(egress_e2e, the_gateways_counters_are_on_metrics) {
+TEST_F(egress_e2e, the_egress_proxys_counters_are_on_metrics) {
   auto id = sandbox_with(allow_api);
   ASSERT_FALSE(id.empty());
   run(id, "curl -s -m 10 -o /dev/null http://api.test/echo; curl -s -m 10 -o /dev/null "

@@ -4,7 +4,7 @@
 // (the real upstream: HTTP on 80 and 8080, HTTPS on 443 with a certificate
 // from a test CA) and 198.51.100.11 (an attacker: HTTP on 80 answering
 // "attacker", and UDP on 53 and 443 counting what arrives). The host side is
-// 198.51.100.1/24, so the worker's egress gateway reaches both by route. The
+// 198.51.100.1/24, so the worker's egress proxy reaches both by route. The
 // servers run on threads of the test process that joined the namespace.
 // (Not 203.0.113.0/24: the build machines reach their package mirror there.)
 // 198.51.100.12 is a shared host (shared_host.py, Debian's python3-h2): one
@@ -43,9 +43,9 @@ public:
   upstream_world(const upstream_world&) = delete;
   upstream_world& operator=(const upstream_world&) = delete;
 
-  /// PEM of the CA that signed the upstream's certificate (for the gateway).
+  /// PEM of the CA that signed the upstream's certificate (for the egress proxy).
   std::string ca_file() const { return dir_.path() + "/upstream-ca.pem"; }
-  /// The gateway's static name map.
+  /// The egress proxy's static name map.
   std::string hosts_file() const { return dir_.path() + "/hosts"; }
   /// UDP datagrams that reached the attacker address (any port).
   uint64_t udp_datagrams() const { return udp_count_.load(); }

@@ -4,8 +4,6 @@
 #include <caf/all.hpp>
 #include <gtest/gtest.h>
 
-#include <condition_variable>
-#include <mutex>
 #include <thread>
 
 #include "actors/system_config.hpp"
@@ -14,6 +12,7 @@
 #include "gateway/exchange.hpp"
 #include "scheduler/scheduler_actor.hpp"
 #include "storage/kv_store.hpp"
+#include "tests/gateway/recording_transport.hpp"
 #include "tests/scheduler/stub_node.hpp"
 #include "tests/support/wait.hpp"
 
@@ -22,32 +21,6 @@ namespace {
 
 using nlohmann::json;
 using std::chrono::seconds;
-
-class waiting_transport : public detail::exchange_transport {
-public:
-  void deliver(uint64_t, http_response response) override {
-    std::lock_guard lock(mutex_);
-    last_ = std::move(response);
-    done_ = true;
-    changed_.notify_all();
-  }
-  std::shared_ptr<sse_stream> deliver_sse(uint64_t, const sse_options& options) override {
-    return std::make_shared<sse_stream>(options, std::weak_ptr<detail::sse_writer>{});
-  }
-  /// The answer, or a 599 after ten seconds without one.
-  http_response wait() {
-    std::unique_lock lock(mutex_);
-    if (!changed_.wait_for(lock, seconds(10), [this] { return done_; }))
-      return http_response{static_cast<http::status>(599), 11};
-    return last_;
-  }
-
-private:
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  bool done_ = false;
-  http_response last_;
-};
 
 const std::string secret = "sk-live-0123456789";
 
@@ -117,7 +90,7 @@ protected:
     auto match = routes.match(method, path);
     if (match.result != route_match::outcome::found)
       return {http::status::not_found, nullptr};
-    auto transport = std::make_shared<waiting_transport>();
+    auto transport = std::make_shared<test::recording_transport>();
     auto ex = std::make_shared<exchange>(request, match.route->pattern, match.params, transport, 1);
     match.route->async_handler(ex);
     auto response = transport->wait();

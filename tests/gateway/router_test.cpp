@@ -7,6 +7,7 @@
 
 #include "gateway/exchange.hpp"
 #include "gateway/router.hpp"
+#include "tests/gateway/recording_transport.hpp"
 
 namespace airlock::gateway {
 namespace {
@@ -114,25 +115,8 @@ TEST(query, decodes_percent_escapes_and_plus_and_keeps_order) {
   EXPECT_EQ(percent_decode("a+b%20c", false), "a+b c");
 }
 
-/// Records what an exchange answers, without a server.
-class recording_transport : public detail::exchange_transport {
-public:
-  void deliver(uint64_t sequence, http_response response) override {
-    ++delivered;
-    last_sequence = sequence;
-    last = std::move(response);
-  }
-  std::shared_ptr<sse_stream> deliver_sse(uint64_t, const sse_options& options) override {
-    ++delivered;
-    return std::make_shared<sse_stream>(options, std::weak_ptr<detail::sse_writer>{});
-  }
-  int delivered = 0;
-  uint64_t last_sequence = 0;
-  http_response last;
-};
-
 TEST(exchange, exposes_parameters_and_query_and_answers_only_once) {
-  auto transport = std::make_shared<recording_transport>();
+  auto transport = std::make_shared<test::recording_transport>();
   auto request = std::make_shared<exchange>(
     get("/v1/sandboxes/sb_1/files?path=%2Fetc%2Fhosts&x=1&x=2"), "/v1/sandboxes/{id}/files",
     std::vector<std::pair<std::string, std::string>>{{"id", "sb_1"}}, transport, 7);
@@ -147,15 +131,15 @@ TEST(exchange, exposes_parameters_and_query_and_answers_only_once) {
   request->respond(json_response(http::status::created, nlohmann::json::object()));
   request->respond(json_response(http::status::ok, nlohmann::json::object()));
   auto late = request->open_sse();
-  EXPECT_EQ(transport->delivered, 1);
-  EXPECT_EQ(transport->last_sequence, 7u);
-  EXPECT_EQ(transport->last.result(), http::status::created);
+  EXPECT_EQ(transport->delivered(), 1);
+  EXPECT_EQ(transport->last_sequence(), 7u);
+  EXPECT_EQ(transport->last().result(), http::status::created);
   EXPECT_TRUE(late->closed());
   EXPECT_FALSE(late->send("x", "y"));
 }
 
 TEST(exchange, an_answer_after_the_connection_is_gone_is_dropped) {
-  auto transport = std::make_shared<recording_transport>();
+  auto transport = std::make_shared<test::recording_transport>();
   auto request = std::make_shared<exchange>(
     get("/x"), "/x", std::vector<std::pair<std::string, std::string>>{}, transport, 1);
   transport.reset();

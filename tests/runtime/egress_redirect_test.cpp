@@ -1,8 +1,8 @@
-// The host side of egress: with gateway ports configured, every TCP
-// connection and every DNS query a sandbox makes lands on the gateway's ports
-// whatever address it chose, the gateway can read the address the guest
+// The host side of egress: with egress proxy ports configured, every TCP
+// connection and every DNS query a sandbox makes lands on the egress proxy's ports
+// whatever address it chose, the egress proxy can read the address the guest
 // wanted (SO_ORIGINAL_DST), and nothing else (other UDP, ICMP, the host's own
-// ports) leaves the sandbox. The gateway itself is tested in tests/egress.
+// ports) leaves the sandbox. The egress proxy itself is tested in tests/egress.
 
 #include <arpa/inet.h>
 #include <linux/netfilter_ipv4.h>
@@ -48,7 +48,7 @@ protected:
     runtime_test::SetUp();
     if (IsSkipped() || HasFatalFailure())
       return;
-    // Reopen the runtime with the gateway's ports: the table's rules are
+    // Reopen the runtime with the egress proxy's ports: the table's rules are
     // rewritten with redirects to them.
     runtime_.reset();
     auto options = test_options(state_->path());
@@ -66,12 +66,13 @@ protected:
   host_socket dns_udp_{SOCK_DGRAM};
 };
 
-TEST_F(egress_redirect, tcp_to_any_address_lands_on_the_gateway_with_its_original_destination) {
+TEST_F(egress_redirect,
+       tcp_to_any_address_lands_on_the_egress_proxy_with_its_original_destination) {
   auto box = start_sandbox(unique_id("egr-tcp"));
   ASSERT_NE(box.runtime, nullptr);
   // Runs in the background: nc waits for an answer the test never sends.
   std::thread guest([&box] { box.shell.run("echo hi | nc -w 2 203.0.113.7 8443", 20000); });
-  ASSERT_TRUE(proxy_.readable(10000)) << "the connection never reached the gateway port";
+  ASSERT_TRUE(proxy_.readable(10000)) << "the connection never reached the egress proxy port";
   unique_fd accepted(::accept4(proxy_.fd.get(), nullptr, nullptr, SOCK_CLOEXEC));
   ASSERT_TRUE(accepted.valid());
   sockaddr_in original{};
@@ -86,18 +87,19 @@ TEST_F(egress_redirect, tcp_to_any_address_lands_on_the_gateway_with_its_origina
   ::getpeername(accepted.get(), reinterpret_cast<sockaddr*>(&peer), &len);
   ::inet_ntop(AF_INET, &peer.sin_addr, text, sizeof text);
   EXPECT_EQ(std::string(text), box.handle.sandbox_address)
-    << "the gateway knows the sandbox by its source";
+    << "the egress proxy knows the sandbox by its source";
   accepted.reset();
   guest.join();
 }
 
 TEST_F(egress_redirect,
-       dns_to_any_resolver_lands_on_the_gateway_and_other_udp_and_icmp_do_not_leave) {
+       dns_to_any_resolver_lands_on_the_egress_proxy_and_other_udp_and_icmp_do_not_leave) {
   auto box = start_sandbox(unique_id("egr-dns"));
   ASSERT_NE(box.runtime, nullptr);
-  // A DNS query to an outside resolver: redirected to the gateway's DNS port.
+  // A DNS query to an outside resolver: redirected to the egress proxy's DNS port.
   std::thread guest([&box] { box.shell.run("nslookup -timeout=2 example.com 8.8.8.8", 20000); });
-  ASSERT_TRUE(dns_udp_.readable(10000)) << "the DNS query never reached the gateway's resolver";
+  ASSERT_TRUE(dns_udp_.readable(10000))
+    << "the DNS query never reached the egress proxy's resolver";
   char query[512];
   sockaddr_in from{};
   socklen_t len = sizeof from;

@@ -9,6 +9,7 @@
 #include "actors/cluster_protocol.hpp"
 #include "actors/errors.hpp"
 #include "actors/system_config.hpp"
+#include "tests/support/caf_round_trip.hpp"
 
 namespace airlock::actors {
 namespace {
@@ -16,14 +17,8 @@ namespace {
 class cluster_messages : public ::testing::Test {
 protected:
   template <class T>
-  T round_trip(T value) {
-    std::vector<char> buffer;
-    caf::binary_serializer sink{system, buffer};
-    EXPECT_FALSE(sink(value));
-    T copy;
-    caf::binary_deserializer source{system, buffer};
-    EXPECT_FALSE(source(copy));
-    return copy;
+  T round_trip(const T& value) {
+    return airlock::test::caf_round_trip(system, value);
   }
 
   system_config config;

@@ -36,22 +36,13 @@ using actors::process_view;
 constexpr auto timeout = 60s;
 constexpr int64_t wall_start_ms = 1'800'000'000'000;
 
-class node_actor_test : public ::testing::Test {
+class node_actor_test : public real_worker_test {
 protected:
   void SetUp() override {
     if (auto reason = worker_skip_reason(); !reason.empty())
       GTEST_SKIP() << reason;
-    // One worker test process at a time on this host (see worker_lifecycle_test).
-    lock_fd_ = ::open("/run/airlock-worker-tests.lock", O_CREAT | O_RDWR | O_CLOEXEC, 0600);
-    ASSERT_GE(lock_fd_, 0);
-    ASSERT_EQ(::flock(lock_fd_, LOCK_EX), 0);
-    scratch_ = std::make_unique<scratch_dir>();
     // No template yet: the node builds `minimal` on the first create.
-    auto opened = worker_host::open(scratch_->path().string(), false);
-    ASSERT_TRUE(opened) << opened.error().message;
-    host_ = std::move(*opened);
-    config_ = std::make_unique<actors::system_config>();
-    system_ = std::make_unique<caf::actor_system>(*config_);
+    ASSERT_NO_FATAL_FAILURE(open_host(false));
     worker_options options;
     options.sandbox.output_buffer_bytes = 4096;
     adjust(options);
@@ -68,51 +59,15 @@ protected:
   }
 
   void TearDown() override {
-    if (!scratch_) {
-      release_lock();
-      return;
+    if (node_) {
+      stop(node_);
+      node_ = actors::node_actor{};
     }
-    stop(node_);
-    stop(worker_);
-    worker_ = spawn_worker(*system_, host_.context());
-    {
-      caf::scoped_actor self{*system_};
-      auto report = ask<recover_report>(self, worker_, timeout, wk_recover_atom::value);
-      EXPECT_TRUE(report && report->failures.empty());
-    }
-    stop(worker_);
-    worker_ = worker_actor{};
-    node_ = actors::node_actor{};
-    system_.reset();
-    config_.reset();
-    if (host_.rootfs)
-      (void)host_.rootfs->detach();
-    host_ = {};
-    scratch_.reset();
-    (void)std::system("/usr/sbin/nft delete table inet airlock_wtest 2>/dev/null");
-    std::error_code ignored;
-    for (const auto& hierarchy : fs::directory_iterator("/sys/fs/cgroup", ignored))
-      ::rmdir((hierarchy.path() / "airlock-wtest").c_str());
-    release_lock();
+    close_host();
   }
-
-  ~node_actor_test() override { release_lock(); }
 
   /// Lets a derived fixture change the worker's options before it starts.
   virtual void adjust(worker_options& options) { (void)options; }
-
-  void release_lock() {
-    if (lock_fd_ >= 0)
-      ::close(lock_fd_);
-    lock_fd_ = -1;
-  }
-
-  template <class Handle>
-  void stop(const Handle& actor) {
-    caf::scoped_actor self{*system_};
-    self->send_exit(actor, caf::exit_reason::user_shutdown);
-    self->wait_for(actor);
-  }
 
   static schema::sandbox_record record(const std::string& id,
                                        const std::string& template_name = "minimal") {
@@ -237,14 +192,8 @@ protected:
     return ask<file_result>(self, node_, timeout, actors::dp_file_atom::value, id, std::move(spec));
   }
 
-  std::unique_ptr<scratch_dir> scratch_;
-  worker_host host_;
   std::shared_ptr<manual_wall_clock> clock_ = std::make_shared<manual_wall_clock>(wall_start_ms);
-  std::unique_ptr<actors::system_config> config_;
-  std::unique_ptr<caf::actor_system> system_;
-  worker_actor worker_;
   actors::node_actor node_;
-  int lock_fd_ = -1;
 };
 
 inline exec_spec shell(std::string line, bool stdin_open = false) {

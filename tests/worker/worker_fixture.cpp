@@ -1,7 +1,11 @@
 #include "tests/worker/worker_fixture.hpp"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdlib>
 #include <filesystem>
 
 #include "tests/rootfs/test_support.hpp"
@@ -71,6 +75,53 @@ result<worker_host> worker_host::open(const std::string& data_dir, bool build_mi
 
 worker_context worker_host::context(worker_options options) const {
   return worker_context{runtime, rootfs, store, nullptr, std::move(options)};
+}
+
+void real_worker_test::open_host(bool build_minimal) {
+  lock_fd_ = ::open("/run/airlock-worker-tests.lock", O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+  ASSERT_GE(lock_fd_, 0);
+  ASSERT_EQ(::flock(lock_fd_, LOCK_EX), 0);
+  scratch_ = std::make_unique<scratch_dir>();
+  auto opened = worker_host::open(scratch_->path().string(), build_minimal);
+  ASSERT_TRUE(opened) << opened.error().message;
+  host_ = std::move(*opened);
+  config_ = std::make_unique<actors::system_config>();
+  system_ = std::make_unique<caf::actor_system>(*config_);
+}
+
+void real_worker_test::close_host() {
+  if (!scratch_) {
+    release_lock();
+    return;
+  }
+  stop(worker_);
+  worker_ = spawn_worker(*system_, host_.context());
+  {
+    caf::scoped_actor self{*system_};
+    auto report =
+      ask<recover_report>(self, worker_, std::chrono::seconds(60), wk_recover_atom::value);
+    EXPECT_TRUE(report && report->failures.empty());
+  }
+  stop(worker_);
+  worker_ = worker_actor{};
+  system_.reset();
+  config_.reset();
+  if (host_.rootfs)
+    (void)host_.rootfs->detach();
+  host_ = {};
+  scratch_.reset();
+  (void)std::system("/usr/sbin/nft delete table inet airlock_wtest 2>/dev/null");
+  // The (now empty) cgroup parents of the test runtime, v1 and v2.
+  std::error_code ignored;
+  for (const auto& hierarchy : std::filesystem::directory_iterator("/sys/fs/cgroup", ignored))
+    ::rmdir((hierarchy.path() / "airlock-wtest").c_str());
+  release_lock();
+}
+
+void real_worker_test::release_lock() {
+  if (lock_fd_ >= 0)
+    ::close(lock_fd_); // closing drops the flock
+  lock_fd_ = -1;
 }
 
 } // namespace airlock::worker::test

@@ -35,69 +35,19 @@ std::string slurp(const std::string& path) {
   return buffer.str();
 }
 
-class worker_lifecycle : public ::testing::Test {
+class worker_lifecycle : public real_worker_test {
 protected:
   void SetUp() override {
     if (auto reason = worker_skip_reason(); !reason.empty())
       GTEST_SKIP() << reason;
-    // One worker test process at a time on this host: they share the test
-    // nft table, cgroup parent, address pool and uid range, and TearDown
-    // removes the shared table and parents.
-    lock_fd_ = ::open("/run/airlock-worker-tests.lock", O_CREAT | O_RDWR | O_CLOEXEC, 0600);
-    ASSERT_GE(lock_fd_, 0);
-    ASSERT_EQ(::flock(lock_fd_, LOCK_EX), 0);
-    scratch_ = std::make_unique<scratch_dir>();
-    auto opened = worker_host::open(scratch_->path().string());
-    ASSERT_TRUE(opened) << opened.error().message;
-    host_ = std::move(*opened);
-    config_ = std::make_unique<actors::system_config>();
-    system_ = std::make_unique<caf::actor_system>(*config_);
+    ASSERT_NO_FATAL_FAILURE(open_host());
     start_worker();
   }
 
-  void TearDown() override {
-    if (!scratch_)
-      return;
-    // What a restart does: the worker goes, a new one cleans up after it.
-    stop_worker();
-    worker_ = spawn_worker(*system_, host_.context());
-    {
-      caf::scoped_actor self{*system_};
-      auto report = ask<recover_report>(self, worker_, timeout, wk_recover_atom::value);
-      EXPECT_TRUE(report && report->failures.empty());
-    }
-    stop_worker();
-    worker_ = worker_actor{};
-    system_.reset();
-    config_.reset();
-    if (host_.rootfs)
-      (void)host_.rootfs->detach();
-    host_ = {};
-    scratch_.reset();
-    (void)std::system("/usr/sbin/nft delete table inet airlock_wtest 2>/dev/null");
-    // The (now empty) cgroup parents of the test runtime, v1 and v2.
-    std::error_code ignored;
-    for (const auto& hierarchy : fs::directory_iterator("/sys/fs/cgroup", ignored))
-      ::rmdir((hierarchy.path() / "airlock-wtest").c_str());
-    release_lock();
-  }
-
-  ~worker_lifecycle() override { release_lock(); }
-
-  void release_lock() {
-    if (lock_fd_ >= 0)
-      ::close(lock_fd_); // closing drops the flock
-    lock_fd_ = -1;
-  }
-
-  int lock_fd_ = -1;
+  void TearDown() override { close_host(); }
 
   /// Ends the worker and (linked) its sandbox actors, as a stopping airlockd does.
-  void stop_worker() {
-    caf::scoped_actor self{*system_};
-    self->send_exit(worker_, caf::exit_reason::user_shutdown);
-    self->wait_for(worker_);
-  }
+  void stop_worker() { stop(worker_); }
 
   void start_worker() {
     worker_options options;
@@ -150,12 +100,6 @@ protected:
     EXPECT_TRUE(info) << info.error().message;
     return info ? *info : process_view{};
   }
-
-  std::unique_ptr<scratch_dir> scratch_;
-  worker_host host_;
-  std::unique_ptr<actors::system_config> config_;
-  std::unique_ptr<caf::actor_system> system_;
-  worker_actor worker_;
 };
 
 exec_spec argv(std::vector<std::string> args) {

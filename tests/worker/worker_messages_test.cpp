@@ -2,8 +2,6 @@
 // guest messages (a std::variant of the guest protocol's values) included.
 
 #include <caf/actor_system.hpp>
-#include <caf/binary_deserializer.hpp>
-#include <caf/binary_serializer.hpp>
 #include <gtest/gtest.h>
 
 #include <typeindex>
@@ -11,6 +9,7 @@
 #include <vector>
 
 #include "actors/system_config.hpp"
+#include "tests/support/caf_round_trip.hpp"
 #include "worker/message_types.hpp"
 #include "worker/sandbox_actor.hpp"
 #include "worker/worker_actor.hpp"
@@ -26,14 +25,8 @@ caf::actor_system_config& announced(caf::actor_system_config& config) {
 class worker_messages : public ::testing::Test {
 protected:
   template <class T>
-  T round_trip(T value) {
-    std::vector<char> buffer;
-    caf::binary_serializer sink{system, buffer};
-    EXPECT_FALSE(sink(value));
-    T copy;
-    caf::binary_deserializer source{system, buffer};
-    EXPECT_FALSE(source(copy));
-    return copy;
+  T round_trip(const T& value) {
+    return airlock::test::caf_round_trip(system, value);
   }
 
   actors::system_config config;

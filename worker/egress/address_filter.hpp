@@ -1,7 +1,7 @@
 #pragma once
-// Which resolved IPv4 addresses the egress gateway may connect to. A name the
+// Which resolved IPv4 addresses the egress proxy may connect to. A name the
 // policy allows may still resolve to the host's loopback, the cloud metadata
-// service, a private network or another sandbox (DNS rebinding); the gateway
+// service, a private network or another sandbox (DNS rebinding); the egress proxy
 // and its resolver refuse those addresses unless an operator allowed a range.
 
 #include <cstdint>
@@ -36,7 +36,7 @@ std::string format_ipv4(uint32_t address);
 /// "a.b.c.d/n".
 std::string format_cidr(const cidr& range);
 
-/// Decides which resolved addresses (host byte order) the gateway may
+/// Decides which resolved addresses (host byte order) the egress proxy may
 /// connect to. Immutable after construction: safe to share between threads.
 class address_filter {
 public:
@@ -49,7 +49,7 @@ public:
   explicit address_filter(std::vector<cidr> allowed_private = {},
                           std::vector<cidr> extra_denied = {});
 
-  /// nullopt when the gateway may connect to `address`; else a sentence such
+  /// nullopt when the egress proxy may connect to `address`; else a sentence such
   /// as "169.254.169.254 is in 169.254.0.0/16, the link-local/metadata range".
   std::optional<std::string> refuse_reason(uint32_t address) const;
 

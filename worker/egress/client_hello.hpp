@@ -1,5 +1,5 @@
 #pragma once
-// Reads the server name (SNI) out of a TLS ClientHello before the gateway
+// Reads the server name (SNI) out of a TLS ClientHello before the egress proxy
 // decides whether to terminate, pass through or refuse a connection. Pure
 // parsing over bytes already read from the guest: no OpenSSL, no sockets.
 
@@ -9,7 +9,7 @@
 
 namespace airlock::worker::egress {
 
-/// The most bytes the gateway reads before it must know the ClientHello.
+/// The most bytes the egress proxy reads before it must know the ClientHello.
 inline constexpr std::size_t client_hello_bytes_max = 16384;
 
 enum class hello_status {

@@ -1,5 +1,5 @@
 #pragma once
-// The egress gateway's seams: who a connection belongs to, where audit
+// The egress proxy's seams: who a connection belongs to, where audit
 // records go, where credentials come from and how names resolve. The worker
 // implements the sinks and sources over the cluster link; tests use doubles.
 
@@ -16,7 +16,7 @@
 
 namespace airlock::worker::egress {
 
-/// What the gateway knows of one sandbox, keyed by its (unspoofable) IPv4
+/// What the egress proxy knows of one sandbox, keyed by its (unspoofable) IPv4
 /// source address.
 struct sandbox_view {
   std::string sandbox_id;
@@ -42,7 +42,7 @@ public:
 };
 
 /// Resolves a name to IPv4 addresses (host byte order). May block: the
-/// gateway calls it off its network threads.
+/// egress proxy calls it off its network threads.
 class name_resolver {
 public:
   virtual ~name_resolver() = default;

@@ -157,10 +157,10 @@ std::string ethertype_text(uint16_t ethertype) {
 std::string proto_reason(const ip_summary& s) {
   if (s.version == 6)
     return "IPv6 is not allowed";
-  // TCP and DNS reach the proto drop only when the worker runs no gateway.
+  // TCP and DNS reach the proto drop only when the worker runs no egress proxy.
   bool dns = (s.protocol == IPPROTO_UDP || s.protocol == IPPROTO_TCP) && s.dst_port == 53;
   if (s.protocol == IPPROTO_TCP || dns)
-    return "no egress gateway runs: nothing leaves a sandbox";
+    return "no egress proxy runs: nothing leaves a sandbox";
   if (s.protocol == IPPROTO_UDP)
     return "UDP is not allowed (only TCP and DNS leave a sandbox)";
   if (s.protocol == IPPROTO_ICMP)
@@ -184,7 +184,7 @@ std::string reason_for(std::string_view prefix, const ip_summary& s) {
   if (prefix == "airlock:host")
     return "the host's own services are unreachable";
   if (prefix == "airlock:fwd")
-    return "routing through the host is not allowed (only the egress gateway is reachable)";
+    return "routing through the host is not allowed (only the egress proxy is reachable)";
   return "dropped by the host firewall (rule prefix \"" + std::string(prefix) + "\")";
 }
 

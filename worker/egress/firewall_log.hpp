@@ -14,7 +14,7 @@
 // stop() signals. The lookup and the sink are called on that thread; neither
 // may block for long (the sink queues, as audit_sink requires). A dedicated
 // thread rather than an Asio descriptor keeps the reader independent of the
-// gateway's io_context: a stalled proxy never delays the audit of drops.
+// egress proxy's io_context: a stalled proxy never delays the audit of drops.
 //
 // Family binding: NFULNL_CFG_CMD_PF_UNBIND/PF_BIND are not sent. They only
 // choose the namespace's *default* logger per family (used by rules that do
@@ -80,7 +80,7 @@ result<firewall_drop> parse_nflog_packet(std::span<const uint8_t> message);
 
 /// The audit record for one drop: kind "egress", decision "denied", reason
 /// from the prefix and the packet (TCP or DNS under "airlock:proto" means the
-/// worker runs no gateway), target "dst:port" ("dst" without ports,
+/// worker runs no egress proxy), target "dst:port" ("dst" without ports,
 /// "[v6]:port" for IPv6), detail "firewall: <prefix> proto=<p> src=<addr>"
 /// (ICMP adds " icmp_type=<t>"). `sandbox` may be null: ids stay empty.
 schema::audit_record describe_drop(const firewall_drop& drop, const sandbox_view* sandbox,

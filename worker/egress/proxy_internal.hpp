@@ -1,6 +1,6 @@
 #pragma once
 // Internals shared by the egress proxy's translation units (connection
-// handling in egress_proxy.cpp, HTTP in egress_http.cpp). Not a public header.
+// handling in connection_proxy.cpp, HTTP in egress_http.cpp). Not a public header.
 
 #include <atomic>
 #include <chrono>
@@ -23,8 +23,8 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/ssl.hpp>
 
+#include "worker/egress/connection_proxy.hpp"
 #include "worker/egress/credentials.hpp"
-#include "worker/egress/egress_proxy.hpp"
 
 namespace airlock::worker::egress {
 
@@ -67,12 +67,12 @@ struct proxy_counters {
     upstream_failures{0}, upgrades{0}, switches_refused{0};
 };
 
-/// Everything every connection reads; owned by egress_proxy via shared_ptr.
+/// Everything every connection reads; owned by connection_proxy via shared_ptr.
 struct proxy_state {
-  proxy_state(egress_proxy_options opts, egress_proxy::parts p);
+  proxy_state(connection_proxy_options opts, connection_proxy::parts p);
 
-  egress_proxy_options options;
-  egress_proxy::parts parts;
+  connection_proxy_options options;
+  connection_proxy::parts parts;
   net::ssl::context server_tls{net::ssl::context::tls_server};
   net::ssl::context client_tls{net::ssl::context::tls_client};
   credential_cache credentials;

@@ -1,5 +1,5 @@
 #pragma once
-// Name resolution for the egress gateway. The gateway resolves every name
+// Name resolution for the egress proxy. The egress proxy resolves every name
 // itself and connects only to addresses it resolved, so a guest's DNS answer
 // or /etc/hosts entry never chooses a destination. static_resolver serves a
 // fixed map (tests, air-gapped hosts); system_resolver asks the host's

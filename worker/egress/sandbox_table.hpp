@@ -1,5 +1,5 @@
 #pragma once
-// Who a connection or a DNS query belongs to. The gateway identifies a
+// Who a connection or a DNS query belongs to. The egress proxy identifies a
 // sandbox by the IPv4 source address of its packets (the host's nftables rules
 // make that address unspoofable) and reads the sandbox's policy from here.
 
@@ -15,7 +15,7 @@
 namespace airlock::worker::egress {
 
 /// Thread-safe map from a sandbox's IPv4 address (host byte order) to an
-/// immutable snapshot of what the gateway knows about it. Readers keep the
+/// immutable snapshot of what the egress proxy knows about it. Readers keep the
 /// snapshot they found for the life of their connection, so a policy update
 /// (put again) applies to new connections only.
 class sandbox_table {

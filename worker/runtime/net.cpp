@@ -96,12 +96,12 @@ std::string log_rule(const net_options& o, const std::string& match, const std::
          + std::to_string(o.drop_log_group) + " prefix \"airlock:" + kind + "\"\n";
 }
 
-/// The rules of the egress chain and the chains the gateway needs. Without a
-/// gateway (ports 0) everything a sandbox sends is dropped.
+/// The rules of the egress chain and the chains the egress proxy needs. Without a
+/// egress proxy (ports 0) everything a sandbox sends is dropped.
 std::string egress_rules(const net_options& o) {
   if (o.egress_proxy_port == 0 || o.egress_dns_port == 0)
     return "  chain egress {\n" + log_rule(o, "", "proto")
-           + "    counter drop comment \"no egress gateway: nothing leaves\"\n"
+           + "    counter drop comment \"no egress proxy: nothing leaves\"\n"
              "  }\n"
              "  chain input {\n"
            + log_rule(o, "iifname @sandbox_ifs", "host")
@@ -110,7 +110,7 @@ std::string egress_rules(const net_options& o) {
   std::string proxy = std::to_string(o.egress_proxy_port);
   std::string dns = std::to_string(o.egress_dns_port);
   // egress (raw priority, after the source check): only TCP and DNS go on;
-  // dstnat then redirects every TCP connection to the gateway's proxy port and
+  // dstnat then redirects every TCP connection to the egress proxy's proxy port and
   // every DNS query to its resolver, whatever address the guest chose; input
   // accepts only those redirected flows, so the host's own services, the
   // control plane, the metadata address and other sandboxes are unreachable.

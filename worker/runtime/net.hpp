@@ -5,7 +5,7 @@
 // One nftables table (`inet <table>`, created idempotently) drops, in the
 // raw prerouting hook, every packet from a sandbox's veth whose source is not
 // the sandbox's own IPv4 address (so IPv6 too); the `egress` chain lets only
-// TCP and DNS on, and those are redirected to the worker's egress gateway
+// TCP and DNS on, and those are redirected to the worker's egress proxy
 // (worker/egress), which judges every connection. Nothing else reaches the
 // host, and nothing is routed to or from a sandbox. The worker runs `ip` and
 // `nft` without a shell.
@@ -31,11 +31,11 @@ struct net_options {
   std::string nft_table = "airlock";
   /// Host-side interface names start with this (2 characters). Default: "al".
   std::string interface_prefix = "al";
-  /// The egress gateway's proxy port on every sandbox's host-side address;
+  /// The egress proxy's TCP port on every sandbox's host-side address;
   /// all TCP from sandboxes is redirected there. 0 with egress_dns_port 0: no
-  /// gateway, nothing leaves a sandbox. Default: 0.
+  /// egress proxy, nothing leaves a sandbox. Default: 0.
   uint16_t egress_proxy_port = 0;
-  /// The gateway's DNS port; all UDP and TCP port 53 goes there. Default: 0.
+  /// The egress proxy's DNS port; all UDP and TCP port 53 goes there. Default: 0.
   uint16_t egress_dns_port = 0;
   /// NFLOG group the firewall logs its drops of sandbox packets to (rate
   /// limited; the egress firewall_log turns them into audit records); 0: no

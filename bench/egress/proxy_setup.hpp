@@ -1,5 +1,5 @@
-// egress_bench: the gateway as the worker runs it (worker/egress's
-// egress_gateway on 127.0.0.1, one sandbox with an allowlist), and its
+// egress_bench: the egress proxy as the worker runs it (worker/egress's
+// egress_proxy on 127.0.0.1, one sandbox with an allowlist), and its
 // doubles: an audit sink that counts, one credential grant.
 
 #pragma once
@@ -16,7 +16,7 @@
 #include "bench/egress/options.hpp"
 #include "bench/egress/pki.hpp"
 #include "schema/errc.hpp"
-#include "worker/egress/egress_gateway.hpp"
+#include "worker/egress/egress_proxy.hpp"
 
 namespace airlock::egress_bench {
 
@@ -41,7 +41,7 @@ public:
   std::atomic<uint64_t> fetches{0};
 };
 
-/// A scratch directory for the gateway's hosts file and upstream CA file.
+/// A scratch directory for the egress proxy's hosts file and upstream CA file.
 struct scratch_dir {
   std::filesystem::path path;
   scratch_dir();
@@ -52,17 +52,17 @@ struct scratch_dir {
   result<std::string> write(const std::string& name, const std::string& text) const;
 };
 
-struct gateway_setup {
+struct proxy_setup {
   std::shared_ptr<counting_audit> audit = std::make_shared<counting_audit>();
   std::shared_ptr<bench_credentials> credentials = std::make_shared<bench_credentials>();
-  std::unique_ptr<worker::egress::egress_gateway> gateway;
+  std::unique_ptr<worker::egress::egress_proxy> proxy;
 };
 
-/// The gateway bound to 127.0.0.1, every connection's original destination
+/// The egress proxy bound to 127.0.0.1, every connection's original destination
 /// the upstream's port (no nftables redirect here), 127.0.0.0/8 allowed,
 /// bench.test resolved from a hosts file in `dir`, the upstream verified
 /// against the bench's root, one sandbox at 127.0.0.1 allowed bench.test.
-result<gateway_setup> start_gateway(const bench_options& opt, const bench_pki& pki,
-                                    const scratch_dir& dir, uint16_t upstream_port);
+result<proxy_setup> start_proxy(const bench_options& opt, const bench_pki& pki,
+                                const scratch_dir& dir, uint16_t upstream_port);
 
 } // namespace airlock::egress_bench

@@ -1,10 +1,10 @@
 #pragma once
-// The fixture of the egress gateway tests over loopback: a guest (the test)
+// The fixture of the egress proxy tests over loopback: a guest (the test)
 // connects to the proxy port with its original destination injected; "the
 // internet" is an HTTP and an HTTPS server on 127.0.0.1 reached through a
 // static name map.
 
-#include "worker/egress/egress_gateway.hpp"
+#include "worker/egress/egress_proxy.hpp"
 
 #include <arpa/inet.h>
 #include <stdlib.h>
@@ -22,7 +22,7 @@
 #include "crypto/certificates.hpp"
 #include "tests/egress/egress_test_upstream.hpp"
 
-namespace airlock::worker::egress::gateway_testing {
+namespace airlock::worker::egress::proxy_testing {
 
 using namespace test_doubles;
 using tcp = net::ip::tcp;
@@ -31,21 +31,21 @@ using schema::egress_profile;
 inline constexpr const char* secret_value = "sk-test-secret-4f1d9c";
 inline constexpr uint32_t guest_original_ip = 0xCB007109; // 203.0.113.9: never connected to
 
-/// A chain for the gateway (intermediate key and chain PEM) and one for the
+/// A chain for the egress proxy (intermediate key and chain PEM) and one for the
 /// upstream HTTPS server, each under its own root.
 struct test_pki {
-  crypto::key_and_cert gateway_root;
+  crypto::key_and_cert proxy_root;
   std::string intermediate_key;
   std::string chain;
   crypto::key_and_cert upstream_root;
   std::unique_ptr<crypto::leaf_minter> upstream_minter;
 
   test_pki() {
-    gateway_root = crypto::create_root_ca("airlock test egress root", 30).value();
+    proxy_root = crypto::create_root_ca("airlock test egress root", 30).value();
     intermediate_key = crypto::generate_key_pem().value();
     auto intermediate = crypto::issue_intermediate(
-      gateway_root, crypto::public_key_pem(intermediate_key).value(), "worker egress", 30);
-    chain = intermediate.value() + gateway_root.cert_pem;
+      proxy_root, crypto::public_key_pem(intermediate_key).value(), "worker egress", 30);
+    chain = intermediate.value() + proxy_root.cert_pem;
     upstream_root = crypto::create_root_ca("airlock test upstream root", 30).value();
     auto upstream_key = crypto::generate_key_pem().value();
     auto upstream_intermediate = crypto::issue_intermediate(
@@ -65,7 +65,7 @@ inline void use_upstream_leaf(net::ssl::context& context, crypto::leaf_minter& m
     SSL_CTX_add1_chain_cert(context.native_handle(), cert.get());
 }
 
-class egress_gateway_test : public ::testing::Test {
+class egress_proxy_test : public ::testing::Test {
 protected:
   void SetUp() override {
     char pattern[] = "/tmp/airlock-egress-XXXXXX";
@@ -81,17 +81,17 @@ protected:
   }
 
   void TearDown() override {
-    gateway_.reset();
+    proxy_.reset();
     std::error_code ignored;
     std::filesystem::remove_all(dir_, ignored);
   }
 
-  egress_gateway_options options() {
-    egress_gateway_options o;
+  egress_proxy_options options() {
+    egress_proxy_options o;
     o.bind_address = "127.0.0.1";
     o.hosts_file = (dir_ / "hosts").string();
     o.allowed_private = {"127.0.0.0/8"};
-    o.proxy.upstream_ca_file = (dir_ / "upstream-ca.pem").string();
+    o.connection.upstream_ca_file = (dir_ / "upstream-ca.pem").string();
     o.original_destination = [this](int fd) -> result<std::pair<uint32_t, uint16_t>> {
       sockaddr_in peer{};
       socklen_t length = sizeof(peer);
@@ -105,12 +105,12 @@ protected:
     return o;
   }
 
-  void start(egress_gateway_options o, bool with_authority = true) {
-    auto started = egress_gateway::start(std::move(o), audit_, credentials_);
+  void start(egress_proxy_options o, bool with_authority = true) {
+    auto started = egress_proxy::start(std::move(o), audit_, credentials_);
     ASSERT_TRUE(started) << started.error().message;
-    gateway_ = std::move(started.value());
+    proxy_ = std::move(started.value());
     if (with_authority) {
-      auto authority = gateway_->set_authority(pki_.intermediate_key, pki_.chain);
+      auto authority = proxy_->set_authority(pki_.intermediate_key, pki_.chain);
       ASSERT_TRUE(authority) << authority.message;
     }
   }
@@ -124,7 +124,7 @@ protected:
     view.template_name = "base";
     view.address = std::move(address);
     view.policy = schema::egress_policy{profile, std::move(allow)};
-    gateway_->attach(std::move(view));
+    proxy_->attach(std::move(view));
   }
 
   /// A guest socket whose original destination is `port`, connected to the proxy.
@@ -138,11 +138,11 @@ protected:
       std::lock_guard lock{mutex_};
       destinations_[socket.local_endpoint().port()] = port;
     }
-    socket.connect(tcp::endpoint{net::ip::make_address_v4("127.0.0.1"), gateway_->proxy_port()});
+    socket.connect(tcp::endpoint{net::ip::make_address_v4("127.0.0.1"), proxy_->proxy_port()});
     return socket;
   }
 
-  /// The guest's TLS context: trusts the gateway's root (or `ca_pem`).
+  /// The guest's TLS context: trusts the egress proxy's root (or `ca_pem`).
   std::unique_ptr<net::ssl::context> guest_tls(const std::string& ca_pem) {
     auto context = std::make_unique<net::ssl::context>(net::ssl::context::tls_client);
     context->add_certificate_authority(net::buffer(ca_pem));
@@ -249,10 +249,10 @@ protected:
   upstream_server https_upstream_{&upstream_tls_};
   std::shared_ptr<recording_audit> audit_ = std::make_shared<recording_audit>();
   std::shared_ptr<fixed_credentials> credentials_ = std::make_shared<fixed_credentials>();
-  std::unique_ptr<egress_gateway> gateway_;
+  std::unique_ptr<egress_proxy> proxy_;
   net::io_context io_;
   std::mutex mutex_;
   std::map<uint16_t, uint16_t> destinations_;
 };
 
-} // namespace airlock::worker::egress::gateway_testing
+} // namespace airlock::worker::egress::proxy_testing

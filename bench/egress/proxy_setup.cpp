@@ -1,4 +1,4 @@
-#include "bench/egress/gateway_setup.hpp"
+#include "bench/egress/proxy_setup.hpp"
 
 #include <cstdlib>
 #include <netinet/in.h>
@@ -66,32 +66,32 @@ result<std::string> scratch_dir::write(const std::string& name, const std::strin
   return file;
 }
 
-result<gateway_setup> start_gateway(const bench_options& opt, const bench_pki& pki,
-                                    const scratch_dir& dir, uint16_t upstream_port) {
+result<proxy_setup> start_proxy(const bench_options& opt, const bench_pki& pki,
+                                const scratch_dir& dir, uint16_t upstream_port) {
   auto hosts = dir.write("hosts", std::string(bench_host) + " 127.0.0.1\n");
   if (!hosts)
     return hosts.error();
   auto root_file = dir.write("root.pem", pki.root.cert_pem);
   if (!root_file)
     return root_file.error();
-  egress_gateway_options options;
+  egress_proxy_options options;
   options.bind_address = "127.0.0.1";
-  options.network_threads = opt.gateway_threads;
+  options.network_threads = opt.proxy_threads;
   options.hosts_file = *hosts; // a static_resolver: bench.test -> 127.0.0.1
   options.allowed_private = {"127.0.0.0/8"};
-  options.proxy.upstream_ca_file = *root_file;
+  options.connection.upstream_ca_file = *root_file;
   if (opt.relay_chunk_kb > 0)
-    options.proxy.relay_chunk_bytes = opt.relay_chunk_kb * 1024;
+    options.connection.relay_chunk_bytes = opt.relay_chunk_kb * 1024;
   // No nftables redirect here: every connection "meant" the upstream.
   options.original_destination = [upstream_port](int) -> result<std::pair<uint32_t, uint16_t>> {
     return std::pair<uint32_t, uint16_t>{INADDR_LOOPBACK, upstream_port};
   };
-  gateway_setup setup;
-  auto gateway = egress_gateway::start(std::move(options), setup.audit, setup.credentials);
-  if (!gateway)
-    return gateway.error();
-  setup.gateway = std::move(gateway.value());
-  if (auto installed = setup.gateway->set_authority(pki.gateway_key_pem, pki.gateway_chain_pem);
+  proxy_setup setup;
+  auto proxy = egress_proxy::start(std::move(options), setup.audit, setup.credentials);
+  if (!proxy)
+    return proxy.error();
+  setup.proxy = std::move(proxy.value());
+  if (auto installed = setup.proxy->set_authority(pki.proxy_key_pem, pki.proxy_chain_pem);
       !installed)
     return installed;
   sandbox_view sandbox;
@@ -100,7 +100,7 @@ result<gateway_setup> start_gateway(const bench_options& opt, const bench_pki& p
   sandbox.template_name = "base";
   sandbox.address = "127.0.0.1"; // the client's source address
   sandbox.policy = schema::egress_policy{schema::egress_profile::allowlist, {bench_host}};
-  setup.gateway->attach(std::move(sandbox));
+  setup.proxy->attach(std::move(sandbox));
   return setup;
 }
 

@@ -1,18 +1,18 @@
-// The egress gateway over loopback (fixture: egress_gateway_fixture.hpp):
+// The egress proxy over loopback (fixture: egress_proxy_fixture.hpp):
 // what reaches the upstream, refusals, credentials, limits and bodies.
 
 #include <chrono>
 #include <limits>
 
-#include "tests/egress/egress_gateway_fixture.hpp"
+#include "tests/egress/egress_proxy_fixture.hpp"
 #include "tests/support/wait.hpp"
 
 namespace airlock::worker::egress {
 namespace {
 
-using namespace gateway_testing;
+using namespace proxy_testing;
 
-TEST_F(egress_gateway_test, allowed_plain_http_reaches_the_resolved_address_not_the_guest_s) {
+TEST_F(egress_proxy_test, allowed_plain_http_reaches_the_resolved_address_not_the_guest_s) {
   start();
   policy(egress_profile::allowlist, {"api.test"});
   auto socket = guest(http_upstream_.port());
@@ -26,11 +26,11 @@ TEST_F(egress_gateway_test, allowed_plain_http_reaches_the_resolved_address_not_
   EXPECT_EQ(allowed[0].detail, "GET /hello");
   EXPECT_EQ(allowed[0].sandbox_id, "sb_test");
   EXPECT_EQ(allowed[0].tenant_id, "tn_test");
-  EXPECT_EQ(gateway_->stats().allowed_requests, 1u);
-  EXPECT_EQ(gateway_->stats().connections, 1u);
+  EXPECT_EQ(proxy_->stats().allowed_requests, 1u);
+  EXPECT_EQ(proxy_->stats().connections, 1u);
 }
 
-TEST_F(egress_gateway_test, the_audit_detail_leaves_out_the_query_string) {
+TEST_F(egress_proxy_test, the_audit_detail_leaves_out_the_query_string) {
   start();
   policy(egress_profile::open);
   auto socket = guest(http_upstream_.port());
@@ -41,11 +41,11 @@ TEST_F(egress_gateway_test, the_audit_detail_leaves_out_the_query_string) {
   EXPECT_EQ(audits("egress", "allowed").at(0).detail, "GET /search");
 }
 
-TEST_F(egress_gateway_test, https_is_terminated_and_gets_the_credential_the_guest_never_sees) {
+TEST_F(egress_proxy_test, https_is_terminated_and_gets_the_credential_the_guest_never_sees) {
   start();
   policy(egress_profile::allowlist, {"api.test"});
   credentials_->set(credential_source::grants{api_grant()});
-  auto context = guest_tls(pki_.gateway_root.cert_pem);
+  auto context = guest_tls(pki_.proxy_root.cert_pem);
   beast::error_code ec;
   auto stream = tls_guest(https_upstream_.port(), "api.test", *context, ec);
   ASSERT_FALSE(ec) << ec.message();
@@ -65,16 +65,16 @@ TEST_F(egress_gateway_test, https_is_terminated_and_gets_the_credential_the_gues
     EXPECT_EQ(record.detail.find(secret_value), std::string::npos);
     EXPECT_EQ(record.target.find(secret_value), std::string::npos);
   }
-  auto stats = gateway_->stats();
+  auto stats = proxy_->stats();
   EXPECT_EQ(stats.credential_uses, 1u);
   EXPECT_EQ(stats.tls_terminated, 1u);
   EXPECT_EQ(stats.allowed_requests, 1u);
 }
 
-TEST_F(egress_gateway_test, a_host_that_differs_from_the_sni_is_refused_421) {
+TEST_F(egress_proxy_test, a_host_that_differs_from_the_sni_is_refused_421) {
   start();
   policy(egress_profile::allowlist, {"api.test", "other.test"});
-  auto context = guest_tls(pki_.gateway_root.cert_pem);
+  auto context = guest_tls(pki_.proxy_root.cert_pem);
   beast::error_code ec;
   auto stream = tls_guest(https_upstream_.port(), "api.test", *context, ec);
   ASSERT_FALSE(ec) << ec.message();
@@ -85,10 +85,10 @@ TEST_F(egress_gateway_test, a_host_that_differs_from_the_sni_is_refused_421) {
   EXPECT_TRUE(https_upstream_.requests().empty());
 }
 
-TEST_F(egress_gateway_test, a_disallowed_sni_with_an_allowed_host_gets_no_certificate) {
+TEST_F(egress_proxy_test, a_disallowed_sni_with_an_allowed_host_gets_no_certificate) {
   start();
   policy(egress_profile::allowlist, {"api.test"});
-  auto context = guest_tls(pki_.gateway_root.cert_pem);
+  auto context = guest_tls(pki_.proxy_root.cert_pem);
   beast::error_code ec;
   auto stream = tls_guest(https_upstream_.port(), "other.test", *context, ec);
   EXPECT_TRUE(ec);
@@ -98,10 +98,10 @@ TEST_F(egress_gateway_test, a_disallowed_sni_with_an_allowed_host_gets_no_certif
   EXPECT_EQ(https_upstream_.connections(), 0);
 }
 
-TEST_F(egress_gateway_test, tls_without_sni_is_closed_without_a_certificate) {
+TEST_F(egress_proxy_test, tls_without_sni_is_closed_without_a_certificate) {
   start();
   policy(egress_profile::open);
-  auto context = guest_tls(pki_.gateway_root.cert_pem);
+  auto context = guest_tls(pki_.proxy_root.cert_pem);
   beast::error_code ec;
   auto stream = tls_guest(https_upstream_.port(), "", *context, ec);
   EXPECT_TRUE(ec);
@@ -109,7 +109,7 @@ TEST_F(egress_gateway_test, tls_without_sni_is_closed_without_a_certificate) {
   EXPECT_EQ(https_upstream_.connections(), 0);
 }
 
-TEST_F(egress_gateway_test, an_ip_address_as_sni_is_refused) {
+TEST_F(egress_proxy_test, an_ip_address_as_sni_is_refused) {
   start();
   policy(egress_profile::open);
   auto context = std::make_unique<net::ssl::context>(net::ssl::context::tls_client);
@@ -122,7 +122,7 @@ TEST_F(egress_gateway_test, an_ip_address_as_sni_is_refused) {
   EXPECT_TRUE(has_denial("IP address"));
 }
 
-TEST_F(egress_gateway_test, connect_requests_are_refused) {
+TEST_F(egress_proxy_test, connect_requests_are_refused) {
   start();
   policy(egress_profile::open);
   auto socket = guest(http_upstream_.port());
@@ -132,7 +132,7 @@ TEST_F(egress_gateway_test, connect_requests_are_refused) {
   EXPECT_TRUE(has_denial("CONNECT"));
 }
 
-TEST_F(egress_gateway_test, absolute_uri_requests_are_refused) {
+TEST_F(egress_proxy_test, absolute_uri_requests_are_refused) {
   start();
   policy(egress_profile::open);
   auto socket = guest(http_upstream_.port());
@@ -142,7 +142,7 @@ TEST_F(egress_gateway_test, absolute_uri_requests_are_refused) {
   EXPECT_TRUE(http_upstream_.requests().empty());
 }
 
-TEST_F(egress_gateway_test, profile_none_lets_nothing_out) {
+TEST_F(egress_proxy_test, profile_none_lets_nothing_out) {
   start();
   policy(egress_profile::none);
   auto socket = guest(http_upstream_.port());
@@ -154,7 +154,7 @@ TEST_F(egress_gateway_test, profile_none_lets_nothing_out) {
   EXPECT_TRUE(http_upstream_.requests().empty());
 }
 
-TEST_F(egress_gateway_test, a_host_outside_the_allowlist_is_refused) {
+TEST_F(egress_proxy_test, a_host_outside_the_allowlist_is_refused) {
   start();
   policy(egress_profile::allowlist, {"api.test"});
   auto socket = guest(http_upstream_.port());
@@ -164,10 +164,10 @@ TEST_F(egress_gateway_test, a_host_outside_the_allowlist_is_refused) {
     return r.decision == "denied" && r.target.starts_with("other.test:");
   }));
   EXPECT_TRUE(http_upstream_.requests().empty());
-  EXPECT_GE(gateway_->stats().denied, 1u);
+  EXPECT_GE(proxy_->stats().denied, 1u);
 }
 
-TEST_F(egress_gateway_test, a_name_resolving_to_private_or_metadata_addresses_is_refused) {
+TEST_F(egress_proxy_test, a_name_resolving_to_private_or_metadata_addresses_is_refused) {
   start();
   policy(egress_profile::allowlist, {"private.test", "metadata.test"});
   for (std::string name : {"private.test", "metadata.test"}) {
@@ -180,7 +180,7 @@ TEST_F(egress_gateway_test, a_name_resolving_to_private_or_metadata_addresses_is
   EXPECT_TRUE(has_denial("169.254.169.254"));
 }
 
-TEST_F(egress_gateway_test, past_the_credential_rate_limit_the_guest_gets_429) {
+TEST_F(egress_proxy_test, past_the_credential_rate_limit_the_guest_gets_429) {
   start();
   policy(egress_profile::allowlist, {"api.test"});
   credentials_->set(credential_source::grants{api_grant(1)});
@@ -194,11 +194,11 @@ TEST_F(egress_gateway_test, past_the_credential_rate_limit_the_guest_gets_429) {
   ASSERT_EQ(refused.size(), 1u);
   EXPECT_EQ(refused[0].detail, "api-key");
   EXPECT_EQ(http_upstream_.requests().size(), 1u);
-  EXPECT_EQ(gateway_->stats().rate_limited, 1u);
+  EXPECT_EQ(proxy_->stats().rate_limited, 1u);
   EXPECT_EQ(credentials_->fetches, 1); // the second connection used the cache
 }
 
-TEST_F(egress_gateway_test, a_failed_credential_fetch_is_audited_and_the_request_goes_without) {
+TEST_F(egress_proxy_test, a_failed_credential_fetch_is_audited_and_the_request_goes_without) {
   start();
   policy(egress_profile::allowlist, {"api.test"});
   credentials_->set(make_status(errc::unavailable, "control plane unreachable"));
@@ -210,10 +210,10 @@ TEST_F(egress_gateway_test, a_failed_credential_fetch_is_audited_and_the_request
   EXPECT_NE(failures[0].reason.find("control plane unreachable"), std::string::npos);
 }
 
-TEST_F(egress_gateway_test, keep_alive_carries_two_requests_over_one_upstream_connection) {
+TEST_F(egress_proxy_test, keep_alive_carries_two_requests_over_one_upstream_connection) {
   start();
   policy(egress_profile::allowlist, {"api.test"});
-  auto context = guest_tls(pki_.gateway_root.cert_pem);
+  auto context = guest_tls(pki_.proxy_root.cert_pem);
   beast::error_code ec;
   auto stream = tls_guest(https_upstream_.port(), "api.test", *context, ec);
   ASSERT_FALSE(ec) << ec.message();
@@ -221,10 +221,10 @@ TEST_F(egress_gateway_test, keep_alive_carries_two_requests_over_one_upstream_co
   EXPECT_EQ(exchange(*stream, "api.test", "/two").body(), "hello from api.test /two body=");
   EXPECT_EQ(https_upstream_.requests().size(), 2u);
   EXPECT_EQ(https_upstream_.connections(), 1);
-  EXPECT_EQ(gateway_->stats().connections, 1u);
+  EXPECT_EQ(proxy_->stats().connections, 1u);
 }
 
-TEST_F(egress_gateway_test, a_request_body_is_streamed_upstream) {
+TEST_F(egress_proxy_test, a_request_body_is_streamed_upstream) {
   start();
   policy(egress_profile::open);
   auto socket = guest(http_upstream_.port());
@@ -241,28 +241,28 @@ TEST_F(egress_gateway_test, a_request_body_is_streamed_upstream) {
   EXPECT_EQ(http_upstream_.requests().at(0).body.size(), body.size());
 }
 
-TEST_F(egress_gateway_test, a_websocket_upgrade_becomes_a_tunnel_both_ways) {
+TEST_F(egress_proxy_test, a_websocket_upgrade_becomes_a_tunnel_both_ways) {
   start();
   policy(egress_profile::allowlist, {"api.test"});
   beast::websocket::stream<tcp::socket> ws{guest(http_upstream_.port())};
   ws.handshake("api.test", "/ws");
-  ws.write(net::buffer(std::string{"ping through the gateway"}));
+  ws.write(net::buffer(std::string{"ping through the egress proxy"}));
   beast::flat_buffer message;
   ws.read(message);
-  EXPECT_EQ(beast::buffers_to_string(message.data()), "ping through the gateway");
+  EXPECT_EQ(beast::buffers_to_string(message.data()), "ping through the egress proxy");
   ws.write(net::buffer(std::string{"second"}));
   message.clear();
   ws.read(message);
   EXPECT_EQ(beast::buffers_to_string(message.data()), "second");
   ws.close(beast::websocket::close_code::normal);
-  EXPECT_EQ(gateway_->stats().upgrades, 1u);
+  EXPECT_EQ(proxy_->stats().upgrades, 1u);
   auto tunnels = audits("egress", "tunnel");
   ASSERT_EQ(tunnels.size(), 1u);
   EXPECT_EQ(tunnels[0].target, "api.test:" + std::to_string(http_upstream_.port()));
   EXPECT_NE(tunnels[0].reason.find("websocket"), std::string::npos) << tunnels[0].reason;
 }
 
-TEST_F(egress_gateway_test, a_passthrough_rule_relays_tls_untouched) {
+TEST_F(egress_proxy_test, a_passthrough_rule_relays_tls_untouched) {
   start();
   policy(egress_profile::allowlist, {"passthrough:api.test"});
   // The guest sees the upstream's own certificate, so it must trust the upstream root.
@@ -271,8 +271,8 @@ TEST_F(egress_gateway_test, a_passthrough_rule_relays_tls_untouched) {
   auto stream = tls_guest(https_upstream_.port(), "api.test", *context, ec);
   ASSERT_FALSE(ec) << ec.message();
   EXPECT_EQ(exchange(*stream, "api.test").result_int(), 200);
-  EXPECT_EQ(gateway_->stats().passthrough, 1u);
-  EXPECT_EQ(gateway_->stats().tls_terminated, 0u);
+  EXPECT_EQ(proxy_->stats().passthrough, 1u);
+  EXPECT_EQ(proxy_->stats().tls_terminated, 0u);
   EXPECT_TRUE(wait_for_audit([](const schema::audit_record& r) {
     return r.kind == "egress" && r.decision == "tunnel"
            && r.reason.find("pass-through") != std::string::npos
@@ -280,7 +280,7 @@ TEST_F(egress_gateway_test, a_passthrough_rule_relays_tls_untouched) {
   }));
 }
 
-TEST_F(egress_gateway_test, a_header_over_the_limit_is_answered_431) {
+TEST_F(egress_proxy_test, a_header_over_the_limit_is_answered_431) {
   start();
   policy(egress_profile::open);
   auto socket = guest(http_upstream_.port());
@@ -292,7 +292,7 @@ TEST_F(egress_gateway_test, a_header_over_the_limit_is_answered_431) {
   EXPECT_TRUE(http_upstream_.requests().empty());
 }
 
-TEST_F(egress_gateway_test, other_protocols_are_refused) {
+TEST_F(egress_proxy_test, other_protocols_are_refused) {
   start();
   policy(egress_profile::open);
   auto socket = guest(2222);
@@ -301,26 +301,26 @@ TEST_F(egress_gateway_test, other_protocols_are_refused) {
   EXPECT_TRUE(has_denial("unsupported protocol"));
 }
 
-TEST_F(egress_gateway_test, connections_from_unknown_addresses_are_closed) {
+TEST_F(egress_proxy_test, connections_from_unknown_addresses_are_closed) {
   start();
   policy(egress_profile::open);
   auto socket = guest(http_upstream_.port(), "127.0.0.2");
   auto reply = raw_exchange(socket, "GET / HTTP/1.1\r\nHost: api.test\r\n\r\n");
   EXPECT_TRUE(reply.empty());
-  airlock::test::wait_for([&] { return gateway_->stats().unknown_peers != 0; });
-  EXPECT_EQ(gateway_->stats().unknown_peers, 1u);
+  airlock::test::wait_for([&] { return proxy_->stats().unknown_peers != 0; });
+  EXPECT_EQ(proxy_->stats().unknown_peers, 1u);
   EXPECT_TRUE(http_upstream_.requests().empty());
 }
 
-TEST_F(egress_gateway_test, connections_past_the_per_sandbox_limit_are_closed_and_audited) {
+TEST_F(egress_proxy_test, connections_past_the_per_sandbox_limit_are_closed_and_audited) {
   auto o = options();
-  o.proxy.connections_per_sandbox_max = 2;
+  o.connection.connections_per_sandbox_max = 2;
   start(std::move(o));
   policy(egress_profile::open);
   auto first = guest(http_upstream_.port());
   auto second = guest(http_upstream_.port());
-  airlock::test::wait_for([&] { return gateway_->stats().active_connections >= 2; });
-  ASSERT_EQ(gateway_->stats().active_connections, 2u);
+  airlock::test::wait_for([&] { return proxy_->stats().active_connections >= 2; });
+  ASSERT_EQ(proxy_->stats().active_connections, 2u);
   auto third = guest(http_upstream_.port());
   EXPECT_TRUE(raw_exchange(third, "GET / HTTP/1.1\r\nHost: api.test\r\n\r\n").empty());
   EXPECT_TRUE(has_denial("too many open connections"));
@@ -328,17 +328,17 @@ TEST_F(egress_gateway_test, connections_past_the_per_sandbox_limit_are_closed_an
   EXPECT_EQ(exchange(first, "api.test").result_int(), 200);
 }
 
-TEST_F(egress_gateway_test, tls_is_refused_until_the_egress_ca_is_issued) {
+TEST_F(egress_proxy_test, tls_is_refused_until_the_egress_ca_is_issued) {
   start(options(), false);
   policy(egress_profile::open);
-  auto context = guest_tls(pki_.gateway_root.cert_pem);
+  auto context = guest_tls(pki_.proxy_root.cert_pem);
   beast::error_code ec;
   auto stream = tls_guest(https_upstream_.port(), "api.test", *context, ec);
   EXPECT_TRUE(ec);
   EXPECT_TRUE(has_denial("egress CA not yet issued"));
 }
 
-TEST_F(egress_gateway_test, an_upstream_that_refuses_connections_gives_502) {
+TEST_F(egress_proxy_test, an_upstream_that_refuses_connections_gives_502) {
   start();
   policy(egress_profile::open);
   uint16_t closed_port = 0;
@@ -350,14 +350,14 @@ TEST_F(egress_gateway_test, an_upstream_that_refuses_connections_gives_502) {
   auto response = exchange(socket, "api.test");
   EXPECT_EQ(response.result_int(), 502);
   EXPECT_NE(response.body().find("upstream failed"), std::string::npos);
-  EXPECT_EQ(gateway_->stats().upstream_failures, 1u);
+  EXPECT_EQ(proxy_->stats().upstream_failures, 1u);
   EXPECT_TRUE(has_denial("upstream failed"));
 }
 
-TEST_F(egress_gateway_test, an_upstream_certificate_for_another_name_gives_502) {
+TEST_F(egress_proxy_test, an_upstream_certificate_for_another_name_gives_502) {
   start();
   policy(egress_profile::open);
-  auto context = guest_tls(pki_.gateway_root.cert_pem);
+  auto context = guest_tls(pki_.proxy_root.cert_pem);
   beast::error_code ec;
   // wrong.test resolves to the HTTPS upstream, whose certificate names api.test.
   auto stream = tls_guest(https_upstream_.port(), "wrong.test", *context, ec);
@@ -368,7 +368,7 @@ TEST_F(egress_gateway_test, an_upstream_certificate_for_another_name_gives_502) 
   EXPECT_TRUE(https_upstream_.requests().empty());
 }
 
-TEST_F(egress_gateway_test, a_policy_change_applies_to_new_connections) {
+TEST_F(egress_proxy_test, a_policy_change_applies_to_new_connections) {
   start();
   policy(egress_profile::open);
   auto socket = guest(http_upstream_.port());
@@ -376,17 +376,17 @@ TEST_F(egress_gateway_test, a_policy_change_applies_to_new_connections) {
   policy(egress_profile::none);
   auto later = guest(http_upstream_.port());
   EXPECT_EQ(exchange(later, "api.test").result_int(), 403);
-  gateway_->detach("127.0.0.1");
+  proxy_->detach("127.0.0.1");
   auto after_detach = guest(http_upstream_.port());
   EXPECT_TRUE(raw_exchange(after_detach, "GET / HTTP/1.1\r\nHost: api.test\r\n\r\n").empty());
 }
 
 // Bodies much larger than relay_chunk_bytes (16 KiB by default) go through
 // the proxy's plain copy loop; chunked ones through Beast's parser.
-TEST_F(egress_gateway_test, a_body_larger_than_the_relay_buffer_arrives_byte_exact_through_tls) {
+TEST_F(egress_proxy_test, a_body_larger_than_the_relay_buffer_arrives_byte_exact_through_tls) {
   start();
   policy(egress_profile::allowlist, {"api.test"});
-  auto context = guest_tls(pki_.gateway_root.cert_pem);
+  auto context = guest_tls(pki_.proxy_root.cert_pem);
   beast::error_code ec;
   auto stream = tls_guest(https_upstream_.port(), "api.test", *context, ec);
   ASSERT_FALSE(ec) << ec.message();
@@ -402,10 +402,10 @@ TEST_F(egress_gateway_test, a_body_larger_than_the_relay_buffer_arrives_byte_exa
   EXPECT_EQ(https_upstream_.connections(), 1);
 }
 
-TEST_F(egress_gateway_test, a_large_request_body_reaches_the_upstream_byte_exact_through_tls) {
+TEST_F(egress_proxy_test, a_large_request_body_reaches_the_upstream_byte_exact_through_tls) {
   start();
   policy(egress_profile::allowlist, {"api.test"});
-  auto context = guest_tls(pki_.gateway_root.cert_pem);
+  auto context = guest_tls(pki_.proxy_root.cert_pem);
   beast::error_code ec;
   auto stream = tls_guest(https_upstream_.port(), "api.test", *context, ec);
   ASSERT_FALSE(ec) << ec.message();
@@ -427,10 +427,10 @@ TEST_F(egress_gateway_test, a_large_request_body_reaches_the_upstream_byte_exact
   EXPECT_TRUE(seen[0].body == body);
 }
 
-TEST_F(egress_gateway_test, a_chunked_response_is_relayed_intact_and_the_connection_stays_open) {
+TEST_F(egress_proxy_test, a_chunked_response_is_relayed_intact_and_the_connection_stays_open) {
   start();
   policy(egress_profile::allowlist, {"api.test"});
-  auto context = guest_tls(pki_.gateway_root.cert_pem);
+  auto context = guest_tls(pki_.proxy_root.cert_pem);
   beast::error_code ec;
   auto stream = tls_guest(https_upstream_.port(), "api.test", *context, ec);
   ASSERT_FALSE(ec) << ec.message();
@@ -444,10 +444,10 @@ TEST_F(egress_gateway_test, a_chunked_response_is_relayed_intact_and_the_connect
   EXPECT_EQ(https_upstream_.connections(), 1);
 }
 
-TEST_F(egress_gateway_test, a_body_ending_with_the_upstream_connection_reaches_a_tls_guest_whole) {
+TEST_F(egress_proxy_test, a_body_ending_with_the_upstream_connection_reaches_a_tls_guest_whole) {
   start();
   policy(egress_profile::allowlist, {"api.test"});
-  auto context = guest_tls(pki_.gateway_root.cert_pem);
+  auto context = guest_tls(pki_.proxy_root.cert_pem);
   beast::error_code ec;
   auto stream = tls_guest(https_upstream_.port(), "api.test", *context, ec);
   ASSERT_FALSE(ec) << ec.message();
@@ -461,9 +461,9 @@ TEST_F(egress_gateway_test, a_body_ending_with_the_upstream_connection_reaches_a
   EXPECT_TRUE(response.body() == pattern_bytes(size));
 }
 
-TEST_F(egress_gateway_test, a_body_that_stalls_is_cut_off_after_the_idle_timeout) {
+TEST_F(egress_proxy_test, a_body_that_stalls_is_cut_off_after_the_idle_timeout) {
   auto o = options();
-  o.proxy.idle_timeout_ms = 300;
+  o.connection.idle_timeout_ms = 300;
   start(std::move(o));
   policy(egress_profile::open);
   auto socket = guest(http_upstream_.port()); // reads time out after 10 s (SO_RCVTIMEO)
