@@ -157,6 +157,10 @@ caf::result<file_reply> write_part(self_ptr self, file_request& request) {
         promise.deliver(make_error(done.outcome));
         return;
       }
+      // The idle clock starts when the guest took the part, not when it came.
+      if (auto it = self->state.writes.find(id);
+          it != self->state.writes.end() && it->second.guest_id == guest_id)
+        touch(self, id, it->second);
       file_reply reply;
       reply.bytes = total;
       promise.deliver(std::move(reply));
