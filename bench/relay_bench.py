@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What the control plane's relay of a data-plane download costs, side by side in one run.
+"""What the control plane's relay of a data-plane download or upload costs, side by side.
 
 Starts `airlockd control` and one `airlockd worker` (split mode, on loopback), creates a
 sandbox, has it write a file of --mb MiB of random bytes (and its sha256), then downloads it
@@ -8,8 +8,11 @@ sandbox, has it write a file of --mb MiB of random bytes (and its sha256), then 
   direct   from the worker's data_url with a sandbox token (the raw path underneath),
 and prints, for each, the time, the throughput and the peak RSS increase of the control plane
 and of the worker while the download ran (VmHWM after resetting it with clear_refs).
+With --upload it PUTs --mb MiB of pseudo-random bytes (made as they are sent, never held
+whole) the same two ways instead, and checks each file's sha256 inside the sandbox.
 
-  sudo bench/relay_bench.py --airlockd build/airlockd/airlockd [--mb 256] [--data-dir DIR]
+  sudo bench/relay_bench.py --airlockd build/airlockd/airlockd [--mb 256] [--upload]
+                            [--data-dir DIR]
 
 Needs root (the worker makes namespaces, a btrfs image and nftables rules). Everything it
 creates (processes, the instance's cgroups and nftables table, the loop mount) is removed at
@@ -21,6 +24,7 @@ import hashlib
 import http.client
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -155,12 +159,80 @@ def download(url, key, pids):
     return received[0], elapsed, digest.hexdigest(), peaks
 
 
+def upload(url, key, size, pids, seed):
+    """PUTs `size` pseudo-random bytes made while they are sent; returns the time, their
+    sha256 and the peak RSS increases."""
+    for pid in pids:
+        reset_peak(pid)
+    before = {pid: rss_kib(pid, "VmRSS") for pid in pids}
+    digest = hashlib.sha256()
+
+    def pieces():
+        rng = random.Random(seed)
+        left = size
+        while left > 0:
+            piece = rng.randbytes(min(1 << 20, left))
+            digest.update(piece)
+            left -= len(piece)
+            yield piece
+
+    started = time.monotonic()
+    status, answer = request(url, "PUT", key, pieces(),
+                             {"Content-Length": str(size),
+                              "Content-Type": "application/octet-stream"})
+    elapsed = time.monotonic() - started
+    if status != 201:
+        raise RuntimeError("upload answered %d: %s" % (status, answer[:300]))
+    peaks = {pid: rss_kib(pid, "VmHWM") - before[pid] for pid in pids}
+    return elapsed, digest.hexdigest(), peaks
+
+
+def run_in_sandbox(control_url, key, token, sandbox, cmd):
+    """Runs `cmd` in the sandbox (busybox sh) and waits for it to exit."""
+    status, started = call_json(control_url + "/v1/sandboxes/%s/processes" % sandbox, "POST",
+                                key, {"cmd": cmd})
+    if status not in (200, 201, 202):
+        raise RuntimeError("exec answered %d: %s" % (status, started))
+    wait_url = control_url + started["attach_url"][len(token["data_url"]):] + "?wait=60"
+    wait_until("`%s` to finish" % cmd,
+               lambda: call_json(wait_url, key=key)[1].get("state") == "exited", OPERATION_S)
+
+
+def sandbox_sha256(control_url, key, token, sandbox, path):
+    run_in_sandbox(control_url, key, token, sandbox, "sha256sum %s > %s.sha" % (path, path))
+    status, line = request(control_url + "/v1/sandboxes/%s/files?path=%s.sha" % (sandbox, path),
+                           key=key)
+    if status != 200:
+        raise RuntimeError("no sha256 of %s: %d %s" % (path, status, line[:300]))
+    return line.split()[0].decode()
+
+
+def measure_uploads(args, control_url, key, token, sandbox, pids):
+    size = args.mb << 20
+    print("upload of %d MiB, peak RSS increase while it ran (VmHWM - VmRSS before)" % args.mb)
+    print("%-8s %10s %10s %16s %16s %s" % ("path", "seconds", "MiB/s", "control +MiB",
+                                          "worker +MiB", "sha256 ok"))
+    for seed, (name, base, credential) in enumerate((("relayed", control_url, key),
+                                                     ("direct", token["data_url"],
+                                                      token["token"]))):
+        path = "/tmp/upload-%s.bin" % name
+        url = base + "/v1/sandboxes/%s/files?path=%s" % (sandbox, path)
+        elapsed, digest, peaks = upload(url, credential, size, pids, seed)
+        stored = sandbox_sha256(control_url, key, token, sandbox, path)
+        run_in_sandbox(control_url, key, token, sandbox, "rm -f %s" % path)
+        print("%-8s %10.2f %10.1f %16.1f %16.1f %s" % (
+            name, elapsed, args.mb / elapsed, peaks[pids[0]] / 1024.0,
+            peaks[pids[1]] / 1024.0, "yes" if digest == stored else "NO"))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--airlockd", default="build/airlockd/airlockd")
     parser.add_argument("--mb", type=int, default=256, help="file size in MiB (at most 256)")
     parser.add_argument("--data-dir", default="")
     parser.add_argument("--keep", action="store_true", help="keep the data directory")
+    parser.add_argument("--upload", action="store_true",
+                        help="measure uploads (PUT) instead of downloads")
     args = parser.parse_args()
     if os.geteuid() != 0:
         sys.exit("relay_bench needs root: the worker makes namespaces, btrfs and nftables rules")
@@ -205,6 +277,12 @@ def main():
         if status != 201:
             raise RuntimeError("token answered %d: %s" % (status, token))
 
+        pids = [control.process.pid, worker.process.pid]
+        if args.upload:
+            measure_uploads(args, control_url, key, token, sandbox, pids)
+            call_json(control_url + "/v1/sandboxes/" + sandbox, "DELETE", key)
+            return
+
         # The file is made inside the sandbox (busybox), so the bench never holds it.
         size = args.mb << 20
         status, started = call_json(
@@ -223,7 +301,6 @@ def main():
             raise RuntimeError("the file was not written: %d %s" % (status, digest_line[:300]))
         expected = digest_line.split()[0].decode()
 
-        pids = [control.process.pid, worker.process.pid]
         print("download of %d MiB, peak RSS increase while it ran (VmHWM - VmRSS before)" %
               args.mb)
         print("%-8s %10s %10s %16s %16s %s" % ("path", "seconds", "MiB/s", "control +MiB",

@@ -8,39 +8,12 @@
 #include <utility>
 
 #include "gateway/api_common.hpp"
+#include "gateway/data_plane_internal.hpp"
 
 namespace airlock::gateway {
 
-namespace {
+namespace data_detail {
 
-using namespace detail;
-using nlohmann::json;
-using std::chrono::milliseconds;
-
-struct data_api {
-  data_plane_deps deps;
-  milliseconds timeout() const { return milliseconds(deps.options.call_timeout_ms); }
-};
-using api_ptr = std::shared_ptr<const data_api>;
-
-/// A sandbox the caller may use, and where it runs.
-struct target {
-  std::string sandbox_id;
-  std::string tenant_id;
-  actors::node_actor node;
-  std::string data_url;    ///< where attach_url points
-  bool by_api_key = false; ///< else by a control-plane token
-  std::string token;       ///< the caller's token (token callers)
-  int64_t token_expires_ms = 0;
-  /// Found through the scheduler: the request is relayed to the sandbox's
-  /// worker (a control listener, or `serve`'s), not served by that worker.
-  bool forwarded = false;
-};
-using target_next = std::function<void(target)>;
-
-/// Counts what a forwarding listener relays (airlock_data_forwarded_*): a
-/// deployment whose control plane relays much should send clients to the
-/// workers' data_url (docs/architecture.md).
 void count_forwarded(const data_api& api, const target& t, std::string_view direction,
                      uint64_t bytes) {
   if (!t.forwarded || api.deps.metrics == nullptr)
@@ -49,6 +22,29 @@ void count_forwarded(const data_api& api, const target& t, std::string_view dire
                                 {{"direction", std::string(direction)}},
                                 static_cast<double>(bytes));
 }
+
+constexpr size_t path_bytes_max = 4096;
+
+result<std::string> path_of_query(const exchange& ex) {
+  auto path = ex.query("path");
+  if (!path || path->empty())
+    return make_status(errc::invalid_argument, "?path= is required (an absolute path)");
+  if ((*path)[0] != '/' || path->size() > path_bytes_max || path->find('\0') != std::string::npos)
+    return make_status(errc::invalid_argument, "?path= must be an absolute path of at most "
+                                                 + std::to_string(path_bytes_max) + " bytes");
+  return *path;
+}
+
+} // namespace data_detail
+
+namespace {
+
+using namespace detail;
+using namespace data_detail;
+using nlohmann::json;
+using std::chrono::milliseconds;
+
+using target_next = std::function<void(target)>;
 
 bool is_api_key(const std::string& credential) { return credential.rfind("ak_", 0) == 0; }
 
@@ -351,19 +347,6 @@ void resize_pty(api_ptr api, exchange_ptr ex, target t) {
 
 // --- files ------------------------------------------------------------------------
 
-constexpr size_t path_bytes_max = 4096;
-
-/// ?path= as an absolute path; invalid_argument otherwise.
-result<std::string> path_of_query(const exchange& ex) {
-  auto path = ex.query("path");
-  if (!path || path->empty())
-    return make_status(errc::invalid_argument, "?path= is required (an absolute path)");
-  if ((*path)[0] != '/' || path->size() > path_bytes_max || path->find('\0') != std::string::npos)
-    return make_status(errc::invalid_argument, "?path= must be an absolute path of at most "
-                                                 + std::to_string(path_bytes_max) + " bytes");
-  return *path;
-}
-
 /// Runs a file operation on ?path= and answers with `answer(result, path)`.
 template <class Answer>
 void file_call(api_ptr api, exchange_ptr ex, const target& t, actors::file_spec spec,
@@ -476,25 +459,6 @@ void read_file(api_ptr api, exchange_ptr ex, target t) {
     answer_error(ex), actors::dp_file_atom::value, t.sandbox_id, std::move(first));
 }
 
-void write_file(api_ptr api, exchange_ptr ex, target t) {
-  actors::file_spec spec;
-  spec.verb = actors::file_verb::write;
-  if (auto mode = ex->query("mode")) {
-    uint32_t value = 0;
-    auto [end, problem] = std::from_chars(mode->data(), mode->data() + mode->size(), value, 8);
-    if (problem != std::errc{} || end != mode->data() + mode->size() || value > 07777)
-      return ex->respond(json_error(http::status::bad_request, "invalid_argument",
-                                    "?mode= must be octal, e.g. 0644"));
-    spec.mode = value;
-  }
-  spec.data = ex->request().body();
-  auto size = spec.data.size();
-  count_forwarded(*api, t, "upload", size);
-  file_call(api, ex, t, std::move(spec), [size](actors::file_result&, const std::string& path) {
-    return json_response(http::status::created, {{"path", path}, {"size_bytes", size}});
-  });
-}
-
 void list_files(api_ptr api, exchange_ptr ex, target t) {
   actors::file_spec spec;
   spec.verb = actors::file_verb::list;
@@ -554,7 +518,7 @@ void add_data_routes(route_table& routes, const data_plane_deps& deps) {
   const std::string files = "/v1/sandboxes/{id}/files";
   route_options small{64 * 1024};
   route_options stdin_body{deps.options.stdin_bytes_max};
-  route_options file_body{deps.options.file_bytes_max};
+  route_options file_upload{deps.options.file_bytes_max, true};
   routes.add_async(verb::post, procs, with_target(api, "processes", start_process), small);
   routes.add_async(verb::get, procs, with_target(api, "processes", list_processes));
   routes.add_async(verb::get, proc, with_target(api, "processes", get_process));
@@ -572,7 +536,7 @@ void add_data_routes(route_table& routes, const data_plane_deps& deps) {
   routes.add_async(verb::post, proc + "/signal", with_target(api, "processes", send_signal), small);
   routes.add_async(verb::post, proc + "/resize", with_target(api, "processes", resize_pty), small);
   routes.add_async(verb::get, files, with_target(api, "files", read_file));
-  routes.add_async(verb::put, files, with_target(api, "files", write_file), file_body);
+  routes.add_async(verb::put, files, with_target(api, "files", write_file), file_upload);
   routes.add_async(verb::delete_, files, with_target(api, "files", remove_file));
   routes.add_async(verb::get, files + "/list", with_target(api, "files", list_files));
   routes.add_async(verb::get, files + "/stat", with_target(api, "files", stat_file));

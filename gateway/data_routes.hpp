@@ -36,7 +36,10 @@ struct data_plane_options {
   /// Largest file upload (PUT) and download. Default: 268435456 (256 MiB).
   uint64_t file_bytes_max = uint64_t{256} << 20;
   /// A download larger than this is streamed in reads of this size, one at
-  /// a time (the listener holds about two). Default: 1048576 (1 MiB).
+  /// a time (the listener holds about two); an upload larger than this goes
+  /// to the worker in parts of this size through a write session, the next
+  /// read from the client once the worker took the last. Default: 1048576
+  /// (1 MiB).
   uint64_t file_chunk_bytes = uint64_t{1} << 20;
   /// Largest stdin body per request. Default: 1048576 (1 MiB).
   uint64_t stdin_bytes_max = uint64_t{1} << 20;

@@ -1,14 +1,17 @@
 #include "gateway/exchange.hpp"
 
+#include <algorithm>
+
 namespace airlock::gateway {
 
 exchange::exchange(http_request request, std::string route_pattern,
                    std::vector<std::pair<std::string, std::string>> path_params,
-                   std::weak_ptr<detail::exchange_transport> transport, uint64_t sequence)
+                   std::weak_ptr<detail::exchange_transport> transport, uint64_t sequence,
+                   bool body_streamed)
     : request_(std::move(request)), pattern_(std::move(route_pattern)),
       params_(std::move(path_params)),
       query_(parse_query(std::string_view(request_.target().data(), request_.target().size()))),
-      transport_(std::move(transport)), sequence_(sequence) {}
+      transport_(std::move(transport)), sequence_(sequence), body_streamed_(body_streamed) {}
 
 std::string_view exchange::path_param(std::string_view name) const {
   for (const auto& [key, value] : params_) {
@@ -44,6 +47,24 @@ std::shared_ptr<sse_stream> ended_stream(const sse_options& options, stream_body
 }
 
 } // namespace
+
+void exchange::read_body_chunk(size_t max_bytes, body_chunk_handler then) {
+  max_bytes = std::max<size_t>(max_bytes, 1);
+  if (body_streamed_) {
+    if (auto transport = transport_.lock())
+      return transport->read_body_chunk(sequence_, max_bytes, std::move(then));
+    return then(body_failure(make_status(errc::unavailable, "the client went away")));
+  }
+  body_chunk out;
+  {
+    std::lock_guard<std::mutex> guard(body_mutex_);
+    const auto& body = request_.body();
+    out.bytes = body.substr(std::min(body_offset_, body.size()), max_bytes);
+    body_offset_ += out.bytes.size();
+    out.last = body_offset_ >= body.size();
+  }
+  then(std::move(out));
+}
 
 std::shared_ptr<sse_stream> exchange::open_sse(const sse_options& options) {
   bool first = claim();

@@ -110,6 +110,9 @@ void connection::read_request() {
   route_label_ = unmatched_route;
   method_.clear();
   parser_.emplace();
+  body_parser_.reset();
+  body_streamed_ = false;
+  body_done_ = false;
   parser_->header_limit(options().header_bytes_max);
   // The body limit depends on the route, known once the header is read;
   // Beast would otherwise refuse a Content-Length over its 1 MiB default.
@@ -160,15 +163,24 @@ void connection::on_header(const beast::error_code& ec) {
                     + std::to_string(body_limit_) + " bytes");
   }
   parser_->body_limit(body_limit_);
+  const bool streamed =
+    found && match_.route->options.stream_body && match_.route->async_handler != nullptr;
   if (!parser_->is_done() && beast::iequals(head[http::field::expect], "100-continue")) {
     static const std::string continue_line = "HTTP/1.1 100 Continue\r\n\r\n";
-    return net::async_write(stream_, net::buffer(continue_line),
-                            [self = shared_from_this()](beast::error_code write_ec, size_t) {
-                              if (write_ec)
-                                return self->close_now();
-                              self->read_body();
-                            });
+    return net::async_write(
+      stream_, net::buffer(continue_line),
+      [self = shared_from_this(), streamed](beast::error_code write_ec, size_t) {
+        if (write_ec)
+          return self->close_now();
+        self->after_header(streamed);
+      });
   }
+  after_header(streamed);
+}
+
+void connection::after_header(bool streamed) {
+  if (streamed)
+    return start_streamed();
   read_body();
 }
 
@@ -194,7 +206,7 @@ void connection::on_request(const beast::error_code& ec) {
     case route_match::outcome::found: break;
   }
   if (match_.route->async_handler)
-    return start_async();
+    return start_async(parser_->release(), false);
   send_response(run_sync(request));
 }
 
@@ -217,17 +229,13 @@ http_response connection::handler_failed(const std::string& what) {
                     "the server failed to answer this request; see its log");
 }
 
-void connection::start_async() {
+void connection::start_async(http_request message, bool body_streamed) {
   phase_ = phase::handling;
   auto request = std::make_shared<exchange>(
-    parser_->release(), match_.route->pattern, std::move(match_.params),
-    std::weak_ptr<detail::exchange_transport>(shared_from_this()), ++sequence_);
+    std::move(message), match_.route->pattern, std::move(match_.params),
+    std::weak_ptr<detail::exchange_transport>(shared_from_this()), ++sequence_, body_streamed);
   current_ = request;
-  handler_timer_.expires_after(milliseconds(options().handler_timeout_ms));
-  handler_timer_.async_wait([self = shared_from_this(), seq = sequence_](beast::error_code ec) {
-    if (!ec)
-      self->on_handler_timeout(seq);
-  });
+  arm_handler_timer();
   start_watch();
   std::optional<std::string> failure;
   try {
@@ -239,6 +247,14 @@ void connection::start_async() {
   }
   if (failure && request->claim())
     on_answer(sequence_, handler_failed(*failure));
+}
+
+void connection::arm_handler_timer() {
+  handler_timer_.expires_after(milliseconds(options().handler_timeout_ms));
+  handler_timer_.async_wait([self = shared_from_this(), seq = sequence_](beast::error_code ec) {
+    if (!ec)
+      self->on_handler_timeout(seq);
+  });
 }
 
 void connection::on_answer(uint64_t sequence, http_response response) {
@@ -265,6 +281,8 @@ void connection::on_handler_timeout(uint64_t sequence) {
 void connection::start_watch() {
   if (watch_pending_ || phase_ == phase::closed)
     return;
+  if (body_streamed_ && !body_done_)
+    return; // the body's reads see the client go; two reads cannot be pending
   bool streaming = phase_ == phase::streaming || phase_ == phase::ending;
   if (!streaming && buffer_.size() >= options().header_bytes_max)
     return;
@@ -319,7 +337,9 @@ void connection::on_client_gone(const beast::error_code& ec) {
 
 void connection::send_response(http_response response) {
   phase_ = phase::writing;
-  bool keep = keep_ && options().keep_alive && !server_.stopping_flag.load() && !client_eof_;
+  // A body the handler left unread cannot be told from the next request.
+  bool keep = keep_ && options().keep_alive && !server_.stopping_flag.load() && !client_eof_
+              && (!body_streamed_ || body_done_);
   response_ = std::move(response);
   response_.version(version_);
   response_.set(http::field::server, "airlock");
@@ -374,8 +394,8 @@ void connection::linger() {
   phase_ = phase::ending;
   beast::error_code ignored;
   stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
-  if (watch_pending_)
-    return arm_linger(); // the watch read sees the client close
+  if (watch_pending_ || body_read_pending_)
+    return arm_linger(); // the pending read sees the client close
   stream_.expires_after(milliseconds(options().linger_timeout_ms));
   drain();
 }

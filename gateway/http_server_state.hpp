@@ -3,6 +3,7 @@
 // gateway/: http_server.cpp the public class and the metrics route,
 // http_listener.cpp binding, the accept loop and the graceful stop,
 // http_connection.cpp a connection's requests, handlers, responses and close,
+// http_body_reader.cpp a request body read as its handler asks,
 // http_sse_writer.cpp a connection's event stream). Not a public header:
 // http_server.hpp is the contract.
 
@@ -26,6 +27,7 @@
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/parser.hpp>
 
 #include "gateway/http_server.hpp"
@@ -144,6 +146,8 @@ public:
   std::shared_ptr<sse_stream> deliver_body_stream(uint64_t sequence, http_response head,
                                                   const sse_options& options) override;
 
+  void read_body_chunk(uint64_t sequence, size_t max_bytes, body_chunk_handler then) override;
+
   // detail::sse_writer: any thread.
   void wake() override;
 
@@ -165,9 +169,26 @@ private:
 
   void on_header(const beast::error_code& ec);
 
+  /// Reads the body whole, or starts the handler of a route that streams it.
+  void after_header(bool streamed);
+
   void read_body();
 
   void on_request(const beast::error_code& ec);
+
+  // --- A body read as the handler asks (http_body_reader.cpp) ---
+
+  /// Starts the handler with the header only; it reads the body through
+  /// read_body_chunk().
+  void start_streamed();
+
+  void on_body_wanted(uint64_t sequence, size_t max_bytes, body_chunk_handler then);
+
+  void on_body_read(beast::error_code ec);
+
+  /// What a failed body read means to the handler; answers the client (413,
+  /// 400) or closes when the handler has not answered yet.
+  status body_read_failed(const beast::error_code& ec);
 
   // --- Handlers ---
 
@@ -175,7 +196,10 @@ private:
 
   http_response handler_failed(const std::string& what);
 
-  void start_async();
+  void start_async(http_request request, bool body_streamed);
+
+  /// (Re)starts the handler_timeout_ms clock of the exchange in flight.
+  void arm_handler_timer();
 
   void on_answer(uint64_t sequence, http_response response);
 
@@ -245,6 +269,13 @@ private:
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
+  /// A route with route_options::stream_body: the parser after the header.
+  std::optional<http::request_parser<http::buffer_body>> body_parser_;
+  bool body_streamed_ = false;     ///< the request in flight streams its body
+  bool body_done_ = false;         ///< its body is read to the end
+  bool body_read_pending_ = false; ///< a read for the handler is on the socket
+  std::string body_piece_;         ///< what that read fills
+  body_chunk_handler body_then_;   ///< who gets it
   http_response response_;
   std::array<char, 4096> drain_buffer_{};
   net::steady_timer handler_timer_;   ///< handler_timeout_ms of the exchange in flight

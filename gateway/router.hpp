@@ -42,6 +42,12 @@ struct route_options {
   /// Largest request body for this route; larger bodies get 413 before the body is read.
   /// 0: the server's body_bytes_max. Default: 0.
   uint64_t body_bytes_max = 0;
+  /// The handler (an asynchronous one) reads the body itself, a chunk at a
+  /// time, with exchange::read_body_chunk; the server reads from the socket
+  /// only when asked, so a client sends no faster than the handler consumes
+  /// and the body is never held whole. body_bytes_max still applies.
+  /// Default: false (the body is read whole before the handler runs).
+  bool stream_body = false;
 };
 
 /// A JSON answer with `status` and Content-Type application/json.

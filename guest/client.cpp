@@ -404,6 +404,57 @@ result<uint64_t> guest_client::write_file(const std::string& path, std::string_v
   return std::get<file_done>(*message).bytes;
 }
 
+result<uint32_t> guest_client::write_open(const std::string& path, int timeout_ms, uint32_t mode,
+                                          bool create_parents) {
+  auto id = next_request_id();
+  if (auto sent = send(write_begin{id, path, mode, create_parents}, timeout_ms); !sent.is_ok())
+    return sent;
+  // The guest answers in order: once the pong is here, so is a refusal.
+  if (auto fenced = ping(timeout_ms); !fenced)
+    return fenced.error();
+  if (auto refused = take_error(id); !refused.is_ok())
+    return refused;
+  return id;
+}
+
+status guest_client::write_part(uint32_t id, std::string_view data, int timeout_ms) {
+  auto deadline = now_ms() + timeout_ms;
+  size_t chunk_max = std::max<size_t>(hello_.limits.file_chunk_bytes, 1);
+  for (size_t at = 0; at < data.size(); at += chunk_max) {
+    auto chunk = data.substr(at, chunk_max);
+    if (auto sent = send(write_chunk{id, std::string(chunk)}, remaining_ms(deadline));
+        !sent.is_ok())
+      return sent;
+  }
+  if (auto read = read_available(); !read.is_ok())
+    return read;
+  return take_error(id);
+}
+
+result<uint64_t> guest_client::write_close(uint32_t id, bool abort, int timeout_ms) {
+  auto deadline = now_ms() + timeout_ms;
+  if (auto sent = send(write_end{id, abort}, timeout_ms); !sent.is_ok())
+    return sent;
+  auto message = wait_for([id](const guest_message& m) { return request_of(m) == id; }, deadline);
+  if (!message)
+    return message.error();
+  if (auto* e = std::get_if<error_reply>(&*message))
+    return as_status(*e);
+  return std::get<file_done>(*message).bytes;
+}
+
+status guest_client::take_error(uint32_t id) {
+  for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+    auto* e = std::get_if<error_reply>(&*it);
+    if (e == nullptr || e->request_id != id)
+      continue;
+    auto failure = as_status(*e);
+    pending_.erase(it);
+    return failure;
+  }
+  return status::ok();
+}
+
 result<file_list> guest_client::list(const std::string& path, int timeout_ms) {
   auto id = next_request_id();
   if (auto sent = send(list_request{id, path}, timeout_ms); !sent.is_ok())

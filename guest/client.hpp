@@ -91,6 +91,20 @@ public:
   /// Atomic write; returns the bytes written.
   result<uint64_t> write_file(const std::string& path, std::string_view data, int timeout_ms,
                               uint32_t mode = 0, bool create_parents = false);
+  /// A write in parts: the guest writes a temporary file beside `path` and
+  /// renames it over `path` only at write_close(commit), so a write that
+  /// fails or is abandoned leaves the old file. Returns the write's id once
+  /// the guest has opened the temporary file (a ping fences write_begin, so
+  /// a path it refuses fails here, not at the end).
+  result<uint32_t> write_open(const std::string& path, int timeout_ms, uint32_t mode = 0,
+                              bool create_parents = false);
+  /// Sends `data` to write `id` (in frames of the guest's chunk size). Fails
+  /// with the guest's error when the write has already failed (the guest
+  /// then forgets it: do not close it).
+  status write_part(uint32_t id, std::string_view data, int timeout_ms);
+  /// Ends write `id`: commits (returns the bytes written) or aborts (removes
+  /// the temporary file).
+  result<uint64_t> write_close(uint32_t id, bool abort, int timeout_ms);
   result<file_list> list(const std::string& path, int timeout_ms);
   result<file_info> stat(const std::string& path, int timeout_ms, bool follow = false);
   status mkdir(const std::string& path, int timeout_ms, uint32_t mode = 0, bool parents = false);
@@ -130,6 +144,9 @@ private:
   result<guest_message> wait_for(Match&& match, int64_t deadline_ms);
   /// Waits for file_done or an error answering request `id`.
   status await_done(uint32_t id, int64_t deadline_ms);
+  /// Removes and returns an error answering request `id` that has already
+  /// arrived; ok when none has.
+  status take_error(uint32_t id);
   uint32_t next_request_id() { return ++last_request_id_; }
 
   unique_fd channel_;

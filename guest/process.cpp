@@ -124,11 +124,12 @@ struct child_stdio {
   }
   if (::dup2(stdio.in, 0) < 0 || ::dup2(stdio.out, 1) < 0 || ::dup2(stdio.err, 2) < 0)
     child_fail(status_fd, child_step::stdio);
-  // The host protects the agent from the OOM killer; what it runs must not
-  // inherit that, or an OOM kill would take the agent first. Raising one's
-  // own score needs no privilege; without /proc the program keeps the agent's.
+  // An OOM kill must take what the agent runs before the agent that serves
+  // it: programs score higher. Raising one's own score needs no privilege
+  // (lowering the agent's does, and hosts may not grant it); without /proc
+  // the program keeps the agent's score.
   if (int adj = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC); adj >= 0) {
-    [[maybe_unused]] auto n = ::write(adj, "0", 1);
+    [[maybe_unused]] auto n = ::write(adj, "500", 3);
     ::close(adj);
   }
   if (request.run_as.set_user) {

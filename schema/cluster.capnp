@@ -90,6 +90,10 @@ enum FileVerb {
   mkdir @4;
   remove @5;
   rename @6;
+  writeOpen @7;                # a write session: temp file beside the path
+  writePart @8;                # appends data to session
+  writeCommit @9;              # renames the temp file over the path
+  writeAbort @10;              # removes the temp file
 }
 
 struct FileSpec {
@@ -102,6 +106,7 @@ struct FileSpec {
   length @6 :UInt64;            # read; 0: to the end
   mode @7 :UInt32;
   recursive @8 :Bool;
+  session @9 :UInt64;           # writePart, writeCommit, writeAbort
 }
 
 struct FileEntry {
@@ -120,6 +125,7 @@ struct FileResult {
   entries @3 :List(FileEntry);
   truncated @4 :Bool;
   info @5 :FileEntry;
+  session @6 :UInt64;           # writeOpen: the session to write to
 }
 
 struct PlacementRequest {

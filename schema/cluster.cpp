@@ -241,13 +241,14 @@ std::string encode(const file_spec& x) {
     b.setLength(x.length);
     b.setMode(x.mode);
     b.setRecursive(x.recursive);
+    b.setSession(x.session);
   });
 }
 
 result<file_spec> decode_file_spec(std::string_view bytes) {
   return detail::from_bytes<cs::FileSpec, file_spec>(
     bytes, cluster_schema_version, "file spec", [](cs::FileSpec::Reader b) -> result<file_spec> {
-      if (!detail::enum_in_range(b.getVerb(), cs::FileVerb::RENAME))
+      if (!detail::enum_in_range(b.getVerb(), cs::FileVerb::WRITE_ABORT))
         return detail::enum_too_new("file spec");
       file_spec x;
       x.verb = static_cast<file_verb>(b.getVerb());
@@ -258,6 +259,7 @@ result<file_spec> decode_file_spec(std::string_view bytes) {
       x.length = b.getLength();
       x.mode = b.getMode();
       x.recursive = b.getRecursive();
+      x.session = b.getSession();
       return x;
     });
 }
@@ -285,6 +287,7 @@ std::string encode(const file_result& x) {
       fill_entry(entries[i], x.entries[i]);
     b.setTruncated(x.truncated);
     fill_entry(b.initInfo(), x.info);
+    b.setSession(x.session);
   });
 }
 
@@ -300,6 +303,7 @@ result<file_result> decode_file_result(std::string_view bytes) {
         x.entries.push_back(read_entry(entry));
       x.truncated = b.getTruncated();
       x.info = read_entry(b.getInfo());
+      x.session = b.getSession();
       return x;
     });
 }

@@ -124,7 +124,21 @@ struct output_batch {
   bool operator==(const output_batch&) const = default;
 };
 
-enum class file_verb : uint8_t { read, write, list, stat, mkdir, remove, rename };
+/// write is one message with the whole file; write_open .. write_commit (or
+/// write_abort) move a larger one in parts, each at most one message.
+enum class file_verb : uint8_t {
+  read,
+  write,
+  list,
+  stat,
+  mkdir,
+  remove,
+  rename,
+  write_open,
+  write_part,
+  write_commit,
+  write_abort
+};
 
 /// One file operation, resolved inside the sandbox (symlinks and `..` never
 /// leave its root).
@@ -132,11 +146,12 @@ struct file_spec {
   file_verb verb = file_verb::stat;
   std::string path;
   std::string to;   ///< rename target
-  std::string data; ///< write
+  std::string data; ///< write, write_part
   uint64_t offset = 0;
   uint64_t length = 0; ///< read; 0: to the end (bounded by the worker's limit)
   uint32_t mode = 0644;
   bool recursive = false; ///< remove
+  uint64_t session = 0;   ///< write_part, write_commit, write_abort: from write_open
   bool operator==(const file_spec&) const = default;
 };
 
@@ -151,10 +166,11 @@ struct file_entry {
 
 struct file_result {
   std::string data;     ///< read
-  uint64_t written = 0; ///< write
+  uint64_t written = 0; ///< write, write_commit; write_part: the session's bytes so far
   std::vector<file_entry> entries;
   bool truncated = false;
-  file_entry info; ///< stat (name = the path's last component)
+  file_entry info;      ///< stat (name = the path's last component)
+  uint64_t session = 0; ///< write_open
   bool operator==(const file_result&) const = default;
 };
 

@@ -202,6 +202,25 @@ file_request to_file_request(actors::file_spec& spec) {
       req.op = file_op::rename;
       req.to = std::move(spec.to);
       break;
+    case actors::file_verb::write_open:
+      req.op = file_op::write_open;
+      req.mode = spec.mode == 0 ? 0644 : spec.mode;
+      req.parents = true; // the API creates parents
+      break;
+    case actors::file_verb::write_part:
+      req.op = file_op::write_part;
+      req.session = spec.session;
+      req.offset = spec.offset;
+      req.data = std::move(spec.data);
+      break;
+    case actors::file_verb::write_commit:
+      req.op = file_op::write_commit;
+      req.session = spec.session;
+      break;
+    case actors::file_verb::write_abort:
+      req.op = file_op::write_abort;
+      req.session = spec.session;
+      break;
   }
   return req;
 }
@@ -210,6 +229,7 @@ actors::file_result to_file_result(file_reply& reply, const std::string& path) {
   actors::file_result out;
   out.data = std::move(reply.data);
   out.written = reply.bytes;
+  out.session = reply.session;
   out.truncated = reply.truncated;
   out.entries.reserve(reply.entries.size());
   for (const auto& info : reply.entries)

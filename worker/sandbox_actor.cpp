@@ -149,6 +149,9 @@ sandbox_actor::behavior_type sandbox_impl(self_ptr self, sandbox_parts parts,
     [self](sbx_wake_atom, uint64_t token) { on_reader_timeout(self, token); },
     [self](sbx_kill_atom, const std::string& id) { on_exec_timeout(self, id); },
     [self](sbx_pace_atom, const std::string& id) { on_pace_check(self, id); },
+    [self](sbx_expire_atom, uint64_t session, uint64_t use) {
+      on_write_expired(self, session, use);
+    },
   };
 }
 

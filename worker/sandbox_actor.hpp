@@ -52,6 +52,7 @@ using sbx_done_atom = caf::atom_constant<caf::atom("sbxdone")>;
 using sbx_wake_atom = caf::atom_constant<caf::atom("sbxwake")>;
 using sbx_kill_atom = caf::atom_constant<caf::atom("sbxkill")>;
 using sbx_pace_atom = caf::atom_constant<caf::atom("sbxpace")>;
+using sbx_expire_atom = caf::atom_constant<caf::atom("sbxexpire")>;
 
 /// Limits and timeouts of one sandbox actor.
 struct sandbox_actor_options {
@@ -89,13 +90,21 @@ struct sandbox_actor_options {
   /// Bound on one guest call (start, stdin, signal, one file operation).
   /// Default: 10000.
   int guest_call_timeout_ms = 10'000;
-  /// Largest file read or written through the files pass-through (the guest
-  /// protocol moves it in chunks; the whole file is held in memory here).
-  /// Default: 256 MiB.
+  /// Largest file read or written through the files pass-through. One read
+  /// or one-message write holds it whole in memory here; a write session
+  /// (file_op::write_open ..) holds one part at a time, and this bounds the
+  /// sum of its parts. Default: 256 MiB.
   uint64_t file_bytes_max = uint64_t{256} << 20;
   /// A file read or write gets guest_call_timeout_ms plus its size at this
   /// rate. Default: 8 MiB/s.
   uint64_t file_rate_bytes_per_s_min = uint64_t{8} << 20;
+  /// Write sessions open at once; write_open fails with resource_exhausted
+  /// beyond it. Below the guest's own stream limit (64). Default: 8.
+  size_t write_sessions_max = 8;
+  /// A write session that gets no call for this long is aborted (its
+  /// temporary file removed): its client or the relaying control plane went
+  /// away. Default: 60000.
+  uint32_t write_session_idle_ms = 60'000;
   /// The guest link's bounds. Default: see guest_link_options.
   guest_link_options link;
 };
@@ -143,25 +152,42 @@ struct output_reply {
   int32_t signal = 0;               ///< valid when exited
 };
 
-enum class file_op : uint8_t { read, write, list, stat, mkdir, remove, rename };
+/// write moves a whole file in one request; write_open, write_part (in
+/// order) and write_commit or write_abort move one in parts through a
+/// session, so that no message holds more than a part.
+enum class file_op : uint8_t {
+  read,
+  write,
+  list,
+  stat,
+  mkdir,
+  remove,
+  rename,
+  write_open,
+  write_part,
+  write_commit,
+  write_abort
+};
 
 /// One file operation, resolved inside the sandbox by the guest.
 struct file_request {
   file_op op = file_op::stat;
   std::string path;
-  std::string to;   ///< rename target
-  std::string data; ///< write
-  uint64_t offset = 0;
+  std::string to;      ///< rename target
+  std::string data;    ///< write, write_part
+  uint64_t offset = 0; ///< read; write_part: where `data` goes (the session's bytes so far)
   uint64_t length = 0; ///< read; 0: to the end (bounded by file_bytes_max)
   uint32_t mode = 0;
-  bool parents = false;   ///< write, mkdir
+  bool parents = false;   ///< write, write_open, mkdir
   bool recursive = false; ///< remove
   bool follow = false;    ///< stat
+  uint64_t session = 0;   ///< write_part, write_commit, write_abort
 };
 
 struct file_reply {
-  std::string data;   ///< read
-  uint64_t bytes = 0; ///< write: bytes written
+  std::string data;     ///< read
+  uint64_t bytes = 0;   ///< write, write_commit: bytes written; write_part: bytes so far
+  uint64_t session = 0; ///< write_open
   std::vector<guest::file_info> entries;
   bool truncated = false;
   guest::file_info info; ///< stat
@@ -207,11 +233,12 @@ typename Inspector::result_type inspect(Inspector& f, output_reply& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, file_request& x) {
   return f(caf::meta::type_name("file_request"), x.op, x.path, x.to, x.data, x.offset, x.length,
-           x.mode, x.parents, x.recursive, x.follow);
+           x.mode, x.parents, x.recursive, x.follow, x.session);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, file_reply& x) {
-  return f(caf::meta::type_name("file_reply"), x.data, x.bytes, x.entries, x.truncated, x.info);
+  return f(caf::meta::type_name("file_reply"), x.data, x.bytes, x.entries, x.truncated, x.info,
+           x.session);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, guest_event& x) {
@@ -281,6 +308,15 @@ using sandbox_actor = caf::typed_actor<
   /// invalid_argument for a read of a directory ("is a directory"),
   /// too_large beyond file_bytes_max, wrong_state while paused.
   /// read/list/stat are idempotent; write is atomic.
+  /// A write session: write_open (path, mode, parents) replies with a
+  /// session id; write_part (session, offset = bytes so far, data) replies
+  /// once the guest took the part; write_commit renames the file into place
+  /// and replies with its size; write_abort removes the temporary file
+  /// (idempotent). Until the commit the old file is untouched. Errors:
+  /// resource_exhausted (write_sessions_max open), not_found (unknown or
+  /// expired session), invalid_argument (offset is not the bytes so far),
+  /// too_large (past file_bytes_max; the session is aborted), and the
+  /// guest's (the session is gone then).
   caf::replies_to<sbx_file_atom, file_request>::with<file_reply>,
   /// Freezes every process of the sandbox (runtime freezer). Idempotent.
   caf::replies_to<sbx_pause_atom>::with<bool>,
@@ -301,7 +337,9 @@ using sandbox_actor = caf::typed_actor<
   /// Internal: the process (id) reached its exec timeout.
   caf::reacts_to<sbx_kill_atom, std::string>,
   /// Internal: re-checks whether the process (id) still has an active reader.
-  caf::reacts_to<sbx_pace_atom, std::string>>;
+  caf::reacts_to<sbx_pace_atom, std::string>,
+  /// Internal: write session (id) idle since its use number (second) expires.
+  caf::reacts_to<sbx_expire_atom, uint64_t, uint64_t>>;
 
 /// Spawns the actor for a created, guest-ready sandbox and starts its guest
 /// link. When the actor ends without destroy (its owner went away), the link

@@ -10,15 +10,14 @@
 
 namespace airlock::worker::sandbox_detail {
 
-namespace {
-
-/// The bound of a guest call moving `bytes` of file data.
 int file_timeout_ms(const sandbox_actor_options& options, uint64_t bytes) {
   const uint64_t rate = std::max<uint64_t>(options.file_rate_bytes_per_s_min, 1);
   const uint64_t extra = bytes * 1000 / rate;
   return static_cast<int>(std::min<uint64_t>(options.guest_call_timeout_ms + extra,
                                              uint64_t{std::numeric_limits<int>::max()}));
 }
+
+namespace {
 
 status too_large(const std::string& path, uint64_t size, uint64_t bytes_max) {
   return make_status(errc::too_large, path + ": " + std::to_string(size)
@@ -102,6 +101,12 @@ job_result run_file_op(guest::guest_client& client, const file_request& req,
       break;
     case file_op::remove: out.outcome = client.remove(req.path, timeout, req.recursive); break;
     case file_op::rename: out.outcome = client.rename(req.path, req.to, timeout); break;
+    case file_op::write_open:
+    case file_op::write_part:
+    case file_op::write_commit:
+    case file_op::write_abort: // sessions live on the actor (handle_write_session)
+      out.outcome = make_status(errc::internal, "a write session operation posted as a job");
+      break;
   }
   return out;
 }
@@ -113,6 +118,13 @@ caf::result<file_reply> handle_file(self_ptr self, file_request& request) {
   if (st.paused)
     return make_error(errc::wrong_state, "sandbox " + st.parts.id
                                            + " is paused: file operations would block; resume it");
+  switch (request.op) {
+    case file_op::write_open:
+    case file_op::write_part:
+    case file_op::write_commit:
+    case file_op::write_abort: return handle_write_session(self, request);
+    default: break;
+  }
   auto promise = self->make_response_promise<file_reply>();
   auto posted = post_guest(
     self,

@@ -135,6 +135,8 @@ void on_error(self_ptr self, const guest::error_reply& msg) {
     }
     return;
   }
+  if (msg.stream_id == 0 && on_write_error(self, msg))
+    return;
   auto id = st.by_stream.find(msg.stream_id);
   if (id == st.by_stream.end() || !msg.ended)
     return;

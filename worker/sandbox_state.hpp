@@ -60,6 +60,15 @@ struct pending_start {
   caf::typed_response_promise<std::string> promise;
 };
 
+/// A write moved in parts (sandbox_uploads.cpp).
+struct write_session {
+  uint32_t guest_id = 0; ///< the guest's write id
+  std::string path;
+  uint64_t bytes = 0; ///< bytes posted to the guest so far
+  uint64_t uses = 0;  ///< bumped by every call: an expiry of an older use is stale
+  status failure;     ///< the guest failed the write between calls
+};
+
 struct sandbox_state {
   static inline const char* name = "sandbox";
   sandbox_parts parts;
@@ -74,6 +83,8 @@ struct sandbox_state {
   std::map<uint64_t, waiting_output> outputs;
   std::map<uint64_t, waiting_exit> exit_waiters;
   std::vector<caf::typed_response_promise<bool>> destroy_waiters;
+  std::map<uint64_t, write_session> writes; ///< by session id
+  uint64_t next_write = 0;
   uint64_t next_token = 0;
   uint64_t next_process = 0;
   bool paused = false;
@@ -141,6 +152,22 @@ void on_reader_timeout(self_ptr self, uint64_t token);
 // ---- file pass-through (sandbox_files.cpp) ----------------------------------
 
 caf::result<file_reply> handle_file(self_ptr self, file_request& request);
+
+/// The bound of a guest call moving `bytes` of file data.
+int file_timeout_ms(const sandbox_actor_options& options, uint64_t bytes);
+
+// ---- write sessions (sandbox_uploads.cpp) -----------------------------------
+
+/// write_open, write_part, write_commit, write_abort.
+caf::result<file_reply> handle_write_session(self_ptr self, file_request& request);
+
+/// The session's idle time is up, unless it was used after `use`.
+void on_write_expired(self_ptr self, uint64_t session, uint64_t use);
+
+/// A guest error about a write between calls; true when it was a session's.
+bool on_write_error(self_ptr self, const guest::error_reply& msg);
+
+std::string session_too_large_message(const std::string& path, uint64_t size, uint64_t bytes_max);
 
 // ---- lifecycle (sandbox_lifecycle.cpp) --------------------------------------
 

@@ -15,6 +15,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -291,6 +292,32 @@ TEST_F(cluster_e2e, a_worker_serves_its_own_metrics_and_the_control_plane_stream
   auto missing = call("GET", control_->url() + "/v1/sandboxes/" + id + "/files?path=/nope", key_);
   EXPECT_EQ(missing.status, 404) << missing.raw;
 
+  // The same bytes with chunked transfer encoding (no length announced): the
+  // control plane streams them to the worker a chunk at a time.
+  const std::string sandbox_files = "/v1/sandboxes/" + id + "/files";
+  auto chunked = test::http_connection::open("127.0.0.1", control_->port);
+  ASSERT_TRUE(chunked);
+  ASSERT_TRUE(chunked->send("PUT " + sandbox_files
+                            + "?path=/tmp/chunked.bin HTTP/1.1\r\n"
+                              "Host: control\r\nAuthorization: Bearer "
+                            + key_
+                            + "\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"));
+  constexpr size_t http_chunk = 300'000; // not a multiple of the relay's chunk
+  for (size_t at = 0; at < content.size(); at += http_chunk) {
+    auto piece = content.substr(at, http_chunk);
+    std::ostringstream size_line;
+    size_line << std::hex << piece.size() << "\r\n";
+    ASSERT_TRUE(chunked->send(size_line.str() + piece + "\r\n"));
+  }
+  ASSERT_TRUE(chunked->send("0\r\n\r\n"));
+  auto chunked_put = chunked->read_reply();
+  ASSERT_TRUE(chunked_put);
+  EXPECT_EQ(chunked_put->status, 201) << chunked_put->body;
+  auto chunked_back = call("GET", control_->url() + sandbox_files + "?path=/tmp/chunked.bin", key_);
+  EXPECT_EQ(chunked_back.status, 200);
+  ASSERT_EQ(chunked_back.raw.size(), content.size());
+  EXPECT_TRUE(chunked_back.raw == content) << "the chunked upload differs from what was sent";
+
   // The worker's own /metrics, on its data listener: its sandboxes, its
   // egress proxy's counters and its listener's requests.
   auto figures = call("GET", worker.url() + "/metrics", "");
@@ -310,11 +337,32 @@ TEST_F(cluster_e2e, a_worker_serves_its_own_metrics_and_the_control_plane_stream
   EXPECT_GE(*down, static_cast<double>(content.size()));
   auto up = sample(control.raw, "airlock_data_forwarded_bytes_total{direction=\"upload\"}");
   ASSERT_TRUE(up.has_value()) << control.raw;
-  EXPECT_EQ(*up, static_cast<double>(content.size()));
+  EXPECT_EQ(*up, 2.0 * static_cast<double>(content.size()));
   auto requests = sample(control.raw, "airlock_data_forwarded_requests_total{route=\"files\"}");
   ASSERT_TRUE(requests.has_value()) << control.raw;
-  EXPECT_GE(*requests, 3.0);
+  EXPECT_GE(*requests, 5.0);
   EXPECT_EQ(control.raw.find("airlock_egress_"), std::string::npos);
+
+  // A client that goes away half way: the old file stays, and the worker's
+  // temporary file goes with the session the control plane aborts.
+  auto abandoned = test::http_connection::open("127.0.0.1", control_->port);
+  ASSERT_TRUE(abandoned);
+  ASSERT_TRUE(abandoned->send("PUT " + sandbox_files
+                              + "?path=/tmp/big.bin HTTP/1.1\r\n"
+                                "Host: control\r\nAuthorization: Bearer "
+                              + key_ + "\r\nContent-Length: " + std::to_string(content.size())
+                              + "\r\n\r\n" + std::string(3 << 20, 'z')));
+  auto temporary_in_tmp = [&] {
+    auto listed = call("GET", control_->url() + sandbox_files + "/list?path=/tmp", key_);
+    return listed.raw.find(".big.bin.airlock-") != std::string::npos;
+  };
+  // Wait until the relay has opened the session (its temporary file exists).
+  ASSERT_TRUE(eventually(temporary_in_tmp, 20s));
+  abandoned->close();
+  EXPECT_TRUE(eventually([&] { return !temporary_in_tmp(); }, 20s));
+  auto kept = call("GET", control_->url() + files, key_);
+  ASSERT_EQ(kept.raw.size(), content.size());
+  EXPECT_TRUE(kept.raw == content) << "an abandoned upload changed the file";
 }
 
 TEST_F(cluster_e2e, a_worker_is_ready_once_joined_and_takes_only_valid_control_plane_tokens) {

@@ -44,6 +44,13 @@ public:
       options, std::weak_ptr<gateway::detail::sse_writer>{}, gateway::stream_body::bytes);
   }
 
+  /// No socket behind it: a streamed body cannot be read (routes under test
+  /// buffer theirs).
+  void read_body_chunk(uint64_t, size_t, gateway::body_chunk_handler then) override {
+    then(gateway::body_failure(
+      make_status(errc::unavailable, "the recording transport streams no request body")));
+  }
+
   /// Calls of any deliver method so far.
   int delivered() const {
     std::lock_guard lock(mutex_);

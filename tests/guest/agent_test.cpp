@@ -95,6 +95,12 @@ TEST_F(agent, echo_round_trip_reports_output_and_exit_code) {
   EXPECT_EQ(failing->signal, 0);
 }
 
+TEST_F(agent, what_it_runs_is_the_oom_killers_first_choice_not_the_agent) {
+  auto ran = client().run(shell("cat /proc/self/oom_score_adj"), "", wait_ms);
+  ASSERT_TRUE(ran) << ran.error().message;
+  EXPECT_EQ(ran->out, "500\n") << "a program scores above the agent that serves it";
+}
+
 TEST_F(agent, true_round_trip_and_ping_work_repeatedly) {
   start_request t;
   t.process.argv = {"true"};

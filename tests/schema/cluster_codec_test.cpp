@@ -47,6 +47,7 @@ file_result sample_file_result() {
   x.entries = {{"a.txt", "file", 12, 0644, 1700000000001}, {"sub", "dir", 0, 0755, 5}};
   x.truncated = true;
   x.info = {"b", "symlink", 3, 0777, -1};
+  x.session = 9;
   return x;
 }
 
@@ -94,6 +95,9 @@ TEST(cluster_codec, round_trips_every_node_and_data_plane_message) {
   expect_round_trip(
     file_spec{file_verb::rename, "/a", "/b", std::string("\0x", 2), 5, 6, 0600, true},
     decode_file_spec);
+  // A part of a write session: the verb and the session id cross too.
+  expect_round_trip(file_spec{file_verb::write_part, "", "", "part", 1048576, 0, 0644, false, 42},
+                    decode_file_spec);
   expect_round_trip(file_entry{"x", "other", 1, 2, 3}, decode_file_entry);
   expect_round_trip(sample_file_result(), decode_file_result);
 }

@@ -256,9 +256,11 @@ status namespace_runtime::start(const sandbox_launch_spec& spec, sandbox& box) {
     return mapped;
   if (auto joined = cgroups_->attach(rec.id, *pid); !joined)
     return joined;
+  // Lowering a score needs CAP_SYS_RESOURCE, which a host may withhold: the
+  // agent then stays at 0 and still outranks its programs (they raise theirs).
   if (auto protected_init = write_control_file("/proc/" + std::to_string(*pid) + "/oom_score_adj",
                                                std::to_string(options_.init_oom_score_adj));
-      !protected_init)
+      !protected_init && protected_init.code != errc::permission_denied)
     return protected_init;
   if (auto wired = rec.network
                      ? create_veth(options_.net, rec.host_interface, *pid,

@@ -72,9 +72,10 @@ struct namespace_runtime_options {
   /// reaches it the kernel reclaims and OOM-kills among sandboxes, never
   /// airlockd or the host. 0: no cap. Default: 0.
   uint64_t sandboxes_memory_max_mb = 0;
-  /// oom_score_adj of each sandbox's init, the guest agent: an OOM kill
-  /// picks a sandbox's own processes (the agent puts them back at 0) before
-  /// the agent that serves them. Default: -900.
+  /// oom_score_adj of each sandbox's init, the guest agent, where the host
+  /// grants CAP_SYS_RESOURCE (else it stays 0): an OOM kill picks a
+  /// sandbox's own processes (the agent starts them at +500) before the
+  /// agent that serves them. Default: -900.
   int init_oom_score_adj = -900;
 };
 

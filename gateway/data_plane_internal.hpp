@@ -1,0 +1,53 @@
+#pragma once
+// Internal to gateway/: what the data-plane route files share
+// (data_routes.cpp the routes and their resolution, data_uploads.cpp file
+// uploads). Not a public header: data_routes.hpp is the contract.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "gateway/api_common.hpp"
+#include "gateway/data_routes.hpp"
+
+namespace airlock::gateway::data_detail {
+
+struct data_api {
+  data_plane_deps deps;
+  std::chrono::milliseconds timeout() const {
+    return std::chrono::milliseconds(deps.options.call_timeout_ms);
+  }
+};
+using api_ptr = std::shared_ptr<const data_api>;
+
+/// A sandbox the caller may use, and where it runs.
+struct target {
+  std::string sandbox_id;
+  std::string tenant_id;
+  actors::node_actor node;
+  std::string data_url;    ///< where attach_url points
+  bool by_api_key = false; ///< else by a control-plane token
+  std::string token;       ///< the caller's token (token callers)
+  int64_t token_expires_ms = 0;
+  /// Found through the scheduler: the request is relayed to the sandbox's
+  /// worker (a control listener, or `serve`'s), not served by that worker.
+  bool forwarded = false;
+};
+
+/// Counts what a forwarding listener relays (airlock_data_forwarded_*): a
+/// deployment whose control plane relays much should send clients to the
+/// workers' data_url (docs/architecture.md).
+void count_forwarded(const data_api& api, const target& t, std::string_view direction,
+                     uint64_t bytes);
+
+/// ?path= as an absolute path; invalid_argument otherwise.
+result<std::string> path_of_query(const exchange& ex);
+
+/// PUT .../files?path=&mode=: the body is read as it is sent (the route
+/// streams it); a body of at most one chunk goes to the worker in one
+/// message, a larger one through a write session, a chunk at a time.
+void write_file(api_ptr api, detail::exchange_ptr ex, target t);
+
+} // namespace airlock::gateway::data_detail
