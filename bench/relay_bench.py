@@ -21,122 +21,19 @@ the end, and the data directory too unless --keep.
 
 import argparse
 import hashlib
-import http.client
-import json
 import os
 import random
-import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.parse
+
+import benchlib
+from benchlib import (OPERATION_S, STARTUP_S, call_json, daemon, request, reset_peak, rss_kib,
+                      wait_until)
 
 INSTANCE = "relaybench"
-STARTUP_S = 120
-OPERATION_S = 300
-
-
-def request(url, method="GET", key="", body=None, headers=None, sink=None):
-    """One HTTP request; returns (status, body bytes). With `sink`, the body is fed to it in
-    pieces instead of being kept (the bench must not hold the file itself)."""
-    parts = urllib.parse.urlsplit(url)
-    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=OPERATION_S)
-    all_headers = dict(headers or {})
-    if key:
-        all_headers["Authorization"] = "Bearer " + key
-    target = parts.path + ("?" + parts.query if parts.query else "")
-    conn.request(method, target, body=body, headers=all_headers)
-    response = conn.getresponse()
-    if sink is None:
-        data = response.read()
-    else:
-        data = b""
-        while True:
-            piece = response.read(1 << 20)
-            if not piece:
-                break
-            sink(piece)
-    conn.close()
-    return response.status, data
-
-
-def call_json(url, method="GET", key="", payload=None):
-    body = None if payload is None else json.dumps(payload)
-    status, data = request(url, method, key, body, {"Content-Type": "application/json"})
-    return status, (json.loads(data) if data else None)
-
-
-class daemon:
-    """An airlockd child whose stdout lines are read until what we need appears."""
-
-    def __init__(self, argv, log_path):
-        self.log = open(log_path, "wb")
-        self.process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self.log)
-
-    def wait_for(self, pattern):
-        deadline = time.monotonic() + STARTUP_S
-        found = {}
-        while time.monotonic() < deadline:
-            line = self.process.stdout.readline().decode(errors="replace").strip()
-            if not line and self.process.poll() is not None:
-                break
-            for name, regex in pattern.items():
-                match = re.match(regex, line)
-                if match:
-                    found[name] = match.group(1)
-            if len(found) == len(pattern):
-                return found
-        raise RuntimeError("airlockd did not report %s; see %s" % (list(pattern), self.log.name))
-
-    def stop(self):
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=120)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-
-def rss_kib(pid, field):
-    with open("/proc/%d/status" % pid) as status:
-        for line in status:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return 0
-
-
-def reset_peak(pid):
-    # Writing 5 resets VmHWM to the current RSS (proc(5), clear_refs).
-    with open("/proc/%d/clear_refs" % pid, "w") as refs:
-        refs.write("5")
-
-
-def wait_until(what, condition, bound_s):
-    deadline = time.monotonic() + bound_s
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.2)
-    raise RuntimeError("timed out waiting for " + what)
-
-
-def remove_instance_leftovers():
-    for root in ["/sys/fs/cgroup"] + [os.path.join("/sys/fs/cgroup", d)
-                                      for d in os.listdir("/sys/fs/cgroup")]:
-        parent = os.path.join(root, INSTANCE)
-        if not os.path.isdir(parent):
-            continue
-        dirs = [os.path.join(d, "") for d, _, _ in os.walk(parent)]
-        for path in sorted(dirs, key=len, reverse=True):
-            try:
-                os.rmdir(path)
-            except OSError:
-                pass
-    subprocess.run(["nft", "delete", "table", "inet", INSTANCE], stderr=subprocess.DEVNULL)
 
 
 def download(url, key, pids):
@@ -319,7 +216,7 @@ def main():
         mount_point = data_dir + "/worker/rootfs"
         if os.path.ismount(mount_point):
             subprocess.run(["umount", mount_point], stderr=subprocess.DEVNULL)
-        remove_instance_leftovers()
+        benchlib.remove_instance_leftovers(INSTANCE)
         if not args.keep and not args.data_dir:
             shutil.rmtree(data_dir, ignore_errors=True)
 
