@@ -152,22 +152,11 @@ struct output_reply {
   int32_t signal = 0;               ///< valid when exited
 };
 
-/// write moves a whole file in one request; write_open, write_part (in
-/// order) and write_commit or write_abort move one in parts through a
-/// session, so that no message holds more than a part.
-enum class file_op : uint8_t {
-  read,
-  write,
-  list,
-  stat,
-  mkdir,
-  remove,
-  rename,
-  write_open,
-  write_part,
-  write_commit,
-  write_abort
-};
+/// The verbs are the cluster protocol's (schema::file_verb): write moves a
+/// whole file in one request; write_open, write_part (in order) and
+/// write_commit or write_abort move one in parts through a session, so that
+/// no message holds more than a part.
+using file_op = schema::file_verb;
 
 /// One file operation, resolved inside the sandbox by the guest.
 struct file_request {

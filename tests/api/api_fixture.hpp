@@ -12,16 +12,18 @@
 
 namespace airlock::test {
 
-class api_suite : public ::testing::Test {
+/// One `airlockd serve` per test suite, as `Config` describes it:
+/// `Config::lock_path` (suites sharing an instance take turns on this host),
+/// `Config::options()` and `Config::what` (why the suite needs root).
+template <class Config>
+class serve_suite : public ::testing::Test {
 public:
   static void SetUpTestSuite() {
     start_error_.clear();
     if (!running_as_root())
       return;
-    // One suite at a time on this host (ctest runs each test as its own
-    // process): they share the apie2e instance, veth prefix and pool.
-    lock_ = std::make_unique<host_lock>("/run/airlock-api-e2e.lock");
-    server_ = serve_process::start(serve_process::options{}, start_error_);
+    lock_ = std::make_unique<host_lock>(Config::lock_path);
+    server_ = serve_process::start(Config::options(), start_error_);
   }
 
   static void TearDownTestSuite() {
@@ -32,7 +34,7 @@ public:
 protected:
   void SetUp() override {
     if (!running_as_root())
-      GTEST_SKIP() << *root_missing("the API end-to-end tests run sandboxes");
+      GTEST_SKIP() << *root_missing(Config::what);
     ASSERT_TRUE(server_) << start_error_;
   }
 
@@ -51,5 +53,15 @@ private:
   static inline std::unique_ptr<serve_process> server_;
   static inline std::string start_error_;
 };
+
+/// The API suites: one at a time on this host (ctest runs each test as its
+/// own process), as they share the apie2e instance, veth prefix and pool.
+struct api_suite_config {
+  static constexpr const char* lock_path = "/run/airlock-api-e2e.lock";
+  static constexpr const char* what = "the API end-to-end tests run sandboxes";
+  static serve_process::options options() { return {}; }
+};
+
+using api_suite = serve_suite<api_suite_config>;
 
 } // namespace airlock::test

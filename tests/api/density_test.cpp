@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/api/api_support.hpp"
+#include "tests/api/api_fixture.hpp"
 #include "tests/support/wait.hpp"
 
 namespace airlock::test {
@@ -25,37 +25,23 @@ constexpr int sandboxes_at_once = 500;
 /// Creates sent before their operations are awaited.
 constexpr int create_wave = 25;
 
-class density : public ::testing::Test {
-public:
-  static void SetUpTestSuite() {
-    start_error_.clear();
-    if (!running_as_root())
-      return;
-    lock_ = std::make_unique<host_lock>("/run/airlock-density-e2e.lock");
-    serve_process::options options;
-    options.instance = "dense";
-    options.veth_prefix = "dn";
-    options.address_pool = "10.206.0.0/16";
-    options.uid_base = 800'000'000;
+struct density_config {
+  static constexpr const char* lock_path = "/run/airlock-density-e2e.lock";
+  static constexpr const char* what = "the density tests run hundreds of sandboxes";
+  static serve_process::options options() {
+    serve_process::options dense;
+    dense.instance = "dense";
+    dense.veth_prefix = "dn";
+    dense.address_pool = "10.206.0.0/16";
+    dense.uid_base = 800'000'000;
     // Sparse; 500 sandboxes' default disk requests need more than the 4 GiB default.
-    options.image_size_mb = 16384;
-    server_ = serve_process::start(options, start_error_);
+    dense.image_size_mb = 16384;
+    return dense;
   }
+};
 
-  static void TearDownTestSuite() {
-    server_.reset();
-    lock_.reset();
-  }
-
+class density : public serve_suite<density_config> {
 protected:
-  void SetUp() override {
-    if (!running_as_root())
-      GTEST_SKIP() << *root_missing("the density tests run hundreds of sandboxes");
-    ASSERT_TRUE(server_) << start_error_;
-  }
-
-  static api_client admin() { return {server_->host(), server_->port(), server_->admin_key()}; }
-
   /// The one worker of this serve, as GET /v1/workers shows it.
   static json the_worker() {
     auto reply = admin().get("/v1/workers");
@@ -81,10 +67,6 @@ protected:
     }
     return out;
   }
-
-  static inline std::unique_ptr<host_lock> lock_;
-  static inline std::unique_ptr<serve_process> server_;
-  static inline std::string start_error_;
 };
 
 std::string first_line(const std::string& path) {
@@ -141,7 +123,7 @@ TEST_F(density, five_hundred_default_sandboxes_run_at_once_and_every_one_answers
     }
     for (const auto& operation : operations) {
       auto op = admin().wait_operation(operation);
-      ASSERT_EQ(op.value("state", ""), "succeeded") << op.dump() << "\n" << server_->log();
+      ASSERT_EQ(op.value("state", ""), "succeeded") << op.dump() << "\n" << server().log();
     }
   }
   ASSERT_EQ(ids.size(), static_cast<size_t>(sandboxes_at_once));
