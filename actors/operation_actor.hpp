@@ -38,8 +38,12 @@ struct operation_options {
   /// How long one step run or check may take before its outcome counts as
   /// unknown. Default: 60000.
   uint64_t step_timeout_ms = 60'000;
-  /// Runs of one step (after not_done) before the operation fails. Default: 5.
-  uint32_t step_attempts_max = 5;
+  /// Runs of one step (after not_done) before the operation fails. A
+  /// create's first run may wait on its template's first build (debootstrap
+  /// takes minutes on a busy host), each run bounded by the node call's
+  /// timeout: 12 runs of 50 s cover ten minutes, inside the default deadline
+  /// of fifteen. Default: 12.
+  uint32_t step_attempts_max = 12;
   /// Unknown outcomes in a row before the operation fails with
   /// outcome_unknown. Default: 10.
   uint32_t reconcile_attempts_max = 10;

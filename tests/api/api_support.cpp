@@ -48,6 +48,7 @@ bool api_reply::is_error_shape() const {
 std::unique_ptr<serve_process> serve_process::start(const options& opts, std::string& error) {
   std::unique_ptr<serve_process> out(new serve_process());
   out->instance_ = opts.instance;
+  out->stop_wait_ = opts.stop_wait;
   std::string home = out->dir() + "/home";
   std::vector<std::string> env{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + home,
                                "XDG_CONFIG_HOME=" + out->dir() + "/cfg", "AIRLOCK_LOG_LEVEL=info"};
@@ -77,7 +78,7 @@ std::optional<int> serve_process::stop() {
   if (!process_)
     return std::nullopt;
   process_->send_signal(SIGTERM);
-  return process_->wait_exit(operation_wait_max);
+  return process_->wait_exit(stop_wait_);
 }
 
 serve_process::~serve_process() {

@@ -54,6 +54,9 @@ public:
     uint32_t image_size_mb = 4096;
     /// More flags for airlockd serve (egress options, say). Default: none.
     std::vector<std::string> extra_args;
+    /// How long a stop may take (it destroys every sandbox). Default:
+    /// operation_wait_max.
+    milliseconds stop_wait = operation_wait_max;
   };
 
   /// Starts it and reads its admin key and port; nullptr (and `error` set)
@@ -83,6 +86,7 @@ private:
   std::string host_;
   uint16_t port_ = 0;
   std::string admin_key_;
+  milliseconds stop_wait_ = operation_wait_max;
 };
 
 /// The output of one process read through its SSE stream.
