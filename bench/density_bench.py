@@ -9,7 +9,8 @@ veth pair): the floor that airlock's sandboxes are built on. For each it prints,
 500 and 1,000 running:
   create p50   of the 10 creates that brought the count there (HTTP create + operation wait
                for airlock; unshare + veth for the floor), in ms
-  MiB each     host memory in use (MemTotal - MemAvailable) over the count, per sandbox
+  MiB each     host memory in use (as `free` counts it: not page cache) over the count, per
+               sandbox
   airlockd     the daemon's RSS (MiB) and open descriptors
 
   sudo bench/density_bench.py --airlockd build/airlockd/airlockd [--count 1000]
@@ -33,13 +34,22 @@ INSTANCE = "densbench"
 CHECKPOINTS = (10, 100, 500, 1000)
 
 
+def checkpoints(count):
+    """The counts a row is printed for: the fixed ones up to `count`, and `count` itself."""
+    return sorted({n for n in CHECKPOINTS if n <= count} | {count})
+
+
 def mem_used_mib():
     fields = {}
     with open("/proc/meminfo") as meminfo:
         for line in meminfo:
             name, value = line.split(":", 1)
             fields[name] = int(value.split()[0])
-    return (fields["MemTotal"] - fields["MemAvailable"]) / 1024.0
+    # What `free` calls used: MemAvailable would move with the page cache that the template
+    # reads and the btrfs writes bring in, which is not memory a sandbox holds.
+    used = (fields["MemTotal"] - fields["MemFree"] - fields["Buffers"] - fields["Cached"]
+            - fields["SReclaimable"])
+    return used / 1024.0
 
 
 def fd_count(pid):
@@ -68,6 +78,7 @@ def airlock_run(airlockd, data_dir, count):
         pid = serve.process.pid
         before = mem_used_mib()
         latencies = []
+        rows_at = checkpoints(count)
         for n in range(1, count + 1):
             started = time.monotonic()
             status, created = benchlib.call_json(url + "/v1/sandboxes", "POST", key,
@@ -80,7 +91,7 @@ def airlock_run(airlockd, data_dir, count):
                 stopped = "failed at %d: %s" % (n, op.get("error"))
                 break
             latencies.append(time.monotonic() - started)
-            if n in CHECKPOINTS:
+            if n in rows_at:
                 rows[n] = (p50_ms(latencies[-10:]), (mem_used_mib() - before) / n,
                            benchlib.rss_kib(pid, "VmRSS") / 1024.0, fd_count(pid))
                 print("  airlock: %d running, create p50 %.1f ms" % (n, rows[n][0]), flush=True)
@@ -113,7 +124,7 @@ def floor_run(count):
             subprocess.run(["ip", "link", "add", "fl%05d" % n, "type", "veth", "peer", "name",
                             "eth0", "netns", str(child.pid)], check=True)
             latencies.append(time.monotonic() - started)
-            if n in CHECKPOINTS:
+            if n in checkpoints(count):
                 rows[n] = (p50_ms(latencies[-10:]), (mem_used_mib() - before) / n)
     finally:
         for child in children:
@@ -148,9 +159,7 @@ def main():
     print("%8s %16s %16s %14s %14s %14s %13s" % (
         "running", "create p50 ms", "floor p50 ms", "MiB each", "floor MiB each",
         "airlockd MiB", "airlockd fds"))
-    for n in CHECKPOINTS:
-        if n > args.count:
-            break
+    for n in checkpoints(args.count):
         ours = airlock_rows.get(n)
         floor = floor_rows.get(n)
         print("%8d %16s %16s %14s %14s %14s %13s" % (

@@ -1,7 +1,6 @@
 #include "worker/runtime/child.hpp"
 
 #include <fcntl.h>
-#include <grp.h>
 #include <sched.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -85,7 +84,10 @@ void run_child(const child_plan& plan) noexcept {
   if (sync < 0)
     ::_exit(126);
   int rootfs_fd = receive_go(sync);
-  if (::setgroups(0, nullptr) != 0)
+  // Raw system calls: glibc's wrappers would broadcast the change to every
+  // thread it believes exists, and after clone3 its list still names all the
+  // worker's threads (a cost that grows with the sandboxes running).
+  if (::syscall(SYS_setgroups, 0, nullptr) != 0)
     fail(sync, child_step::setgroups, errno);
   if (::unshare(CLONE_NEWCGROUP) != 0)
     fail(sync, child_step::unshare_cgroup, errno);
@@ -96,9 +98,9 @@ void run_child(const child_plan& plan) noexcept {
   if (int err = apply_mount_plan(mounts, 0, plan.mount_host_steps, rootfs_fd, failed_mount);
       err != 0)
     fail(sync, child_step::mount, err, failed_mount);
-  if (::setresgid(0, 0, 0) != 0)
+  if (::syscall(SYS_setresgid, 0, 0, 0) != 0)
     fail(sync, child_step::setresgid, errno);
-  if (::setresuid(0, 0, 0) != 0)
+  if (::syscall(SYS_setresuid, 0, 0, 0) != 0)
     fail(sync, child_step::setresuid, errno);
   if (int err =
         apply_mount_plan(mounts, plan.mount_host_steps, mounts.size(), rootfs_fd, failed_mount);
