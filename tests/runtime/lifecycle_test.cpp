@@ -69,6 +69,9 @@ TEST_F(lifecycle, creates_a_sandbox_that_runs_commands_as_its_root) {
   auto groups = box.shell.run("grep Groups /proc/self/status");
   EXPECT_EQ(groups.output.find_first_of("0123456789"), std::string::npos)
     << "the worker's supplementary groups leaked: " << groups.output;
+  // The child starts with every signal blocked; what it execs must not.
+  auto blocked = box.shell.run("grep SigBlk /proc/self/status");
+  EXPECT_NE(blocked.output.find("0000000000000000"), std::string::npos) << blocked.output;
   auto state = fs::path(state_->path()) / (box.handle.id + ".state");
   EXPECT_TRUE(fs::exists(state));
   EXPECT_EQ(runtime_->list().size(), 1U);

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -76,6 +77,19 @@ int place_fds(const child_plan& plan) noexcept {
   return 0;
 }
 
+/// The worker's handlers point into its memory: back to the default before
+/// signals are unblocked (exec would reset them too, but only after).
+void reset_signal_handlers() noexcept {
+  struct sigaction default_action {};
+  default_action.sa_handler = SIG_DFL;
+  for (int signo = 1; signo < NSIG; ++signo) {
+    struct sigaction current {};
+    if (::sigaction(signo, nullptr, &current) == 0 && current.sa_handler != SIG_DFL
+        && current.sa_handler != SIG_IGN)
+      ::sigaction(signo, &default_action, nullptr);
+  }
+}
+
 } // namespace
 
 void run_child(const child_plan& plan) noexcept {
@@ -117,6 +131,8 @@ void run_child(const child_plan& plan) noexcept {
     fail(sync, child_step::no_new_privs, errno);
   if (int err = install_seccomp_filter(plan.seccomp); err != 0)
     fail(sync, child_step::seccomp, err);
+  reset_signal_handlers();
+  ::sigprocmask(SIG_SETMASK, &plan.signal_mask, nullptr);
   ::execve(plan.argv[0], plan.argv, plan.envp);
   fail(sync, child_step::exec, errno);
 }

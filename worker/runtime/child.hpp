@@ -20,12 +20,14 @@
 //  11. the seccomp filter (seccomp_filter.hpp): last, since it forbids mount;
 //  12. execve the init.
 //
-// The child runs in a copy of a multi-threaded worker: it makes only system
-// calls, on data prepared before clone. A failure is reported to the worker
-// as a child_failure over the sync socket; exec closes the socket, which the
-// worker reads as success.
+// The child shares the memory of a multi-threaded worker until it execs: it
+// makes only system calls, on data prepared before clone, with every signal
+// blocked (handlers reset to default and the mask restored just before exec). A failure is reported
+// to the worker as a child_failure over the sync socket; exec closes the socket, which the worker
+// reads as success.
 
 #include <linux/filter.h>
+#include <signal.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -73,6 +75,9 @@ struct child_plan {
   sock_fprog seccomp{};
   char* const* argv = nullptr;
   char* const* envp = nullptr;
+  /// The mask the init execs with; the child runs with every signal blocked
+  /// until then. Filled in by the clone.
+  sigset_t signal_mask{};
 };
 
 /// Runs steps 1-12; never returns (exec or _exit).

@@ -4,6 +4,7 @@
 #include <linux/sched.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -46,20 +47,71 @@ struct exec_arrays {
   }
 };
 
-/// clone3 into fresh user, pid, mount, net, uts and ipc namespaces. The
+/// The stack the sandbox's child runs on until it execs.
+class child_stack {
+public:
+  static constexpr size_t bytes = 256 << 10;
+  child_stack()
+      : base_(::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0)) {}
+  ~child_stack() {
+    if (base_ != MAP_FAILED)
+      ::munmap(base_, bytes);
+  }
+  child_stack(const child_stack&) = delete;
+  child_stack& operator=(const child_stack&) = delete;
+  bool valid() const { return base_ != MAP_FAILED; }
+  void* top() const { return static_cast<char*>(base_) + bytes; }
+
+private:
+  void* base_;
+};
+
+/// Until released, kills the child and waits for it to be gone, so that the
+/// memory it borrows (its stack, the plan) outlives it whichever way start
+/// fails.
+class child_reaper {
+public:
+  child_reaper(int pidfd, uint32_t timeout_ms) : pidfd_(pidfd), timeout_ms_(timeout_ms) {}
+  ~child_reaper() {
+    if (pidfd_ < 0)
+      return;
+    ::syscall(SYS_pidfd_send_signal, pidfd_, SIGKILL, nullptr, 0);
+    (void)wait_pidfd_exit(pidfd_, timeout_ms_);
+  }
+  child_reaper(const child_reaper&) = delete;
+  child_reaper& operator=(const child_reaper&) = delete;
+  void release() { pidfd_ = -1; }
+
+private:
+  int pidfd_;
+  uint32_t timeout_ms_;
+};
+
+int child_entry(void* plan) { run_child(*static_cast<const child_plan*>(plan)); }
+
+/// Clones into fresh user, pid, mount, net, uts and ipc namespaces. The
 /// cgroup namespace comes later, from the child, once the worker has moved
 /// it into its cgroups (a namespace made at clone time would be rooted at
 /// the worker's cgroup).
-result<pid_t> clone_child(const child_plan& plan, int& pidfd) {
-  clone_args args{};
-  args.flags = namespace_flags | CLONE_PIDFD;
-  args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
-  args.exit_signal = SIGCHLD;
-  long pid = ::syscall(SYS_clone3, &args, sizeof args);
+///
+/// The child shares the worker's memory (CLONE_VM) until it execs, on its own
+/// stack: a copy of the worker's page tables would cost more with every
+/// thread the worker has, which is one per sandbox. It makes only system
+/// calls on data prepared before the clone (child.hpp), and starts with every
+/// signal blocked so that no handler of the worker's runs on its borrowed
+/// memory; it resets them and restores `plan.signal_mask` just before exec.
+result<pid_t> clone_child(child_plan& plan, const child_stack& stack, int& pidfd) {
+  sigset_t all;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &plan.signal_mask);
+  int pid =
+    ::clone(child_entry, stack.top(),
+            static_cast<int>(namespace_flags | CLONE_VM | CLONE_PIDFD) | SIGCHLD, &plan, &pidfd);
+  int clone_errno = errno;
+  ::pthread_sigmask(SIG_SETMASK, &plan.signal_mask, nullptr);
   if (pid < 0)
-    return sys_error(errc_from_errno(errno), "clone3 with new namespaces", errno);
-  if (pid == 0)
-    run_child(plan);
+    return sys_error(errc_from_errno(clone_errno), "clone with new namespaces", clone_errno);
   return static_cast<pid_t>(pid);
 }
 
@@ -240,13 +292,18 @@ status namespace_runtime::start(const sandbox_launch_spec& spec, sandbox& box) {
   child_plan plan{child_end.get(), rec.id.c_str(),      rec.id.size(),
                   &mounts.ops(),   mounts.host_steps(), spec.channel_fd,
                   spec.stdout_fd,  spec.stderr_fd,      docker_default_capabilities,
-                  seccomp_.view(), exec.argv.data(),    exec.envp.data()};
+                  seccomp_.view(), exec.argv.data(),    exec.envp.data(),
+                  sigset_t{}};
+  child_stack stack;
+  if (!stack.valid())
+    return sys_error(errc::resource_exhausted, "mmap a stack for the sandbox init", errno);
   int pidfd = -1;
-  auto pid = clone_child(plan, pidfd);
+  auto pid = clone_child(plan, stack, pidfd);
   if (!pid)
     return pid.error();
   child_end.reset();
   box.pidfd.reset(pidfd);
+  child_reaper reaper(pidfd, options_.destroy_timeout_ms);
   rec.init_pid = *pid;
   auto started_at = process_start_time(*pid);
   if (!started_at)
@@ -283,7 +340,10 @@ status namespace_runtime::start(const sandbox_launch_spec& spec, sandbox& box) {
     return saved;
   if (auto sent = send_go(sync.get(), rootfs.get()); !sent)
     return sent;
-  return release_and_wait(box, sync.get(), mounts);
+  auto execed = release_and_wait(box, sync.get(), mounts);
+  if (execed)
+    reaper.release(); // exec gave the child its own memory
+  return execed;
 }
 
 status namespace_runtime::release_and_wait(sandbox& box, int sync_fd, const mount_plan& mounts) {
