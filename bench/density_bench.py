@@ -9,8 +9,8 @@ veth pair): the floor that airlock's sandboxes are built on. For each it prints,
 500 and 1,000 running:
   create p50   of the 10 creates that brought the count there (HTTP create + operation wait
                for airlock; unshare + veth for the floor), in ms
-  MiB each     host memory in use (as `free` counts it: not page cache) over the count, per
-               sandbox
+  MiB each     host memory in use (as `free` counts it, once settled, caches dropped) over
+               the count, per sandbox
   airlockd     the daemon's RSS (MiB) and open descriptors
 
   sudo bench/density_bench.py --airlockd build/airlockd/airlockd [--count 1000]
@@ -40,16 +40,29 @@ def checkpoints(count):
 
 
 def mem_used_mib():
-    fields = {}
-    with open("/proc/meminfo") as meminfo:
-        for line in meminfo:
-            name, value = line.split(":", 1)
-            fields[name] = int(value.split()[0])
-    # What `free` calls used: MemAvailable would move with the page cache that the template
-    # reads and the btrfs writes bring in, which is not memory a sandbox holds.
-    used = (fields["MemTotal"] - fields["MemFree"] - fields["Buffers"] - fields["Cached"]
-            - fields["SReclaimable"])
-    return used / 1024.0
+    """Host memory in use once it has settled, as `free` counts it (not page cache).
+
+    Drops clean caches first, then waits (bounded) until two readings a second apart agree
+    within 2 MiB: namespaces and veths from an earlier phase are freed by the kernel some time
+    after their processes are gone, and would otherwise be counted against this one."""
+    def used():
+        fields = {}
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                name, value = line.split(":", 1)
+                fields[name] = int(value.split()[0])
+        return (fields["MemTotal"] - fields["MemFree"] - fields["Buffers"] - fields["Cached"]
+                - fields["SReclaimable"]) / 1024.0
+    with open("/proc/sys/vm/drop_caches", "w") as drop:
+        drop.write("3\n")
+    last = used()
+    for _ in range(30):
+        time.sleep(1.0)
+        now = used()
+        if abs(now - last) < 2.0:
+            return now
+        last = now
+    return last
 
 
 def fd_count(pid):
