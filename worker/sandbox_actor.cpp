@@ -136,6 +136,9 @@ sandbox_actor::behavior_type sandbox_impl(self_ptr self, sandbox_parts parts,
     [self](sbx_pause_atom) { return handle_freeze(self, true); },
     [self](sbx_resume_atom) { return handle_freeze(self, false); },
     [self](sbx_stats_atom) { return handle_stats(self); },
+    [self](sbx_ckpt_atom, const std::string& checkpoint_id) {
+      return handle_checkpoint(self, checkpoint_id);
+    },
     [self](sbx_destroy_atom) { return handle_destroy(self); },
     [self](sbx_event_atom, guest_event& event) { on_event(self, event); },
     [self](sbx_done_atom, uint64_t token, job_result& done) {

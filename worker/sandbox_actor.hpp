@@ -46,6 +46,7 @@ using sbx_destroy_atom = caf::atom_constant<caf::atom("sbxdestroy")>;
 using sbx_output_atom = caf::atom_constant<caf::atom("sbxoutput")>;
 using sbx_wait_atom = caf::atom_constant<caf::atom("sbxwait")>;
 using sbx_procs_atom = caf::atom_constant<caf::atom("sbxprocs")>;
+using sbx_ckpt_atom = caf::atom_constant<caf::atom("sbxckpt")>;
 // Internal to the sandbox actor.
 using sbx_event_atom = caf::atom_constant<caf::atom("sbxevent")>;
 using sbx_done_atom = caf::atom_constant<caf::atom("sbxdone")>;
@@ -313,6 +314,13 @@ using sandbox_actor = caf::typed_actor<
   caf::replies_to<sbx_resume_atom>::with<bool>,
   /// cgroup counters from the runtime (memory, pids, cpu, frozen). Idempotent.
   caf::replies_to<sbx_stats_atom>::with<sandbox_stats>,
+  /// Takes checkpoint `checkpoint_id` of the sandbox's files, consistent:
+  /// freezes its processes (unless it is paused already), snapshots its root
+  /// filesystem read-only, thaws them. A write in progress is either in the
+  /// checkpoint whole or not at all. Errors: wrong_state (being destroyed,
+  /// or a checkpoint or pause already in flight), already_exists,
+  /// unavailable (no rootfs driver). A destroy waits for it.
+  caf::replies_to<sbx_ckpt_atom, std::string>::with<bool>,
   /// Closes the guest channel, destroys the runtime sandbox and deletes its
   /// root filesystem, then the actor exits. Pending reads fail with
   /// unavailable. Idempotent while it runs (later calls join it).

@@ -14,6 +14,9 @@ caf::result<bool> handle_freeze(self_ptr self, bool pause) {
   auto& st = self->state;
   if (st.destroying)
     return make_error(errc::wrong_state, "sandbox " + st.parts.id + " is being destroyed");
+  if (st.checkpointing)
+    return make_error(errc::wrong_state,
+                      "sandbox " + st.parts.id + " is taking a checkpoint; retry when it is done");
   auto promise = self->make_response_promise<bool>();
   auto runtime = st.parts.runtime;
   auto id = st.parts.id;
@@ -63,13 +66,12 @@ caf::result<sandbox_stats> handle_stats(self_ptr self) {
   return promise;
 }
 
-caf::result<bool> handle_destroy(self_ptr self) {
+namespace {
+
+/// Stops everything the sandbox has, off the actor; answers the destroy
+/// waiters when done.
+void start_destroy(self_ptr self) {
   auto& st = self->state;
-  auto promise = self->make_response_promise<bool>();
-  st.destroy_waiters.push_back(promise);
-  if (st.destroying)
-    return promise;
-  st.destroying = true;
   const status gone = make_status(errc::unavailable, "sandbox " + st.parts.id + " was destroyed");
   fail_all_readers(self, gone);
   for (auto& [stream, pending] : st.pending_exec)
@@ -103,6 +105,67 @@ caf::result<bool> handle_destroy(self_ptr self) {
         self->quit();
       else
         self->state.destroying = false; // a later destroy retries
+    });
+}
+
+} // namespace
+
+caf::result<bool> handle_destroy(self_ptr self) {
+  auto& st = self->state;
+  auto promise = self->make_response_promise<bool>();
+  st.destroy_waiters.push_back(promise);
+  if (st.destroying)
+    return promise;
+  st.destroying = true;
+  // A checkpoint in flight finishes first (its snapshot reads the root the
+  // destroy deletes); its completion starts the destroy.
+  if (!st.checkpointing)
+    start_destroy(self);
+  return promise;
+}
+
+caf::result<bool> handle_checkpoint(self_ptr self, const std::string& checkpoint_id) {
+  auto& st = self->state;
+  if (st.destroying)
+    return make_error(errc::wrong_state, "sandbox " + st.parts.id + " is being destroyed");
+  if (st.checkpointing)
+    return make_error(errc::wrong_state, "sandbox " + st.parts.id
+                                           + " is taking a checkpoint already; retry when it is "
+                                             "done");
+  if (!st.parts.rootfs)
+    return make_error(errc::unavailable, "this worker has no rootfs driver: no checkpoints");
+  auto promise = self->make_response_promise<bool>();
+  auto runtime = st.parts.runtime;
+  auto rootfs = st.parts.rootfs;
+  auto id = st.parts.id;
+  const bool was_paused = st.paused;
+  st.checkpointing = true;
+  st.paused = true; // a frozen guest answers nothing: hold new guest work
+  post_blocking(
+    self,
+    [runtime, rootfs, id, checkpoint_id, was_paused] {
+      job_result out;
+      // Frozen, no process is between two writes of its own: the snapshot
+      // holds every write() that returned and none that had not started.
+      if (!was_paused)
+        if (out.outcome = runtime->pause(id); !out.outcome)
+          return out;
+      out.outcome = rootfs->checkpoint(id, checkpoint_id);
+      if (!was_paused)
+        if (auto thawed = runtime->resume(id); !thawed && out.outcome)
+          out.outcome = thawed;
+      return out;
+    },
+    [self, promise, was_paused](job_result& done) mutable {
+      auto& state = self->state;
+      state.checkpointing = false;
+      state.paused = was_paused;
+      if (done.outcome)
+        promise.deliver(true);
+      else
+        promise.deliver(make_error(done.outcome));
+      if (state.destroying)
+        start_destroy(self);
     });
   return promise;
 }

@@ -89,6 +89,7 @@ struct sandbox_state {
   uint64_t next_process = 0;
   bool paused = false;
   bool destroying = false;
+  bool checkpointing = false; ///< a checkpoint job runs; a destroy waits for it
   bool channel_closed = false;
 };
 
@@ -174,5 +175,6 @@ std::string session_too_large_message(const std::string& path, uint64_t size, ui
 caf::result<bool> handle_freeze(self_ptr self, bool pause);
 caf::result<sandbox_stats> handle_stats(self_ptr self);
 caf::result<bool> handle_destroy(self_ptr self);
+caf::result<bool> handle_checkpoint(self_ptr self, const std::string& checkpoint_id);
 
 } // namespace airlock::worker::sandbox_detail

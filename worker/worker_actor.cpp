@@ -10,6 +10,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -49,6 +50,7 @@ struct worker_state {
   std::map<std::string, tracked_sandbox> sandboxes;
   std::map<uint64_t, pending_create> creates;
   std::map<uint64_t, caf::typed_response_promise<recover_report>> recovers;
+  std::map<uint64_t, caf::typed_response_promise<bool>> jobs; ///< blocking jobs in flight
   uint64_t next_token = 0;
 };
 
@@ -262,6 +264,35 @@ caf::result<bool> forward_freeze(self_ptr self, const std::string& id, bool paus
   return promise;
 }
 
+/// Runs `work` on a fresh blocking actor (own thread); answers true or its error.
+caf::result<bool> run_blocking(self_ptr self, std::function<status()> work) {
+  auto promise = self->make_response_promise<bool>();
+  const uint64_t token = ++self->state.next_token;
+  self->state.jobs.emplace(token, promise);
+  worker_actor me = self;
+  self->home_system().spawn([me, token, work = std::move(work)](caf::blocking_actor*) {
+    caf::anon_send(me, wk_jobdone_atom::value, token, work());
+  });
+  return promise;
+}
+
+caf::result<bool> forward_checkpoint(self_ptr self, const std::string& id,
+                                     const std::string& checkpoint_id) {
+  auto it = self->state.sandboxes.find(id);
+  if (it == self->state.sandboxes.end())
+    return make_error(errc::not_found, "no sandbox " + id + " on this worker");
+  if (!it->second.actor)
+    return make_error(errc::wrong_state, "sandbox " + id + " is still being created");
+  auto promise = self->make_response_promise<bool>();
+  // A freeze, a snapshot and a thaw. The rootfs driver checks the id.
+  auto timeout = std::chrono::milliseconds(2 * self->state.context.options.freeze_timeout_ms
+                                           + self->state.context.options.destroy_timeout_ms);
+  self->request(it->second.actor, timeout, sbx_ckpt_atom::value, checkpoint_id)
+    .then([promise](bool) mutable { promise.deliver(true); },
+          [promise](caf::error& err) mutable { promise.deliver(reconcile_timeout(err)); });
+  return promise;
+}
+
 caf::result<bool> handle_destroy(self_ptr self, const std::string& id) {
   auto it = self->state.sandboxes.find(id);
   if (it == self->state.sandboxes.end())
@@ -367,6 +398,34 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_context context) {
         caf::anon_send(me, wk_recovered_atom::value, token, recover_blocking(ctx));
       });
       return promise;
+    },
+    [self](wk_ckpt_atom, const std::string& id, const std::string& checkpoint_id) {
+      return forward_checkpoint(self, id, checkpoint_id);
+    },
+    [self](wk_ckptdel_atom, const std::string& checkpoint_id) -> caf::result<bool> {
+      auto rootfs = self->state.context.rootfs;
+      if (!rootfs)
+        return make_error(errc::unavailable, "this worker has no rootfs driver: no checkpoints");
+      return run_blocking(
+        self, [rootfs, checkpoint_id] { return rootfs->delete_checkpoint(checkpoint_id); });
+    },
+    [self](wk_ckpts_atom) -> caf::result<std::vector<std::string>> {
+      if (!self->state.context.rootfs)
+        return std::vector<std::string>{};
+      auto held = self->state.context.rootfs->list_checkpoints();
+      if (!held)
+        return make_error(held.error());
+      return std::move(*held);
+    },
+    [self](wk_jobdone_atom, uint64_t token, status& outcome) {
+      auto it = self->state.jobs.find(token);
+      if (it == self->state.jobs.end())
+        return;
+      if (outcome)
+        it->second.deliver(true);
+      else
+        it->second.deliver(make_error(outcome));
+      self->state.jobs.erase(it);
     },
     [self](wk_recovered_atom, uint64_t token, recover_report& report) {
       auto it = self->state.recovers.find(token);

@@ -40,9 +40,13 @@ using wk_destroy_atom = caf::atom_constant<caf::atom("wkdestroy")>;
 using wk_list_atom = caf::atom_constant<caf::atom("wklist")>;
 using wk_recover_atom = caf::atom_constant<caf::atom("wkrecover")>;
 using wk_load_atom = caf::atom_constant<caf::atom("wkload")>;
+using wk_ckpt_atom = caf::atom_constant<caf::atom("wkckpt")>;
+using wk_ckptdel_atom = caf::atom_constant<caf::atom("wkckptdel")>;
+using wk_ckpts_atom = caf::atom_constant<caf::atom("wkckpts")>;
 // Internal to the worker actor.
 using wk_created_atom = caf::atom_constant<caf::atom("wkcreated")>;
 using wk_recovered_atom = caf::atom_constant<caf::atom("wkrecovd")>;
+using wk_jobdone_atom = caf::atom_constant<caf::atom("wkjobdone")>;
 
 struct worker_options {
   /// This worker's id, stored in every sandbox record. Default: "local".
@@ -167,12 +171,22 @@ using worker_actor = caf::typed_actor<
   /// sandboxes, what they use (one read of their parent cgroup), the host's
   /// memory pressure, the sandbox ids. Cheap; no sandbox is visited.
   caf::replies_to<wk_load_atom>::with<schema::worker_heartbeat>,
+  /// Takes checkpoint (sandbox id, checkpoint id) of a sandbox's files,
+  /// consistent (sandbox_actor's sbx_ckpt). Errors: not_found, wrong_state,
+  /// already_exists (the checkpoint id is taken), unavailable.
+  caf::replies_to<wk_ckpt_atom, std::string, std::string>::with<bool>,
+  /// Deletes a checkpoint's files. Idempotent: ok for an unknown id.
+  caf::replies_to<wk_ckptdel_atom, std::string>::with<bool>,
+  /// The checkpoints this worker holds on disk: its own record of them.
+  caf::replies_to<wk_ckpts_atom>::with<std::vector<std::string>>,
   /// Internal: a create finished off the actor (token, outcome). On success
   /// the sandbox's parts wait in the worker's state under the token: a
   /// message carries no descriptor.
   caf::reacts_to<wk_created_atom, uint64_t, status>,
   /// Internal: a recover finished off the actor (token).
-  caf::reacts_to<wk_recovered_atom, uint64_t, recover_report>>;
+  caf::reacts_to<wk_recovered_atom, uint64_t, recover_report>,
+  /// Internal: a blocking job finished off the actor (token, outcome).
+  caf::reacts_to<wk_jobdone_atom, uint64_t, status>>;
 
 worker_actor spawn_worker(caf::actor_system& system, worker_context context);
 

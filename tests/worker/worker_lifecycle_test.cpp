@@ -386,3 +386,110 @@ TEST_F(worker_lifecycle, a_restarted_worker_cleans_up_what_the_earlier_run_left)
 
 } // namespace
 } // namespace airlock::worker::test
+
+namespace airlock::worker::test {
+namespace {
+
+/// Blocks of the appended log in a checkpoint: each must be whole and hold
+/// its own index's digit. Returns how many whole blocks there are.
+size_t whole_blocks(const std::string& log, size_t block) {
+  EXPECT_EQ(log.size() % block, 0u) << "a block was captured half written: " << log.size();
+  for (size_t index = 0; index < log.size() / block; ++index) {
+    const char digit = static_cast<char>('0' + index % 10);
+    const auto first_other = log.find_first_not_of(digit, index * block);
+    EXPECT_TRUE(first_other == std::string::npos || first_other >= (index + 1) * block)
+      << "block " << index << " holds a byte of another write";
+  }
+  return log.size() / block;
+}
+
+TEST_F(worker_lifecycle, checkpoints_taken_under_a_writer_hold_only_whole_writes) {
+  auto box = create("wl-ckpt");
+  // Each round writes one 64 KiB block with a single write(2), at the block's
+  // own offset, filled with the block's index modulo 10.
+  auto writer = exec(box, shell("for d in 0 1 2 3 4 5 6 7 8 9; do head -c 65536 /dev/zero | "
+                                "tr '\\0' $d > /r$d; done; i=0; while true; do "
+                                "dd if=/r$((i % 10)) of=/log bs=65536 count=1 seek=$i "
+                                "conv=notrunc 2>/dev/null; i=$((i+1)); done"));
+  caf::scoped_actor self{*system_};
+  auto root = host_.rootfs->sandbox_path("wl-ckpt");
+  ASSERT_TRUE(root);
+  // The writer has started once the log has two blocks (each look is a round
+  // trip to the guest).
+  for (int attempt = 0; attempt < 20000; ++attempt) {
+    auto seen =
+      ask<file_reply>(self, box, timeout, sbx_file_atom::value, file(file_op::stat, "/log"));
+    if (seen && seen->info.size >= 2 * 65536)
+      break;
+  }
+  size_t previous = 0;
+  for (int round = 0; round < 5; ++round) {
+    const std::string id = "wl-ckpt-" + std::to_string(round);
+    auto taken = ask<bool>(self, worker_, timeout, wk_ckpt_atom::value, std::string("wl-ckpt"), id);
+    ASSERT_TRUE(taken) << taken.error().message;
+    auto path = host_.rootfs->checkpoint_path(id);
+    ASSERT_TRUE(path) << path.error().message;
+    auto blocks = whole_blocks(slurp((*path / "log").string()), 65536);
+    EXPECT_GE(blocks, previous) << "a later checkpoint holds less";
+    previous = blocks;
+  }
+  EXPECT_GE(previous, 2u);
+  // The writer goes on after each checkpoint: the sandbox was thawed.
+  auto stats = ask<sandbox_stats>(self, box, timeout, sbx_stats_atom::value);
+  ASSERT_TRUE(stats);
+  EXPECT_FALSE(stats->frozen);
+  auto files =
+    ask<file_reply>(self, box, timeout, sbx_file_atom::value, file(file_op::read, "/r3"));
+  EXPECT_TRUE(files) << "guest work is accepted again: " << files.error().message;
+  EXPECT_EQ(status_of(box, writer).ended_at_ms, 0)
+    << "the writer ended: " << collect(box, writer, 2);
+  auto killed = ask<bool>(self, box, timeout, sbx_signal_atom::value, writer, int32_t{SIGKILL});
+  EXPECT_TRUE(killed) << killed.error().message;
+}
+
+TEST_F(worker_lifecycle, checkpoints_are_listed_refuse_a_taken_id_outlive_their_sandbox_and_go) {
+  auto box = create("wl-ckpt2");
+  caf::scoped_actor self{*system_};
+  auto written = ask<file_reply>(self, box, timeout, sbx_file_atom::value, [] {
+    auto request = file(file_op::write, "/kept");
+    request.data = "before the checkpoint";
+    return request;
+  }());
+  ASSERT_TRUE(written) << written.error().message;
+  // A paused sandbox stays paused through a checkpoint.
+  ASSERT_TRUE(ask<bool>(self, worker_, timeout, wk_pause_atom::value, std::string("wl-ckpt2")));
+  auto taken = ask<bool>(self, worker_, timeout, wk_ckpt_atom::value, std::string("wl-ckpt2"),
+                         std::string("ck-one"));
+  ASSERT_TRUE(taken) << taken.error().message;
+  auto stats = ask<sandbox_stats>(self, box, timeout, sbx_stats_atom::value);
+  ASSERT_TRUE(stats);
+  EXPECT_TRUE(stats->frozen);
+  ASSERT_TRUE(ask<bool>(self, worker_, timeout, wk_resume_atom::value, std::string("wl-ckpt2")));
+  auto again = ask<bool>(self, worker_, timeout, wk_ckpt_atom::value, std::string("wl-ckpt2"),
+                         std::string("ck-one"));
+  EXPECT_EQ(again.code(), errc::already_exists);
+  auto bad = ask<bool>(self, worker_, timeout, wk_ckpt_atom::value, std::string("wl-ckpt2"),
+                       std::string("../escape"));
+  EXPECT_EQ(bad.code(), errc::invalid_argument);
+  auto unknown = ask<bool>(self, worker_, timeout, wk_ckpt_atom::value, std::string("nobody"),
+                           std::string("ck-two"));
+  EXPECT_EQ(unknown.code(), errc::not_found);
+  auto held = ask<std::vector<std::string>>(self, worker_, timeout, wk_ckpts_atom::value);
+  ASSERT_TRUE(held) << held.error().message;
+  EXPECT_EQ(*held, std::vector<std::string>{"ck-one"});
+  // The checkpoint keeps the files after the sandbox is gone.
+  ASSERT_TRUE(ask<bool>(self, worker_, timeout, wk_destroy_atom::value, std::string("wl-ckpt2")));
+  auto path = host_.rootfs->checkpoint_path("ck-one");
+  ASSERT_TRUE(path) << path.error().message;
+  EXPECT_EQ(slurp((*path / "kept").string()), "before the checkpoint");
+  ASSERT_TRUE(ask<bool>(self, worker_, timeout, wk_ckptdel_atom::value, std::string("ck-one")));
+  EXPECT_FALSE(host_.rootfs->checkpoint_path("ck-one"));
+  // Deleting is idempotent.
+  EXPECT_TRUE(ask<bool>(self, worker_, timeout, wk_ckptdel_atom::value, std::string("ck-one")));
+  held = ask<std::vector<std::string>>(self, worker_, timeout, wk_ckpts_atom::value);
+  ASSERT_TRUE(held);
+  EXPECT_TRUE(held->empty());
+}
+
+} // namespace
+} // namespace airlock::worker::test
