@@ -203,6 +203,9 @@ using sc_audit_atom = caf::atom_constant<caf::atom("scaudit")>;
 using nd_egress_atom = caf::atom_constant<caf::atom("ndegress")>;
 using nd_metrics_atom = caf::atom_constant<caf::atom("ndmetrics")>;
 using nd_load_atom = caf::atom_constant<caf::atom("ndload")>;
+using nd_ckpt_atom = caf::atom_constant<caf::atom("ndckpt")>;
+using nd_ckptdel_atom = caf::atom_constant<caf::atom("ndckptdel")>;
+using nd_ckpts_atom = caf::atom_constant<caf::atom("ndckpts")>;
 
 // The value messages are defined in schema/cluster.hpp (their Cap'n Proto
 // codecs live there); these names keep them part of this contract.
@@ -264,7 +267,17 @@ using node_actor = caf::typed_actor<
   /// The load fields of this worker's next heartbeat (worker_id, sequence
   /// and sent_at_ms empty): requested, limited and used resources, memory
   /// pressure, sandbox ids.
-  caf::replies_to<nd_load_atom>::with<schema::worker_heartbeat>>;
+  caf::replies_to<nd_load_atom>::with<schema::worker_heartbeat>,
+  /// Takes checkpoint (sandbox id, checkpoint id) of the sandbox's files,
+  /// consistent (frozen while its root is snapshotted). Errors: not_found,
+  /// wrong_state, already_exists (the checkpoint id is taken),
+  /// invalid_argument (a bad id), unavailable. Not idempotent: a repeat
+  /// after a lost reply gets already_exists, which means it was taken.
+  caf::replies_to<nd_ckpt_atom, std::string, std::string>::with<bool>,
+  /// Deletes a checkpoint this worker holds. Idempotent.
+  caf::replies_to<nd_ckptdel_atom, std::string>::with<bool>,
+  /// The checkpoints this worker holds (for reconciliation). Idempotent.
+  caf::replies_to<nd_ckpts_atom>::with<std::vector<std::string>>>;
 
 using schema::placement_request;
 using schema::registration_ack;

@@ -39,7 +39,8 @@ public:
                const sandbox_host_options& options, storage::kv_store& store);
 
   /// Destroys every sandbox (they cannot outlive the worker process: the
-  /// guest channel closes) and stops the actors. Idempotent.
+  /// guest channel closes), stops the actors and unmounts the image the
+  /// root filesystems live in (and frees its loop device). Idempotent.
   void stop();
 
   const actors::node_actor& node() const noexcept { return node_; }
@@ -74,6 +75,7 @@ private:
   sandbox_host_options options_;
   worker::worker_actor worker_;
   actors::node_actor node_;
+  std::shared_ptr<worker::rootfs_driver> rootfs_;
   std::shared_ptr<worker::cluster_egress_bridge> egress_bridge_;
   std::shared_ptr<worker::egress::egress_proxy> egress_proxy_;
   std::shared_ptr<worker::egress_binding> egress_;

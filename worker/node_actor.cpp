@@ -208,6 +208,16 @@ caf::result<node_sandbox> handle_freeze(self_ptr self, const std::string& id, bo
   return promise;
 }
 
+/// Asks the worker and passes its answer (or error) on.
+template <class Reply, class... Ts>
+caf::result<Reply> forward_to_worker(self_ptr self, Ts&&... xs) {
+  auto promise = self->make_response_promise<Reply>();
+  self->request(self->state.context.worker, ms(opts(self).call_timeout_ms), std::forward<Ts>(xs)...)
+    .then([promise](Reply& reply) mutable { promise.deliver(std::move(reply)); },
+          [promise](caf::error& err) mutable { promise.deliver(std::move(err)); });
+  return promise;
+}
+
 caf::result<std::vector<node_sandbox>> handle_list(self_ptr self) {
   auto promise = self->make_response_promise<std::vector<node_sandbox>>();
   self->request(self->state.context.worker, ms(opts(self).call_timeout_ms), wk_list_atom::value)
@@ -478,6 +488,15 @@ node_impl_actor::behavior_type node_body(self_ptr self, node_context context) {
           [promise](schema::worker_heartbeat& load) mutable { promise.deliver(std::move(load)); },
           [promise](caf::error& error) mutable { promise.deliver(std::move(error)); });
       return promise;
+    },
+    [self](actors::nd_ckpt_atom, const std::string& id, const std::string& checkpoint_id) {
+      return forward_to_worker<bool>(self, wk_ckpt_atom::value, id, checkpoint_id);
+    },
+    [self](actors::nd_ckptdel_atom, const std::string& checkpoint_id) {
+      return forward_to_worker<bool>(self, wk_ckptdel_atom::value, checkpoint_id);
+    },
+    [self](actors::nd_ckpts_atom) {
+      return forward_to_worker<std::vector<std::string>>(self, wk_ckpts_atom::value);
     },
     [self](nd_built_atom, const template_outcome& done) { on_built(self, done); },
   };

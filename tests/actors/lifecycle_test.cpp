@@ -87,6 +87,13 @@ node_actor spawn_fake_node(caf::actor_system& system, std::shared_ptr<node_scrip
       },
       [](actors::nd_metrics_atom) { return std::string{}; },
       [](actors::nd_load_atom) { return schema::worker_heartbeat{}; },
+      [](actors::nd_ckpt_atom, std::string&, std::string&) -> caf::result<bool> {
+        return make_error(errc::unimplemented);
+      },
+      [](actors::nd_ckptdel_atom, std::string&) -> caf::result<bool> {
+        return make_error(errc::unimplemented);
+      },
+      [](actors::nd_ckpts_atom) { return std::vector<std::string>{}; },
     };
   });
 }

@@ -193,6 +193,15 @@ TEST_F(airlockd_host_e2e, sigterm_and_sigint_stop_it_with_exit_status_0) {
   EXPECT_EQ(stop(daemon), 0);
   // The listener is gone with it.
   EXPECT_FALSE(http_get(daemon.bound.host, daemon.bound.port, "/healthz"));
+  // So are the btrfs image's mount and its loop device.
+  EXPECT_EQ(read_file("/proc/self/mountinfo").find(data_dir()), std::string::npos)
+    << "something under " << data_dir() << " is still mounted";
+  for (const auto& device : std::filesystem::directory_iterator("/sys/block")) {
+    auto backing = device.path() / "loop" / "backing_file";
+    if (std::filesystem::exists(backing))
+      EXPECT_EQ(read_file(backing.string()).find(data_dir()), std::string::npos)
+        << device.path().filename() << " still backs the image";
+  }
 
   auto again = serve_default();
   ASSERT_TRUE(again.process);

@@ -101,6 +101,9 @@ node_actor::behavior_type stub_node(node_actor::pointer, std::shared_ptr<stub_no
     [](actors::nd_load_atom) -> caf::result<schema::worker_heartbeat> {
       return make_error(errc::unavailable, "the stub node reports no load");
     },
+    [](actors::nd_ckpt_atom, std::string&, std::string&) -> caf::result<bool> { return true; },
+    [](actors::nd_ckptdel_atom, std::string&) -> caf::result<bool> { return true; },
+    [](actors::nd_ckpts_atom) { return std::vector<std::string>{}; },
   };
 }
 

@@ -79,6 +79,32 @@ TEST_F(node_actor_test, create_destroy_pause_and_resume_are_idempotent) {
   EXPECT_EQ(exec("nd-idem", argv({"true"})).code(), errc::not_found);
 }
 
+TEST_F(node_actor_test, checkpoints_are_taken_listed_and_deleted_through_the_node) {
+  must_create("nd-ckpt");
+  caf::scoped_actor self{*system_};
+  auto taken = ask<bool>(self, node_, timeout, actors::nd_ckpt_atom::value, std::string("nd-ckpt"),
+                         std::string("nd-ck1"));
+  ASSERT_TRUE(taken) << taken.error().message;
+  // A repeat after a lost reply says the checkpoint exists.
+  auto repeat = ask<bool>(self, node_, timeout, actors::nd_ckpt_atom::value, std::string("nd-ckpt"),
+                          std::string("nd-ck1"));
+  EXPECT_EQ(repeat.code(), errc::already_exists);
+  auto held = ask<std::vector<std::string>>(self, node_, timeout, actors::nd_ckpts_atom::value);
+  ASSERT_TRUE(held) << held.error().message;
+  EXPECT_EQ(*held, std::vector<std::string>{"nd-ck1"});
+  for (int round = 0; round < 2; ++round) {
+    auto deleted =
+      ask<bool>(self, node_, timeout, actors::nd_ckptdel_atom::value, std::string("nd-ck1"));
+    ASSERT_TRUE(deleted) << deleted.error().message;
+  }
+  held = ask<std::vector<std::string>>(self, node_, timeout, actors::nd_ckpts_atom::value);
+  ASSERT_TRUE(held);
+  EXPECT_TRUE(held->empty());
+  auto unknown = ask<bool>(self, node_, timeout, actors::nd_ckpt_atom::value, std::string("nobody"),
+                           std::string("nd-ck2"));
+  EXPECT_EQ(unknown.code(), errc::not_found);
+}
+
 TEST_F(node_actor_test, combined_output_interleaves_streams_in_arrival_order_with_filters) {
   must_create("nd-out");
   // Each line is written only after the previous one arrived, so the
