@@ -12,11 +12,14 @@
 //            actor's ring
 //   memory   host memory per idle sandbox (PSS of its processes + its memory
 //            cgroup) and MemAvailable before/after N idle sandboxes
+//   checkpoint  a checkpoint through the worker (freeze, read-only snapshot,
+//            thaw) vs a bare read-only btrfs snapshot of the same subvolume,
+//            with the sandbox idle and with a writer running in it
 //
 //   sandbox_bench [--data-dir DIR] [--guest PATH] [--creates N] [--execs N]
 //                 [--output-mb N] [--idle N] [--cases create,exec,output,memory]
 //                 [--idle-settle-ms N] [--idle-hold-s N] [--cpu-millis N]
-//                 [--window-kb N] [--help]
+//                 [--window-kb N] [--checkpoints N] [--help]
 //
 // Needs root. DIR holds the btrfs image, the runtime state and the store; it
 // is left in place (its loop mount too) for the next run. Default:
@@ -24,7 +27,7 @@
 // (bench/bench_flags.hpp).
 //
 // The cases are in bench/sandbox/: common (flags, timing, the host), latency
-// (create, exec), output, memory; this file runs them in order and parses the
+// (create, exec), output, memory, checkpoint; this file runs them in order and parses the
 // flags.
 
 #include <unistd.h>
@@ -79,6 +82,8 @@ int run(const bench_options& opt) {
       bench_output_direct(*host, opt);
     if (wanted("memory"))
       bench_memory(self, worker, *host, opt);
+    if (wanted("checkpoint"))
+      bench_checkpoint(self, worker, *host, opt);
     self->send_exit(worker, caf::exit_reason::user_shutdown);
     self->wait_for(worker);
   }
@@ -91,8 +96,9 @@ int run(const bench_options& opt) {
 int main(int argc, char** argv) {
   airlock::sandbox_bench::bench_options opt;
   airlock::bench::bench_flags flags{
-    "sandbox_bench", "Sandboxes on this host (create, exec, output, memory) against host-only\n"
-                     "baselines. Needs root."};
+    "sandbox_bench",
+    "Sandboxes on this host (create, exec, output, memory, checkpoint) against\nhost-only "
+    "baselines. Needs root."};
   flags.text("data-dir", opt.data_dir, "DIR", "btrfs image, runtime state and store (kept)")
     .text("guest", opt.guest, "PATH", "the airlock-guest binary")
     .integer("creates", opt.creates, "sandboxes created one after the other", 1)
@@ -105,7 +111,10 @@ int main(int argc, char** argv) {
     .integer("idle-settle-ms", opt.idle_settle_ms, "wait after the last idle create", 0, 3'600'000)
     .integer("idle-hold-s", opt.idle_hold_s, "keep the idle sandboxes this long to inspect them", 0,
              86'400)
-    .names("cases", opt.cases, {"create", "exec", "output", "memory"}, "which cases run");
+    .integer("checkpoints", opt.checkpoints, "checkpoints per measurement of the checkpoint case",
+             1, 100'000)
+    .names("cases", opt.cases, {"create", "exec", "output", "memory", "checkpoint"},
+           "which cases run");
   if (auto status = flags.parse(argc, argv))
     return *status;
   try {

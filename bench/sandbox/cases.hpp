@@ -20,6 +20,11 @@ void bench_exec(caf::scoped_actor& self, const worker_actor& worker, const bench
 /// pipe this process reads (output.cpp).
 void bench_output_direct(host_pieces& host, const bench_options& opt);
 
+/// A checkpoint through the worker vs a bare btrfs snapshot of the same
+/// subvolume, idle and under a writer (checkpoint.cpp).
+void bench_checkpoint(caf::scoped_actor& self, const worker_actor& worker, host_pieces& host,
+                      const bench_options& opt);
+
 /// Host memory per idle sandbox (memory.cpp).
 void bench_memory(caf::scoped_actor& self, const worker_actor& worker, host_pieces& host,
                   const bench_options& opt);

@@ -36,9 +36,10 @@ struct bench_options {
   int execs = 300;
   uint64_t output_mb = 1024;
   int idle = 50;
+  int checkpoints = 100;      ///< per measurement of the checkpoint case
   uint32_t cpu_millis = 1000; ///< cpu limit of the throughput sandbox (the default limit)
   uint32_t window_kb = 0;     ///< output window of the throughput run; 0: the guest default
-  std::string cases = "create,exec,output,memory"; ///< which measurements run
+  std::string cases = "create,exec,output,memory,checkpoint"; ///< which measurements run
   int idle_hold_s = 0; ///< keep the idle sandboxes this long after measuring, to inspect them
   /// Wait after the last idle create before measuring: an idle agent releases
   /// its start-up page cache after agent_options::page_cache_trim_ms (1 s).
