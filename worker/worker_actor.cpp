@@ -240,12 +240,20 @@ void on_created(self_ptr self, uint64_t token, const status& outcome) {
   pending.promise.deliver(actor);
 }
 
-caf::result<bool> forward_freeze(self_ptr self, const std::string& id, bool pause) {
+/// The actor of sandbox `id`, or why there is none to ask.
+result<sandbox_actor> actor_of(self_ptr self, const std::string& id) {
   auto it = self->state.sandboxes.find(id);
   if (it == self->state.sandboxes.end())
-    return make_error(errc::not_found, "no sandbox " + id + " on this worker");
+    return make_status(errc::not_found, "no sandbox " + id + " on this worker");
   if (!it->second.actor)
-    return make_error(errc::wrong_state, "sandbox " + id + " is still being created");
+    return make_status(errc::wrong_state, "sandbox " + id + " is still being created");
+  return it->second.actor;
+}
+
+caf::result<bool> forward_freeze(self_ptr self, const std::string& id, bool pause) {
+  auto actor = actor_of(self, id);
+  if (!actor)
+    return make_error(actor.error());
   auto promise = self->make_response_promise<bool>();
   auto timeout = std::chrono::milliseconds(self->state.context.options.freeze_timeout_ms);
   auto on_done = [self, id, promise, pause](bool) mutable {
@@ -258,9 +266,9 @@ caf::result<bool> forward_freeze(self_ptr self, const std::string& id, bool paus
   };
   auto on_error = [promise](caf::error& err) mutable { promise.deliver(reconcile_timeout(err)); };
   if (pause)
-    self->request(it->second.actor, timeout, sbx_pause_atom::value).then(on_done, on_error);
+    self->request(*actor, timeout, sbx_pause_atom::value).then(on_done, on_error);
   else
-    self->request(it->second.actor, timeout, sbx_resume_atom::value).then(on_done, on_error);
+    self->request(*actor, timeout, sbx_resume_atom::value).then(on_done, on_error);
   return promise;
 }
 
@@ -278,16 +286,14 @@ caf::result<bool> run_blocking(self_ptr self, std::function<status()> work) {
 
 caf::result<bool> forward_checkpoint(self_ptr self, const std::string& id,
                                      const std::string& checkpoint_id) {
-  auto it = self->state.sandboxes.find(id);
-  if (it == self->state.sandboxes.end())
-    return make_error(errc::not_found, "no sandbox " + id + " on this worker");
-  if (!it->second.actor)
-    return make_error(errc::wrong_state, "sandbox " + id + " is still being created");
+  auto actor = actor_of(self, id);
+  if (!actor)
+    return make_error(actor.error());
   auto promise = self->make_response_promise<bool>();
   // A freeze, a snapshot and a thaw. The rootfs driver checks the id.
   auto timeout = std::chrono::milliseconds(2 * self->state.context.options.freeze_timeout_ms
                                            + self->state.context.options.destroy_timeout_ms);
-  self->request(it->second.actor, timeout, sbx_ckpt_atom::value, checkpoint_id)
+  self->request(*actor, timeout, sbx_ckpt_atom::value, checkpoint_id)
     .then([promise](bool) mutable { promise.deliver(true); },
           [promise](caf::error& err) mutable { promise.deliver(reconcile_timeout(err)); });
   return promise;
