@@ -198,9 +198,10 @@ TEST_F(airlockd_host_e2e, sigterm_and_sigint_stop_it_with_exit_status_0) {
     << "something under " << data_dir() << " is still mounted";
   for (const auto& device : std::filesystem::directory_iterator("/sys/block")) {
     auto backing = device.path() / "loop" / "backing_file";
-    if (std::filesystem::exists(backing))
+    if (std::filesystem::exists(backing)) {
       EXPECT_EQ(read_file(backing.string()).find(data_dir()), std::string::npos)
         << device.path().filename() << " still backs the image";
+    }
   }
 
   auto again = serve_default();
