@@ -72,6 +72,11 @@ typename Inspector::result_type inspect(Inspector& f, sandbox_record& x) {
                           [](std::string_view bytes) { return decode_sandbox(bytes); });
 }
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, snapshot_record& x) {
+  return inspect_as_capnp(f, x, "snapshot_record",
+                          [](std::string_view bytes) { return decode_snapshot(bytes); });
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_registration& x) {
   return inspect_as_capnp(f, x, "worker_registration",
                           [](std::string_view bytes) { return decode_worker_registration(bytes); });

@@ -348,6 +348,131 @@ void freeze_on_worker(std::shared_ptr<step_context> ctx, sandbox_record record) 
   });
 }
 
+// --- checkpoint.create and checkpoint.delete ---------------------------------
+
+using schema::snapshot_record;
+
+/// The checkpoint an operation is about (its params name it).
+std::string checkpoint_of(const step_context& ctx) {
+  auto params = nlohmann::json::parse(ctx.request.params_json, nullptr, false);
+  if (!params.is_object() || !params.contains("checkpoint_id")
+      || !params["checkpoint_id"].is_string())
+    return {};
+  return params["checkpoint_id"].get<std::string>();
+}
+
+std::string checkpoint_result(const snapshot_record& snapshot) {
+  return nlohmann::json{{"checkpoint_id", snapshot.id},
+                        {"sandbox_id", snapshot.sandbox_id},
+                        {"label", snapshot.label},
+                        {"complete", snapshot.complete}}
+    .dump();
+}
+
+/// The checkpoint's record; `missing` runs when there is none.
+void with_snapshot(std::shared_ptr<step_context> ctx, const std::string& id,
+                   std::function<void(snapshot_record)> next, std::function<void()> missing) {
+  ctx->self
+    ->request(ctx->deps.registry, ctx->control_timeout(), rg_snapget_atom::value, id, std::string{})
+    .then([next](snapshot_record& snapshot) { next(std::move(snapshot)); },
+          [ctx, missing](caf::error& error) {
+            if (to_status(error).code == errc::not_found)
+              return missing();
+            ctx->deliver_unknown(error);
+          });
+}
+
+/// Forgets the checkpoint's record, then fails the operation with `reason`:
+/// nothing of a checkpoint that was not taken is left.
+void forget_and_fail(std::shared_ptr<step_context> ctx, const std::string& id,
+                     const status& reason) {
+  ctx->self->request(ctx->deps.registry, ctx->control_timeout(), rg_snapdel_atom::value, id)
+    .then([ctx, reason](bool) { ctx->deliver(fail_with(reason)); },
+          [ctx](caf::error& error) { ctx->deliver_unknown(error); });
+}
+
+void checkpoint_take(std::shared_ptr<step_context> ctx, sandbox_record record) {
+  const auto id = checkpoint_of(*ctx);
+  if (id.empty())
+    return ctx->deliver(
+      step_outcome::fail("invalid_argument", "the operation names no checkpoint"));
+  auto missing = [ctx, id] {
+    ctx->deliver(fail_with(make_status(errc::not_found, "no checkpoint " + id)));
+  };
+  with_snapshot(
+    ctx, id,
+    [ctx, record](snapshot_record snapshot) mutable {
+      if (snapshot.complete)
+        return ctx->deliver(step_outcome::complete(checkpoint_result(snapshot)));
+      if (record.state != sandbox_state::running && record.state != sandbox_state::paused)
+        return forget_and_fail(
+          ctx, snapshot.id,
+          make_status(errc::wrong_state, "sandbox " + record.id + " is "
+                                           + std::string(schema::to_string(record.state))
+                                           + "; a checkpoint needs it running or paused"));
+      ctx->with_node(record.worker_id, [ctx, record, snapshot](node_actor node) mutable {
+        auto timeout = milliseconds(ctx->deps.options.node_call_timeout_ms);
+        auto mark_complete = [ctx, record, snapshot]() mutable {
+          snapshot.complete = true;
+          snapshot.worker_id = record.worker_id;
+          ctx->self
+            ->request(ctx->deps.registry, ctx->control_timeout(), rg_snapsave_atom::value, snapshot)
+            .then(
+              [ctx](snapshot_record& saved) {
+                ctx->deliver(step_outcome::complete(checkpoint_result(saved)));
+              },
+              [ctx](caf::error& error) { ctx->deliver_unknown(error); });
+        };
+        ctx->self->request(node, timeout, nd_ckpt_atom::value, record.id, snapshot.id)
+          .then([mark_complete](bool) mutable { mark_complete(); },
+                [ctx, snapshot, mark_complete](caf::error& error) mutable {
+                  auto failure = to_status(error);
+                  // Taken by an earlier run of this step whose answer was lost.
+                  if (failure.code == errc::already_exists)
+                    return mark_complete();
+                  if (retry_later(failure.code))
+                    return ctx->deliver_unknown(error);
+                  forget_and_fail(ctx, snapshot.id, failure);
+                });
+      });
+    },
+    missing);
+}
+
+void checkpoint_remove(std::shared_ptr<step_context> ctx, sandbox_record record) {
+  const auto id = checkpoint_of(*ctx);
+  if (id.empty())
+    return ctx->deliver(
+      step_outcome::fail("invalid_argument", "the operation names no checkpoint"));
+  auto done = [ctx, id] {
+    ctx->deliver(
+      step_outcome::complete(nlohmann::json{{"checkpoint_id", id}, {"deleted", true}}.dump()));
+  };
+  with_snapshot(
+    ctx, id,
+    [ctx, record, done](snapshot_record snapshot) {
+      auto forget = [ctx, id = snapshot.id, done] {
+        ctx->self->request(ctx->deps.registry, ctx->control_timeout(), rg_snapdel_atom::value, id)
+          .then([done](bool) { done(); },
+                [ctx](caf::error& error) { ctx->deliver_unknown(error); });
+      };
+      if (snapshot.worker_id.empty()) // never taken
+        return forget();
+      ctx->with_node(snapshot.worker_id, [ctx, snapshot, forget](node_actor node) {
+        auto timeout = milliseconds(ctx->deps.options.node_call_timeout_ms);
+        ctx->self->request(node, timeout, nd_ckptdel_atom::value, snapshot.id)
+          .then([forget](bool) { forget(); },
+                [ctx](caf::error& error) {
+                  auto failure = to_status(error);
+                  if (retry_later(failure.code))
+                    return ctx->deliver_unknown(error);
+                  ctx->deliver(fail_with(failure));
+                });
+      });
+    },
+    done);
+}
+
 // --- the runner -------------------------------------------------------------
 
 using step_function = void (*)(std::shared_ptr<step_context>, sandbox_record);
@@ -359,6 +484,10 @@ step_function step_of(const std::string& kind, uint32_t step) {
     return step == 0 ? delete_mark : step == 1 ? delete_on_worker : nullptr;
   if (kind == kind_sandbox_pause || kind == kind_sandbox_resume)
     return step == 0 ? freeze_mark : step == 1 ? freeze_on_worker : nullptr;
+  if (kind == kind_checkpoint_create)
+    return step == 0 ? checkpoint_take : nullptr;
+  if (kind == kind_checkpoint_delete)
+    return step == 0 ? checkpoint_remove : nullptr;
   return nullptr;
 }
 
@@ -392,10 +521,9 @@ procedure_table spawn_sandbox_procedures(caf::actor_system& system, sandbox_regi
                                          sandbox_procedure_options options) {
   lifecycle_deps deps{std::move(registry), std::move(scheduler), system.spawn(wait_timer), options};
   auto runner = system.spawn(lifecycle_runner, deps);
-  return {{kind_sandbox_create, runner},
-          {kind_sandbox_delete, runner},
-          {kind_sandbox_pause, runner},
-          {kind_sandbox_resume, runner}};
+  return {{kind_sandbox_create, runner},    {kind_sandbox_delete, runner},
+          {kind_sandbox_pause, runner},     {kind_sandbox_resume, runner},
+          {kind_checkpoint_create, runner}, {kind_checkpoint_delete, runner}};
 }
 
 } // namespace airlock::actors

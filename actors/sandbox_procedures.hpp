@@ -5,7 +5,9 @@
 // acts through the scheduler and the worker's node actor, and writes the
 // record's new state back through the registry.
 //
-// Kinds: sandbox.create, sandbox.delete, sandbox.pause, sandbox.resume.
+// Kinds: sandbox.create, sandbox.delete, sandbox.pause, sandbox.resume, and
+// checkpoint.create, checkpoint.delete (target: the sandbox; params name the
+// checkpoint, whose record the API stored before starting the operation).
 
 #include <caf/actor_system.hpp>
 
@@ -21,6 +23,8 @@ inline constexpr const char* kind_sandbox_create = "sandbox.create";
 inline constexpr const char* kind_sandbox_delete = "sandbox.delete";
 inline constexpr const char* kind_sandbox_pause = "sandbox.pause";
 inline constexpr const char* kind_sandbox_resume = "sandbox.resume";
+inline constexpr const char* kind_checkpoint_create = "checkpoint.create";
+inline constexpr const char* kind_checkpoint_delete = "checkpoint.delete";
 
 struct sandbox_procedure_options {
   /// Bound on one call to the registry or the scheduler. Default: 10000.
@@ -41,7 +45,7 @@ struct sandbox_procedure_options {
   uint32_t worker_poll_ms = 250;
 };
 
-/// The procedure table entries for the four kinds. The actors live until the
+/// The procedure table entries for the six kinds. The actors live until the
 /// system stops.
 procedure_table spawn_sandbox_procedures(caf::actor_system& system, sandbox_registry_actor registry,
                                          scheduler_actor scheduler,

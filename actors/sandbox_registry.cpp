@@ -29,6 +29,8 @@ namespace {
 
 /// Records a page at a time while counting at start.
 constexpr size_t count_page_size = 1000;
+/// Most snapshots one listing of a sandbox returns.
+constexpr size_t snapshots_listed_max = 1000;
 
 using state_counts = std::map<schema::sandbox_state, uint64_t>;
 
@@ -191,6 +193,40 @@ sandbox_registry_actor::behavior_type registry_behavior(registry_pointer self) {
       if (!found)
         return make_error(found.error());
       return found->value_or(std::string{});
+    },
+    [self](rg_snapsave_atom,
+           schema::snapshot_record record) -> caf::result<schema::snapshot_record> {
+      storage::write_batch batch;
+      storage::snapshot_store::stage_put(batch, record);
+      if (auto written = self->state.store->write(batch, storage::durability::buffered);
+          !written.is_ok())
+        return make_error(written);
+      return record;
+    },
+    [self](rg_snapget_atom, const std::string& id,
+           const std::string& tenant) -> caf::result<schema::snapshot_record> {
+      auto found = storage::snapshot_store(*self->state.store).get(id);
+      if (!found)
+        return make_error(found.error());
+      if (!found->has_value() || (!tenant.empty() && (*found)->tenant_id != tenant))
+        return make_error(errc::not_found, "no checkpoint " + id);
+      return std::move(**found);
+    },
+    [self](rg_snaplist_atom, const std::string& sandbox_id,
+           const std::string& tenant) -> caf::result<std::vector<schema::snapshot_record>> {
+      auto listed = storage::snapshot_store(*self->state.store)
+                      .list_of(sandbox_id, tenant, snapshots_listed_max, {});
+      if (!listed)
+        return make_error(listed.error());
+      return std::move(listed->items);
+    },
+    [self](rg_snapdel_atom, const std::string& id) -> caf::result<bool> {
+      storage::write_batch batch;
+      storage::snapshot_store::stage_erase(batch, id);
+      if (auto written = self->state.store->write(batch, storage::durability::synced);
+          !written.is_ok())
+        return make_error(written);
+      return true;
     },
     [self](rg_count_atom) -> caf::result<std::map<std::string, uint64_t>> {
       auto& state = self->state;

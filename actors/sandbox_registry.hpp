@@ -37,6 +37,10 @@ using rg_verb_atom = caf::atom_constant<caf::atom("rgverb")>;
 using rg_ops_atom = caf::atom_constant<caf::atom("rgops")>;
 using rg_opkey_atom = caf::atom_constant<caf::atom("rgopkey")>;
 using rg_count_atom = caf::atom_constant<caf::atom("rgcount")>;
+using rg_snapsave_atom = caf::atom_constant<caf::atom("rgsnapsave")>;
+using rg_snapget_atom = caf::atom_constant<caf::atom("rgsnapget")>;
+using rg_snaplist_atom = caf::atom_constant<caf::atom("rgsnaplist")>;
+using rg_snapdel_atom = caf::atom_constant<caf::atom("rgsnapdel")>;
 
 struct sandbox_query {
   std::string tenant_id; ///< empty: every tenant (admin)
@@ -130,7 +134,18 @@ using sandbox_registry_actor = caf::typed_actor<
   caf::replies_to<rg_opkey_atom, std::string, std::string>::with<std::string>,
   /// Sandboxes by state (states with none left out), for /metrics: kept as
   /// records are written, not counted per call.
-  caf::replies_to<rg_count_atom>::with<std::map<std::string, uint64_t>>>;
+  caf::replies_to<rg_count_atom>::with<std::map<std::string, uint64_t>>,
+  /// Stores a snapshot record (docs/snapshots.md). Not synced, like rg_save.
+  /// Idempotent.
+  caf::replies_to<rg_snapsave_atom, schema::snapshot_record>::with<schema::snapshot_record>,
+  /// A snapshot record (id, tenant). Errors: not_found (also another
+  /// tenant's; tenant "" sees all).
+  caf::replies_to<rg_snapget_atom, std::string, std::string>::with<schema::snapshot_record>,
+  /// A sandbox's snapshots (sandbox id, tenant), oldest first, at most 1,000.
+  caf::replies_to<rg_snaplist_atom, std::string,
+                  std::string>::with<std::vector<schema::snapshot_record>>,
+  /// Forgets a snapshot record. Idempotent.
+  caf::replies_to<rg_snapdel_atom, std::string>::with<bool>>;
 
 /// `store` and `clock` outlive the actor.
 sandbox_registry_actor spawn_sandbox_registry(caf::actor_system& system, storage::kv_store& store,

@@ -63,4 +63,7 @@ CAF_ADD_TYPE_ID(airlock, (airlock::actors::audit_page))
 CAF_ADD_TYPE_ID(airlock, (airlock::actors::credential_request))
 CAF_ADD_TYPE_ID(airlock, (airlock::schema::credential_record))
 CAF_ADD_TYPE_ID(airlock, (airlock::actors::credential_page))
+// Snapshots (docs/snapshots.md).
+CAF_ADD_TYPE_ID(airlock, (airlock::schema::snapshot_record))
+CAF_ADD_TYPE_ID(airlock, (std::vector<airlock::schema::snapshot_record>))
 CAF_END_TYPE_ID_BLOCK(airlock)

@@ -198,6 +198,21 @@ json to_json(const schema::sandbox_record& record) {
   return out;
 }
 
+json to_json(const schema::snapshot_record& record) {
+  return json{{"id", record.id},
+              {"kind", std::string(schema::to_string(record.kind))},
+              {"sandbox_id", record.sandbox_id},
+              {"template", record.template_name},
+              {"runtime", record.runtime},
+              {"worker_id", record.worker_id},
+              {"memory_persisted", record.memory_persisted},
+              {"size_bytes", record.size_bytes},
+              {"label", record.label},
+              {"automatic", record.automatic},
+              {"created_at", timestamp_json(record.created_at_ms)},
+              {"complete", record.complete}};
+}
+
 json to_json(const actors::process_view& process) {
   // The API's two states: starting counts as running, failed as exited.
   bool exited = schema::has_ended(process.state);

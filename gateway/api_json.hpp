@@ -46,6 +46,7 @@ nlohmann::json timestamp_json(int64_t unix_ms);
 
 nlohmann::json to_json(const schema::operation_record& record);
 nlohmann::json to_json(const schema::sandbox_record& record);
+nlohmann::json to_json(const schema::snapshot_record& record);
 nlohmann::json to_json(const actors::process_view& process);
 nlohmann::json to_json(const actors::file_entry& entry);
 

@@ -59,3 +59,28 @@ struct SandboxRecord {
   lastActiveAtMs @10 :Int64;
   lastOperationId @11 :Text;
 }
+
+enum SnapshotKind {
+  checkpoint @0;
+  suspend @1;
+}
+
+# A frozen copy of a sandbox's files (and, in the microvm runtime, memory).
+# Restorable or forkable only once `complete`: every byte has landed.
+struct SnapshotRecord {
+  schemaVersion @0 :UInt16;
+  id @1 :Text;                # ckpt_...
+  kind @2 :SnapshotKind;
+  sandboxId @3 :Text;
+  tenantId @4 :Text;
+  template @5 :Text;
+  templateVersion @6 :Text;
+  runtime @7 :Text;
+  workerId @8 :Text;          # the worker that holds it
+  memoryPersisted @9 :Bool;
+  sizeBytes @10 :UInt64;
+  label @11 :Text;
+  automatic @12 :Bool;
+  createdAtMs @13 :Int64;
+  complete @14 :Bool;
+}

@@ -105,6 +105,55 @@ std::string encode(const sandbox_record& r) {
   });
 }
 
+std::string_view to_string(snapshot_kind kind) noexcept {
+  return kind == snapshot_kind::suspend ? "suspend" : "checkpoint";
+}
+
+std::string encode(const snapshot_record& r) {
+  return detail::to_bytes<cs::SnapshotRecord>([&r](cs::SnapshotRecord::Builder b) {
+    b.setSchemaVersion(sandbox_schema_version);
+    b.setId(r.id);
+    b.setKind(static_cast<cs::SnapshotKind>(r.kind));
+    b.setSandboxId(r.sandbox_id);
+    b.setTenantId(r.tenant_id);
+    b.setTemplate(r.template_name);
+    b.setTemplateVersion(r.template_version);
+    b.setRuntime(r.runtime);
+    b.setWorkerId(r.worker_id);
+    b.setMemoryPersisted(r.memory_persisted);
+    b.setSizeBytes(r.size_bytes);
+    b.setLabel(r.label);
+    b.setAutomatic(r.automatic);
+    b.setCreatedAtMs(r.created_at_ms);
+    b.setComplete(r.complete);
+  });
+}
+
+result<snapshot_record> decode_snapshot(std::string_view bytes) {
+  return detail::from_bytes<cs::SnapshotRecord, snapshot_record>(
+    bytes, sandbox_schema_version, "snapshot",
+    [](cs::SnapshotRecord::Reader b) -> result<snapshot_record> {
+      if (!detail::enum_in_range(b.getKind(), cs::SnapshotKind::SUSPEND))
+        return detail::enum_too_new("snapshot");
+      snapshot_record r;
+      r.id = detail::text(b.getId());
+      r.kind = static_cast<snapshot_kind>(b.getKind());
+      r.sandbox_id = detail::text(b.getSandboxId());
+      r.tenant_id = detail::text(b.getTenantId());
+      r.template_name = detail::text(b.getTemplate());
+      r.template_version = detail::text(b.getTemplateVersion());
+      r.runtime = detail::text(b.getRuntime());
+      r.worker_id = detail::text(b.getWorkerId());
+      r.memory_persisted = b.getMemoryPersisted();
+      r.size_bytes = b.getSizeBytes();
+      r.label = detail::text(b.getLabel());
+      r.automatic = b.getAutomatic();
+      r.created_at_ms = b.getCreatedAtMs();
+      r.complete = b.getComplete();
+      return r;
+    });
+}
+
 result<sandbox_record> decode_sandbox(std::string_view bytes) {
   return detail::from_bytes<cs::SandboxRecord, sandbox_record>(
     bytes, sandbox_schema_version, "sandbox",

@@ -79,4 +79,30 @@ struct sandbox_record {
 std::string encode(const sandbox_record& record);
 result<sandbox_record> decode_sandbox(std::string_view bytes);
 
+enum class snapshot_kind : uint8_t { checkpoint, suspend };
+std::string_view to_string(snapshot_kind kind) noexcept;
+
+/// A frozen copy of a sandbox's files (docs/snapshots.md). Only a complete
+/// one can be restored or forked.
+struct snapshot_record {
+  std::string id; ///< ckpt_...
+  snapshot_kind kind = snapshot_kind::checkpoint;
+  std::string sandbox_id;
+  std::string tenant_id;
+  std::string template_name;
+  std::string template_version;
+  std::string runtime;
+  std::string worker_id; ///< the worker that holds it
+  bool memory_persisted = false;
+  uint64_t size_bytes = 0;
+  std::string label;
+  bool automatic = false;
+  int64_t created_at_ms = 0;
+  bool complete = false;
+  bool operator==(const snapshot_record&) const = default;
+};
+
+std::string encode(const snapshot_record& record);
+result<snapshot_record> decode_snapshot(std::string_view bytes);
+
 } // namespace airlock::schema

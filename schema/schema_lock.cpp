@@ -84,6 +84,8 @@ std::string describe_compiled_schema() {
   describe(capnp::Schema::from<cs::EgressPolicy>(), lines);
   describe(capnp::Schema::from<cs::SandboxSpec>(), lines);
   describe(capnp::Schema::from<cs::SandboxRecord>(), lines);
+  describe(capnp::Schema::from<cs::SnapshotKind>(), lines);
+  describe(capnp::Schema::from<cs::SnapshotRecord>(), lines);
   describe(capnp::Schema::from<cs::WorkerRegistration>(), lines);
   describe(capnp::Schema::from<cs::WorkerHeartbeat>(), lines);
   describe(capnp::Schema::from<cs::ApiKeyRole>(), lines);

@@ -14,6 +14,7 @@ std::string_view to_string(keyspace space) noexcept {
     case keyspace::workers: return "workers";
     case keyspace::credentials: return "credentials";
     case keyspace::audit: return "audit";
+    case keyspace::snapshots: return "snapshots";
   }
   return "unknown";
 }

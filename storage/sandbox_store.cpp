@@ -45,6 +45,32 @@ result<page<schema::sandbox_record>> sandbox_store::list(const sandbox_filter& f
     cursor);
 }
 
+result<std::optional<schema::snapshot_record>> snapshot_store::get(std::string_view id) const {
+  return detail::get_record<schema::snapshot_record>(store_, keyspace::snapshots, "snapshot", id,
+                                                     schema::decode_snapshot);
+}
+
+void snapshot_store::stage_put(write_batch& batch, const schema::snapshot_record& record) {
+  batch.put(keyspace::snapshots, record.id, schema::encode(record));
+}
+
+void snapshot_store::stage_erase(write_batch& batch, std::string_view id) {
+  batch.erase(keyspace::snapshots, id);
+}
+
+result<page<schema::snapshot_record>> snapshot_store::list_of(std::string_view sandbox_id,
+                                                              std::string_view tenant_id,
+                                                              size_t limit,
+                                                              std::string_view cursor) const {
+  return detail::list_records<schema::snapshot_record>(
+    store_, keyspace::snapshots, "snapshot", schema::decode_snapshot,
+    [sandbox_id, tenant_id](const schema::snapshot_record& record) {
+      return record.sandbox_id == sandbox_id
+             && (tenant_id.empty() || record.tenant_id == tenant_id);
+    },
+    limit, cursor);
+}
+
 result<std::optional<schema::api_key_record>> api_key_store::get(std::string_view key_id) const {
   return detail::get_record<schema::api_key_record>(store_, keyspace::api_keys, "api key", key_id,
                                                     schema::decode_api_key);

@@ -159,6 +159,74 @@ TEST_F(api_lifecycle, delete_destroys_it_and_later_calls_get_409) {
   EXPECT_EQ(api.post("/v1/sandboxes/" + id + "/token", json::object()).status, 409);
 }
 
+TEST_F(api_lifecycle, checkpoints_are_taken_listed_read_and_deleted_through_operations) {
+  auto api = admin();
+  auto id = api.create_running();
+  ASSERT_FALSE(id.empty());
+  auto wrote = api.run(id, "echo kept > /kept");
+  ASSERT_TRUE(wrote.exit && (*wrote.exit).value("exit_code", -1) == 0) << wrote.stderr_bytes;
+
+  auto taken = api.post("/v1/sandboxes/" + id + "/checkpoints", {{"label", "first"}});
+  ASSERT_EQ(taken.status, 202) << taken.body;
+  auto op = api.wait_operation(taken.json["operation_id"]);
+  ASSERT_EQ(op["state"], "succeeded") << op.dump();
+  EXPECT_EQ(op["kind"], "checkpoint.create");
+  EXPECT_EQ(op["target_id"], id);
+  const std::string checkpoint = op["result"].value("checkpoint_id", "");
+  ASSERT_EQ(checkpoint.rfind("ckpt_", 0), 0u) << op.dump();
+
+  auto read = api.get("/v1/checkpoints/" + checkpoint);
+  ASSERT_EQ(read.status, 200) << read.body;
+  EXPECT_EQ(read.json["sandbox_id"], id);
+  EXPECT_EQ(read.json["label"], "first");
+  EXPECT_EQ(read.json["kind"], "checkpoint");
+  EXPECT_EQ(read.json["complete"], true);
+  EXPECT_EQ(read.json["memory_persisted"], false);
+  EXPECT_FALSE(read.json["worker_id"].get<std::string>().empty());
+
+  // A paused sandbox can be checkpointed too, and stays paused.
+  auto paused = api.call("POST", "/v1/sandboxes/" + id + "/pause");
+  ASSERT_EQ(paused.status, 202) << paused.body;
+  ASSERT_EQ(api.wait_operation(paused.json["operation_id"])["state"], "succeeded");
+  auto second = api.post("/v1/sandboxes/" + id + "/checkpoints", json::object());
+  ASSERT_EQ(second.status, 202) << second.body;
+  EXPECT_EQ(api.wait_operation(second.json["operation_id"])["state"], "succeeded");
+  EXPECT_EQ(api.get("/v1/sandboxes/" + id).json["state"], "paused");
+
+  auto listed = api.get("/v1/sandboxes/" + id + "/checkpoints");
+  ASSERT_EQ(listed.status, 200) << listed.body;
+  ASSERT_EQ(listed.json["items"].size(), 2u) << listed.body;
+  EXPECT_EQ(listed.json["items"][0]["id"], checkpoint) << "oldest first";
+
+  // Bad input changes nothing.
+  auto memory = api.post("/v1/sandboxes/" + id + "/checkpoints", {{"include_memory", true}});
+  EXPECT_EQ(memory.status, 400) << memory.body;
+  EXPECT_TRUE(memory.is_error_shape());
+  auto label = api.post("/v1/sandboxes/" + id + "/checkpoints", {{"label", 7}});
+  EXPECT_EQ(label.status, 400) << label.body;
+  EXPECT_EQ(api.post("/v1/sandboxes/sb_none/checkpoints", json::object()).status, 404);
+  EXPECT_EQ(api.get("/v1/checkpoints/ckpt_none").status, 404);
+  EXPECT_EQ(api.get("/v1/sandboxes/" + id + "/checkpoints").json["items"].size(), 2u);
+
+  auto deleted = api.call("DELETE", "/v1/checkpoints/" + checkpoint);
+  ASSERT_EQ(deleted.status, 202) << deleted.body;
+  auto gone = api.wait_operation(deleted.json["operation_id"]);
+  EXPECT_EQ(gone["state"], "succeeded") << gone.dump();
+  EXPECT_EQ(gone["kind"], "checkpoint.delete");
+  EXPECT_EQ(api.get("/v1/checkpoints/" + checkpoint).status, 404);
+  EXPECT_EQ(api.get("/v1/sandboxes/" + id + "/checkpoints").json["items"].size(), 1u);
+  EXPECT_EQ(api.call("DELETE", "/v1/checkpoints/" + checkpoint).status, 404);
+
+  // A destroyed sandbox takes no checkpoint; its checkpoints stay until deleted.
+  auto destroyed = api.call("DELETE", "/v1/sandboxes/" + id);
+  ASSERT_EQ(destroyed.status, 202);
+  ASSERT_EQ(api.wait_operation(destroyed.json["operation_id"])["state"], "succeeded");
+  auto refused = api.post("/v1/sandboxes/" + id + "/checkpoints", json::object());
+  EXPECT_EQ(refused.status, 409) << refused.body;
+  EXPECT_EQ(refused.error_code(), "wrong_state");
+  EXPECT_EQ(api.get("/v1/sandboxes/" + id + "/checkpoints").json["items"].size(), 1u);
+}
+
 /// Every sandbox id of GET /v1/sandboxes?QUERY, following next_cursor with
 /// pages of `limit`; fails the test on a page over the limit.
 std::vector<std::string> walk(const api_client& api, const std::string& query, size_t limit) {

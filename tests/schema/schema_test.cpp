@@ -145,6 +145,29 @@ TEST(sandbox_codec, round_trips_spec_and_state) {
   EXPECT_EQ(parse_egress_profile("open"), egress_profile::open);
 }
 
+TEST(snapshot_codec, round_trips_every_field_and_refuses_garbage) {
+  snapshot_record r;
+  r.id = "ckpt_1";
+  r.kind = snapshot_kind::suspend;
+  r.sandbox_id = "sb_1";
+  r.tenant_id = "t";
+  r.template_name = "base";
+  r.template_version = "3";
+  r.runtime = "namespace";
+  r.worker_id = "wk_1";
+  r.memory_persisted = true;
+  r.size_bytes = uint64_t{5} << 32;
+  r.label = "before the migration";
+  r.automatic = true;
+  r.created_at_ms = 42;
+  r.complete = true;
+  auto decoded = decode_snapshot(encode(r));
+  ASSERT_TRUE(decoded) << decoded.error().message;
+  EXPECT_EQ(*decoded, r);
+  EXPECT_EQ(to_string(snapshot_kind::checkpoint), "checkpoint");
+  EXPECT_FALSE(decode_snapshot("not a snapshot"));
+}
+
 TEST(worker_codec, round_trips_registration_and_heartbeat) {
   worker_registration reg{"wk_1",
                           "host-a",
