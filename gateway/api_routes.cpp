@@ -48,6 +48,12 @@ http_response accepted(const schema::operation_record& record) {
   return json_response(http::status::accepted, body);
 }
 
+/// Answers the exchange with the record as JSON.
+template <class Record>
+auto respond_record(exchange_ptr ex, http::status code = http::status::ok) {
+  return [ex, code](Record& record) { ex->respond(json_response(code, to_json(record))); };
+}
+
 // --- operations ---------------------------------------------------------------
 
 void get_operation(api_ptr api, exchange_ptr ex, caller who) {
@@ -55,9 +61,7 @@ void get_operation(api_ptr api, exchange_ptr ex, caller who) {
   auto wait_s = query_uint(*ex, "wait", api->deps.options.wait_max_s);
   if (!wait_s)
     return ex->respond(error_response(wait_s.error()));
-  auto reply = [ex](schema::operation_record& record) {
-    ex->respond(json_response(http::status::ok, to_json(record)));
-  };
+  auto reply = respond_record<schema::operation_record>(ex);
   if (!*wait_s || **wait_s == 0)
     return call_actor(*api->deps.system, api->deps.engine, api->call_timeout(), reply,
                       answer_error(ex), actors::op_get_atom::value, id, scope_of(who));
@@ -95,13 +99,9 @@ void list_operations(api_ptr api, exchange_ptr ex, caller who) {
 }
 
 void cancel_operation(api_ptr api, exchange_ptr ex, caller who) {
-  call_actor(
-    *api->deps.system, api->deps.engine, api->call_timeout(),
-    [ex](schema::operation_record& record) {
-      ex->respond(json_response(http::status::accepted, to_json(record)));
-    },
-    answer_error(ex), actors::op_cancel_atom::value, std::string(ex->path_param("id")),
-    scope_of(who));
+  call_actor(*api->deps.system, api->deps.engine, api->call_timeout(),
+             respond_record<schema::operation_record>(ex, http::status::accepted), answer_error(ex),
+             actors::op_cancel_atom::value, std::string(ex->path_param("id")), scope_of(who));
 }
 
 /// Streams one `state` event per persisted transition, then ends.
@@ -260,12 +260,9 @@ void create_sandbox(api_ptr api, exchange_ptr ex, caller who) {
 }
 
 void get_sandbox(api_ptr api, exchange_ptr ex, caller who) {
-  call_actor(
-    *api->deps.system, api->deps.registry, api->call_timeout(),
-    [ex](schema::sandbox_record& record) {
-      ex->respond(json_response(http::status::ok, to_json(record)));
-    },
-    answer_error(ex), actors::rg_get_atom::value, std::string(ex->path_param("id")), scope_of(who));
+  call_actor(*api->deps.system, api->deps.registry, api->call_timeout(),
+             respond_record<schema::sandbox_record>(ex), answer_error(ex),
+             actors::rg_get_atom::value, std::string(ex->path_param("id")), scope_of(who));
 }
 
 void list_sandboxes(api_ptr api, exchange_ptr ex, caller who) {
@@ -423,13 +420,9 @@ void list_checkpoints(api_ptr api, exchange_ptr ex, caller who) {
 }
 
 void get_checkpoint(api_ptr api, exchange_ptr ex, caller who) {
-  call_actor(
-    *api->deps.system, api->deps.registry, api->call_timeout(),
-    [ex](schema::snapshot_record& snapshot) {
-      ex->respond(json_response(http::status::ok, to_json(snapshot)));
-    },
-    answer_error(ex), actors::rg_snapget_atom::value, std::string(ex->path_param("id")),
-    scope_of(who));
+  call_actor(*api->deps.system, api->deps.registry, api->call_timeout(),
+             respond_record<schema::snapshot_record>(ex), answer_error(ex),
+             actors::rg_snapget_atom::value, std::string(ex->path_param("id")), scope_of(who));
 }
 
 void delete_checkpoint(api_ptr api, exchange_ptr ex, caller who) {

@@ -157,6 +157,17 @@ TEST_F(api_access, a_tenant_sees_only_its_own_sandboxes_and_operations) {
   EXPECT_EQ(t1.post("/v1/sandboxes/" + first_ + "/token", json::object()).status, 404);
   EXPECT_EQ(t1.get(files(first_, "?path=/etc/passwd")).status, 404);
   EXPECT_EQ(t1.post("/v1/sandboxes/" + first_ + "/processes", {{"cmd", "true"}}).status, 404);
+  // A checkpoint belongs to its sandbox's tenant.
+  auto taken = admin_api.post("/v1/sandboxes/" + first_ + "/checkpoints", json::object());
+  ASSERT_EQ(taken.status, 202) << taken.body;
+  auto checkpoint_op = admin_api.wait_operation(taken.json["operation_id"]);
+  ASSERT_EQ(checkpoint_op["state"], "succeeded") << checkpoint_op.dump();
+  const std::string checkpoint = checkpoint_op["result"].value("checkpoint_id", "");
+  EXPECT_EQ(t1.post("/v1/sandboxes/" + first_ + "/checkpoints", json::object()).status, 404);
+  EXPECT_EQ(t1.get("/v1/sandboxes/" + first_ + "/checkpoints").status, 404);
+  EXPECT_EQ(t1.get("/v1/checkpoints/" + checkpoint).status, 404);
+  EXPECT_EQ(t1.call("DELETE", "/v1/checkpoints/" + checkpoint).status, 404);
+  EXPECT_EQ(admin_api.get("/v1/checkpoints/" + checkpoint).status, 200);
 
   auto own = t1.create_running({{"metadata", {{"owner", "t1"}}}});
   ASSERT_FALSE(own.empty());
