@@ -8,38 +8,19 @@
 #include <utility>
 
 #include "actors/sandbox_procedures.hpp"
-#include "gateway/api_common.hpp"
+#include "gateway/control_api_internal.hpp"
 #include "gateway/egress_routes.hpp"
 #include "gateway/node_metrics.hpp"
 #include "gateway/sse.hpp"
 
 namespace airlock::gateway {
 
-namespace {
-
-using namespace detail;
 using nlohmann::json;
-using std::chrono::milliseconds;
 
-struct control_api {
-  control_api_deps deps;
-  milliseconds call_timeout() const { return milliseconds(deps.options.actor_call_timeout_ms); }
-};
-
-using api_ptr = std::shared_ptr<const control_api>;
-using caller = actors::caller_identity;
+namespace control_detail {
 
 /// The tenant whose records a caller sees: admin keys see every tenant.
 std::string scope_of(const caller& who) { return who.admin ? std::string{} : who.tenant_id; }
-
-/// Wraps a handler that needs an authenticated caller.
-template <class Handler>
-async_route_handler authed(api_ptr api, Handler handler) {
-  return [api, handler](exchange_ptr ex) {
-    authenticate(*api->deps.system, api->deps.api_keys, api->call_timeout(), ex,
-                 [api, handler, ex](caller who) { handler(api, ex, std::move(who)); });
-  };
-}
 
 http_response accepted(const schema::operation_record& record) {
   json body = {{"operation_id", record.id}, {"state", std::string(to_string(record.state))}};
@@ -48,11 +29,56 @@ http_response accepted(const schema::operation_record& record) {
   return json_response(http::status::accepted, body);
 }
 
-/// Answers the exchange with the record as JSON.
-template <class Record>
-auto respond_record(exchange_ptr ex, http::status code = http::status::ok) {
-  return [ex, code](Record& record) { ex->respond(json_response(code, to_json(record))); };
+/// Creates operation `kind` on sandbox `id` and answers 202.
+void start_operation(api_ptr api, exchange_ptr ex, const caller& who, std::string kind,
+                     std::string sandbox_id, std::string params_json) {
+  actors::operation_request request;
+  request.kind = std::move(kind);
+  request.target_id = std::move(sandbox_id);
+  request.tenant_id = who.tenant_id;
+  request.params_json = std::move(params_json);
+  auto key = ex->request()["Idempotency-Key"];
+  request.idempotency_key = std::string(key.data(), key.size());
+  call_actor(
+    *api->deps.system, api->deps.engine, api->call_timeout(),
+    [ex](actors::create_reply& reply) { ex->respond(accepted(reply.record)); }, answer_error(ex),
+    actors::op_create_atom::value, request);
 }
+
+/// With an Idempotency-Key already used by this tenant: answers with that
+/// first operation and returns true.
+void replay_or(api_ptr api, exchange_ptr ex, const caller& who, std::function<void()> otherwise) {
+  auto field = ex->request()["Idempotency-Key"];
+  auto key = std::string(field.data(), field.size());
+  if (key.empty())
+    return otherwise();
+  if (key.size() > 256)
+    return ex->respond(json_error(http::status::bad_request, "invalid_argument",
+                                  "Idempotency-Key is longer than 256 bytes"));
+  call_actor(
+    *api->deps.system, api->deps.registry, api->call_timeout(),
+    [api, ex, who, otherwise](std::string& operation_id) {
+      if (operation_id.empty())
+        return otherwise();
+      call_actor(
+        *api->deps.system, api->deps.engine, api->call_timeout(),
+        [ex](schema::operation_record& record) { ex->respond(accepted(record)); }, answer_error(ex),
+        actors::op_get_atom::value, operation_id, who.tenant_id);
+    },
+    answer_error(ex), actors::rg_opkey_atom::value, who.tenant_id, key);
+}
+
+result<json> optional_object_body(const exchange& ex) {
+  if (ex.request().body().empty())
+    return json::object();
+  return parse_object(ex.request().body());
+}
+
+} // namespace control_detail
+
+namespace {
+
+using namespace control_detail;
 
 // --- operations ---------------------------------------------------------------
 
@@ -147,45 +173,6 @@ void watch_operation(api_ptr api, exchange_ptr ex, caller who) {
 }
 
 // --- sandboxes ------------------------------------------------------------------
-
-/// Creates operation `kind` on sandbox `id` and answers 202.
-void start_operation(api_ptr api, exchange_ptr ex, const caller& who, std::string kind,
-                     std::string sandbox_id, std::string params_json = "{}") {
-  actors::operation_request request;
-  request.kind = std::move(kind);
-  request.target_id = std::move(sandbox_id);
-  request.tenant_id = who.tenant_id;
-  request.params_json = std::move(params_json);
-  auto key = ex->request()["Idempotency-Key"];
-  request.idempotency_key = std::string(key.data(), key.size());
-  call_actor(
-    *api->deps.system, api->deps.engine, api->call_timeout(),
-    [ex](actors::create_reply& reply) { ex->respond(accepted(reply.record)); }, answer_error(ex),
-    actors::op_create_atom::value, request);
-}
-
-/// With an Idempotency-Key already used by this tenant: answers with that
-/// first operation and returns true.
-void replay_or(api_ptr api, exchange_ptr ex, const caller& who, std::function<void()> otherwise) {
-  auto field = ex->request()["Idempotency-Key"];
-  auto key = std::string(field.data(), field.size());
-  if (key.empty())
-    return otherwise();
-  if (key.size() > 256)
-    return ex->respond(json_error(http::status::bad_request, "invalid_argument",
-                                  "Idempotency-Key is longer than 256 bytes"));
-  call_actor(
-    *api->deps.system, api->deps.registry, api->call_timeout(),
-    [api, ex, who, otherwise](std::string& operation_id) {
-      if (operation_id.empty())
-        return otherwise();
-      call_actor(
-        *api->deps.system, api->deps.engine, api->call_timeout(),
-        [ex](schema::operation_record& record) { ex->respond(accepted(record)); }, answer_error(ex),
-        actors::op_get_atom::value, operation_id, who.tenant_id);
-    },
-    answer_error(ex), actors::rg_opkey_atom::value, who.tenant_id, key);
-}
 
 /// Stores the record, so that GET works the moment the client has an id and
 /// the procedure always finds it, then starts the create.
@@ -334,119 +321,11 @@ async_route_handler lifecycle_verb(api_ptr owner, actors::sandbox_verb verb, std
   });
 }
 
-// --- checkpoints -------------------------------------------------------------
-
-/// Most bytes of a checkpoint's label.
-constexpr size_t checkpoint_label_bytes_max = 256;
-
-/// POST /v1/sandboxes/{id}/checkpoints {"label"?, "include_memory"?}: stores
-/// the checkpoint's record (not complete) so that GET finds it at once, then
-/// starts the operation that takes it.
-void create_checkpoint(api_ptr api, exchange_ptr ex, caller who) {
-  json body = json::object();
-  if (!ex->request().body().empty()) {
-    auto parsed = parse_object(ex->request().body());
-    if (!parsed)
-      return ex->respond(error_response(parsed.error()));
-    body = std::move(*parsed);
-  }
-  std::string label;
-  if (auto found = body.find("label"); found != body.end()) {
-    if (!found->is_string() || found->get<std::string>().size() > checkpoint_label_bytes_max)
-      return ex->respond(json_error(http::status::bad_request, "invalid_argument",
-                                    "label must be a string of at most "
-                                      + std::to_string(checkpoint_label_bytes_max) + " bytes"));
-    label = found->get<std::string>();
-  }
-  if (auto memory = body.find("include_memory"); memory != body.end()) {
-    if (!memory->is_boolean())
-      return ex->respond(json_error(http::status::bad_request, "invalid_argument",
-                                    "include_memory must be true or false"));
-    if (memory->get<bool>())
-      return ex->respond(json_error(http::status::bad_request, "invalid_argument",
-                                    "a namespace sandbox's checkpoint holds its files only; "
-                                    "memory checkpoints need the microvm runtime"));
-  }
-  auto id = std::string(ex->path_param("id"));
-  replay_or(api, ex, who, [api, ex, who, id, label]() {
-    call_actor(
-      *api->deps.system, api->deps.registry, api->call_timeout(),
-      [api, ex, who, label](schema::sandbox_record& sandbox) {
-        if (sandbox.state != schema::sandbox_state::running
-            && sandbox.state != schema::sandbox_state::paused)
-          return ex->respond(json_error(http::status::conflict, "wrong_state",
-                                        "sandbox " + sandbox.id + " is "
-                                          + std::string(schema::to_string(sandbox.state))
-                                          + "; a checkpoint needs it running or paused"));
-        schema::snapshot_record snapshot;
-        snapshot.created_at_ms = api->deps.clock->now_ms();
-        snapshot.id = make_id("ckpt_", snapshot.created_at_ms, *api->deps.entropy);
-        snapshot.kind = schema::snapshot_kind::checkpoint;
-        snapshot.sandbox_id = sandbox.id;
-        snapshot.tenant_id = sandbox.tenant_id;
-        snapshot.template_name = sandbox.spec.template_name;
-        snapshot.runtime = "namespace";
-        snapshot.label = label;
-        caller acting{sandbox.tenant_id, who.admin};
-        call_actor(
-          *api->deps.system, api->deps.registry, api->call_timeout(),
-          [api, ex, acting](schema::snapshot_record& stored) {
-            start_operation(api, ex, acting, actors::kind_checkpoint_create, stored.sandbox_id,
-                            json{{"checkpoint_id", stored.id}}.dump());
-          },
-          answer_error(ex), actors::rg_snapsave_atom::value, snapshot);
-      },
-      answer_error(ex), actors::rg_get_atom::value, id, scope_of(who));
-  });
-}
-
-void list_checkpoints(api_ptr api, exchange_ptr ex, caller who) {
-  auto id = std::string(ex->path_param("id"));
-  // The sandbox first: another tenant's sandbox is a 404, not an empty list.
-  call_actor(
-    *api->deps.system, api->deps.registry, api->call_timeout(),
-    [api, ex, who](schema::sandbox_record& sandbox) {
-      call_actor(
-        *api->deps.system, api->deps.registry, api->call_timeout(),
-        [ex](std::vector<schema::snapshot_record>& snapshots) {
-          json items = json::array();
-          for (const auto& snapshot : snapshots)
-            items.push_back(to_json(snapshot));
-          ex->respond(json_response(http::status::ok, {{"items", items}}));
-        },
-        answer_error(ex), actors::rg_snaplist_atom::value, sandbox.id, scope_of(who));
-    },
-    answer_error(ex), actors::rg_get_atom::value, id, scope_of(who));
-}
-
-void get_checkpoint(api_ptr api, exchange_ptr ex, caller who) {
-  call_actor(*api->deps.system, api->deps.registry, api->call_timeout(),
-             respond_record<schema::snapshot_record>(ex), answer_error(ex),
-             actors::rg_snapget_atom::value, std::string(ex->path_param("id")), scope_of(who));
-}
-
-void delete_checkpoint(api_ptr api, exchange_ptr ex, caller who) {
-  auto id = std::string(ex->path_param("id"));
-  replay_or(api, ex, who, [api, ex, who, id]() {
-    call_actor(
-      *api->deps.system, api->deps.registry, api->call_timeout(),
-      [api, ex, who](schema::snapshot_record& snapshot) {
-        caller acting{snapshot.tenant_id, who.admin};
-        start_operation(api, ex, acting, actors::kind_checkpoint_delete, snapshot.sandbox_id,
-                        json{{"checkpoint_id", snapshot.id}}.dump());
-      },
-      answer_error(ex), actors::rg_snapget_atom::value, id, scope_of(who));
-  });
-}
-
 void issue_token(api_ptr api, exchange_ptr ex, caller who) {
-  json body = json::object();
-  if (!ex->request().body().empty()) {
-    auto parsed = parse_object(ex->request().body());
-    if (!parsed)
-      return ex->respond(error_response(parsed.error()));
-    body = std::move(*parsed);
-  }
+  auto parsed = optional_object_body(*ex);
+  if (!parsed)
+    return ex->respond(error_response(parsed.error()));
+  json body = std::move(*parsed);
   std::string scope = body.value("scope", json("all")).is_string()
                         ? body.value("scope", std::string("all"))
                         : std::string("?");
@@ -629,11 +508,7 @@ void add_control_routes(route_table& routes, const control_api_deps& deps) {
   routes.add_async(verb::post, "/v1/sandboxes/{id}/resume",
                    lifecycle_verb(api, actors::sandbox_verb::resume, actors::kind_sandbox_resume));
   routes.add_async(verb::post, "/v1/sandboxes/{id}/token", authed(api, issue_token), json_body);
-  routes.add_async(verb::post, "/v1/sandboxes/{id}/checkpoints", authed(api, create_checkpoint),
-                   json_body);
-  routes.add_async(verb::get, "/v1/sandboxes/{id}/checkpoints", authed(api, list_checkpoints));
-  routes.add_async(verb::get, "/v1/checkpoints/{id}", authed(api, get_checkpoint));
-  routes.add_async(verb::delete_, "/v1/checkpoints/{id}", authed(api, delete_checkpoint));
+  add_checkpoint_routes(routes, api, json_body);
   routes.add_async(verb::post, "/v1/api-keys", authed(api, create_api_key), json_body);
   routes.add_async(verb::get, "/v1/workers", authed(api, list_workers));
   routes.add_async(verb::get, "/metrics", [api](exchange_ptr ex) { serve_metrics(api, ex); });

@@ -1,0 +1,67 @@
+#pragma once
+// Internal to gateway/: what the control-plane route files share
+// (api_routes.cpp operations, sandboxes, keys, workers and metrics;
+// checkpoint_routes.cpp checkpoints). Not a public header: api_routes.hpp is
+// the contract.
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "gateway/api_common.hpp"
+#include "gateway/api_routes.hpp"
+
+namespace airlock::gateway::control_detail {
+
+using namespace detail;
+using std::chrono::milliseconds;
+
+struct control_api {
+  control_api_deps deps;
+  milliseconds call_timeout() const { return milliseconds(deps.options.actor_call_timeout_ms); }
+};
+
+using api_ptr = std::shared_ptr<const control_api>;
+using caller = actors::caller_identity;
+
+/// The tenant whose records a caller sees: admin keys see every tenant.
+std::string scope_of(const caller& who);
+
+/// Wraps a handler that needs an authenticated caller.
+template <class Handler>
+async_route_handler authed(api_ptr api, Handler handler) {
+  return [api, handler](exchange_ptr ex) {
+    authenticate(*api->deps.system, api->deps.api_keys, api->call_timeout(), ex,
+                 [api, handler, ex](caller who) { handler(api, ex, std::move(who)); });
+  };
+}
+
+/// 202 with the operation's id and state (and sandbox_id for sandbox.*).
+http_response accepted(const schema::operation_record& record);
+
+/// Answers the exchange with the record as JSON.
+template <class Record>
+auto respond_record(exchange_ptr ex, http::status code = http::status::ok) {
+  return [ex, code](Record& record) { ex->respond(json_response(code, to_json(record))); };
+}
+
+/// Creates operation `kind` on sandbox `sandbox_id` (with `params_json`)
+/// and answers 202.
+void start_operation(api_ptr api, exchange_ptr ex, const caller& who, std::string kind,
+                     std::string sandbox_id, std::string params_json = "{}");
+
+/// With an Idempotency-Key already used by this tenant: answers with that
+/// first operation; otherwise runs `otherwise`.
+void replay_or(api_ptr api, exchange_ptr ex, const caller& who, std::function<void()> otherwise);
+
+/// The request's body as a JSON object; an empty body is an empty object.
+result<nlohmann::json> optional_object_body(const exchange& ex);
+
+/// POST/GET /v1/sandboxes/{id}/checkpoints, GET/DELETE /v1/checkpoints/{id}
+/// (checkpoint_routes.cpp).
+void add_checkpoint_routes(route_table& routes, const api_ptr& api, const route_options& json_body);
+
+} // namespace airlock::gateway::control_detail
