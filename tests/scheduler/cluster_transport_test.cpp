@@ -335,7 +335,10 @@ TEST_F(cluster_transport, a_worker_reconnects_and_registers_again_when_the_contr
   ASSERT_EQ(control->port, port);
   ASSERT_TRUE(eventually([this] { return worker_state_is("ready"); }))
     << "the worker never registered with the restarted scheduler";
-  EXPECT_TRUE(worker->status().first);
+  // The scheduler marks the worker ready before the join actor has read the
+  // ack: its own flag follows, a moment later.
+  EXPECT_TRUE(eventually([this] { return worker->status().first; }))
+    << "the join actor never took the new control plane's ack";
   auto where = node_of("wk_loop");
   ASSERT_TRUE(where) << render(where.error());
   auto listed = ask<std::vector<node_sandbox>>(where->node, nd_list_atom::value);
