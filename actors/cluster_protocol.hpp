@@ -211,6 +211,7 @@ using nd_load_atom = caf::atom_constant<caf::atom("ndload")>;
 using nd_ckpt_atom = caf::atom_constant<caf::atom("ndckpt")>;
 using nd_ckptdel_atom = caf::atom_constant<caf::atom("ndckptdel")>;
 using nd_ckpts_atom = caf::atom_constant<caf::atom("ndckpts")>;
+using nd_recreate_atom = caf::atom_constant<caf::atom("ndrecreate")>;
 
 // The value messages are defined in schema/cluster.hpp (their Cap'n Proto
 // codecs live there); these names keep them part of this contract.
@@ -282,7 +283,12 @@ using node_actor = caf::typed_actor<
   /// Deletes a checkpoint this worker holds. Idempotent.
   caf::replies_to<nd_ckptdel_atom, std::string>::with<bool>,
   /// The checkpoints this worker holds (for reconciliation). Idempotent.
-  caf::replies_to<nd_ckpts_atom>::with<std::vector<std::string>>>;
+  caf::replies_to<nd_ckpts_atom>::with<std::vector<std::string>>,
+  /// Brings back the sandbox `record` describes from the root filesystem it
+  /// left on this worker when the worker stopped or crashed: its files are
+  /// kept, its processes are not. Errors: not_found (its files did not
+  /// survive: nothing is created), and those of nd_create. Idempotent.
+  caf::replies_to<nd_recreate_atom, schema::sandbox_record>::with<node_sandbox>>;
 
 using schema::placement_request;
 using schema::registration_ack;

@@ -4,6 +4,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -48,22 +49,93 @@ bool claims_live(schema::sandbox_state state) {
   return state == schema::sandbox_state::running || state == schema::sandbox_state::paused;
 }
 
-void mark_lost(reconciler_pointer self, std::shared_ptr<pass> run, schema::sandbox_record record) {
-  record.state = schema::sandbox_state::error;
-  record.error_reason = schema::error_info{
-    "unavailable",
-    "worker " + record.worker_id
-      + " no longer runs this sandbox (it restarted); delete it and create a new one"};
-  ++run->marked;
+/// The sandbox should be on its worker: live, or a pause or resume under way
+/// (whose operation, run again, needs it there).
+bool should_exist(schema::sandbox_state state) {
+  return claims_live(state) || state == schema::sandbox_state::pausing
+         || state == schema::sandbox_state::resuming;
+}
+
+void audit(reconciler_pointer self, const schema::sandbox_record& record, const char* outcome,
+           const std::string& what) {
   if (self->state.audit)
     caf::anon_send(self->state.audit, au_append_atom::value,
-                   std::vector<schema::audit_record>{schema::audit_record{
-                     0, record.tenant_id, record.id, "lifecycle", "error",
-                     record.error_reason->message, "sandbox.reconcile", record.worker_id}});
+                   std::vector<schema::audit_record>{
+                     schema::audit_record{0, record.tenant_id, record.id, "lifecycle", outcome,
+                                          what, "sandbox.reconcile", record.worker_id}});
+}
+
+void save(reconciler_pointer self, schema::sandbox_record record) {
   self
     ->request(self->state.registry, milliseconds(self->state.options.call_timeout_ms),
               rg_save_atom::value, std::move(record))
     .then([](schema::sandbox_record&) {}, [](caf::error&) {});
+}
+
+void mark_lost(reconciler_pointer self, std::shared_ptr<pass> run, schema::sandbox_record record) {
+  record.state = schema::sandbox_state::error;
+  record.error_reason = schema::error_info{
+    "unavailable", "worker " + record.worker_id
+                     + " no longer has this sandbox (it restarted and the sandbox's files did "
+                       "not survive); delete it and create a new one"};
+  ++run->marked;
+  audit(self, record, "error", record.error_reason->message);
+  save(self, std::move(record));
+}
+
+/// Takes the worker's word on running versus paused (a sandbox brought back
+/// after a restart runs) and on where it serves now (a restarted worker may
+/// listen elsewhere), unless the record moved on since it was listed.
+void refresh(reconciler_pointer self, const placement& where, const std::string& id,
+             schema::sandbox_state on_worker) {
+  self
+    ->request(self->state.registry, milliseconds(self->state.options.call_timeout_ms),
+              rg_get_atom::value, id, std::string{})
+    .then(
+      [self, where, on_worker](schema::sandbox_record& record) {
+        if (!claims_live(record.state) || record.worker_id != where.worker_id
+            || (record.state == on_worker && record.data_url == where.data_url))
+          return;
+        record.state = on_worker;
+        record.data_url = where.data_url;
+        save(self, std::move(record));
+      },
+      [](caf::error&) {});
+}
+
+/// A sandbox its worker no longer runs (the worker restarted): brought back
+/// from the files it left there, processes lost; if the files are gone, it
+/// is lost. The record is read again first: a sandbox deleted meanwhile
+/// stays deleted.
+void bring_back(reconciler_pointer self, std::shared_ptr<pass> run, const placement& where,
+                const schema::sandbox_record& listed, std::function<void()> done) {
+  auto timeout = milliseconds(self->state.options.call_timeout_ms);
+  self->request(self->state.registry, timeout, rg_get_atom::value, listed.id, std::string{})
+    .then(
+      [self, run, where, done, timeout](schema::sandbox_record& record) {
+        if (!should_exist(record.state) || record.worker_id != where.worker_id)
+          return done();
+        self->request(where.node, 3 * timeout, nd_recreate_atom::value, record)
+          .then(
+            [self, where, record, done](node_sandbox&) mutable {
+              // It runs again; a pause or resume under way goes on from there.
+              if (claims_live(record.state))
+                record.state = schema::sandbox_state::running;
+              record.data_url = where.data_url;
+              audit(self, record, "restored",
+                    "worker " + record.worker_id
+                      + " restarted: the sandbox runs again with its files; its processes did "
+                        "not survive");
+              save(self, std::move(record));
+              done();
+            },
+            [self, run, record, done](caf::error& error) {
+              if (to_status(error).code == errc::not_found)
+                mark_lost(self, run, record);
+              done(); // anything else: the next pass tries again
+            });
+      },
+      [done](caf::error&) { done(); });
 }
 
 void check_worker(reconciler_pointer self, std::shared_ptr<pass> run, std::string worker_id) {
@@ -73,14 +145,28 @@ void check_worker(reconciler_pointer self, std::shared_ptr<pass> run, std::strin
       [self, run, worker_id, timeout](placement& where) {
         self->request(where.node, timeout, nd_list_atom::value)
           .then(
-            [self, run, worker_id](std::vector<node_sandbox>& running) {
-              std::set<std::string> present;
+            [self, run, worker_id, where](std::vector<node_sandbox>& running) {
+              std::map<std::string, schema::sandbox_state> present;
               for (const auto& entry : running)
-                present.insert(entry.sandbox_id);
-              for (auto& record : run->by_worker[worker_id])
-                if (!present.count(record.id))
-                  mark_lost(self, run, record);
-              run->finish_one();
+                present.emplace(entry.sandbox_id, entry.state);
+              auto& records = run->by_worker[worker_id];
+              auto left = std::make_shared<size_t>(1);
+              auto done = [run, left] {
+                if (--*left == 0)
+                  run->finish_one();
+              };
+              for (auto& record : records) {
+                auto found = present.find(record.id);
+                if (found == present.end()) {
+                  ++*left;
+                  bring_back(self, run, where, record, done);
+                } else if (claims_live(found->second)
+                           && (found->second != record.state
+                               || record.data_url != where.data_url)) {
+                  refresh(self, where, record.id, found->second);
+                }
+              }
+              done();
             },
             [run](caf::error&) { run->finish_one(); });
       },
@@ -98,7 +184,7 @@ void scan(reconciler_pointer self, std::shared_ptr<pass> run, std::string cursor
     .then(
       [self, run](sandbox_page& page) {
         for (auto& record : page.items)
-          if (claims_live(record.state) && !record.worker_id.empty())
+          if (should_exist(record.state) && !record.worker_id.empty())
             run->by_worker[record.worker_id].push_back(std::move(record));
         if (!page.next_cursor.empty())
           return scan(self, run, page.next_cursor);

@@ -1,11 +1,14 @@
 #pragma once
 // reconciler: makes the control plane's sandbox records agree with what the
-// workers actually run. A worker that restarts cleans up every sandbox of
-// its earlier run (their guests died with it), so records that still say
-// running or paused for a sandbox its worker no longer has are marked
-// `error` with a reason that says what to do. Runs at start and then
-// periodically; workers that are not reachable are left alone (their
-// sandboxes may come back when they rejoin).
+// workers actually run. A worker that restarts ends every process of its
+// earlier run (their guests died with it) but keeps the sandboxes' files, so
+// a record that still says running or paused for a sandbox its worker no
+// longer runs is brought back from those files (`ndrecreate`: running again,
+// processes lost, audited), or, when the files are gone too, marked `error`
+// with a reason that says what to do. A sandbox its worker runs takes the
+// worker's word on running versus paused and its current data URL. Runs at
+// start and then periodically; workers that are not reachable are left
+// alone (their sandboxes may come back when they rejoin).
 
 #include <caf/actor_system.hpp>
 #include <caf/atom.hpp>

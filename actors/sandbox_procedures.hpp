@@ -6,8 +6,12 @@
 // record's new state back through the registry.
 //
 // Kinds: sandbox.create, sandbox.delete, sandbox.pause, sandbox.resume, and
-// checkpoint.create, checkpoint.delete (target: the sandbox; params name the
-// checkpoint, whose record the API stored before starting the operation).
+// the snapshot procedures (docs/snapshots.md): checkpoint.create,
+// checkpoint.delete, sandbox.suspend, sandbox.restore, sandbox.wake and
+// sandbox.fork. Their target is the sandbox; their params name the
+// snapshot (whose record the API stored before starting the operation) and,
+// for fork, the new sandboxes' ids, chosen once so a step run again after a
+// crash never makes two.
 
 #include <caf/actor_system.hpp>
 
@@ -25,6 +29,10 @@ inline constexpr const char* kind_sandbox_pause = "sandbox.pause";
 inline constexpr const char* kind_sandbox_resume = "sandbox.resume";
 inline constexpr const char* kind_checkpoint_create = "checkpoint.create";
 inline constexpr const char* kind_checkpoint_delete = "checkpoint.delete";
+inline constexpr const char* kind_sandbox_suspend = "sandbox.suspend";
+inline constexpr const char* kind_sandbox_restore = "sandbox.restore";
+inline constexpr const char* kind_sandbox_wake = "sandbox.wake";
+inline constexpr const char* kind_sandbox_fork = "sandbox.fork";
 
 struct sandbox_procedure_options {
   /// Bound on one call to the registry or the scheduler. Default: 10000.
@@ -45,7 +53,12 @@ struct sandbox_procedure_options {
   uint32_t worker_poll_ms = 250;
 };
 
-/// The procedure table entries for the six kinds. The actors live until the
+/// What a sandbox asks the scheduler for; `snapshot_worker` holds the
+/// snapshot it starts from, if any.
+schema::placement_request placement_for(const schema::sandbox_record& record,
+                                        std::string snapshot_worker = {});
+
+/// The procedure table entries for the ten kinds. The actors live until the
 /// system stops.
 procedure_table spawn_sandbox_procedures(caf::actor_system& system, sandbox_registry_actor registry,
                                          scheduler_actor scheduler,

@@ -3,6 +3,8 @@
 #include <caf/actor_system.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include <algorithm>
+#include <map>
 #include <utility>
 
 #include "actors/cluster_protocol.hpp"
@@ -21,6 +23,15 @@ bool verb_allowed(sandbox_verb verb, schema::sandbox_state state) noexcept {
     case sandbox_verb::resume: return state == sandbox_state::paused;
     case sandbox_verb::destroy:
       return state != sandbox_state::destroying && state != sandbox_state::destroyed;
+    case sandbox_verb::checkpoint:
+    case sandbox_verb::suspend:
+    case sandbox_verb::fork:
+      return state == sandbox_state::running || state == sandbox_state::paused;
+    case sandbox_verb::restore: return state == sandbox_state::suspended;
+    case sandbox_verb::rollback:
+    case sandbox_verb::wake:
+      return state == sandbox_state::running || state == sandbox_state::paused
+             || state == sandbox_state::suspended;
   }
   return false;
 }
@@ -29,6 +40,8 @@ namespace {
 
 /// Records a page at a time while counting at start.
 constexpr size_t count_page_size = 1000;
+/// How stale a sandbox's stored last_active_at may get while it is active.
+constexpr int64_t activity_write_interval_ms = 60'000;
 /// Most snapshots one listing of a sandbox returns.
 constexpr size_t snapshots_listed_max = 1000;
 
@@ -59,6 +72,27 @@ struct registry_state {
   /// succeeds (at start, or else at the next rg_count).
   std::optional<state_counts> counts;
 
+  /// Activity newer than the stored last_active_at, by sandbox id.
+  std::map<std::string, int64_t> active;
+
+  /// The record with the activity not written yet.
+  void merge_activity(schema::sandbox_record& record) const {
+    if (auto it = active.find(record.id); it != active.end())
+      record.last_active_at_ms = std::max(record.last_active_at_ms, it->second);
+  }
+
+  /// Running time is counted in stretches: paused and suspended time do not
+  /// count against max_lifetime_s.
+  void account_lifetime(schema::sandbox_record& record, int64_t now) const {
+    const bool running = record.state == schema::sandbox_state::running;
+    if (running && record.running_since_ms == 0)
+      record.running_since_ms = now;
+    if (!running && record.running_since_ms != 0) {
+      record.lifetime_used_ms += std::max<int64_t>(0, now - record.running_since_ms);
+      record.running_since_ms = 0;
+    }
+  }
+
   /// Moves one record from `before` (none: a new record) to `after`.
   void recount(std::optional<schema::sandbox_state> before, schema::sandbox_state after) {
     if (!counts || before == after)
@@ -76,6 +110,7 @@ struct registry_state {
       return found.error();
     if (!found->has_value() || (!tenant.empty() && (*found)->tenant_id != tenant))
       return make_status(errc::not_found, "no sandbox " + id);
+    merge_activity(**found);
     return std::move(**found);
   }
 
@@ -87,11 +122,15 @@ struct registry_state {
   status save(schema::sandbox_record& record, std::optional<schema::sandbox_state> before,
               storage::durability mode = storage::durability::buffered) {
     record.updated_at_ms = clock->now_ms();
+    merge_activity(record);
+    account_lifetime(record, record.updated_at_ms);
     storage::write_batch batch;
     storage::sandbox_store::stage_put(batch, record);
     auto written = store->write(batch, mode);
-    if (written.is_ok())
+    if (written.is_ok()) {
       recount(before, record.state);
+      active.erase(record.id);
+    }
     return written;
   }
 
@@ -158,6 +197,8 @@ sandbox_registry_actor::behavior_type registry_behavior(registry_pointer self) {
         storage::sandbox_store(*self->state.store).list(filter, query.limit, query.cursor);
       if (!listed)
         return make_error(listed.error());
+      for (auto& record : listed->items)
+        self->state.merge_activity(record);
       return sandbox_page{std::move(listed->items), std::move(listed->next_cursor)};
     },
     [self](rg_patch_atom, const std::string& id, const std::string& tenant,
@@ -227,6 +268,23 @@ sandbox_registry_actor::behavior_type registry_behavior(registry_pointer self) {
           !written.is_ok())
         return make_error(written);
       return true;
+    },
+    [self](rg_touch_atom, const std::string& id) {
+      auto& st = self->state;
+      const auto now = st.clock->now_ms();
+      auto stored = storage::sandbox_store(*st.store).get(id);
+      if (!stored || !stored->has_value() || (*stored)->state == schema::sandbox_state::destroyed) {
+        st.active.erase(id);
+        return;
+      }
+      auto& latest = st.active[id];
+      latest = std::max(latest, now);
+      // Coalesced: the stored time is refreshed at most once a minute, so a
+      // control-plane restart loses at most that much activity.
+      if (now - (*stored)->last_active_at_ms >= activity_write_interval_ms) {
+        auto state = (*stored)->state;
+        (void)st.save(**stored, state);
+      }
     },
     [self](rg_count_atom) -> caf::result<std::map<std::string, uint64_t>> {
       auto& state = self->state;

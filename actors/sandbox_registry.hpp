@@ -41,6 +41,7 @@ using rg_snapsave_atom = caf::atom_constant<caf::atom("rgsnapsave")>;
 using rg_snapget_atom = caf::atom_constant<caf::atom("rgsnapget")>;
 using rg_snaplist_atom = caf::atom_constant<caf::atom("rgsnaplist")>;
 using rg_snapdel_atom = caf::atom_constant<caf::atom("rgsnapdel")>;
+using rg_touch_atom = caf::atom_constant<caf::atom("rgtouch")>;
 
 struct sandbox_query {
   std::string tenant_id; ///< empty: every tenant (admin)
@@ -76,7 +77,18 @@ struct operation_page {
 };
 
 /// The lifecycle verbs a client asks for.
-enum class sandbox_verb : uint8_t { pause, resume, destroy };
+/// What a caller asks of a sandbox; rollback is restore with a checkpoint.
+enum class sandbox_verb : uint8_t {
+  pause,
+  resume,
+  destroy,
+  checkpoint,
+  suspend,
+  restore,
+  rollback,
+  wake,
+  fork
+};
 
 /// Whether `verb` may start from `state` (API: 409 otherwise).
 bool verb_allowed(sandbox_verb verb, schema::sandbox_state state) noexcept;
@@ -145,7 +157,12 @@ using sandbox_registry_actor = caf::typed_actor<
   caf::replies_to<rg_snaplist_atom, std::string,
                   std::string>::with<std::vector<schema::snapshot_record>>,
   /// Forgets a snapshot record. Idempotent.
-  caf::replies_to<rg_snapdel_atom, std::string>::with<bool>>;
+  caf::replies_to<rg_snapdel_atom, std::string>::with<bool>,
+  /// Activity on a sandbox now (an API call on it, a process's output seen
+  /// by the lifecycle policy). Coalesced: kept in memory and shown in every
+  /// record read, written with the record's next save or when the stored
+  /// time is over a minute old, never once per event.
+  caf::reacts_to<rg_touch_atom, std::string>>;
 
 /// `store` and `clock` outlive the actor.
 sandbox_registry_actor spawn_sandbox_registry(caf::actor_system& system, storage::kv_store& store,

@@ -36,7 +36,10 @@ int run_control(const control_options& options, stop_signals& signals, std::ostr
       return started;
     verifier->set(verifier_for(control.signer().public_key(), log));
     // Metrics and a lifecycle audit record for every operation that ends.
-    return engine.start(store, control.procedures(), control.terminal_hook());
+    if (auto started = engine.start(store, control.procedures(), control.terminal_hook()); !started)
+      return started;
+    control.start_policies(engine.engine());
+    return status::ok();
   };
   steps.after_stop = [&engine] { engine.stop(); };
   steps.metrics = &control.metrics();

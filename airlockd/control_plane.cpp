@@ -79,6 +79,9 @@ void control_plane::stop() {
   if (reconciler_)
     caf::anon_send_exit(reconciler_, caf::exit_reason::user_shutdown);
   reconciler_ = nullptr;
+  if (policy_)
+    caf::anon_send_exit(policy_, caf::exit_reason::user_shutdown);
+  policy_ = nullptr;
   if (scheduler_)
     caf::anon_send_exit(scheduler_, caf::exit_reason::user_shutdown);
   if (registry_)
@@ -95,6 +98,12 @@ void control_plane::stop() {
   credentials_ = nullptr;
   audit_ = nullptr;
   system_ = nullptr;
+}
+
+void control_plane::start_policies(const actors::operation_engine_actor& engine) {
+  if (!system_ || policy_)
+    return;
+  policy_ = actors::spawn_lifecycle_policy(*system_, registry_, scheduler_, engine, clock_);
 }
 
 void control_plane::reconcile_now() {

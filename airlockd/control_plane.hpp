@@ -16,6 +16,7 @@
 #include "actors/clock.hpp"
 #include "actors/cluster_protocol.hpp"
 #include "actors/credential_actor.hpp"
+#include "actors/lifecycle_policy.hpp"
 #include "actors/log.hpp"
 #include "actors/operation_engine.hpp"
 #include "actors/reconciler.hpp"
@@ -69,6 +70,10 @@ public:
   /// first request arrives).
   void add_routes(gateway::route_table& routes, const actors::operation_engine_actor& engine);
 
+  /// Starts the idle and lifetime policy (actors/lifecycle_policy.hpp),
+  /// which starts operations through `engine`. Call once the engine runs.
+  void start_policies(const actors::operation_engine_actor& engine);
+
   /// Runs a reconciliation pass now (e.g. once a local worker has joined).
   void reconcile_now();
 
@@ -95,6 +100,7 @@ private:
   actors::scheduler_actor scheduler_;
   actors::procedure_table procedures_;
   actors::reconciler_actor reconciler_;
+  actors::lifecycle_policy_actor policy_;
   actors::audit_options audit_options_;
   std::map<std::string, schema::egress_policy> template_egress_;
   std::optional<actors::node_actor> local_node_;

@@ -72,7 +72,12 @@ status start_parts(serve_parts& parts, storage::kv_store& store, const serve_opt
   parts.control.set_local_node(parts.worker.node());
   parts.verifier->set(verifier_for(parts.control.signer().public_key(), parts.worker_log));
   // Metrics and a lifecycle audit record for every operation that ends.
-  return parts.engine.start(store, parts.control.procedures(), parts.control.terminal_hook());
+  if (auto started =
+        parts.engine.start(store, parts.control.procedures(), parts.control.terminal_hook());
+      !started)
+    return started;
+  parts.control.start_policies(parts.engine.engine());
+  return status::ok();
 }
 
 void add_serve_routes(serve_parts& parts, gateway::route_table& routes) {

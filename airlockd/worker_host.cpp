@@ -173,8 +173,9 @@ status worker_host::start(caf::actor_system& system, const std::string& data_dir
   self->request(worker_, setup_timeout, worker::wk_recover_atom::value)
     .receive(
       [this](const worker::recover_report& report) {
-        log_.info("cleaned up an earlier run",
-                  {{"sandboxes", report.cleaned.size()}, {"failures", report.failures.size()}});
+        log_.info("cleaned up an earlier run", {{"sandboxes", report.cleaned.size()},
+                                                {"kept", report.kept.size()},
+                                                {"failures", report.failures.size()}});
         for (const auto& failure : report.failures)
           log_.warn("could not clean up", {{"what", failure}});
       },
@@ -207,17 +208,19 @@ void worker_host::stop() {
   self->request(worker_, setup_timeout, worker::wk_list_atom::value)
     .receive([&running](std::vector<worker::sandbox_entry>& entries) { running = entries; },
              [](const caf::error&) {});
-  // A window of destroys in flight: each waits mostly on the kernel (a
-  // process group to die, a subvolume to go), so a thousand sandboxes one
-  // after another would hold a stop for minutes.
-  constexpr size_t destroys_in_flight = 16;
-  for (size_t first = 0; first < running.size(); first += destroys_in_flight) {
-    std::vector<decltype(self->request(worker_, setup_timeout, worker::wk_destroy_atom::value,
+  // Every sandbox stops but keeps its files: the next start (or the control
+  // plane's reconciler, once this worker rejoins) brings it back. A window
+  // of stops in flight: each waits mostly on the kernel (a process group to
+  // die), so a thousand sandboxes one after another would hold a stop for
+  // minutes.
+  constexpr size_t stops_in_flight = 16;
+  for (size_t first = 0; first < running.size(); first += stops_in_flight) {
+    std::vector<decltype(self->request(worker_, setup_timeout, worker::wk_release_atom::value,
                                        std::string{}))>
       pending;
-    for (size_t i = first; i < std::min(running.size(), first + destroys_in_flight); ++i)
+    for (size_t i = first; i < std::min(running.size(), first + stops_in_flight); ++i)
       pending.push_back(
-        self->request(worker_, setup_timeout, worker::wk_destroy_atom::value, running[i].id));
+        self->request(worker_, setup_timeout, worker::wk_release_atom::value, running[i].id));
     for (auto& reply : pending)
       reply.receive([](bool) {}, [](const caf::error&) {});
   }

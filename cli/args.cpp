@@ -1,5 +1,6 @@
 #include "cli/args.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <sstream>
 
@@ -8,6 +9,9 @@ namespace airlock::cli {
 namespace {
 
 const flag_spec wait_flag{"wait", flag_kind::toggle, "", "wait until the operation has ended"};
+
+/// Most sandboxes one fork makes (API.md: count is 1..64).
+constexpr uint64_t fork_count_max = 64;
 
 std::vector<command_spec> make_specs() {
   return {
@@ -54,6 +58,48 @@ std::vector<command_spec> make_specs() {
      1,
      1},
     {"rm", "ID [--wait]", "destroy a sandbox; prints the operation id", {wait_flag}, 1, 1},
+    {"suspend",
+     "ID [--wait]",
+     "suspend a sandbox to a snapshot, freeing its worker; prints the operation id",
+     {wait_flag},
+     1,
+     1},
+    {"wake", "ID [--wait]", "wake a suspended sandbox; prints the operation id", {wait_flag}, 1, 1},
+    {"restore",
+     "ID [--checkpoint CKPT] [--wait]",
+     "restore a suspended sandbox or roll it back to a checkpoint; prints the operation id",
+     {{"checkpoint", flag_kind::text, "CKPT", "roll back to this checkpoint of the sandbox"},
+      wait_flag},
+     1,
+     1},
+    {"checkpoint",
+     "ID [--label TEXT] [--wait]",
+     "checkpoint a sandbox's files; prints the operation id (--wait: then the checkpoint id)",
+     {{"label", flag_kind::text, "TEXT", "a label for the checkpoint (at most 256 bytes)"},
+      wait_flag},
+     1,
+     1},
+    {"checkpoints", "ID", "list a sandbox's checkpoints", {}, 1, 1},
+    {"rm-checkpoint",
+     "CKPT [--wait]",
+     "delete a checkpoint; prints the operation id",
+     {wait_flag},
+     1,
+     1},
+    {"fork",
+     "ID -n N [--wait]",
+     "copy a sandbox N times; prints the operation id (--wait: then the new sandbox ids)",
+     {{.name = "count",
+       .kind = flag_kind::count,
+       .value = "N",
+       .help = "how many sandboxes to make, 1 to 64 (required)",
+       .short_name = 'n',
+       .count_min = 1,
+       .count_max = fork_count_max,
+       .required = true},
+      wait_flag},
+     1,
+     1},
     {"ops",
      "[flags]",
      "list operations",
@@ -93,6 +139,12 @@ const flag_spec* find_flag(const std::vector<flag_spec>& flags, std::string_view
   return nullptr;
 }
 
+/// "--name", or "-n/--name" for a flag with a short form.
+std::string shown_name(const flag_spec& flag) {
+  std::string shown = "--" + std::string(flag.name);
+  return flag.short_name == 0 ? shown : std::string("-") + flag.short_name + "/" + shown;
+}
+
 status check_value(const flag_spec& flag, const std::string& value) {
   if (flag.kind == flag_kind::count) {
     uint64_t number = 0;
@@ -100,6 +152,10 @@ status check_value(const flag_spec& flag, const std::string& value) {
     if (value.empty() || problem != std::errc{} || end != value.data() + value.size())
       return usage_error("--" + std::string(flag.name) + " takes a non-negative integer, not '"
                          + value + "'");
+    if (number < flag.count_min || number > flag.count_max)
+      return usage_error(shown_name(flag) + " takes an integer from "
+                         + std::to_string(flag.count_min) + " to " + std::to_string(flag.count_max)
+                         + ", not '" + value + "'");
   }
   if (flag.kind == flag_kind::key_value
       && (value.find('=') == std::string::npos || value[0] == '='))
@@ -159,7 +215,8 @@ status take_flag(invocation& inv, const command_spec* spec, std::span<const std:
   return status::ok();
 }
 
-status check_counts(const invocation& inv, const command_spec& spec) {
+/// The count of positional arguments, the argv and the required flags.
+status check_complete(const invocation& inv, const command_spec& spec) {
   auto count = inv.positionals.size();
   std::string usage = "usage: airlock " + std::string(spec.name) + " " + std::string(spec.usage);
   if (count < spec.positionals_min)
@@ -169,6 +226,11 @@ status check_counts(const invocation& inv, const command_spec& spec) {
                        + usage);
   if (spec.takes_argv && inv.argv.empty())
     return usage_error("missing the command to run after --; " + usage);
+  for (const auto& flag : spec.flags) {
+    if (flag.required && !inv.has(flag.name))
+      return usage_error("missing " + shown_name(flag) + " " + std::string(flag.value) + "; "
+                         + usage);
+  }
   return status::ok();
 }
 
@@ -248,8 +310,8 @@ result<invocation> parse_args(std::span<const std::string> args) {
     return inv;
   if (!spec)
     return usage_error("no command given; see airlock --help");
-  if (auto counted = check_counts(inv, *spec); !counted)
-    return counted;
+  if (auto complete = check_complete(inv, *spec); !complete)
+    return complete;
   return inv;
 }
 
@@ -257,9 +319,11 @@ std::string usage_text() {
   std::ostringstream out;
   out << "usage: airlock [--url URL] [--api-key KEY] [--json] COMMAND [ARGS]\n\n"
          "Drives airlockd over its HTTP API.\n\ncommands:\n";
+  size_t name_width = 0;
+  for (const auto& spec : command_specs())
+    name_width = std::max(name_width, spec.name.size());
   for (const auto& spec : command_specs()) {
-    std::string head = "  " + std::string(spec.name);
-    out << head << std::string(head.size() < 10 ? 10 - head.size() : 1, ' ') << spec.summary
+    out << "  " << spec.name << std::string(name_width - spec.name.size() + 2, ' ') << spec.summary
         << "\n";
   }
   out << "\nglobal flags:\n";

@@ -30,7 +30,10 @@ struct flag_spec {
   flag_kind kind = flag_kind::toggle;
   std::string_view value; ///< placeholder in help ("MB")
   std::string_view help;
-  char short_name = 0; ///< e.g. 't' for -t; 0: none
+  char short_name = 0;             ///< e.g. 't' for -t; 0: none
+  uint64_t count_min = 0;          ///< a count's smallest value
+  uint64_t count_max = UINT64_MAX; ///< a count's largest value
+  bool required = false;           ///< the command needs this flag
 };
 
 struct command_spec {
@@ -70,7 +73,8 @@ struct invocation {
 };
 
 /// Parses `args` (without the program name). invalid_argument with a sentence
-/// naming the offending argument for any usage error. Global flags (--url,
+/// naming the offending argument for any usage error (a count out of its
+/// flag's range and a missing required flag included). Global flags (--url,
 /// --api-key, --config, --json, --help/-h) are accepted anywhere before "--".
 /// `airlock help [COMMAND]` is the same as `airlock [COMMAND] --help`.
 result<invocation> parse_args(std::span<const std::string> args);

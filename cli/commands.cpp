@@ -118,8 +118,11 @@ int print_listing(context& ctx, const std::string& path, query_params query,
   std::vector<std::vector<std::string>> rows;
   for (const auto& item : (*listed)["items"]) {
     auto& row = rows.emplace_back();
-    for (const auto& c : columns)
-      row.push_back(text_of(item.value(c.field, json())));
+    for (const auto& c : columns) {
+      // An empty cell would shift the columns for whoever splits on blanks.
+      auto cell = text_of(item.value(c.field, json()));
+      row.push_back(cell.empty() ? "-" : cell);
+    }
   }
   print_table(ctx.io.out, headers, rows);
   return 0;
@@ -205,12 +208,32 @@ int run_get(context& ctx) {
   return 0;
 }
 
-/// pause, resume, rm: a 202 operation, printed; --wait waits for it.
-int run_lifecycle(context& ctx) {
-  std::string id = path_id(ctx.inv.positionals[0]);
-  auto answer = ctx.inv.command == "rm"
-                  ? ctx.api.call("DELETE", "/v1/sandboxes/" + id)
-                  : ctx.api.call("POST", "/v1/sandboxes/" + id + "/" + ctx.inv.command);
+/// One line per value of a result's `field`: a string gives one line, an
+/// array one per element; anything else, or no such field, none.
+std::vector<std::string> result_lines(const json& result, const char* field) {
+  std::vector<std::string> lines;
+  if (!result.is_object())
+    return lines;
+  auto found = result.find(field);
+  if (found == result.end())
+    return lines;
+  if (found->is_array()) {
+    for (const auto& item : *found)
+      lines.push_back(text_of(item));
+  } else if (found->is_string()) {
+    lines.push_back(found->get<std::string>());
+  }
+  return lines;
+}
+
+/// What every verb that starts an operation (a 202 {"operation_id"}) does:
+/// prints the operation id, or the answer with --json. With --wait it waits
+/// for the operation, prints its id (the operation with --json) and, once it
+/// succeeded, the lines of its result's `result_field` (when one is named);
+/// exits 1 when the operation did not succeed.
+int run_operation(context& ctx, std::string_view method, const std::string& path,
+                  const json* body = nullptr, const char* result_field = nullptr) {
+  auto answer = ctx.api.call(method, path, body);
   if (!answer)
     return report(ctx, answer.error());
   std::string operation_id = answer->value("operation_id", "");
@@ -222,7 +245,59 @@ int run_lifecycle(context& ctx) {
   if (!done)
     return report(ctx, done.error());
   ctx.io.out << (ctx.inv.json ? done->dump(2) : operation_id) << "\n";
-  return operation_outcome(ctx, *done);
+  if (int code = operation_outcome(ctx, *done); code != 0)
+    return code;
+  if (result_field != nullptr && !ctx.inv.json) {
+    for (const auto& line : result_lines(done->value("result", json(nullptr)), result_field))
+      ctx.io.out << line << "\n";
+  }
+  return 0;
+}
+
+/// /v1/sandboxes/{ID} for the command's first argument.
+std::string sandbox_path(const context& ctx) {
+  return "/v1/sandboxes/" + path_id(ctx.inv.positionals[0]);
+}
+
+/// pause, resume, suspend, wake: POST /v1/sandboxes/{id}/VERB without a body;
+/// rm: DELETE /v1/sandboxes/{id}.
+int run_lifecycle(context& ctx) {
+  if (ctx.inv.command == "rm")
+    return run_operation(ctx, "DELETE", sandbox_path(ctx));
+  return run_operation(ctx, "POST", sandbox_path(ctx) + "/" + ctx.inv.command);
+}
+
+/// No body restores a suspended sandbox from its suspend snapshot;
+/// {"checkpoint_id"} rolls it back to that checkpoint.
+int run_restore(context& ctx) {
+  auto checkpoint = ctx.inv.value("checkpoint");
+  if (!checkpoint)
+    return run_operation(ctx, "POST", sandbox_path(ctx) + "/restore");
+  json body = {{"checkpoint_id", *checkpoint}};
+  return run_operation(ctx, "POST", sandbox_path(ctx) + "/restore", &body);
+}
+
+int run_checkpoint(context& ctx) {
+  json body = json::object();
+  if (auto label = ctx.inv.value("label"))
+    body["label"] = *label;
+  return run_operation(ctx, "POST", sandbox_path(ctx) + "/checkpoints", &body, "checkpoint_id");
+}
+
+int run_checkpoints(context& ctx) {
+  return print_listing(
+    ctx, sandbox_path(ctx) + "/checkpoints", {},
+    {{"ID", "id"}, {"LABEL", "label"}, {"AUTOMATIC", "automatic"}, {"CREATED", "created_at"}});
+}
+
+int run_rm_checkpoint(context& ctx) {
+  return run_operation(ctx, "DELETE", "/v1/checkpoints/" + path_id(ctx.inv.positionals[0]));
+}
+
+int run_fork(context& ctx) {
+  // The parser requires --count and keeps it within 1..64.
+  json body = {{"count", ctx.inv.number("count").value()}};
+  return run_operation(ctx, "POST", sandbox_path(ctx) + "/fork", &body, "sandbox_ids");
 }
 
 int run_ops(context& ctx) {
@@ -252,9 +327,22 @@ int run_wait(context& ctx) {
 
 int dispatch(context& ctx) {
   static const std::map<std::string_view, std::function<int(context&)>> commands{
-    {"create", run_create},    {"ls", run_ls},        {"get", run_get},
-    {"exec", run_exec},        {"cp", run_cp},        {"pause", run_lifecycle},
-    {"resume", run_lifecycle}, {"rm", run_lifecycle}, {"ops", run_ops},
+    {"create", run_create},
+    {"ls", run_ls},
+    {"get", run_get},
+    {"exec", run_exec},
+    {"cp", run_cp},
+    {"pause", run_lifecycle},
+    {"resume", run_lifecycle},
+    {"rm", run_lifecycle},
+    {"suspend", run_lifecycle},
+    {"wake", run_lifecycle},
+    {"restore", run_restore},
+    {"checkpoint", run_checkpoint},
+    {"checkpoints", run_checkpoints},
+    {"rm-checkpoint", run_rm_checkpoint},
+    {"fork", run_fork},
+    {"ops", run_ops},
     {"wait", run_wait}};
   return commands.at(ctx.inv.command)(ctx);
 }

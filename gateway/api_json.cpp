@@ -54,6 +54,9 @@ nlohmann::json timestamp_json(int64_t unix_ms) {
 
 namespace {
 
+/// Most automatic checkpoints a sandbox may keep.
+constexpr uint64_t checkpoints_max_limit = 100;
+
 json parsed_or_raw(const std::string& text) {
   if (text.empty())
     return nullptr;
@@ -177,22 +180,29 @@ json to_json(const schema::sandbox_record& record) {
   const auto& spec = record.spec;
   json egress = {{"profile", std::string(schema::to_string(spec.egress.profile))},
                  {"allow", spec.egress.allow}};
-  json out = {{"id", record.id},
-              {"state", std::string(schema::to_string(record.state))},
-              {"template", spec.template_name},
-              {"worker_id", record.worker_id.empty() ? json(nullptr) : json(record.worker_id)},
-              {"data_url", record.data_url.empty() ? json(nullptr) : json(record.data_url)},
-              {"cpu_millis", spec.cpu_millis},
-              {"memory_mb", spec.memory_mb},
-              {"disk_mb", spec.disk_mb},
-              {"cpu_request_millis", spec.cpu_request_millis},
-              {"memory_request_mb", spec.memory_request_mb},
-              {"disk_request_mb", spec.disk_request_mb},
-              {"idle_timeout_s", spec.idle_timeout_s},
-              {"metadata", map_json(spec.metadata)},
-              {"egress", egress},
-              {"created_at", timestamp_json(record.created_at_ms)},
-              {"last_active_at", timestamp_json(record.last_active_at_ms)}};
+  json out = {
+    {"id", record.id},
+    {"state", std::string(schema::to_string(record.state))},
+    {"template", spec.template_name},
+    {"worker_id", record.worker_id.empty() ? json(nullptr) : json(record.worker_id)},
+    {"data_url", record.data_url.empty() ? json(nullptr) : json(record.data_url)},
+    {"cpu_millis", spec.cpu_millis},
+    {"memory_mb", spec.memory_mb},
+    {"disk_mb", spec.disk_mb},
+    {"cpu_request_millis", spec.cpu_request_millis},
+    {"memory_request_mb", spec.memory_request_mb},
+    {"disk_request_mb", spec.disk_request_mb},
+    {"idle_timeout_s", spec.idle_timeout_s},
+    {"metadata", map_json(spec.metadata)},
+    {"egress", egress},
+    {"created_at", timestamp_json(record.created_at_ms)},
+    {"last_active_at", timestamp_json(record.last_active_at_ms)},
+    {"snapshot_id", record.snapshot_id.empty() ? json(nullptr) : json(record.snapshot_id)},
+    {"on_idle", std::string(schema::to_string(spec.on_idle))},
+    {"max_lifetime_s", spec.max_lifetime_s},
+    {"checkpoint_interval_s", spec.checkpoint_interval_s},
+    {"checkpoints_max", spec.checkpoints_max},
+    {"from_checkpoint", spec.from_checkpoint.empty() ? json(nullptr) : json(spec.from_checkpoint)}};
   if (record.error_reason)
     out["error"] = {{"code", record.error_reason->code}, {"message", record.error_reason->message}};
   return out;
@@ -268,17 +278,41 @@ result<schema::sandbox_spec> parse_sandbox_spec(const json& body, const spec_lim
   auto name = read_text(body, "template", limits);
   if (!name)
     return name.error();
-  if (!*name || (*name)->empty())
-    return bad("template is required, e.g. {\"template\": \"base\"}");
-  spec.template_name = **name;
+  auto checkpoint = read_text(body, "from_checkpoint", limits);
+  if (!checkpoint)
+    return checkpoint.error();
+  if (*checkpoint)
+    spec.from_checkpoint = **checkpoint;
+  // A sandbox from a checkpoint has the checkpoint's template (filled in by
+  // the route, which reads the checkpoint).
+  if ((!*name || (*name)->empty()) && spec.from_checkpoint.empty())
+    return bad("template is required, e.g. {\"template\": \"base\"}, unless from_checkpoint "
+               "names a checkpoint to start from");
+  if (*name)
+    spec.template_name = **name;
   // 10 mCPU is the smallest CPU quota the kernel takes (1 ms per 100 ms period).
   auto cpu = read_uint(body, "cpu_millis", 10, limits.cpu_millis_max);
   auto memory = read_uint(body, "memory_mb", 16, limits.memory_mb_max);
   auto disk = read_uint(body, "disk_mb", 0, limits.disk_mb_max);
   auto idle = read_uint(body, "idle_timeout_s", 0, 30 * 24 * 3600);
-  for (const auto* field : {&cpu, &memory, &disk, &idle})
+  auto lifetime = read_uint(body, "max_lifetime_s", 0, 365 * 24 * 3600);
+  auto interval = read_uint(body, "checkpoint_interval_s", 0, 24 * 3600);
+  auto kept = read_uint(body, "checkpoints_max", 1, checkpoints_max_limit);
+  for (const auto* field : {&cpu, &memory, &disk, &idle, &lifetime, &interval, &kept})
     if (!*field)
       return field->error();
+  spec.max_lifetime_s = static_cast<uint32_t>(lifetime->value_or(0));
+  spec.checkpoint_interval_s = static_cast<uint32_t>(interval->value_or(0));
+  spec.checkpoints_max = static_cast<uint32_t>(kept->value_or(spec.checkpoints_max));
+  auto on_idle = read_text(body, "on_idle", limits);
+  if (!on_idle)
+    return on_idle.error();
+  if (*on_idle) {
+    auto action = schema::parse_idle_action(**on_idle);
+    if (!action)
+      return bad("on_idle must be \"suspend\" or \"delete\"");
+    spec.on_idle = *action;
+  }
   spec.cpu_millis = static_cast<uint32_t>(cpu->value_or(spec.cpu_millis));
   spec.memory_mb = static_cast<uint32_t>(memory->value_or(spec.memory_mb));
   spec.disk_mb = static_cast<uint32_t>(disk->value_or(spec.disk_mb));
@@ -298,13 +332,15 @@ result<schema::sandbox_spec> parse_sandbox_spec(const json& body, const spec_lim
     return egress.error();
   if (*egress)
     spec.egress = **egress;
-  auto checkpoint = read_text(body, "from_checkpoint", limits);
-  if (!checkpoint)
-    return checkpoint.error();
-  if (*checkpoint && !(*checkpoint)->empty())
-    return make_status(errc::unavailable,
-                       "from_checkpoint is not supported yet: checkpoints come in a later release");
   return spec;
+}
+
+result<std::map<std::string, std::string>> parse_metadata(const json& body,
+                                                          const spec_limits& limits) {
+  auto metadata = read_map(body, "metadata", limits);
+  if (!metadata)
+    return metadata.error();
+  return metadata->value_or(std::map<std::string, std::string>{});
 }
 
 result<actors::sandbox_patch> parse_sandbox_patch(const json& body, const spec_limits& limits) {

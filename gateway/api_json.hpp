@@ -57,6 +57,11 @@ result<nlohmann::json> parse_object(std::string_view body);
 result<schema::sandbox_spec> parse_sandbox_spec(const nlohmann::json& body,
                                                 const spec_limits& limits);
 
+/// The body's "metadata" object (string values, within the spec limits);
+/// absent or null: an empty map.
+result<std::map<std::string, std::string>> parse_metadata(const nlohmann::json& body,
+                                                          const spec_limits& limits);
+
 /// PATCH /v1/sandboxes/{id}: at least one of egress, metadata, idle_timeout_s.
 result<actors::sandbox_patch> parse_sandbox_patch(const nlohmann::json& body,
                                                   const spec_limits& limits);

@@ -32,6 +32,8 @@ http_response accepted(const schema::operation_record& record) {
 /// Creates operation `kind` on sandbox `id` and answers 202.
 void start_operation(api_ptr api, exchange_ptr ex, const caller& who, std::string kind,
                      std::string sandbox_id, std::string params_json) {
+  // An API call on the sandbox is activity for the idle policy.
+  caf::anon_send(api->deps.registry, actors::rg_touch_atom::value, sandbox_id);
   actors::operation_request request;
   request.kind = std::move(kind);
   request.target_id = std::move(sandbox_id);
@@ -196,12 +198,9 @@ void store_and_start_create(api_ptr api, exchange_ptr ex, caller who,
 /// answer is 503 no_capacity at once, with what is free and when to retry,
 /// and nothing is left behind. A scheduler without ready workers (or slow to
 /// answer) leaves the placement to the create operation, which waits for one.
-void admit_then_create(api_ptr api, exchange_ptr ex, caller who, schema::sandbox_record record) {
-  const auto& spec = record.spec;
-  schema::placement_request wanted{
-    record.id, spec.template_name,
-    schema::resources{spec.cpu_millis, spec.memory_mb, spec.disk_mb, 1},
-    schema::resources{spec.cpu_request_millis, spec.memory_request_mb, spec.disk_request_mb, 1}};
+void admit_then_create(api_ptr api, exchange_ptr ex, caller who, schema::sandbox_record record,
+                       std::string snapshot_worker) {
+  auto wanted = actors::placement_for(record, std::move(snapshot_worker));
   auto shared = std::make_shared<schema::sandbox_record>(std::move(record));
   call_actor(
     *api->deps.system, api->deps.scheduler, api->call_timeout(),
@@ -233,17 +232,42 @@ void create_sandbox(api_ptr api, exchange_ptr ex, caller who) {
   if (auto found = defaults.find(spec->template_name);
       !body->contains("egress") && found != defaults.end())
     spec->egress = found->second;
-  replay_or(api, ex, who, [api, ex, who, spec = std::move(*spec)]() {
-    auto now = api->deps.clock->now_ms();
-    schema::sandbox_record record;
-    record.id = make_id("sb_", now, *api->deps.entropy);
-    record.tenant_id = who.tenant_id;
-    record.state = schema::sandbox_state::creating;
-    record.spec = spec;
-    record.created_at_ms = now;
-    record.last_active_at_ms = now;
-    admit_then_create(api, ex, who, std::move(record));
-  });
+  auto create = [api, ex, who](schema::sandbox_spec wanted, std::string snapshot_worker) {
+    replay_or(api, ex, who, [api, ex, who, wanted, snapshot_worker]() {
+      auto now = api->deps.clock->now_ms();
+      schema::sandbox_record record;
+      record.id = make_id("sb_", now, *api->deps.entropy);
+      record.tenant_id = who.tenant_id;
+      record.state = schema::sandbox_state::creating;
+      record.spec = wanted;
+      record.created_at_ms = now;
+      record.last_active_at_ms = now;
+      admit_then_create(api, ex, who, std::move(record), snapshot_worker);
+    });
+  };
+  if (spec->from_checkpoint.empty())
+    return create(std::move(*spec), {});
+  // From a checkpoint: the caller's own, complete one; the sandbox takes its
+  // template and starts on the worker that holds it.
+  call_actor(
+    *api->deps.system, api->deps.registry, api->call_timeout(),
+    [ex, create, spec = std::move(*spec)](schema::snapshot_record& checkpoint) mutable {
+      if (checkpoint.kind != schema::snapshot_kind::checkpoint)
+        return ex->respond(
+          json_error(http::status::not_found, "not_found", "no checkpoint " + checkpoint.id));
+      if (!checkpoint.complete)
+        return ex->respond(json_error(http::status::conflict, "wrong_state",
+                                      "checkpoint " + checkpoint.id
+                                        + " is still being taken: wait for its operation"));
+      if (!spec.template_name.empty() && spec.template_name != checkpoint.template_name)
+        return ex->respond(json_error(http::status::bad_request, "invalid_argument",
+                                      "checkpoint " + checkpoint.id + " is of template "
+                                        + checkpoint.template_name + ", not " + spec.template_name
+                                        + ": leave template out"));
+      spec.template_name = checkpoint.template_name;
+      create(std::move(spec), checkpoint.worker_id);
+    },
+    answer_error(ex), actors::rg_snapget_atom::value, spec->from_checkpoint, scope_of(who));
 }
 
 void get_sandbox(api_ptr api, exchange_ptr ex, caller who) {
@@ -322,6 +346,8 @@ async_route_handler lifecycle_verb(api_ptr owner, actors::sandbox_verb verb, std
 }
 
 void issue_token(api_ptr api, exchange_ptr ex, caller who) {
+  caf::anon_send(api->deps.registry, actors::rg_touch_atom::value,
+                 std::string(ex->path_param("id")));
   auto parsed = optional_object_body(*ex);
   if (!parsed)
     return ex->respond(error_response(parsed.error()));
@@ -434,9 +460,6 @@ async_route_handler not_yet(api_ptr api, std::string what) {
 void add_unimplemented(route_table& routes, api_ptr api) {
   using http::verb;
   const std::pair<verb, const char*> later[] = {
-    {verb::post, "/v1/sandboxes/{id}/suspend"},
-    {verb::post, "/v1/sandboxes/{id}/restore"},
-    {verb::post, "/v1/sandboxes/{id}/wake"},
     {verb::get, "/v1/templates"},
     {verb::post, "/v1/templates"},
     {verb::get, "/v1/templates/{name}"},
@@ -508,7 +531,7 @@ void add_control_routes(route_table& routes, const control_api_deps& deps) {
   routes.add_async(verb::post, "/v1/sandboxes/{id}/resume",
                    lifecycle_verb(api, actors::sandbox_verb::resume, actors::kind_sandbox_resume));
   routes.add_async(verb::post, "/v1/sandboxes/{id}/token", authed(api, issue_token), json_body);
-  add_checkpoint_routes(routes, api, json_body);
+  add_snapshot_routes(routes, api, json_body);
   routes.add_async(verb::post, "/v1/api-keys", authed(api, create_api_key), json_body);
   routes.add_async(verb::get, "/v1/workers", authed(api, list_workers));
   routes.add_async(verb::get, "/metrics", [api](exchange_ptr ex) { serve_metrics(api, ex); });

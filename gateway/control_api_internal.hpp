@@ -1,7 +1,7 @@
 #pragma once
 // Internal to gateway/: what the control-plane route files share
 // (api_routes.cpp operations, sandboxes, keys, workers and metrics;
-// checkpoint_routes.cpp checkpoints). Not a public header: api_routes.hpp is
+// snapshot_routes.cpp snapshots). Not a public header: api_routes.hpp is
 // the contract.
 
 #include <chrono>
@@ -60,8 +60,9 @@ void replay_or(api_ptr api, exchange_ptr ex, const caller& who, std::function<vo
 /// The request's body as a JSON object; an empty body is an empty object.
 result<nlohmann::json> optional_object_body(const exchange& ex);
 
-/// POST/GET /v1/sandboxes/{id}/checkpoints, GET/DELETE /v1/checkpoints/{id}
-/// (checkpoint_routes.cpp).
-void add_checkpoint_routes(route_table& routes, const api_ptr& api, const route_options& json_body);
+/// POST/GET /v1/sandboxes/{id}/checkpoints, GET/DELETE /v1/checkpoints/{id},
+/// POST /v1/sandboxes/{id}/suspend, restore, wake and fork
+/// (snapshot_routes.cpp).
+void add_snapshot_routes(route_table& routes, const api_ptr& api, const route_options& json_body);
 
 } // namespace airlock::gateway::control_detail

@@ -1,5 +1,7 @@
 #include "gateway/data_routes.hpp"
 
+#include <caf/send.hpp>
+
 #include <algorithm>
 #include <charconv>
 #include <chrono>
@@ -74,17 +76,32 @@ void via_record(api_ptr api, exchange_ptr ex, target t, std::string tenant_scope
   call_actor(
     *api->deps.system, *api->deps.registry, api->timeout(),
     [api, ex, t, next](schema::sandbox_record& record) mutable {
-      if (record.worker_id.empty() || record.state == schema::sandbox_state::destroyed
-          || record.state == schema::sandbox_state::destroying)
+      using schema::sandbox_state;
+      if (record.worker_id.empty() || record.state == sandbox_state::destroyed
+          || record.state == sandbox_state::destroying)
         return ex->respond(json_error(http::status::conflict, "wrong_state",
                                       "sandbox " + record.id + " is "
                                         + std::string(schema::to_string(record.state))));
+      // Nothing of it runs on a worker while suspended.
+      if (record.state == sandbox_state::suspended || record.state == sandbox_state::suspending
+          || record.state == sandbox_state::restoring)
+        return ex->respond(
+          json_error(http::status::conflict, "wrong_state",
+                     "sandbox " + record.id + " is " + std::string(schema::to_string(record.state))
+                       + ": wake it (POST /v1/sandboxes/" + record.id + "/wake) and retry"));
       t.tenant_id = record.tenant_id;
       if (t.data_url.empty())
         t.data_url = record.data_url;
       find_node(api, ex, std::move(t), record.worker_id, std::move(next));
     },
     answer_error(ex), actors::rg_get_atom::value, t.sandbox_id, std::move(tenant_scope));
+}
+
+/// Tells the registry (when this listener has one) of activity on the
+/// sandbox: the idle policy's clock starts again.
+void touch(const api_ptr& api, const std::string& sandbox_id) {
+  if (api->deps.registry)
+    caf::anon_send(*api->deps.registry, actors::rg_touch_atom::value, sandbox_id);
 }
 
 /// Authenticates the caller for `scope` on the sandbox of the path (and the
@@ -131,6 +148,7 @@ template <class Handler>
 async_route_handler with_target(api_ptr api, std::string scope, Handler handler) {
   return [api, scope, handler](exchange_ptr ex) {
     resolve(api, ex, scope, [api, ex, scope, handler](target t) {
+      touch(api, t.sandbox_id);
       if (t.forwarded && api->deps.metrics != nullptr)
         api->deps.metrics->counter_add("airlock_data_forwarded_requests_total", {{"route", scope}});
       handler(api, ex, std::move(t));
@@ -244,6 +262,8 @@ void forward_batch(api_ptr api, std::shared_ptr<sse_stream> stream, target t,
 void pump_output(api_ptr api, std::shared_ptr<sse_stream> stream, target t,
                  actors::output_request request) {
   request.wait_ms = api->deps.options.output_wait_ms;
+  // An open attach stream is activity for the idle policy, output or not.
+  touch(api, t.sandbox_id);
   call_actor(
     *api->deps.system, t.node, milliseconds(request.wait_ms) + api->timeout(),
     [api, stream, t, request](actors::output_batch& batch) {

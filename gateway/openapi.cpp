@@ -55,10 +55,21 @@ const std::map<doc_key, route_doc>& docs() {
     {{"POST", "/v1/sandboxes/{id}/resume"},
      {"Resume: 202 operation; 409 unless paused.", "api_key", 202, "none", "json"}},
     {{"POST", "/v1/sandboxes/{id}/suspend"},
-     {"Later release: 501.", "api_key", 501, "none", "json"}},
+     {"Suspend: snapshot the files, release the worker (processes end): 202 operation whose "
+      "result names snapshot_id; 409 unless running or paused.",
+      "api_key", 202, "none", "json"}},
     {{"POST", "/v1/sandboxes/{id}/restore"},
-     {"Later release: 501.", "api_key", 501, "none", "json"}},
-    {{"POST", "/v1/sandboxes/{id}/wake"}, {"Later release: 501.", "api_key", 501, "none", "json"}},
+     {"Restore from the suspend snapshot, or {checkpoint_id} to roll back to one of its own "
+      "checkpoints: 202 operation whose result names restored_from; 409 where the state does not "
+      "allow it.",
+      "api_key", 202, "json", "json"}},
+    {{"POST", "/v1/sandboxes/{id}/wake"},
+     {"Back to running whatever the way: resume if paused, restore if suspended: 202 operation.",
+      "api_key", 202, "none", "json"}},
+    {{"POST", "/v1/sandboxes/{id}/fork"},
+     {"Fork {count: 1..64, metadata?}: one checkpoint, then count sandboxes from it: 202 "
+      "operation whose result lists checkpoint_id, sandbox_ids and failed.",
+      "api_key", 202, "json", "json"}},
     {{"POST", "/v1/sandboxes/{id}/token"},
      {"A data-plane token for this sandbox {scope, ttl_s}: 201 {data_url, token, expires_at}.",
       "api_key", 201, "json", "json"}},

@@ -50,6 +50,18 @@ std::string refusal(const std::vector<worker_view>& workers, const placement_req
                         + " (0: the worker's default) with limits of " + describe(request.need);
   if (workers.empty())
     return message + "; no worker is registered: start one with airlockd worker";
+  if (!request.snapshot_worker.empty()) {
+    auto holder = std::find_if(workers.begin(), workers.end(), [&](const worker_view& w) {
+      return w.id == request.snapshot_worker;
+    });
+    if (holder == workers.end() || !holder->schedulable)
+      return message + "; the snapshot it starts from is on worker " + request.snapshot_worker
+             + ", which is not ready, and snapshots do not move between workers yet: retry once "
+               "it is back";
+    return message + "; only worker " + request.snapshot_worker
+           + " holds the snapshot it starts from, and it has " + describe(most_free({*holder}))
+           + " free: free capacity on it and retry";
+  }
   size_t pressured = 0;
   size_t over_limit_bound = 0;
   for (const auto& w : workers) {
@@ -89,7 +101,8 @@ bool fits(const worker_view& worker, const placement_request& request) {
   bool within_limit_bound =
     worker.memory_limit_percent == 0
     || uint64_t{worker.limited.memory_mb} + request.need.memory_mb <= memory_limit_bound(worker);
-  return worker.schedulable && !worker.memory_pressure && within_limit_bound
+  bool holds_snapshot = request.snapshot_worker.empty() || request.snapshot_worker == worker.id;
+  return holds_snapshot && worker.schedulable && !worker.memory_pressure && within_limit_bound
          && free_of(c.cpu_millis, a.cpu_millis) >= need.cpu_millis
          && free_of(c.memory_mb, a.memory_mb) >= need.memory_mb
          && free_of(c.disk_mb, a.disk_mb) >= need.disk_mb && free_of(c.sandboxes, a.sandboxes) >= 1;

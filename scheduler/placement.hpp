@@ -35,6 +35,9 @@ struct placement_request {
   /// What to reserve; a zero field takes the worker's default request.
   schema::resources requests;
   std::string template_name;
+  /// Non-empty: the sandbox starts from a snapshot this worker holds, and
+  /// only it fits (snapshots do not move between workers yet).
+  std::string snapshot_worker;
 };
 
 struct placement_options {

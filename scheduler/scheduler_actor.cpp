@@ -245,7 +245,8 @@ caf::result<placement> on_place(self_ptr self, actors::placement_request& reques
     return make_error(errc::resource_exhausted, "the scheduler holds "
                                                   + std::to_string(st.options.reservations_max)
                                                   + " placed sandboxes; release some first");
-  placement_request wanted{request.needs, request.requests, request.template_name};
+  placement_request wanted{request.needs, request.requests, request.template_name,
+                           request.snapshot_worker};
   auto fleet = fleet_for_placement(st);
   auto chosen = place(fleet, wanted, st.options.placement, *st.deps.entropy);
   if (!chosen)

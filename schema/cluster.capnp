@@ -134,6 +134,7 @@ struct PlacementRequest {
   templateName @2 :Text;
   needs @3 :Common.Resources;     # limits
   requests @4 :Common.Resources;  # reserved; a zero field takes the worker's default
+  snapshotWorker @5 :Text;        # holds the snapshot the sandbox starts from; empty: none
 }
 
 struct RegistrationAck {

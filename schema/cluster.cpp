@@ -315,6 +315,7 @@ std::string encode(const placement_request& x) {
     b.setTemplateName(x.template_name);
     detail::fill_resources(b.initNeeds(), x.needs);
     detail::fill_resources(b.initRequests(), x.requests);
+    b.setSnapshotWorker(x.snapshot_worker);
   });
 }
 
@@ -324,7 +325,8 @@ result<placement_request> decode_placement_request(std::string_view bytes) {
     [](cs::PlacementRequest::Reader b) -> result<placement_request> {
       return placement_request{detail::text(b.getSandboxId()), detail::text(b.getTemplateName()),
                                detail::read_resources(b.getNeeds()),
-                               detail::read_resources(b.getRequests())};
+                               detail::read_resources(b.getRequests()),
+                               detail::text(b.getSnapshotWorker())};
     });
 }
 

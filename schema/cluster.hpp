@@ -181,6 +181,9 @@ struct placement_request {
   resources needs; ///< the sandbox's limits; sandboxes = 1
   /// What to reserve; a zero field takes the chosen worker's default request.
   resources requests;
+  /// The worker holding the snapshot the sandbox starts from (restore,
+  /// fork); empty when it starts from a template.
+  std::string snapshot_worker;
   bool operator==(const placement_request&) const = default;
 };
 

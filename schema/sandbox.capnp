@@ -29,6 +29,12 @@ struct EgressPolicy {
   allow @1 :List(Text);       # exact names or "*." wildcards, optional ":port"
 }
 
+# What happens to a sandbox idle for idleTimeoutS.
+enum IdleAction {
+  suspend @0;
+  delete @1;
+}
+
 struct SandboxSpec {
   template @0 :Text;
   cpuMillis @1 :UInt32;
@@ -43,6 +49,10 @@ struct SandboxSpec {
   cpuRequestMillis @9 :UInt32;
   memoryRequestMb @10 :UInt32;
   diskRequestMb @11 :UInt32;
+  onIdle @12 :IdleAction;
+  maxLifetimeS @13 :UInt32;            # 0: none; counts running time only
+  checkpointIntervalS @14 :UInt32;     # 0: no automatic checkpoints
+  checkpointsMax @15 :UInt32 = 20;     # automatic checkpoints kept
 }
 
 struct SandboxRecord {
@@ -58,6 +68,12 @@ struct SandboxRecord {
   updatedAtMs @9 :Int64;
   lastActiveAtMs @10 :Int64;
   lastOperationId @11 :Text;
+  snapshotId @12 :Text;       # the suspend snapshot while suspended
+  # Running time before the current stretch (paused and suspended time do
+  # not count against maxLifetimeS), and when the current stretch began (0:
+  # not running).
+  lifetimeUsedMs @13 :Int64;
+  runningSinceMs @14 :Int64;
 }
 
 enum SnapshotKind {

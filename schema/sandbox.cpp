@@ -40,11 +40,16 @@ void fill_spec(cs::SandboxSpec::Builder b, const sandbox_spec& s) {
   egress.setProfile(static_cast<cs::EgressProfile>(s.egress.profile));
   detail::fill_texts(egress.initAllow(detail::count(s.egress.allow.size())), s.egress.allow);
   b.setFromCheckpoint(s.from_checkpoint);
+  b.setOnIdle(static_cast<cs::IdleAction>(s.on_idle));
+  b.setMaxLifetimeS(s.max_lifetime_s);
+  b.setCheckpointIntervalS(s.checkpoint_interval_s);
+  b.setCheckpointsMax(s.checkpoints_max);
 }
 
 result<sandbox_spec> read_spec(cs::SandboxSpec::Reader b) {
   sandbox_spec s;
-  if (!detail::enum_in_range(b.getEgress().getProfile(), cs::EgressProfile::OPEN))
+  if (!detail::enum_in_range(b.getEgress().getProfile(), cs::EgressProfile::OPEN)
+      || !detail::enum_in_range(b.getOnIdle(), cs::IdleAction::DELETE))
     return detail::enum_too_new("sandbox");
   s.template_name = detail::text(b.getTemplate());
   s.cpu_millis = b.getCpuMillis();
@@ -59,10 +64,26 @@ result<sandbox_spec> read_spec(cs::SandboxSpec::Reader b) {
   s.egress.profile = static_cast<egress_profile>(b.getEgress().getProfile());
   s.egress.allow = detail::read_texts(b.getEgress().getAllow());
   s.from_checkpoint = detail::text(b.getFromCheckpoint());
+  s.on_idle = static_cast<idle_action>(b.getOnIdle());
+  s.max_lifetime_s = b.getMaxLifetimeS();
+  s.checkpoint_interval_s = b.getCheckpointIntervalS();
+  s.checkpoints_max = b.getCheckpointsMax();
   return s;
 }
 
 } // namespace
+
+std::string_view to_string(idle_action action) noexcept {
+  return action == idle_action::delete_sandbox ? "delete" : "suspend";
+}
+
+std::optional<idle_action> parse_idle_action(std::string_view text) noexcept {
+  if (text == "suspend")
+    return idle_action::suspend;
+  if (text == "delete")
+    return idle_action::delete_sandbox;
+  return std::nullopt;
+}
 
 std::string_view to_string(sandbox_state state) noexcept {
   return sandbox_state_names.at(static_cast<size_t>(state));
@@ -102,6 +123,9 @@ std::string encode(const sandbox_record& r) {
     b.setUpdatedAtMs(r.updated_at_ms);
     b.setLastActiveAtMs(r.last_active_at_ms);
     b.setLastOperationId(r.last_operation_id);
+    b.setSnapshotId(r.snapshot_id);
+    b.setLifetimeUsedMs(r.lifetime_used_ms);
+    b.setRunningSinceMs(r.running_since_ms);
   });
 }
 
@@ -177,6 +201,9 @@ result<sandbox_record> decode_sandbox(std::string_view bytes) {
       r.updated_at_ms = b.getUpdatedAtMs();
       r.last_active_at_ms = b.getLastActiveAtMs();
       r.last_operation_id = detail::text(b.getLastOperationId());
+      r.snapshot_id = detail::text(b.getSnapshotId());
+      r.lifetime_used_ms = b.getLifetimeUsedMs();
+      r.running_since_ms = b.getRunningSinceMs();
       return r;
     });
 }

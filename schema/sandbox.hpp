@@ -37,6 +37,11 @@ enum class egress_profile : uint8_t { none, allowlist, open };
 std::string_view to_string(egress_profile profile) noexcept;
 std::optional<egress_profile> parse_egress_profile(std::string_view text) noexcept;
 
+enum class idle_action : uint8_t { suspend, delete_sandbox };
+
+std::string_view to_string(idle_action action) noexcept;
+std::optional<idle_action> parse_idle_action(std::string_view text) noexcept;
+
 struct egress_policy {
   egress_profile profile = egress_profile::none;
   std::vector<std::string> allow;
@@ -58,6 +63,10 @@ struct sandbox_spec {
   uint32_t cpu_request_millis = 0;
   uint32_t memory_request_mb = 0;
   uint32_t disk_request_mb = 0;
+  idle_action on_idle = idle_action::suspend;
+  uint32_t max_lifetime_s = 0;        ///< 0: none; counts running time only
+  uint32_t checkpoint_interval_s = 0; ///< 0: no automatic checkpoints
+  uint32_t checkpoints_max = 20;      ///< automatic checkpoints kept
   bool operator==(const sandbox_spec&) const = default;
 };
 
@@ -73,6 +82,11 @@ struct sandbox_record {
   int64_t updated_at_ms = 0;
   int64_t last_active_at_ms = 0;
   std::string last_operation_id;
+  std::string snapshot_id; ///< the suspend snapshot while suspended
+  /// Running time before the current stretch: paused and suspended time do
+  /// not count against max_lifetime_s.
+  int64_t lifetime_used_ms = 0;
+  int64_t running_since_ms = 0; ///< when the current running stretch began; 0: not running
   bool operator==(const sandbox_record&) const = default;
 };
 

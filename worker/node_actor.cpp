@@ -118,6 +118,7 @@ void continue_create(self_ptr self, const std::string& id, const status& ready) 
     return;
   }
   auto req = to_create_request(it->second.record);
+  req.reuse_root = it->second.reuse_root;
   self
     ->request(self->state.context.worker, ms(opts(self).create_timeout_ms), wk_create_atom::value,
               req)
@@ -130,7 +131,8 @@ void continue_create(self_ptr self, const std::string& id, const status& ready) 
           });
 }
 
-caf::result<node_sandbox> handle_create(self_ptr self, const schema::sandbox_record& record) {
+caf::result<node_sandbox> handle_create(self_ptr self, const schema::sandbox_record& record,
+                                        bool reuse_root) {
   auto& st = self->state;
   if (record.id.empty())
     return make_error(errc::invalid_argument, "a sandbox record needs an id");
@@ -152,6 +154,7 @@ caf::result<node_sandbox> handle_create(self_ptr self, const schema::sandbox_rec
   auto promise = self->make_response_promise<node_sandbox>();
   tracked_sandbox entry;
   entry.record = record;
+  entry.reuse_root = reuse_root;
   entry.create_waiters.push_back(promise);
   ++st.waiting_creates;
   st.sandboxes.emplace(record.id, std::move(entry));
@@ -441,7 +444,10 @@ node_impl_actor::behavior_type node_body(self_ptr self, node_context context) {
   self->state.context = std::move(context);
   return {
     [self](actors::nd_create_atom, const schema::sandbox_record& record) {
-      return handle_create(self, record);
+      return handle_create(self, record, false);
+    },
+    [self](actors::nd_recreate_atom, const schema::sandbox_record& record) {
+      return handle_create(self, record, true);
     },
     [self](actors::nd_pause_atom, const std::string& id) { return handle_freeze(self, id, true); },
     [self](actors::nd_resume_atom, const std::string& id) {

@@ -46,6 +46,7 @@ using node_impl_actor = actors::node_actor::extend<caf::reacts_to<nd_built_atom,
 struct tracked_sandbox {
   schema::sandbox_record record;
   sandbox_state state = sandbox_state::creating;
+  bool reuse_root = false; ///< brought back from the root an earlier run left
   std::vector<node_sandbox_promise> create_waiters;  ///< joined creates
   std::vector<node_sandbox_promise> destroy_waiters; ///< destroys that wait for the create
 };

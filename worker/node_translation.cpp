@@ -35,6 +35,7 @@ create_sandbox_request to_create_request(const schema::sandbox_record& record) {
   req.egress.tenant_id = record.tenant_id;
   req.egress.template_name = record.spec.template_name;
   req.egress.policy = record.spec.egress;
+  req.from_snapshot = record.spec.from_checkpoint;
   return req;
 }
 

@@ -139,7 +139,8 @@ sandbox_actor::behavior_type sandbox_impl(self_ptr self, sandbox_parts parts,
     [self](sbx_ckpt_atom, const std::string& checkpoint_id) {
       return handle_checkpoint(self, checkpoint_id);
     },
-    [self](sbx_destroy_atom) { return handle_destroy(self); },
+    [self](sbx_destroy_atom) { return handle_destroy(self, false); },
+    [self](sbx_release_atom) { return handle_destroy(self, true); },
     [self](sbx_event_atom, guest_event& event) { on_event(self, event); },
     [self](sbx_done_atom, uint64_t token, job_result& done) {
       auto it = self->state.pending_jobs.find(token);

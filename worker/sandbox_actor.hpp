@@ -43,6 +43,7 @@ using sbx_pause_atom = caf::atom_constant<caf::atom("sbxpause")>;
 using sbx_resume_atom = caf::atom_constant<caf::atom("sbxresume")>;
 using sbx_stats_atom = caf::atom_constant<caf::atom("sbxstats")>;
 using sbx_destroy_atom = caf::atom_constant<caf::atom("sbxdestroy")>;
+using sbx_release_atom = caf::atom_constant<caf::atom("sbxrelease")>;
 using sbx_output_atom = caf::atom_constant<caf::atom("sbxoutput")>;
 using sbx_wait_atom = caf::atom_constant<caf::atom("sbxwait")>;
 using sbx_procs_atom = caf::atom_constant<caf::atom("sbxprocs")>;
@@ -325,6 +326,9 @@ using sandbox_actor = caf::typed_actor<
   /// root filesystem, then the actor exits. Pending reads fail with
   /// unavailable. Idempotent while it runs (later calls join it).
   caf::replies_to<sbx_destroy_atom>::with<bool>,
+  /// As destroy, but keeps the root filesystem: a worker that stops leaves
+  /// its sandboxes' files for the next run to bring back. Idempotent.
+  caf::replies_to<sbx_release_atom>::with<bool>,
   /// Internal: a guest message from the link thread.
   caf::reacts_to<sbx_event_atom, guest_event>,
   /// Internal: a job (token) finished off the actor.

@@ -79,7 +79,7 @@ void start_destroy(self_ptr self) {
   st.pending_exec.clear();
   auto link = std::move(st.link); // the helper drops the last reference: joins off the actor
   auto runtime = st.parts.runtime;
-  auto rootfs = st.parts.rootfs;
+  auto rootfs = st.keep_root ? nullptr : st.parts.rootfs;
   auto id = st.parts.id;
   post_blocking(
     self,
@@ -110,13 +110,14 @@ void start_destroy(self_ptr self) {
 
 } // namespace
 
-caf::result<bool> handle_destroy(self_ptr self) {
+caf::result<bool> handle_destroy(self_ptr self, bool keep_root) {
   auto& st = self->state;
   auto promise = self->make_response_promise<bool>();
   st.destroy_waiters.push_back(promise);
   if (st.destroying)
     return promise;
   st.destroying = true;
+  st.keep_root = keep_root;
   // A checkpoint in flight finishes first (its snapshot reads the root the
   // destroy deletes); its completion starts the destroy.
   if (!st.checkpointing)

@@ -90,6 +90,7 @@ struct sandbox_state {
   bool paused = false;
   bool destroying = false;
   bool checkpointing = false; ///< a checkpoint job runs; a destroy waits for it
+  bool keep_root = false;     ///< the destroy under way leaves the root on disk
   bool channel_closed = false;
 };
 
@@ -174,7 +175,8 @@ std::string session_too_large_message(const std::string& path, uint64_t size, ui
 
 caf::result<bool> handle_freeze(self_ptr self, bool pause);
 caf::result<sandbox_stats> handle_stats(self_ptr self);
-caf::result<bool> handle_destroy(self_ptr self);
+/// Destroys the sandbox; with keep_root its root filesystem stays on disk.
+caf::result<bool> handle_destroy(self_ptr self, bool keep_root);
 caf::result<bool> handle_checkpoint(self_ptr self, const std::string& checkpoint_id);
 
 } // namespace airlock::worker::sandbox_detail

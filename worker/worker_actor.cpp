@@ -78,12 +78,20 @@ status attach_egress(const worker_context& ctx, const create_sandbox_request& re
 /// Undoes what it did on failure.
 result<sandbox_parts> create_blocking(const worker_context& ctx,
                                       const create_sandbox_request& req) {
-  auto root = ctx.rootfs->create_sandbox(req.id, req.template_name, req.disk_mb);
+  auto root = req.reuse_root ? ctx.rootfs->sandbox_path(req.id)
+              : !req.from_snapshot.empty()
+                ? ctx.rootfs->fork(req.from_snapshot, req.id, req.disk_mb)
+                : ctx.rootfs->create_sandbox(req.id, req.template_name, req.disk_mb);
   if (!root)
     return root.error();
+  // A kept root outlives a failed start: a later one may still bring it back.
+  auto undo_root = [&ctx, &req] {
+    if (!req.reuse_root)
+      (void)ctx.rootfs->delete_sandbox(req.id);
+  };
   int pair[2] = {-1, -1};
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
-    (void)ctx.rootfs->delete_sandbox(req.id);
+    undo_root();
     return make_status(errc::resource_exhausted, "socketpair failed: out of descriptors?");
   }
   unique_fd host_end(pair[0]);
@@ -97,12 +105,12 @@ result<sandbox_parts> create_blocking(const worker_context& ctx,
   auto handle = ctx.runtime->create(spec);
   ::close(pair[1]);
   if (!handle) {
-    (void)ctx.rootfs->delete_sandbox(req.id);
+    undo_root();
     return handle.error();
   }
   if (auto wired = attach_egress(ctx, req, *handle, spec.rootfs_path); !wired) {
     (void)ctx.runtime->destroy(req.id);
-    (void)ctx.rootfs->delete_sandbox(req.id);
+    undo_root();
     return wired;
   }
   const int fd = host_end.get();
@@ -114,7 +122,7 @@ result<sandbox_parts> create_blocking(const worker_context& ctx,
     if (ctx.egress)
       ctx.egress->detach(req.id);
     (void)ctx.runtime->destroy(req.id);
-    (void)ctx.rootfs->delete_sandbox(req.id);
+    undo_root();
     return failure;
   }
   sandbox_parts parts;
@@ -171,7 +179,11 @@ caf::result<sandbox_actor> handle_create(self_ptr self, const create_sandbox_req
   auto req = with_default_requests(request, st.context.options.default_request);
   tracked_sandbox entry;
   entry.record.id = req.id;
-  entry.record.state = schema::sandbox_state::creating;
+  // A sandbox brought back stays recorded as stopped until it runs: a crash
+  // meanwhile must keep its root, not clean it up as a half-made create.
+  entry.record.state =
+    req.reuse_root ? schema::sandbox_state::suspended : schema::sandbox_state::creating;
+  entry.record.tenant_id = req.egress.tenant_id;
   entry.record.spec.template_name = req.template_name;
   entry.record.spec.cpu_millis = req.limits.cpu_millis;
   entry.record.spec.memory_mb = req.limits.memory_mb;
@@ -220,7 +232,10 @@ void on_created(self_ptr self, uint64_t token, const status& outcome) {
     parts.swap(pending.slot->parts);
   }
   if (!outcome || !parts) { // the thread fills the slot before it reports success
-    forget(self, id);
+    if (pending.request.reuse_root && outcome.code != errc::not_found)
+      st.sandboxes.erase(id); // still recorded as stopped, root kept
+    else
+      forget(self, id);
     pending.promise.deliver(make_error(
       outcome ? make_status(errc::internal, "sandbox " + id + " lost its parts") : outcome));
     return;
@@ -287,6 +302,18 @@ caf::result<bool> run_blocking(self_ptr self, std::function<status()> work) {
 caf::result<bool> forward_checkpoint(self_ptr self, const std::string& id,
                                      const std::string& checkpoint_id) {
   auto actor = actor_of(self, id);
+  if (!actor && actor.code() == errc::not_found && self->state.context.rootfs) {
+    // Stopped by a restart (its root kept): nothing runs in it, so its root
+    // is snapshotted as it is. A suspend cut short by the restart finishes so.
+    auto rootfs = self->state.context.rootfs;
+    auto store = self->state.context.store;
+    return run_blocking(self, [rootfs, store, id, checkpoint_id] {
+      auto stored = store->get(storage::keyspace::sandboxes, id);
+      if (!stored || !stored->has_value())
+        return make_status(errc::not_found, "no sandbox " + id + " on this worker");
+      return rootfs->checkpoint(id, checkpoint_id);
+    });
+  }
   if (!actor)
     return make_error(actor.error());
   auto promise = self->make_response_promise<bool>();
@@ -299,26 +326,52 @@ caf::result<bool> forward_checkpoint(self_ptr self, const std::string& id,
   return promise;
 }
 
-caf::result<bool> handle_destroy(self_ptr self, const std::string& id) {
+/// Destroys a sandbox or, with keep_root, stops it keeping its root and its
+/// record (as stopped: suspended) for a create with reuse_root.
+caf::result<bool> end_sandbox(self_ptr self, const std::string& id, bool keep_root) {
+  auto& ctx = self->state.context;
   auto it = self->state.sandboxes.find(id);
-  if (it == self->state.sandboxes.end())
-    return true;
+  if (it == self->state.sandboxes.end()) {
+    if (keep_root || !ctx.rootfs)
+      return true;
+    // Maybe stopped by an earlier run: its kept root and record go.
+    auto rootfs = ctx.rootfs;
+    auto store = ctx.store;
+    return run_blocking(self, [rootfs, store, id] {
+      if (auto gone = rootfs->delete_sandbox(id); !gone)
+        return gone;
+      storage::write_batch batch;
+      batch.erase(storage::keyspace::sandboxes, id);
+      return store->write(batch);
+    });
+  }
   if (!it->second.actor)
     return make_error(errc::wrong_state, "sandbox " + id + " is still being created; retry");
   auto promise = self->make_response_promise<bool>();
-  auto timeout = std::chrono::milliseconds(self->state.context.options.destroy_timeout_ms);
-  it->second.record.state = schema::sandbox_state::destroying;
-  (void)persist(self, it->second.record);
+  auto timeout = std::chrono::milliseconds(ctx.options.destroy_timeout_ms);
+  if (!keep_root) {
+    it->second.record.state = schema::sandbox_state::destroying;
+    (void)persist(self, it->second.record);
+  }
   // No new connection leaves a sandbox that is going away.
-  if (self->state.context.egress)
-    self->state.context.egress->detach(id);
-  self->request(it->second.actor, timeout, sbx_destroy_atom::value)
-    .then(
-      [self, id, promise](bool) mutable {
-        forget(self, id);
-        promise.deliver(true);
-      },
-      [promise](caf::error& err) mutable { promise.deliver(reconcile_timeout(err)); });
+  if (ctx.egress)
+    ctx.egress->detach(id);
+  auto on_done = [self, id, promise, keep_root](bool) mutable {
+    auto found = self->state.sandboxes.find(id);
+    if (keep_root && found != self->state.sandboxes.end()) {
+      found->second.record.state = schema::sandbox_state::suspended;
+      (void)persist(self, found->second.record);
+      self->state.sandboxes.erase(found);
+    } else {
+      forget(self, id);
+    }
+    promise.deliver(true);
+  };
+  auto on_error = [promise](caf::error& err) mutable { promise.deliver(reconcile_timeout(err)); };
+  if (keep_root)
+    self->request(it->second.actor, timeout, sbx_release_atom::value).then(on_done, on_error);
+  else
+    self->request(it->second.actor, timeout, sbx_destroy_atom::value).then(on_done, on_error);
   return promise;
 }
 
@@ -335,15 +388,34 @@ recover_report recover_blocking(const worker_context& ctx) {
   } else {
     report.failures.push_back("runtime adopt: " + adopted.error().message);
   }
+  // Sandboxes that ran (or were stopped) keep their root, recorded as
+  // stopped; half-made creates and destroys go.
+  std::map<std::string, schema::sandbox_record> keep;
   (void)ctx.store->scan(storage::keyspace::sandboxes, "", "",
-                        [&ids](std::string_view key, std::string_view) {
+                        [&ids, &keep](std::string_view key, std::string_view bytes) {
                           ids.emplace(key);
+                          auto record = schema::decode_sandbox(bytes);
+                          using schema::sandbox_state;
+                          if (record
+                              && (record->state == sandbox_state::running
+                                  || record->state == sandbox_state::paused
+                                  || record->state == sandbox_state::suspended))
+                            keep.emplace(key, std::move(*record));
                           return true;
                         });
   if (auto on_disk = ctx.rootfs->list_sandboxes(); on_disk)
     ids.insert(on_disk->begin(), on_disk->end());
   for (const auto& id : ids) {
     auto gone = ctx.runtime->destroy(id);
+    if (auto kept = keep.find(id); gone && kept != keep.end() && ctx.rootfs->sandbox_path(id)) {
+      kept->second.state = schema::sandbox_state::suspended;
+      if (auto saved =
+            ctx.store->put(storage::keyspace::sandboxes, id, schema::encode(kept->second));
+          saved) {
+        report.kept.push_back(id);
+        continue;
+      }
+    }
     if (gone)
       gone = ctx.rootfs->delete_sandbox(id);
     if (!gone) {
@@ -382,7 +454,8 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_context context) {
     },
     [self](wk_pause_atom, const std::string& id) { return forward_freeze(self, id, true); },
     [self](wk_resume_atom, const std::string& id) { return forward_freeze(self, id, false); },
-    [self](wk_destroy_atom, const std::string& id) { return handle_destroy(self, id); },
+    [self](wk_destroy_atom, const std::string& id) { return end_sandbox(self, id, false); },
+    [self](wk_release_atom, const std::string& id) { return end_sandbox(self, id, true); },
     [self](wk_list_atom) {
       std::vector<sandbox_entry> out;
       for (const auto& [id, entry] : self->state.sandboxes)

@@ -8,9 +8,12 @@
 // worker process; when that process (or its sandbox actor) ends, the guest
 // sees the channel close, kills what it started and exits, which ends the
 // sandbox. A new worker therefore cannot re-attach to an earlier run's
-// sandboxes: `recover` (call it once before the first create) cleans up every
-// sandbox the store, the runtime's state directory or the rootfs driver still
-// knows about. See docs/worker.md.
+// processes: `recover` (call it once before the first create) ends what is
+// left of them. It keeps the root filesystem of every sandbox the store
+// recorded as running, paused or stopped (released), recorded as stopped, so
+// that a create with `reuse_root` brings the sandbox back with its files;
+// everything else the store, the runtime's state directory or the rootfs
+// driver still knows about is deleted. See docs/worker.md.
 
 #include <caf/atom.hpp>
 #include <caf/typed_actor.hpp>
@@ -43,6 +46,7 @@ using wk_load_atom = caf::atom_constant<caf::atom("wkload")>;
 using wk_ckpt_atom = caf::atom_constant<caf::atom("wkckpt")>;
 using wk_ckptdel_atom = caf::atom_constant<caf::atom("wkckptdel")>;
 using wk_ckpts_atom = caf::atom_constant<caf::atom("wkckpts")>;
+using wk_release_atom = caf::atom_constant<caf::atom("wkrelease")>;
 // Internal to the worker actor.
 using wk_created_atom = caf::atom_constant<caf::atom("wkcreated")>;
 using wk_recovered_atom = caf::atom_constant<caf::atom("wkrecovd")>;
@@ -96,6 +100,12 @@ struct create_sandbox_request {
   /// Tenant, template and policy for the egress proxy (id and address are
   /// filled in by the worker).
   egress::sandbox_view egress;
+  /// Non-empty: the root starts as a writable copy of this snapshot
+  /// (checkpoint or suspend) on this worker instead of the template.
+  std::string from_snapshot;
+  /// The root an earlier run of this worker left (recorded as stopped) is
+  /// the sandbox's root again; not_found when it is gone.
+  bool reuse_root = false;
 };
 
 /// One row of list.
@@ -108,6 +118,7 @@ struct sandbox_entry {
 /// What recover found and did.
 struct recover_report {
   std::vector<std::string> cleaned;  ///< sandboxes of an earlier run, now gone
+  std::vector<std::string> kept;     ///< stopped, root kept for a create with reuse_root
   std::vector<std::string> failures; ///< could not be cleaned (reason included); retry recover
 };
 
@@ -133,7 +144,8 @@ typename Inspector::result_type inspect(Inspector& f, sandbox_limits& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, create_sandbox_request& x) {
   return f(caf::meta::type_name("create_sandbox_request"), x.id, x.template_name, x.limits,
-           x.disk_mb, x.memory_request_mb, x.disk_request_mb, x.network, x.egress);
+           x.disk_mb, x.memory_request_mb, x.disk_request_mb, x.network, x.egress, x.from_snapshot,
+           x.reuse_root);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sandbox_entry& x) {
@@ -141,7 +153,7 @@ typename Inspector::result_type inspect(Inspector& f, sandbox_entry& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, recover_report& x) {
-  return f(caf::meta::type_name("recover_report"), x.cleaned, x.failures);
+  return f(caf::meta::type_name("recover_report"), x.cleaned, x.kept, x.failures);
 }
 
 using worker_actor = caf::typed_actor<
@@ -159,8 +171,14 @@ using worker_actor = caf::typed_actor<
   /// Thaws a sandbox. Errors: not_found, wrong_state. Idempotent.
   caf::replies_to<wk_resume_atom, std::string>::with<bool>,
   /// Destroys a sandbox (processes, cgroups, veth, state file, rootfs) and
-  /// forgets it. Idempotent: ok for an unknown id.
+  /// forgets it; a stopped one's kept root goes too. Idempotent: ok for an
+  /// unknown id.
   caf::replies_to<wk_destroy_atom, std::string>::with<bool>,
+  /// Stops a sandbox as the worker stops: its processes end and it releases
+  /// cgroups, veth, address and slot, but its root filesystem and its
+  /// record (now stopped: suspended) stay for a create with reuse_root.
+  /// Idempotent: ok for an unknown id.
+  caf::replies_to<wk_release_atom, std::string>::with<bool>,
   /// Every sandbox this worker runs. Idempotent.
   caf::replies_to<wk_list_atom>::with<std::vector<sandbox_entry>>,
   /// Cleans up what an earlier run left (see the file comment). Call once,

@@ -45,6 +45,11 @@ protected:
     return {server_->host(), server_->port(), credential};
   }
   static const serve_process& server() { return *server_; }
+  /// Stops the suite's server (SIGTERM or SIGKILL) and starts it again on
+  /// the same data directory; clients made before point at the old port.
+  static bool restart_server(serve_process::stop_kind how, std::string& error) {
+    return server_->restart(how, error);
+  }
   /// False when the suite's server did not start (or the tests are skipped).
   static bool has_server() { return server_ != nullptr; }
 

@@ -47,31 +47,59 @@ bool api_reply::is_error_shape() const {
 
 std::unique_ptr<serve_process> serve_process::start(const options& opts, std::string& error) {
   std::unique_ptr<serve_process> out(new serve_process());
+  out->options_ = opts;
   out->instance_ = opts.instance;
   out->stop_wait_ = opts.stop_wait;
-  std::string home = out->dir() + "/home";
-  std::vector<std::string> env{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + home,
-                               "XDG_CONFIG_HOME=" + out->dir() + "/cfg", "AIRLOCK_LOG_LEVEL=info"};
-  out->process_ =
-    child_process::spawn(serve_argv(opts, out->data_dir()), env, out->dir() + "/airlockd.log");
-  if (!out->process_) {
-    error = std::string("cannot start ") + airlockd_path;
+  if (!out->launch(error))
     return nullptr;
-  }
-  while (auto line = out->process_->read_line(operation_wait_max)) {
-    if (line->rfind("admin key: ", 0) == 0)
-      out->admin_key_ = line->substr(11);
-    if (auto bound = parse_listening(*line)) {
-      out->host_ = bound->first;
-      out->port_ = bound->second;
-      break;
-    }
-  }
-  if (out->port_ == 0 || out->admin_key_.empty()) {
-    error = "airlockd serve did not come up; its log:\n" + out->log();
+  if (out->admin_key_.empty()) {
+    error = "airlockd serve printed no admin key on its first start; its log:\n" + out->log();
     return nullptr;
   }
   return out;
+}
+
+bool serve_process::launch(std::string& error) {
+  std::string home = dir() + "/home";
+  std::vector<std::string> env{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + home,
+                               "XDG_CONFIG_HOME=" + dir() + "/cfg", "AIRLOCK_LOG_LEVEL=info"};
+  // A restart's log replaces the earlier run's.
+  process_ = child_process::spawn(serve_argv(options_, data_dir()), env, dir() + "/airlockd.log");
+  if (!process_) {
+    error = std::string("cannot start ") + airlockd_path;
+    return false;
+  }
+  port_ = 0;
+  while (auto line = process_->read_line(operation_wait_max)) {
+    if (line->rfind("admin key: ", 0) == 0)
+      admin_key_ = line->substr(11);
+    if (auto bound = parse_listening(*line)) {
+      host_ = bound->first;
+      port_ = bound->second;
+      break;
+    }
+  }
+  if (port_ == 0) {
+    error = "airlockd serve did not come up; its log:\n" + log();
+    return false;
+  }
+  return true;
+}
+
+bool serve_process::restart(stop_kind how, std::string& error) {
+  if (process_) {
+    if (how == stop_kind::sigterm) {
+      if (!stop()) {
+        error = "airlockd did not stop after SIGTERM";
+        return false;
+      }
+    } else {
+      process_->send_signal(SIGKILL);
+      (void)process_->wait_exit(stop_wait_);
+    }
+    process_.reset();
+  }
+  return launch(error);
 }
 
 std::optional<int> serve_process::stop() {

@@ -75,12 +75,19 @@ public:
   std::string url() const { return "http://" + host_ + ":" + std::to_string(port_); }
   /// SIGTERM and wait; the exit status, nullopt if it did not stop in time.
   std::optional<int> stop();
+  enum class stop_kind { sigterm, sigkill };
+  /// Stops it (SIGTERM and a wait, or SIGKILL: a crash) and starts it again
+  /// on the same data directory; it listens on a new port. False with a
+  /// reason when the new one does not come up.
+  bool restart(stop_kind how, std::string& error);
   /// The log airlockd wrote to stderr so far (for failure messages).
   std::string log() const;
 
 private:
   serve_process() = default;
+  bool launch(std::string& error);
   temp_dir dir_;
+  options options_;
   std::string instance_;
   std::unique_ptr<child_process> process_;
   std::string host_;

@@ -322,5 +322,194 @@ TEST(cli_integration, wait_exits_1_and_prints_the_error_of_a_failed_operation) {
   EXPECT_NE(bad.err.find("no_capacity: no worker fits"), std::string::npos);
 }
 
+/// The whitespace-separated cells of each line of `text`.
+std::vector<std::vector<std::string>> table_cells(const std::string& text) {
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::istringstream words(line);
+    auto& row = rows.emplace_back();
+    std::string word;
+    while (words >> word)
+      row.push_back(word);
+  }
+  return rows;
+}
+
+TEST(cli_integration, snapshot_verbs_send_their_method_path_and_body) {
+  fake_api api([](const request_t&, socket_t& s) {
+    write_json(s, 202, {{"operation_id", "op_7"}, {"state", "pending"}});
+  });
+  struct expected_request {
+    std::vector<std::string> args;
+    std::string method;
+    std::string target;
+    json body; ///< null: no body at all
+  };
+  const std::vector<expected_request> cases = {
+    {{"suspend", "sb_1"}, "POST", "/v1/sandboxes/sb_1/suspend", nullptr},
+    {{"wake", "sb_1"}, "POST", "/v1/sandboxes/sb_1/wake", nullptr},
+    {{"restore", "sb_1"}, "POST", "/v1/sandboxes/sb_1/restore", nullptr},
+    {{"restore", "sb_1", "--checkpoint", "ckpt_9"},
+     "POST",
+     "/v1/sandboxes/sb_1/restore",
+     {{"checkpoint_id", "ckpt_9"}}},
+    {{"checkpoint", "sb_1"}, "POST", "/v1/sandboxes/sb_1/checkpoints", json::object()},
+    {{"checkpoint", "sb_1", "--label", "before upgrade"},
+     "POST",
+     "/v1/sandboxes/sb_1/checkpoints",
+     {{"label", "before upgrade"}}},
+    {{"fork", "sb_1", "-n", "3"}, "POST", "/v1/sandboxes/sb_1/fork", {{"count", 3}}},
+    {{"fork", "sb_1", "--count", "64"}, "POST", "/v1/sandboxes/sb_1/fork", {{"count", 64}}},
+    {{"rm-checkpoint", "ckpt_9"}, "DELETE", "/v1/checkpoints/ckpt_9", nullptr},
+  };
+  for (const auto& expected : cases) {
+    SCOPED_TRACE(expected.args[0] + " " + expected.target + " " + expected.body.dump());
+    size_t before = api.requests().size();
+    auto result = run(api.url(), expected.args);
+    EXPECT_EQ(result.code, 0) << result.err;
+    EXPECT_EQ(result.out, "op_7\n");
+    auto requests = api.requests();
+    ASSERT_EQ(requests.size(), before + 1);
+    const auto& sent = requests.back();
+    EXPECT_EQ(sent.method, expected.method);
+    EXPECT_EQ(sent.target, expected.target);
+    EXPECT_EQ(sent.authorization, "Bearer ak_test");
+    if (expected.body.is_null())
+      EXPECT_EQ(sent.body, "");
+    else
+      EXPECT_EQ(json::parse(sent.body), expected.body);
+  }
+}
+
+/// Answers every POST with 202 op_1 and polls of op_1 with `running` once,
+/// then with `finished` (an operation record).
+class operation_server {
+public:
+  explicit operation_server(json finished) : finished_(std::move(finished)) {}
+
+  void handle(const request_t& req, socket_t& s) {
+    if (req.target().starts_with("/v1/operations/op_1?wait=")) {
+      if (++polls_ == 1)
+        return write_json(s, 200, {{"id", "op_1"}, {"state", "running"}, {"error", nullptr}});
+      return write_json(s, 200, finished_);
+    }
+    if (req.method_string() == "POST")
+      return write_json(s, 202, {{"operation_id", "op_1"}, {"state", "pending"}});
+    write_json(s, 404, {{"error", {{"code", "not_found"}, {"message", "no route"}}}});
+  }
+
+  int polls() const { return polls_.load(); }
+
+private:
+  json finished_;
+  std::atomic<int> polls_{0};
+};
+
+TEST(cli_integration, checkpoint_wait_prints_the_operation_id_then_the_checkpoint_id) {
+  operation_server server({{"id", "op_1"},
+                           {"state", "succeeded"},
+                           {"error", nullptr},
+                           {"result", {{"checkpoint_id", "ckpt_1"}}}});
+  fake_api api([&server](const request_t& req, socket_t& s) { server.handle(req, s); });
+  auto result = run(api.url(), {"checkpoint", "sb_1", "--label", "x", "--wait"});
+  EXPECT_EQ(result.code, 0) << result.err;
+  EXPECT_EQ(result.out, "op_1\nckpt_1\n");
+  EXPECT_EQ(server.polls(), 2);
+}
+
+TEST(cli_integration, fork_wait_prints_each_new_sandbox_id_on_its_own_line) {
+  json finished = {{"id", "op_1"},
+                   {"state", "succeeded"},
+                   {"error", nullptr},
+                   {"result", {{"checkpoint_id", "ckpt_f"}, {"sandbox_ids", {"sb_a", "sb_b"}}}}};
+  operation_server server(finished);
+  fake_api api([&server](const request_t& req, socket_t& s) { server.handle(req, s); });
+  auto result = run(api.url(), {"fork", "sb_1", "-n", "2", "--wait"});
+  EXPECT_EQ(result.code, 0) << result.err;
+  EXPECT_EQ(result.out, "op_1\nsb_a\nsb_b\n");
+
+  // --json prints the finished operation, the ids inside its result.
+  operation_server json_server(finished);
+  fake_api json_api(
+    [&json_server](const request_t& req, socket_t& s) { json_server.handle(req, s); });
+  auto as_json = run(json_api.url(), {"fork", "sb_1", "-n", "2", "--wait", "--json"});
+  EXPECT_EQ(as_json.code, 0) << as_json.err;
+  EXPECT_EQ(json::parse(as_json.out)["result"]["sandbox_ids"], json({"sb_a", "sb_b"}));
+}
+
+TEST(cli_integration, fork_wait_of_a_failed_operation_prints_its_error_and_no_ids) {
+  operation_server server(
+    {{"id", "op_1"},
+     {"state", "failed"},
+     {"error", {{"code", "no_capacity"}, {"message", "no worker fits 3 copies"}}},
+     {"result", {{"sandbox_ids", {"sb_partial"}}}}});
+  fake_api api([&server](const request_t& req, socket_t& s) { server.handle(req, s); });
+  auto result = run(api.url(), {"fork", "sb_1", "-n", "3", "--wait"});
+  EXPECT_EQ(result.code, 1);
+  EXPECT_EQ(result.out, "op_1\n");
+  EXPECT_NE(result.err.find("op_1 failed: no_capacity: no worker fits 3 copies"), std::string::npos)
+    << result.err;
+}
+
+TEST(cli_integration, checkpoints_prints_id_label_automatic_and_created_columns) {
+  fake_api api([](const request_t& req, socket_t& s) {
+    if (req.target() != "/v1/sandboxes/sb_1/checkpoints")
+      return write_json(s, 404, {{"error", {{"code", "not_found"}, {"message", "no route"}}}});
+    json base = {{"sandbox_id", "sb_1"}, {"memory_persisted", false}, {"size_bytes", 4096}};
+    json labelled = base;
+    labelled.update({{"id", "ckpt_1"},
+                     {"label", "nightly"},
+                     {"automatic", false},
+                     {"created_at", "2026-01-01T00:00:00Z"}});
+    json automatic = base;
+    automatic.update({{"id", "ckpt_2"},
+                      {"label", ""},
+                      {"automatic", true},
+                      {"created_at", "2026-01-02T00:00:00Z"}});
+    write_json(s, 200, {{"items", {labelled, automatic}}});
+  });
+  auto result = run(api.url(), {"checkpoints", "sb_1"});
+  EXPECT_EQ(result.code, 0) << result.err;
+  using row = std::vector<std::string>;
+  EXPECT_EQ(table_cells(result.out),
+            (std::vector<row>{{"ID", "LABEL", "AUTOMATIC", "CREATED"},
+                              {"ckpt_1", "nightly", "false", "2026-01-01T00:00:00Z"},
+                              {"ckpt_2", "-", "true", "2026-01-02T00:00:00Z"}}));
+  auto requests = api.requests();
+  ASSERT_EQ(requests.size(), 1u);
+  EXPECT_EQ(requests[0].method, "GET");
+  EXPECT_EQ(requests[0].target, "/v1/sandboxes/sb_1/checkpoints");
+
+  auto as_json = run(api.url(), {"checkpoints", "sb_1", "--json"});
+  EXPECT_EQ(as_json.code, 0) << as_json.err;
+  auto items = json::parse(as_json.out)["items"];
+  ASSERT_EQ(items.size(), 2u);
+  EXPECT_EQ(items[1]["automatic"], true);
+}
+
+TEST(cli_integration, snapshot_verbs_print_the_server_error_and_exit_1) {
+  fake_api api([](const request_t& req, socket_t& s) {
+    if (req.target() == "/v1/checkpoints/ckpt_x")
+      return write_json(s, 404,
+                        {{"error", {{"code", "not_found"}, {"message", "no checkpoint ckpt_x"}}}});
+    write_json(s, 409, {{"error", {{"code", "wrong_state"}, {"message", "it is running"}}}});
+  });
+  auto missing = run(api.url(), {"rm-checkpoint", "ckpt_x", "--wait"});
+  EXPECT_EQ(missing.code, 1);
+  EXPECT_TRUE(missing.out.empty());
+  EXPECT_NE(missing.err.find("not_found: no checkpoint ckpt_x (HTTP 404)"), std::string::npos)
+    << missing.err;
+  EXPECT_NE(missing.err.find("hint:"), std::string::npos);
+
+  auto conflict = run(api.url(), {"wake", "sb_1"});
+  EXPECT_EQ(conflict.code, 1);
+  EXPECT_NE(conflict.err.find("wrong_state: it is running (HTTP 409)"), std::string::npos)
+    << conflict.err;
+  // rm-checkpoint --wait did not poll after the 404: one request per run.
+  EXPECT_EQ(api.requests().size(), 2u);
+}
+
 } // namespace
 } // namespace airlock::cli::test

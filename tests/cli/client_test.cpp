@@ -108,6 +108,22 @@ TEST(cli_run, exits_2_for_usage_and_configuration_errors) {
   EXPECT_EQ(relative.code, 2);
 }
 
+TEST(cli_run, refuses_a_fork_count_outside_1_to_64_before_any_request) {
+  // The URL would refuse a connection (exit 1); a usage error exits 2 first.
+  env_map env{{"AIRLOCK_API_KEY", "ak_x"}, {"AIRLOCK_URL", "http://127.0.0.1:1"}};
+  for (const char* count : {"0", "65"}) {
+    auto result = run({"fork", "sb_1", "-n", count}, env);
+    EXPECT_EQ(result.code, 2) << count;
+    EXPECT_NE(result.err.find("takes an integer from 1 to 64, not '" + std::string(count) + "'"),
+              std::string::npos)
+      << result.err;
+    EXPECT_TRUE(result.out.empty());
+  }
+  auto missing = run({"fork", "sb_1"}, env);
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_NE(missing.err.find("missing -n/--count N"), std::string::npos) << missing.err;
+}
+
 TEST(cli_run, prints_help_and_exits_0) {
   auto top = run({"--help"});
   EXPECT_EQ(top.code, 0);

@@ -55,10 +55,16 @@ TEST(api_json, sandbox_spec_names_the_field_at_fault) {
   }
 }
 
-TEST(api_json, from_checkpoint_is_refused_until_checkpoints_exist) {
-  auto spec = parse_sandbox_spec(json{{"template", "m"}, {"from_checkpoint", "ckpt_1"}}, {});
-  ASSERT_FALSE(spec);
-  EXPECT_EQ(spec.code(), errc::unavailable);
+TEST(api_json, from_checkpoint_stands_in_for_the_template) {
+  auto spec = parse_sandbox_spec(json{{"from_checkpoint", "ckpt_1"}}, {});
+  ASSERT_TRUE(spec) << spec.error().message;
+  EXPECT_EQ(spec->from_checkpoint, "ckpt_1");
+  EXPECT_TRUE(spec->template_name.empty());
+  auto neither = parse_sandbox_spec(json{{"cpu_millis", 100}}, {});
+  ASSERT_FALSE(neither);
+  EXPECT_EQ(neither.code(), errc::invalid_argument);
+  auto not_text = parse_sandbox_spec(json{{"from_checkpoint", 7}}, {});
+  EXPECT_FALSE(not_text);
 }
 
 TEST(api_json, exec_spec_needs_exactly_one_of_argv_and_cmd) {

@@ -42,6 +42,7 @@ TEST(openapi, the_document_lists_every_route_of_api_md) {
     {"post", "/v1/sandboxes/{id}/suspend"},
     {"post", "/v1/sandboxes/{id}/restore"},
     {"post", "/v1/sandboxes/{id}/wake"},
+    {"post", "/v1/sandboxes/{id}/fork"},
     {"post", "/v1/sandboxes/{id}/token"},
     {"post", "/v1/sandboxes/{id}/checkpoints"},
     {"get", "/v1/sandboxes/{id}/checkpoints"},

@@ -16,10 +16,10 @@ worker_view worker(std::string id, uint32_t cpu_free, uint32_t mem_free) {
 }
 
 /// Requests as large as the limits: the placements below reserve all of them.
-placement_request small() { return {{500, 512, 1024, 0}, {500, 512, 1024, 0}, "base"}; }
+placement_request small() { return {{500, 512, 1024, 0}, {500, 512, 1024, 0}, "base", {}}; }
 
 /// An idle agent's sandbox: limits of a core and 512 MiB, a small request.
-placement_request idle_agent() { return {{1000, 512, 2048, 1}, {10, 16, 8, 1}, "base"}; }
+placement_request idle_agent() { return {{1000, 512, 2048, 1}, {10, 16, 8, 1}, "base", {}}; }
 
 TEST(placement, rejects_a_spec_when_no_worker_has_capacity) {
   seeded_entropy entropy{1};
@@ -44,6 +44,26 @@ TEST(placement, never_places_on_a_cordoned_worker) {
   std::vector<worker_view> fleet{cordoned, worker("wk_busy", 600, 600)};
   for (int i = 0; i < 50; ++i)
     EXPECT_EQ(*place(fleet, small(), {}, entropy), "wk_busy");
+}
+
+TEST(placement, a_sandbox_from_a_snapshot_goes_only_to_the_worker_that_holds_it) {
+  seeded_entropy entropy{5};
+  std::vector<worker_view> fleet{worker("wk_roomy", 4000, 8192), worker("wk_holder", 600, 600)};
+  auto wanted = small();
+  wanted.snapshot_worker = "wk_holder";
+  for (int i = 0; i < 20; ++i)
+    EXPECT_EQ(*place(fleet, wanted, {}, entropy), "wk_holder");
+  fleet[1] = worker("wk_holder", 100, 100); // full
+  auto refused = place(fleet, wanted, {}, entropy);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.code(), errc::resource_exhausted);
+  EXPECT_NE(refused.error().message.find("only worker wk_holder holds the snapshot"),
+            std::string::npos)
+    << refused.error().message;
+  fleet[1].schedulable = false; // lost
+  auto away = place(fleet, wanted, {}, entropy);
+  ASSERT_FALSE(away);
+  EXPECT_NE(away.error().message.find("not ready"), std::string::npos) << away.error().message;
 }
 
 TEST(placement, scoring_every_worker_picks_the_one_with_most_headroom) {
@@ -107,7 +127,7 @@ TEST(placement, a_request_left_at_zero_takes_the_workers_default) {
   EXPECT_EQ(need.disk_mb, 4u);
   host.allocated = {4000 - 4, 0, 0, 0};
   seeded_entropy entropy{7};
-  auto chosen = place({host}, {{1000, 512, 0, 1}, {}, "base"}, {}, entropy);
+  auto chosen = place({host}, {{1000, 512, 0, 1}, {}, "base", {}}, {}, entropy);
   ASSERT_FALSE(chosen) << "the default 5 mCPU does not fit in the 4 left";
 }
 

@@ -104,6 +104,9 @@ node_actor::behavior_type stub_node(node_actor::pointer, std::shared_ptr<stub_no
     [](actors::nd_ckpt_atom, std::string&, std::string&) -> caf::result<bool> { return true; },
     [](actors::nd_ckptdel_atom, std::string&) -> caf::result<bool> { return true; },
     [](actors::nd_ckpts_atom) { return std::vector<std::string>{}; },
+    [](actors::nd_recreate_atom, schema::sandbox_record& record) -> caf::result<node_sandbox> {
+      return make_error(errc::not_found, "the stub node keeps no files of " + record.id);
+    },
   };
 }
 

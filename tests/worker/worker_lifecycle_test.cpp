@@ -122,7 +122,9 @@ exec_spec shell(std::string line) {
 }
 
 /// What must be gone after a sandbox is destroyed.
-void expect_nothing_left(const sandbox_handle& handle, const worker_host& host) {
+/// No process, mount, cgroup, veth or state file of the sandbox is left
+/// (its root filesystem may be).
+void expect_nothing_running(const sandbox_handle& handle, const worker_host& host) {
   EXPECT_EQ(::kill(handle.init_pid, 0), -1) << "init " << handle.init_pid << " still alive";
   const auto mounts = slurp("/proc/self/mountinfo");
   EXPECT_EQ(mounts.find(handle.id), std::string::npos) << "a mount names " << handle.id;
@@ -133,6 +135,10 @@ void expect_nothing_left(const sandbox_handle& handle, const worker_host& host) 
   }
   for (const auto& entry : fs::directory_iterator(host.data_dir + "/runtime"))
     EXPECT_EQ(entry.path().filename().string().find(handle.id), std::string::npos) << entry.path();
+}
+
+void expect_nothing_left(const sandbox_handle& handle, const worker_host& host) {
+  expect_nothing_running(handle, host);
   auto on_disk = host.rootfs->list_sandboxes();
   ASSERT_TRUE(on_disk);
   EXPECT_EQ(std::count(on_disk->begin(), on_disk->end(), handle.id), 0);
@@ -348,14 +354,15 @@ TEST_F(worker_lifecycle, a_dead_guest_fails_requests_and_destroy_still_cleans_up
   expect_nothing_left(handle, host_);
 }
 
-TEST_F(worker_lifecycle, a_restarted_worker_cleans_up_what_the_earlier_run_left) {
+TEST_F(worker_lifecycle, a_restarted_worker_ends_the_earlier_runs_processes_and_keeps_its_files) {
   auto box = create("wl-restart");
   (void)exec(box, argv({"sleep", "1000"}));
+  EXPECT_EQ(collect(box, exec(box, shell("echo kept > /root/file && echo ok"))), "ok\n");
   auto handle = handle_of(host_, "wl-restart");
   auto record = host_.store->get(storage::keyspace::sandboxes, "wl-restart");
   ASSERT_TRUE(record && record->has_value());
   // The earlier run goes away without destroying anything: actors, runtime
-  // object and store close (what a crashed or stopped airlockd leaves).
+  // object and store close (what a crashed airlockd leaves).
   box = sandbox_actor{};
   stop_worker();
   worker_ = worker_actor{};
@@ -374,14 +381,65 @@ TEST_F(worker_lifecycle, a_restarted_worker_cleans_up_what_the_earlier_run_left)
   auto report = ask<recover_report>(self, worker_, timeout, wk_recover_atom::value);
   ASSERT_TRUE(report) << report.error().message;
   EXPECT_TRUE(report->failures.empty()) << report->failures.front();
-  EXPECT_EQ(std::count(report->cleaned.begin(), report->cleaned.end(), "wl-restart"), 1);
-  expect_nothing_left(handle, host_);
+  EXPECT_EQ(std::count(report->kept.begin(), report->kept.end(), "wl-restart"), 1);
+  expect_nothing_running(handle, host_);
+  auto kept = host_.store->get(storage::keyspace::sandboxes, "wl-restart");
+  ASSERT_TRUE(kept && kept->has_value());
+  auto stopped = schema::decode_sandbox(**kept);
+  ASSERT_TRUE(stopped);
+  EXPECT_EQ(stopped->state, schema::sandbox_state::suspended) << "recorded as stopped";
+  EXPECT_TRUE(host_.rootfs->sandbox_path("wl-restart")) << "the files stay";
+
+  // Brought back: the files are there, the processes are not.
+  create_sandbox_request again;
+  again.id = "wl-restart";
+  again.reuse_root = true;
+  auto back = ask<sandbox_actor>(self, worker_, timeout, wk_create_atom::value, again);
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(collect(*back, exec(*back, argv({"cat", "/root/file"}))), "kept\n");
+  // A stop (as on SIGTERM) keeps the files again; a destroy of the stopped
+  // sandbox removes them and its record.
+  auto released =
+    ask<bool>(self, worker_, timeout, wk_release_atom::value, std::string("wl-restart"));
+  ASSERT_TRUE(released) << released.error().message;
+  EXPECT_TRUE(host_.rootfs->sandbox_path("wl-restart"));
+  auto destroyed =
+    ask<bool>(self, worker_, timeout, wk_destroy_atom::value, std::string("wl-restart"));
+  ASSERT_TRUE(destroyed) << destroyed.error().message;
+  EXPECT_FALSE(host_.rootfs->sandbox_path("wl-restart"));
   auto gone = host_.store->get(storage::keyspace::sandboxes, "wl-restart");
   ASSERT_TRUE(gone);
   EXPECT_FALSE(gone->has_value());
-  // The id is free again and the new worker serves it.
-  auto again = create("wl-restart");
-  EXPECT_EQ(collect(again, exec(again, argv({"echo", "back"}))), "back\n");
+  // Bringing back what is gone is not_found, and creates nothing.
+  auto missing = ask<sandbox_actor>(self, worker_, timeout, wk_create_atom::value, again);
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.code(), errc::not_found);
+  EXPECT_FALSE(host_.rootfs->sandbox_path("wl-restart"));
+}
+
+TEST_F(worker_lifecycle, recover_cleans_up_a_create_that_never_finished) {
+  auto box = create("wl-half");
+  auto handle = handle_of(host_, "wl-half");
+  // As if the worker crashed between recording the create and finishing it.
+  schema::sandbox_record half;
+  half.id = "wl-half";
+  half.state = schema::sandbox_state::creating;
+  ASSERT_TRUE(host_.store->put(storage::keyspace::sandboxes, "wl-half", schema::encode(half)));
+  box = sandbox_actor{};
+  stop_worker();
+  worker_ = worker_actor{};
+  system_.reset();
+  host_.runtime.reset();
+  auto runtime = namespace_runtime::open(worker_runtime_options(host_.data_dir + "/runtime"));
+  ASSERT_TRUE(runtime) << runtime.error().message;
+  host_.runtime = std::shared_ptr<namespace_runtime>(std::move(*runtime));
+  system_ = std::make_unique<caf::actor_system>(*config_);
+  worker_ = spawn_worker(*system_, host_.context());
+  caf::scoped_actor self{*system_};
+  auto report = ask<recover_report>(self, worker_, timeout, wk_recover_atom::value);
+  ASSERT_TRUE(report) << report.error().message;
+  EXPECT_EQ(std::count(report->cleaned.begin(), report->cleaned.end(), "wl-half"), 1);
+  expect_nothing_left(handle, host_);
 }
 
 } // namespace

@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""Suspend, restore and fork through HTTP, side by side with the cold create they replace.
+
+Starts `airlockd serve` on a fresh data directory and, in one run, through the HTTP API (each
+figure is the POST plus the operation's wait until it ended):
+  cold create   POST /v1/sandboxes {"template": "minimal"} until the sandbox runs
+  suspend       POST /v1/sandboxes/{id}/suspend of a running sandbox (freeze, snapshot, release)
+  restore       POST /v1/sandboxes/{id}/restore of that suspended sandbox until it runs again
+  fork x10      POST /v1/sandboxes/{id}/fork {"count": 10}: one checkpoint, then ten sandboxes
+  10 creates    ten cold creates sent at once, until all ten run
+p50 and p90 over --rounds rounds (suspend and restore alternate on the same sandboxes; each
+fork round forks a fresh sandbox and deletes its forks afterwards).
+
+  sudo bench/snapshot_bench.py --airlockd build/airlockd/airlockd [--rounds 20]
+
+Needs root. Everything it creates is removed at the end, and the data directory too.
+"""
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import benchlib
+
+INSTANCE = "snapbench"
+
+
+def p(samples, q):
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000.0
+
+
+def timed_operation(url, key, method, path, payload=None):
+    """Seconds from the POST until its operation ended; the operation."""
+    started = time.monotonic()
+    status, body = benchlib.call_json(url + path, method, key, payload)
+    if status != 202:
+        raise RuntimeError("%s %s answered %d %s" % (method, path, status, body))
+    op = benchlib.wait_operation(url, key, body["operation_id"])
+    if op.get("state") != "succeeded":
+        raise RuntimeError("%s %s failed: %s" % (method, path, op.get("error")))
+    return time.monotonic() - started, op, body
+
+
+def create(url, key):
+    took, _, body = timed_operation(url, key, "POST", "/v1/sandboxes", {"template": "minimal"})
+    return took, body["sandbox_id"]
+
+
+def delete(url, key, sandbox_id):
+    timed_operation(url, key, "DELETE", "/v1/sandboxes/" + sandbox_id)
+
+
+def creates_at_once(url, key, count):
+    """Wall time of `count` creates sent together; their ids."""
+    ids, errors = [], []
+
+    def one():
+        try:
+            ids.append(create(url, key)[1])
+        except RuntimeError as error:
+            errors.append(error)
+    threads = [threading.Thread(target=one) for _ in range(count)]
+    started = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    took = time.monotonic() - started
+    if errors:
+        raise errors[0]
+    return took, ids
+
+
+def run(airlockd, data_dir, rounds):
+    serve = benchlib.daemon([airlockd, "serve", "--data-dir", data_dir + "/serve",
+                             "--listen", "127.0.0.1:0", "--cli-config", data_dir + "/cli.json",
+                             "--instance", INSTANCE, "--veth-prefix", "sb",
+                             "--address-pool", "10.209.0.0/16", "--uid-base", "850000000",
+                             "--image-size-mb", "8192", "--log-level", "warn"],
+                            data_dir + "/serve.log")
+    figures = {name: [] for name in ("cold create", "suspend", "restore", "fork x10",
+                                     "10 creates")}
+    try:
+        found = serve.wait_for({"key": r"admin key: (\S+)",
+                                "port": r"listening on 127\.0\.0\.1:(\d+)"})
+        key, url = found["key"], "http://127.0.0.1:" + found["port"]
+        create(url, key)  # builds the template: not measured
+        sandboxes = []
+        for _ in range(rounds):
+            took, sandbox_id = create(url, key)
+            figures["cold create"].append(took)
+            sandboxes.append(sandbox_id)
+        for sandbox_id in sandboxes:
+            figures["suspend"].append(
+                timed_operation(url, key, "POST", "/v1/sandboxes/%s/suspend" % sandbox_id)[0])
+            figures["restore"].append(
+                timed_operation(url, key, "POST", "/v1/sandboxes/%s/restore" % sandbox_id)[0])
+        for sandbox_id in sandboxes:
+            delete(url, key, sandbox_id)
+        for _ in range(max(1, rounds // 4)):
+            _, source = create(url, key)
+            took, op, _ = timed_operation(url, key, "POST", "/v1/sandboxes/%s/fork" % source,
+                                          {"count": 10})
+            figures["fork x10"].append(took)
+            forks = op["result"]["sandbox_ids"]
+            if len(forks) != 10:
+                raise RuntimeError("a fork made %d sandboxes: %s" % (len(forks), op["result"]))
+            for sandbox_id in forks + [source]:
+                delete(url, key, sandbox_id)
+            took, created = creates_at_once(url, key, 10)
+            figures["10 creates"].append(took)
+            for sandbox_id in created:
+                delete(url, key, sandbox_id)
+    finally:
+        serve.stop()
+        mount_point = data_dir + "/serve/rootfs"
+        if os.path.ismount(mount_point):
+            subprocess.run(["umount", mount_point], stderr=subprocess.DEVNULL)
+        benchlib.remove_instance_leftovers(INSTANCE)
+    return figures
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--airlockd", default="build/airlockd/airlockd")
+    parser.add_argument("--rounds", type=int, default=20, help="rounds per figure (4..500)")
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("snapshot_bench needs root: sandboxes are namespaces, cgroups and veths")
+    if not 4 <= args.rounds <= 500:
+        sys.exit("--rounds must be 4..500")
+    airlockd = os.path.abspath(args.airlockd)
+    if not os.access(airlockd, os.X_OK):
+        sys.exit("no airlockd at %s: build it first (cmake --build build)" % airlockd)
+    data_dir = tempfile.mkdtemp(prefix="airlock-snapshot-bench-")
+    try:
+        figures = run(airlockd, data_dir, args.rounds)
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
+    print("%-12s %8s %10s %10s" % ("through HTTP", "samples", "p50 ms", "p90 ms"))
+    for name, samples in figures.items():
+        print("%-12s %8d %10.1f %10.1f" % (name, len(samples), p(samples, 0.5), p(samples, 0.9)))
+    cold = statistics.median(figures["cold create"])
+    print("restore p50 / cold create p50: %.2f (target <= 1.2)"
+          % (statistics.median(figures["restore"]) / cold))
+    print("fork x10 p50 / 10 creates at once p50: %.2f; / 10 cold creates one after another "
+          "(10 x cold p50): %.2f (target <= 1)"
+          % (statistics.median(figures["fork x10"]) / statistics.median(figures["10 creates"]),
+             statistics.median(figures["fork x10"]) / (10 * cold)))
+
+
+if __name__ == "__main__":
+    main()
