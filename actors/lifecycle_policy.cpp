@@ -91,15 +91,10 @@ void act_on_idle(policy_pointer self, std::shared_ptr<pass> run, const sandbox_r
     return start(self, run, record, kind_sandbox_delete,
                  json{{"idle_since", record.last_active_at_ms}, {"reason", "idle"}},
                  "idle-delete-" + record.id + "-" + since);
-  schema::snapshot_record snapshot;
   // Named after the decision, so that a repeat stores the same record.
-  snapshot.id = "ckpt_idle_" + record.id + "_" + since;
-  snapshot.kind = schema::snapshot_kind::suspend;
-  snapshot.sandbox_id = record.id;
-  snapshot.tenant_id = record.tenant_id;
-  snapshot.template_name = record.spec.template_name;
-  snapshot.runtime = "namespace";
-  snapshot.created_at_ms = self->state.clock->now_ms();
+  auto snapshot =
+    new_snapshot_record(record, schema::snapshot_kind::suspend,
+                        "ckpt_idle_" + record.id + "_" + since, self->state.clock->now_ms());
   ++run->pending;
   self->request(self->state.registry, call_timeout(self), rg_snapsave_atom::value, snapshot)
     .then(
@@ -186,15 +181,9 @@ void automatic_checkpoints(policy_pointer self, std::shared_ptr<pass> run,
         if (now - latest >= interval_ms) {
           // Named after its interval, so that a repeat stores the same record.
           const auto slot = std::to_string(now / interval_ms);
-          schema::snapshot_record snapshot;
-          snapshot.id = "ckpt_auto_" + record.id + "_" + slot;
-          snapshot.kind = schema::snapshot_kind::checkpoint;
-          snapshot.sandbox_id = record.id;
-          snapshot.tenant_id = record.tenant_id;
-          snapshot.template_name = record.spec.template_name;
-          snapshot.runtime = "namespace";
+          auto snapshot = new_snapshot_record(record, schema::snapshot_kind::checkpoint,
+                                              "ckpt_auto_" + record.id + "_" + slot, now);
           snapshot.automatic = true;
-          snapshot.created_at_ms = now;
           ++run->pending;
           self->request(self->state.registry, call_timeout(self), rg_snapsave_atom::value, snapshot)
             .then(

@@ -28,6 +28,20 @@ schema::placement_request placement_for(const schema::sandbox_record& record,
     std::move(snapshot_worker)};
 }
 
+schema::snapshot_record new_snapshot_record(const schema::sandbox_record& sandbox,
+                                            schema::snapshot_kind kind, std::string id,
+                                            int64_t created_at_ms) {
+  schema::snapshot_record snapshot;
+  snapshot.id = std::move(id);
+  snapshot.kind = kind;
+  snapshot.sandbox_id = sandbox.id;
+  snapshot.tenant_id = sandbox.tenant_id;
+  snapshot.template_name = sandbox.spec.template_name;
+  snapshot.runtime = "namespace";
+  snapshot.created_at_ms = created_at_ms;
+  return snapshot;
+}
+
 namespace procedure_detail {
 
 nlohmann::json step_context::params() const {

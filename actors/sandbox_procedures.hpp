@@ -58,6 +58,12 @@ struct sandbox_procedure_options {
 schema::placement_request placement_for(const schema::sandbox_record& record,
                                         std::string snapshot_worker = {});
 
+/// A new snapshot record of the sandbox (not complete): what the API and
+/// the lifecycle policy store before the operation that takes it.
+schema::snapshot_record new_snapshot_record(const schema::sandbox_record& sandbox,
+                                            schema::snapshot_kind kind, std::string id,
+                                            int64_t created_at_ms);
+
 /// The procedure table entries for the ten kinds. The actors live until the
 /// system stops.
 procedure_table spawn_sandbox_procedures(caf::actor_system& system, sandbox_registry_actor registry,

@@ -102,29 +102,39 @@ void delete_snapshot(std::shared_ptr<step_context> ctx, const std::string& id,
 
 // --- checkpoint.create and checkpoint.delete ---------------------------------
 
+/// Takes checkpoint `id` of a live sandbox. One that is no longer live
+/// (the sandbox moved on since this step first ran) counts as taken if its
+/// record is complete; else the record goes and the step fails, naming
+/// `what_it_needs`.
+void take_checkpoint(std::shared_ptr<step_context> ctx, sandbox_record record,
+                     const std::string& id, std::function<void(snapshot_record)> taken,
+                     const std::string& what_it_needs) {
+  auto refused = [ctx](const status& failure) { ctx->deliver(fail_with(failure)); };
+  if (is_live(record.state))
+    return take_snapshot(ctx, std::move(record), id, taken, refused);
+  ctx->with_snapshot(
+    id,
+    [ctx, record, taken, what_it_needs](snapshot_record snapshot) {
+      if (snapshot.complete)
+        return taken(std::move(snapshot));
+      ctx->forget_snapshot(snapshot.id, [ctx, record, what_it_needs] {
+        ctx->deliver(fail_with(wrong_state(record, what_it_needs)));
+      });
+    },
+    [ctx, record, what_it_needs] { ctx->deliver(fail_with(wrong_state(record, what_it_needs))); });
+}
+
 void checkpoint_take(std::shared_ptr<step_context> ctx, sandbox_record record) {
   const auto id = ctx->param_text("checkpoint_id");
   if (id.empty())
     return ctx->deliver(
       step_outcome::fail("invalid_argument", "the operation names no checkpoint"));
-  auto refused = [ctx](const status& failure) { ctx->deliver(fail_with(failure)); };
-  auto taken = [ctx](snapshot_record snapshot) {
-    ctx->deliver(step_outcome::complete(checkpoint_result(snapshot)));
-  };
-  if (!is_live(record.state)) {
-    // Taken already (the sandbox moved on since), or refused.
-    return ctx->with_snapshot(
-      id,
-      [ctx, record, taken](snapshot_record snapshot) {
-        if (snapshot.complete)
-          return taken(std::move(snapshot));
-        ctx->forget_snapshot(snapshot.id, [ctx, record] {
-          ctx->deliver(fail_with(wrong_state(record, "a checkpoint needs it running or paused")));
-        });
-      },
-      [ctx, id] { ctx->deliver(fail_with(make_status(errc::not_found, "no checkpoint " + id))); });
-  }
-  take_snapshot(ctx, std::move(record), id, taken, refused);
+  take_checkpoint(
+    ctx, std::move(record), id,
+    [ctx](snapshot_record snapshot) {
+      ctx->deliver(step_outcome::complete(checkpoint_result(snapshot)));
+    },
+    "a checkpoint needs it running or paused");
 }
 
 void checkpoint_remove(std::shared_ptr<step_context> ctx, sandbox_record) {
@@ -334,23 +344,10 @@ void wake_finish(std::shared_ptr<step_context> ctx, sandbox_record record) {
 // --- sandbox.fork ---------------------------------------------------------------
 
 void fork_checkpoint(std::shared_ptr<step_context> ctx, sandbox_record record) {
-  auto advance = [ctx](snapshot_record) { ctx->deliver(step_outcome::advance()); };
-  auto refused = [ctx](const status& failure) { ctx->deliver(fail_with(failure)); };
-  auto id = ctx->param_text("checkpoint_id");
-  if (!is_live(record.state))
-    return ctx->with_snapshot(
-      id,
-      [ctx, record, advance](snapshot_record snapshot) {
-        if (snapshot.complete)
-          return advance(std::move(snapshot));
-        ctx->forget_snapshot(snapshot.id, [ctx, record] {
-          ctx->deliver(fail_with(wrong_state(record, "fork needs it running or paused")));
-        });
-      },
-      [ctx, record] {
-        ctx->deliver(fail_with(wrong_state(record, "fork needs it running or paused")));
-      });
-  take_snapshot(ctx, std::move(record), id, advance, refused);
+  take_checkpoint(
+    ctx, std::move(record), ctx->param_text("checkpoint_id"),
+    [ctx](snapshot_record) { ctx->deliver(step_outcome::advance()); },
+    "fork needs it running or paused");
 }
 
 /// The forks' outcomes as they come in; the step ends with the last.

@@ -7,6 +7,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 import urllib.parse
 
@@ -84,6 +85,26 @@ class daemon:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+
+def airlockd_for(name, path):
+    """Exits with a reason unless this runs as root and `path` is an airlockd binary; its
+    absolute path."""
+    if os.geteuid() != 0:
+        sys.exit("%s needs root: sandboxes are namespaces, cgroups and veths" % name)
+    airlockd = os.path.abspath(path)
+    if not os.access(airlockd, os.X_OK):
+        sys.exit("no airlockd at %s: build it first (cmake --build build)" % airlockd)
+    return airlockd
+
+
+def stop_serve(serve, serve_dir, instance):
+    """Stops an `airlockd serve`, unmounts its btrfs image and removes what its instance left."""
+    serve.stop()
+    mount_point = serve_dir + "/rootfs"
+    if os.path.ismount(mount_point):
+        subprocess.run(["umount", mount_point], stderr=subprocess.DEVNULL)
+    remove_instance_leftovers(instance)
 
 
 def rss_kib(pid, field):

@@ -109,11 +109,7 @@ def airlock_run(airlockd, data_dir, count):
                            benchlib.rss_kib(pid, "VmRSS") / 1024.0, fd_count(pid))
                 print("  airlock: %d running, create p50 %.1f ms" % (n, rows[n][0]), flush=True)
     finally:
-        serve.stop()
-        mount_point = data_dir + "/serve/rootfs"
-        if os.path.ismount(mount_point):
-            subprocess.run(["umount", mount_point], stderr=subprocess.DEVNULL)
-        benchlib.remove_instance_leftovers(INSTANCE)
+        benchlib.stop_serve(serve, data_dir + "/serve", INSTANCE)
     return rows, stopped
 
 
@@ -157,13 +153,9 @@ def main():
     parser.add_argument("--data-dir", default="")
     parser.add_argument("--keep", action="store_true", help="keep the data directory")
     args = parser.parse_args()
-    if os.geteuid() != 0:
-        sys.exit("density_bench needs root: sandboxes are namespaces, cgroups and veths")
     if not 1 <= args.count <= 5000:
         sys.exit("--count must be 1..5000")
-    airlockd = os.path.abspath(args.airlockd)
-    if not os.access(airlockd, os.X_OK):
-        sys.exit("no airlockd at %s: build it first (cmake --build build)" % airlockd)
+    airlockd = benchlib.airlockd_for("density_bench", args.airlockd)
     data_dir = args.data_dir or tempfile.mkdtemp(prefix="airlock-density-bench-")
     try:
         airlock_rows, stopped = airlock_run(airlockd, data_dir, args.count)

@@ -20,7 +20,6 @@ import argparse
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -119,11 +118,7 @@ def run(airlockd, data_dir, rounds):
             for sandbox_id in created:
                 delete(url, key, sandbox_id)
     finally:
-        serve.stop()
-        mount_point = data_dir + "/serve/rootfs"
-        if os.path.ismount(mount_point):
-            subprocess.run(["umount", mount_point], stderr=subprocess.DEVNULL)
-        benchlib.remove_instance_leftovers(INSTANCE)
+        benchlib.stop_serve(serve, data_dir + "/serve", INSTANCE)
     return figures
 
 
@@ -132,13 +127,9 @@ def main():
     parser.add_argument("--airlockd", default="build/airlockd/airlockd")
     parser.add_argument("--rounds", type=int, default=20, help="rounds per figure (4..500)")
     args = parser.parse_args()
-    if os.geteuid() != 0:
-        sys.exit("snapshot_bench needs root: sandboxes are namespaces, cgroups and veths")
     if not 4 <= args.rounds <= 500:
         sys.exit("--rounds must be 4..500")
-    airlockd = os.path.abspath(args.airlockd)
-    if not os.access(airlockd, os.X_OK):
-        sys.exit("no airlockd at %s: build it first (cmake --build build)" % airlockd)
+    airlockd = benchlib.airlockd_for("snapshot_bench", args.airlockd)
     data_dir = tempfile.mkdtemp(prefix="airlock-snapshot-bench-")
     try:
         figures = run(airlockd, data_dir, args.rounds)

@@ -25,14 +25,9 @@ constexpr int64_t fork_count_max = 64;
 /// A new snapshot record of the sandbox, not complete.
 schema::snapshot_record new_snapshot(const api_ptr& api, const schema::sandbox_record& sandbox,
                                      schema::snapshot_kind kind, std::string label) {
-  schema::snapshot_record snapshot;
-  snapshot.created_at_ms = api->deps.clock->now_ms();
-  snapshot.id = make_id("ckpt_", snapshot.created_at_ms, *api->deps.entropy);
-  snapshot.kind = kind;
-  snapshot.sandbox_id = sandbox.id;
-  snapshot.tenant_id = sandbox.tenant_id;
-  snapshot.template_name = sandbox.spec.template_name;
-  snapshot.runtime = "namespace";
+  const auto now = api->deps.clock->now_ms();
+  auto snapshot =
+    actors::new_snapshot_record(sandbox, kind, make_id("ckpt_", now, *api->deps.entropy), now);
   snapshot.label = std::move(label);
   return snapshot;
 }
