@@ -174,6 +174,59 @@ void check_worker(reconciler_pointer self, std::shared_ptr<pass> run, std::strin
       [run](caf::error&) { run->finish_one(); });
 }
 
+/// Snapshots a worker holds that no record names are deleted, never
+/// adopted: a record is always stored before the worker is asked for its
+/// snapshot and forgotten only after the worker deleted it, so such a
+/// snapshot was left by a crash between the two.
+void sweep_snapshots(reconciler_pointer self, std::shared_ptr<pass> run) {
+  auto timeout = milliseconds(self->state.options.call_timeout_ms);
+  ++run->pending_workers;
+  self->request(self->state.scheduler, timeout, sc_workers_atom::value)
+    .then(
+      [self, run, timeout](std::vector<worker_view>& workers) {
+        for (const auto& worker : workers) {
+          if (worker.state == "lost")
+            continue;
+          ++run->pending_workers;
+          auto done = [run] { run->finish_one(); };
+          self->request(self->state.scheduler, timeout, sc_node_atom::value, worker.registration.id)
+            .then(
+              [self, run, timeout, done, worker_id = worker.registration.id](placement& where) {
+                self->request(where.node, timeout, nd_ckpts_atom::value)
+                  .then(
+                    [self, run, timeout, done, worker_id,
+                     node = where.node](std::vector<std::string>& held) {
+                      for (const auto& id : held) {
+                        ++run->pending_workers;
+                        auto one_done = [run] { run->finish_one(); };
+                        self
+                          ->request(self->state.registry, timeout, rg_snapget_atom::value, id,
+                                    std::string{})
+                          .then([one_done](schema::snapshot_record&) { one_done(); },
+                                [self, timeout, node, id, worker_id, one_done](caf::error& error) {
+                                  if (to_status(error).code != errc::not_found)
+                                    return one_done();
+                                  schema::sandbox_record owner;
+                                  owner.worker_id = worker_id;
+                                  audit(self, owner, "deleted",
+                                        "snapshot " + id + " on worker " + worker_id
+                                          + " had no record (left by a crash): deleted");
+                                  self->request(node, timeout, nd_ckptdel_atom::value, id)
+                                    .then([one_done](bool) { one_done(); },
+                                          [one_done](caf::error&) { one_done(); });
+                                });
+                      }
+                      done();
+                    },
+                    [done](caf::error&) { done(); });
+              },
+              [done](caf::error&) { done(); });
+        }
+        run->finish_one();
+      },
+      [run](caf::error&) { run->finish_one(); });
+}
+
 void scan(reconciler_pointer self, std::shared_ptr<pass> run, std::string cursor) {
   sandbox_query query;
   query.limit = self->state.options.page_size;
@@ -191,6 +244,7 @@ void scan(reconciler_pointer self, std::shared_ptr<pass> run, std::string cursor
         run->pending_workers = run->by_worker.size() + 1;
         for (const auto& [worker_id, records] : run->by_worker)
           check_worker(self, run, worker_id);
+        sweep_snapshots(self, run);
         run->finish_one();
       },
       [run](caf::error&) {

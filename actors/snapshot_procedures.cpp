@@ -56,8 +56,16 @@ void take_snapshot(std::shared_ptr<step_context> ctx, sandbox_record record, con
     [ctx, record, taken, refused](snapshot_record snapshot) {
       if (snapshot.complete)
         return taken(std::move(snapshot));
-      auto forget_then = [ctx, refused, id = snapshot.id](status failure) {
-        ctx->forget_snapshot(id, [refused, failure] { refused(failure); });
+      // A refused snapshot may still exist on the worker (taken before a
+      // restart that the refusal followed): deleted there before its record.
+      auto forget_then = [ctx, refused, id = snapshot.id,
+                          worker = record.worker_id](status failure) {
+        ctx->with_node(worker, [ctx, refused, id, failure](node_actor node) {
+          ctx->self->request(node, ctx->node_timeout(), nd_ckptdel_atom::value, id)
+            .then([ctx, refused, id, failure](
+                    bool) { ctx->forget_snapshot(id, [refused, failure] { refused(failure); }); },
+                  [ctx](caf::error& error) { ctx->deliver_worker_error(error); });
+        });
       };
       ctx->with_node(
         record.worker_id, [ctx, record, snapshot, taken, forget_then](node_actor node) mutable {

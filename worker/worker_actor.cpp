@@ -78,6 +78,10 @@ status attach_egress(const worker_context& ctx, const create_sandbox_request& re
 /// Undoes what it did on failure.
 result<sandbox_parts> create_blocking(const worker_context& ctx,
                                       const create_sandbox_request& req) {
+  // A root left for an id this worker does not run is stale (kept by a
+  // restart, or a create cut short): a fresh start replaces it.
+  if (!req.reuse_root && ctx.rootfs->sandbox_path(req.id))
+    (void)ctx.rootfs->delete_sandbox(req.id);
   auto root = req.reuse_root ? ctx.rootfs->sandbox_path(req.id)
               : !req.from_snapshot.empty()
                 ? ctx.rootfs->fork(req.from_snapshot, req.id, req.disk_mb)

@@ -140,6 +140,25 @@ TEST_F(lifecycle, reconciliation_brings_back_a_sandbox_whose_files_survived_a_wo
   caf::anon_send_exit(reconciler, caf::exit_reason::user_shutdown);
 }
 
+TEST_F(lifecycle, reconciliation_deletes_snapshots_no_record_names) {
+  register_worker();
+  add_sandbox("sb_snap");
+  ASSERT_EQ(run(kind_sandbox_create, "sb_snap").state, schema::operation_state::succeeded);
+  add_snapshot("ckpt_known", "sb_snap");
+  {
+    std::lock_guard<std::mutex> lock(script_->mutex);
+    script_->snapshots = {"ckpt_known", "ckpt_orphan"}; // left by a crash
+  }
+  auto reconciler = spawn_reconciler(system_, registry_, scheduler_);
+  self_->request(reconciler, seconds(10), rc_run_atom::value)
+    .receive([](uint64_t) {}, [](caf::error& error) { FAIL() << to_status(error).message; });
+  {
+    std::lock_guard<std::mutex> lock(script_->mutex);
+    EXPECT_EQ(script_->snapshots, (std::set<std::string>{"ckpt_known"}));
+  }
+  caf::anon_send_exit(reconciler, caf::exit_reason::user_shutdown);
+}
+
 TEST_F(lifecycle, verbs_are_checked_against_the_state_before_an_operation_starts) {
   EXPECT_TRUE(verb_allowed(sandbox_verb::pause, schema::sandbox_state::running));
   EXPECT_FALSE(verb_allowed(sandbox_verb::pause, schema::sandbox_state::paused));

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <set>
 #include <string>
 
@@ -313,7 +314,13 @@ TEST_F(api_snapshots, idle_sandboxes_are_suspended_busy_ones_are_not_and_lifetim
 
 /// Its own server: these tests stop and restart it.
 struct restart_suite_config : api_suite_config {};
-class api_restart : public serve_suite<restart_suite_config> {};
+class api_restart : public serve_suite<restart_suite_config> {
+public:
+  static api_client admin_client() { return admin(); }
+  static bool restart_after_kill(std::string& error) {
+    return restart_server(serve_process::stop_kind::sigkill, error);
+  }
+};
 
 /// Polls GET /v1/sandboxes/{id} (every 100 ms, at most `limit`) until the
 /// sandbox is running again and served at the new address; its record.
@@ -372,6 +379,101 @@ TEST_F(api_restart, a_stop_and_a_crash_lose_no_sandbox_and_keep_their_files) {
     EXPECT_EQ(api_now.wait_operation(gone.json["operation_id"])["state"], "succeeded");
     EXPECT_FALSE(holds_resources(id));
   }
+}
+
+/// Starts `path` (POST `body`) and kills the server at once (kill -9), then
+/// starts it again; the operation's id ("" if the POST was refused).
+std::string kill_during(const std::string& path, const json& body) {
+  auto started = api_restart::admin_client().post(path, body);
+  EXPECT_EQ(started.status, 202) << path << ": " << started.body;
+  std::string error;
+  EXPECT_TRUE(api_restart::restart_after_kill(error)) << error;
+  return started.json.is_object() ? started.json.value("operation_id", "") : "";
+}
+
+TEST_F(api_restart,
+       a_kill_during_checkpoint_suspend_restore_or_fork_leaves_a_state_before_or_after) {
+  auto api = admin();
+  auto id = api.create_running();
+  ASSERT_FALSE(id.empty());
+  ASSERT_EQ(output_of(api, id, "echo before > /root/state && echo ok"), "ok\n");
+
+  // Checkpoint: the sandbox runs again either way; the checkpoint is whole or gone.
+  auto op_id = kill_during("/v1/sandboxes/" + id + "/checkpoints", json::object());
+  api = admin();
+  auto op = api.wait_operation(op_id);
+  ASSERT_TRUE(op["state"] == "succeeded" || op["state"] == "failed") << op.dump();
+  ASSERT_EQ(wait_running_at(api, id, server().url(), std::chrono::seconds(60)).value("state", ""),
+            "running");
+  auto taken = api.get("/v1/sandboxes/" + id + "/checkpoints"); // outlives the loop
+  for (const auto& item : taken.json["items"])
+    EXPECT_EQ(item["complete"], true) << "no incomplete checkpoint outlives its operation";
+
+  // Suspend: suspended with its snapshot, or running as before.
+  op_id = kill_during("/v1/sandboxes/" + id + "/suspend", json::object());
+  api = admin();
+  op = api.wait_operation(op_id);
+  ASSERT_TRUE(op["state"] == "succeeded" || op["state"] == "failed") << op.dump();
+  auto state = api.get("/v1/sandboxes/" + id).json.value("state", "");
+  if (op["state"] == "succeeded")
+    EXPECT_EQ(state, "suspended") << op.dump();
+  else
+    EXPECT_EQ(wait_running_at(api, id, server().url(), std::chrono::seconds(60))["state"],
+              "running")
+      << op.dump();
+  if (api.get("/v1/sandboxes/" + id).json.value("state", "") != "suspended") {
+    ASSERT_EQ(run_operation(api, "/v1/sandboxes/" + id + "/suspend", json::object())["state"],
+              "succeeded");
+  }
+
+  // Restore: running with its files, or still suspended.
+  op_id = kill_during("/v1/sandboxes/" + id + "/restore", json::object());
+  api = admin();
+  op = api.wait_operation(op_id);
+  ASSERT_TRUE(op["state"] == "succeeded" || op["state"] == "failed") << op.dump();
+  if (op["state"] == "failed") {
+    EXPECT_EQ(api.get("/v1/sandboxes/" + id).json["state"], "suspended") << op.dump();
+    ASSERT_EQ(run_operation(api, "/v1/sandboxes/" + id + "/restore", json::object())["state"],
+              "succeeded");
+  }
+  ASSERT_EQ(wait_running_at(api, id, server().url(), std::chrono::seconds(60)).value("state", ""),
+            "running");
+  EXPECT_EQ(output_of(api, id, "cat /root/state"), "before\n");
+
+  // Fork: each fork runs, or ended destroyed with its reason.
+  op_id = kill_during("/v1/sandboxes/" + id + "/fork", {{"count", 3}});
+  api = admin();
+  op = api.wait_operation(op_id);
+  ASSERT_TRUE(op["state"] == "succeeded" || op["state"] == "failed") << op.dump();
+  std::vector<std::string> forks;
+  if (op["state"] == "succeeded")
+    forks = op["result"]["sandbox_ids"].get<std::vector<std::string>>();
+  for (const auto& fork : forks) {
+    EXPECT_EQ(wait_running_at(api, fork, server().url(), std::chrono::seconds(60))["state"],
+              "running");
+    EXPECT_EQ(output_of(api, fork, "cat /root/state"), "before\n");
+  }
+
+  // Nothing is left once everything is deleted.
+  forks.push_back(id);
+  for (const auto& sandbox : forks) {
+    auto gone = api.call("DELETE", "/v1/sandboxes/" + sandbox);
+    ASSERT_EQ(gone.status, 202);
+    EXPECT_EQ(api.wait_operation(gone.json["operation_id"])["state"], "succeeded");
+    EXPECT_FALSE(holds_resources(sandbox)) << sandbox;
+    EXPECT_FALSE(path_exists(server().data_dir() + "/rootfs/sandboxes/" + sandbox)) << sandbox;
+  }
+  auto left = api.get("/v1/sandboxes/" + id + "/checkpoints"); // outlives the loop
+  ASSERT_FALSE(left.json["items"].empty()) << "the checkpoint and the fork's are listed";
+  for (const auto& item : left.json["items"]) {
+    auto gone = api.call("DELETE", "/v1/checkpoints/" + item["id"].get<std::string>());
+    ASSERT_EQ(gone.status, 202);
+    EXPECT_EQ(api.wait_operation(gone.json["operation_id"])["state"], "succeeded");
+  }
+  std::error_code ignored;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(server().data_dir() + "/rootfs/checkpoints", ignored))
+    ADD_FAILURE() << "a snapshot no record names is left: " << entry.path();
 }
 
 } // namespace
