@@ -223,6 +223,12 @@ void add_sandbox_host_specs(std::vector<option_spec<O>>& specs) {
                      return set_number<uint32_t>(o.sandboxes.sandboxes_max, v, 1, 100'000);
                    },
                    [](const O& o) { return show_number(o.sandboxes.sandboxes_max); }});
+  specs.push_back({"stop-timeout-s", "S",
+                   "how long a stop spends stopping sandboxes (their files are kept)",
+                   [](O& o, std::string_view v) {
+                     return set_number<uint32_t>(o.sandboxes.stop_timeout_s, v, 1, 3600);
+                   },
+                   [](const O& o) { return show_number(o.sandboxes.stop_timeout_s); }});
   add_capacity_specs(specs);
   add_egress_specs(specs);
 }

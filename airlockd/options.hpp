@@ -66,6 +66,10 @@ struct sandbox_host_options {
   /// Sandboxes this host runs at once (the runtime's own bound may be
   /// lower: the address pool's blocks, uid ranges). Default: 1000.
   uint32_t sandboxes_max = 1000;
+  /// How long a stop (SIGTERM) spends stopping sandboxes, keeping their
+  /// files; any left then end with the process, their files kept all the
+  /// same. Default: 30.
+  uint32_t stop_timeout_s = 30;
   /// What placement reserves for a sandbox that names no request; see
   /// docs/capacity.md for why these fit an idle agent's sandbox. Defaults:
   /// 2 mCPU, 16 MiB memory, 8 MiB disk.

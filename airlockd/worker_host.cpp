@@ -213,17 +213,32 @@ void worker_host::stop() {
   // of stops in flight: each waits mostly on the kernel (a process group to
   // die), so a thousand sandboxes one after another would hold a stop for
   // minutes.
+  // Bounded by stop_timeout_s: sandboxes not stopped by then end with this
+  // process (their guests see the channel close) and keep their files too.
   constexpr size_t stops_in_flight = 16;
+  const auto deadline =
+    std::chrono::steady_clock::now() + std::chrono::seconds(options_.stop_timeout_s);
+  size_t stopped = 0;
   for (size_t first = 0; first < running.size(); first += stops_in_flight) {
-    std::vector<decltype(self->request(worker_, setup_timeout, worker::wk_release_atom::value,
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0)
+      break;
+    std::vector<decltype(self->request(worker_, left, worker::wk_release_atom::value,
                                        std::string{}))>
       pending;
     for (size_t i = first; i < std::min(running.size(), first + stops_in_flight); ++i)
       pending.push_back(
-        self->request(worker_, setup_timeout, worker::wk_release_atom::value, running[i].id));
+        self->request(worker_, left, worker::wk_release_atom::value, running[i].id));
     for (auto& reply : pending)
-      reply.receive([](bool) {}, [](const caf::error&) {});
+      reply.receive([&stopped](bool) { ++stopped; }, [](const caf::error&) {});
   }
+  if (stopped < running.size())
+    log_.warn("not every sandbox stopped within the stop timeout; the rest end with airlockd, "
+              "their files kept",
+              {{"stopped", stopped},
+               {"sandboxes", running.size()},
+               {"stop_timeout_s", options_.stop_timeout_s}});
   if (node_) {
     self->send_exit(node_, caf::exit_reason::user_shutdown);
     self->wait_for(node_);

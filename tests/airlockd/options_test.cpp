@@ -138,6 +138,9 @@ TEST(serve_options, bad_values_name_their_source) {
   EXPECT_NE(serve_error({}, user_env({{"AIRLOCK_LOG_LEVEL", "loud"}})).find("AIRLOCK_LOG_LEVEL"),
             std::string::npos);
   EXPECT_NE(serve_error({"--http-threads", "0"}, user_env()).find("1..256"), std::string::npos);
+  EXPECT_NE(serve_error({"--stop-timeout-s", "0"}, user_env()).find("1..3600"), std::string::npos);
+  EXPECT_EQ(serve_ok({"--stop-timeout-s", "5"}, user_env()).sandboxes.stop_timeout_s, 5u);
+  EXPECT_EQ(serve_ok({}, user_env()).sandboxes.stop_timeout_s, 30u);
   EXPECT_NE(serve_error({"--http-keep-alive", "maybe"}, user_env()).find("true or false"),
             std::string::npos);
 }
