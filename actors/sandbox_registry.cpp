@@ -74,11 +74,15 @@ struct registry_state {
 
   /// Activity newer than the stored last_active_at, by sandbox id.
   std::map<std::string, int64_t> active;
+  /// Open attach streams, by sandbox id (none: no entry).
+  std::map<std::string, uint32_t> attached;
 
-  /// The record with the activity not written yet.
+  /// The record with the activity not written yet; with a stream open, now.
   void merge_activity(schema::sandbox_record& record) const {
     if (auto it = active.find(record.id); it != active.end())
       record.last_active_at_ms = std::max(record.last_active_at_ms, it->second);
+    if (attached.count(record.id) != 0)
+      record.last_active_at_ms = std::max(record.last_active_at_ms, clock->now_ms());
   }
 
   /// Running time is counted in stretches: paused and suspended time do not
@@ -166,6 +170,18 @@ caf::result<schema::sandbox_record> apply_patch(registry_pointer self, const std
     record->spec.egress = *patch.egress;
   if (patch.idle_timeout_s)
     record->spec.idle_timeout_s = *patch.idle_timeout_s;
+  if (patch.on_idle) {
+    auto action = schema::parse_idle_action(*patch.on_idle);
+    if (!action)
+      return make_error(errc::invalid_argument, "on_idle must be \"suspend\" or \"delete\"");
+    record->spec.on_idle = *action;
+  }
+  if (patch.max_lifetime_s)
+    record->spec.max_lifetime_s = *patch.max_lifetime_s;
+  if (patch.checkpoint_interval_s)
+    record->spec.checkpoint_interval_s = *patch.checkpoint_interval_s;
+  if (patch.checkpoints_max)
+    record->spec.checkpoints_max = *patch.checkpoints_max;
   if (auto saved = self->state.save(*record, record->state, storage::durability::synced);
       !saved.is_ok())
     return make_error(saved);
@@ -285,6 +301,23 @@ sandbox_registry_actor::behavior_type registry_behavior(registry_pointer self) {
         auto state = (*stored)->state;
         (void)st.save(**stored, state);
       }
+    },
+    [self](rg_attach_atom, const std::string& id, int32_t delta) {
+      auto& open = self->state.attached;
+      if (delta > 0) {
+        open[id] += static_cast<uint32_t>(delta);
+        return;
+      }
+      auto it = open.find(id);
+      if (it == open.end())
+        return;
+      const auto closing = static_cast<uint32_t>(-delta);
+      if (it->second <= closing)
+        open.erase(it);
+      else
+        it->second -= closing;
+      // The stream's end is the last activity it brings.
+      self->state.active[id] = std::max(self->state.active[id], self->state.clock->now_ms());
     },
     [self](rg_count_atom) -> caf::result<std::map<std::string, uint64_t>> {
       auto& state = self->state;

@@ -42,6 +42,7 @@ using rg_snapget_atom = caf::atom_constant<caf::atom("rgsnapget")>;
 using rg_snaplist_atom = caf::atom_constant<caf::atom("rgsnaplist")>;
 using rg_snapdel_atom = caf::atom_constant<caf::atom("rgsnapdel")>;
 using rg_touch_atom = caf::atom_constant<caf::atom("rgtouch")>;
+using rg_attach_atom = caf::atom_constant<caf::atom("rgattach")>;
 
 struct sandbox_query {
   std::string tenant_id; ///< empty: every tenant (admin)
@@ -61,6 +62,10 @@ struct sandbox_patch {
   std::optional<std::map<std::string, std::string>> metadata;
   std::optional<schema::egress_policy> egress;
   std::optional<uint32_t> idle_timeout_s;
+  std::optional<std::string> on_idle; ///< "suspend" or "delete" (checked by the API)
+  std::optional<uint32_t> max_lifetime_s;
+  std::optional<uint32_t> checkpoint_interval_s;
+  std::optional<uint32_t> checkpoints_max;
 };
 
 struct operation_query {
@@ -108,7 +113,12 @@ typename Inspector::result_type inspect(Inspector& f, sandbox_patch& x) {
   auto metadata = optional_field{x.metadata};
   auto egress = optional_field{x.egress};
   auto idle_timeout_s = optional_field{x.idle_timeout_s};
-  return f(caf::meta::type_name("sandbox_patch"), metadata, egress, idle_timeout_s);
+  auto on_idle = optional_field{x.on_idle};
+  auto max_lifetime_s = optional_field{x.max_lifetime_s};
+  auto checkpoint_interval_s = optional_field{x.checkpoint_interval_s};
+  auto checkpoints_max = optional_field{x.checkpoints_max};
+  return f(caf::meta::type_name("sandbox_patch"), metadata, egress, idle_timeout_s, on_idle,
+           max_lifetime_s, checkpoint_interval_s, checkpoints_max);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, operation_query& x) {
@@ -162,7 +172,10 @@ using sandbox_registry_actor = caf::typed_actor<
   /// by the lifecycle policy). Coalesced: kept in memory and shown in every
   /// record read, written with the record's next save or when the stored
   /// time is over a minute old, never once per event.
-  caf::reacts_to<rg_touch_atom, std::string>>;
+  caf::reacts_to<rg_touch_atom, std::string>,
+  /// An attach stream on the sandbox opened (+1) or closed (-1): while one
+  /// is open the sandbox counts as active now, whether output flows or not.
+  caf::reacts_to<rg_attach_atom, std::string, int32_t>>;
 
 /// `store` and `clock` outlive the actor.
 sandbox_registry_actor spawn_sandbox_registry(caf::actor_system& system, storage::kv_store& store,

@@ -273,6 +273,38 @@ status read_requests(const json& body, schema::sandbox_spec& spec, const spec_li
   return status::ok();
 }
 
+namespace {
+
+/// The lifecycle policy fields of a create or a PATCH, each optional.
+struct policy_fields {
+  std::optional<std::string> on_idle; ///< checked: "suspend" or "delete"
+  std::optional<uint32_t> max_lifetime_s;
+  std::optional<uint32_t> checkpoint_interval_s;
+  std::optional<uint32_t> checkpoints_max;
+};
+
+result<policy_fields> read_policy(const json& body, const spec_limits& limits) {
+  auto lifetime = read_uint(body, "max_lifetime_s", 0, 365 * 24 * 3600);
+  auto interval = read_uint(body, "checkpoint_interval_s", 0, 24 * 3600);
+  auto kept = read_uint(body, "checkpoints_max", 1, checkpoints_max_limit);
+  for (const auto* field : {&lifetime, &interval, &kept})
+    if (!*field)
+      return field->error();
+  auto on_idle = read_text(body, "on_idle", limits);
+  if (!on_idle)
+    return on_idle.error();
+  if (*on_idle && !schema::parse_idle_action(**on_idle))
+    return bad("on_idle must be \"suspend\" or \"delete\"");
+  auto narrow = [](const std::optional<uint64_t>& value) -> std::optional<uint32_t> {
+    if (!value)
+      return std::nullopt;
+    return static_cast<uint32_t>(*value);
+  };
+  return policy_fields{*on_idle, narrow(*lifetime), narrow(*interval), narrow(*kept)};
+}
+
+} // namespace
+
 result<schema::sandbox_spec> parse_sandbox_spec(const json& body, const spec_limits& limits) {
   schema::sandbox_spec spec;
   auto name = read_text(body, "template", limits);
@@ -295,24 +327,17 @@ result<schema::sandbox_spec> parse_sandbox_spec(const json& body, const spec_lim
   auto memory = read_uint(body, "memory_mb", 16, limits.memory_mb_max);
   auto disk = read_uint(body, "disk_mb", 0, limits.disk_mb_max);
   auto idle = read_uint(body, "idle_timeout_s", 0, 30 * 24 * 3600);
-  auto lifetime = read_uint(body, "max_lifetime_s", 0, 365 * 24 * 3600);
-  auto interval = read_uint(body, "checkpoint_interval_s", 0, 24 * 3600);
-  auto kept = read_uint(body, "checkpoints_max", 1, checkpoints_max_limit);
-  for (const auto* field : {&cpu, &memory, &disk, &idle, &lifetime, &interval, &kept})
+  for (const auto* field : {&cpu, &memory, &disk, &idle})
     if (!*field)
       return field->error();
-  spec.max_lifetime_s = static_cast<uint32_t>(lifetime->value_or(0));
-  spec.checkpoint_interval_s = static_cast<uint32_t>(interval->value_or(0));
-  spec.checkpoints_max = static_cast<uint32_t>(kept->value_or(spec.checkpoints_max));
-  auto on_idle = read_text(body, "on_idle", limits);
-  if (!on_idle)
-    return on_idle.error();
-  if (*on_idle) {
-    auto action = schema::parse_idle_action(**on_idle);
-    if (!action)
-      return bad("on_idle must be \"suspend\" or \"delete\"");
-    spec.on_idle = *action;
-  }
+  auto policy = read_policy(body, limits);
+  if (!policy)
+    return policy.error();
+  spec.max_lifetime_s = policy->max_lifetime_s.value_or(0);
+  spec.checkpoint_interval_s = policy->checkpoint_interval_s.value_or(0);
+  spec.checkpoints_max = policy->checkpoints_max.value_or(spec.checkpoints_max);
+  if (policy->on_idle)
+    spec.on_idle = *schema::parse_idle_action(*policy->on_idle);
   spec.cpu_millis = static_cast<uint32_t>(cpu->value_or(spec.cpu_millis));
   spec.memory_mb = static_cast<uint32_t>(memory->value_or(spec.memory_mb));
   spec.disk_mb = static_cast<uint32_t>(disk->value_or(spec.disk_mb));
@@ -358,8 +383,17 @@ result<actors::sandbox_patch> parse_sandbox_patch(const json& body, const spec_l
     return idle.error();
   if (*idle)
     patch.idle_timeout_s = static_cast<uint32_t>(**idle);
-  if (!patch.metadata && !patch.egress && !patch.idle_timeout_s)
-    return bad("send at least one of metadata, egress, idle_timeout_s");
+  auto policy = read_policy(body, limits);
+  if (!policy)
+    return policy.error();
+  patch.on_idle = policy->on_idle;
+  patch.max_lifetime_s = policy->max_lifetime_s;
+  patch.checkpoint_interval_s = policy->checkpoint_interval_s;
+  patch.checkpoints_max = policy->checkpoints_max;
+  if (!patch.metadata && !patch.egress && !patch.idle_timeout_s && !patch.on_idle
+      && !patch.max_lifetime_s && !patch.checkpoint_interval_s && !patch.checkpoints_max)
+    return bad("send at least one of metadata, egress, idle_timeout_s, on_idle, max_lifetime_s, "
+               "checkpoint_interval_s, checkpoints_max");
   return patch;
 }
 

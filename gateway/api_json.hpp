@@ -62,7 +62,8 @@ result<schema::sandbox_spec> parse_sandbox_spec(const nlohmann::json& body,
 result<std::map<std::string, std::string>> parse_metadata(const nlohmann::json& body,
                                                           const spec_limits& limits);
 
-/// PATCH /v1/sandboxes/{id}: at least one of egress, metadata, idle_timeout_s.
+/// PATCH /v1/sandboxes/{id}: at least one of egress, metadata, idle_timeout_s, on_idle,
+/// max_lifetime_s, checkpoint_interval_s, checkpoints_max.
 result<actors::sandbox_patch> parse_sandbox_patch(const nlohmann::json& body,
                                                   const spec_limits& limits);
 

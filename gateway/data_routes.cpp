@@ -262,8 +262,6 @@ void forward_batch(api_ptr api, std::shared_ptr<sse_stream> stream, target t,
 void pump_output(api_ptr api, std::shared_ptr<sse_stream> stream, target t,
                  actors::output_request request) {
   request.wait_ms = api->deps.options.output_wait_ms;
-  // An open attach stream is activity for the idle policy, output or not.
-  touch(api, t.sandbox_id);
   call_actor(
     *api->deps.system, t.node, milliseconds(request.wait_ms) + api->timeout(),
     [api, stream, t, request](actors::output_batch& batch) {
@@ -310,7 +308,16 @@ void stream_output(api_ptr api, exchange_ptr ex, target t) {
   call_actor(
     *api->deps.system, t.node, api->timeout(),
     [api, ex, t, request](actors::output_batch& batch) {
-      forward_batch(api, ex->open_sse(api->deps.options.sse), t, request, batch);
+      auto stream = ex->open_sse(api->deps.options.sse);
+      // While the stream is open the sandbox is active (the idle policy).
+      if (api->deps.registry) {
+        caf::anon_send(*api->deps.registry, actors::rg_attach_atom::value, t.sandbox_id,
+                       int32_t{1});
+        stream->on_close([registry = *api->deps.registry, id = t.sandbox_id](std::string_view) {
+          caf::anon_send(registry, actors::rg_attach_atom::value, id, int32_t{-1});
+        });
+      }
+      forward_batch(api, stream, t, request, batch);
     },
     answer_error(ex), actors::dp_output_atom::value, t.sandbox_id, request);
 }

@@ -169,12 +169,17 @@ protected:
   }
 
   ~lifecycle() override {
+    std::vector<caf::actor> actors{
+      caf::actor_cast<caf::actor>(registry_), caf::actor_cast<caf::actor>(scheduler_),
+      caf::actor_cast<caf::actor>(engine_), caf::actor_cast<caf::actor>(node_)};
     for (const auto& [kind, runner] : procedures_)
-      caf::anon_send_exit(runner, caf::exit_reason::user_shutdown);
-    for (const caf::actor& actor :
-         {caf::actor_cast<caf::actor>(registry_), caf::actor_cast<caf::actor>(scheduler_),
-          caf::actor_cast<caf::actor>(engine_), caf::actor_cast<caf::actor>(node_)})
+      actors.push_back(caf::actor_cast<caf::actor>(runner));
+    for (const auto& actor : actors)
       caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
+    // They use the store and the clock, which go before the actor system:
+    // every one must be gone first.
+    for (const auto& actor : actors)
+      self_->wait_for(actor);
   }
 
   void register_worker(uint32_t memory_mb = 4096) {

@@ -25,7 +25,10 @@ protected:
     policy_ = spawn_lifecycle_policy(system_, registry_, scheduler_, engine_, clock_, options);
   }
 
-  ~policy() override { caf::anon_send_exit(policy_, caf::exit_reason::user_shutdown); }
+  ~policy() override {
+    caf::anon_send_exit(policy_, caf::exit_reason::user_shutdown);
+    self_->wait_for(policy_); // it reads the clock the base class owns
+  }
 
   /// A running sandbox `id` whose spec `shape` adjusts.
   void running(const std::string& id, std::function<void(schema::sandbox_record&)> shape) {
@@ -114,6 +117,23 @@ TEST_F(policy, activity_during_the_decision_wins_and_the_suspend_is_abandoned) {
   EXPECT_EQ(sandbox("sb_race").state, sandbox_state::running);
   EXPECT_FALSE(snapshot("ckpt_race")) << "no snapshot record is left behind";
   EXPECT_EQ(script_->destroys.load(), 0);
+}
+
+TEST_F(policy, an_open_attach_stream_keeps_a_silent_sandbox_active) {
+  register_worker();
+  running("sb_attached", [](schema::sandbox_record& r) { r.spec.idle_timeout_s = 60; });
+  caf::anon_send(registry_, rg_attach_atom::value, std::string("sb_attached"), int32_t{1});
+  clock_.advance_ms(600'000);
+  EXPECT_EQ(pass(), 0u);
+  EXPECT_EQ(pass(), 0u) << "attached: active now, however long it was silent";
+  caf::anon_send(registry_, rg_attach_atom::value, std::string("sb_attached"), int32_t{-1});
+  // Read back: the registry took the detach before the clock moves on.
+  const auto since = sandbox("sb_attached").last_active_at_ms;
+  clock_.advance_ms(61'000);
+  EXPECT_EQ(pass(), 0u);
+  EXPECT_EQ(pass(), 1u) << "detached and idle for the timeout since";
+  auto op = wait_keyed("idle-suspend-sb_attached-" + std::to_string(since));
+  EXPECT_EQ(op.state, operation_state::succeeded);
 }
 
 TEST_F(policy, on_idle_delete_deletes_the_idle_sandbox) {

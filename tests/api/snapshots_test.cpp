@@ -312,6 +312,54 @@ TEST_F(api_snapshots, idle_sandboxes_are_suspended_busy_ones_are_not_and_lifetim
   EXPECT_EQ(bad.status, 400) << bad.body;
 }
 
+TEST_F(api_snapshots, file_operations_and_an_open_attach_stream_count_as_activity) {
+  auto api = admin();
+  auto files = api.create_running({{"idle_timeout_s", 3}});
+  auto attached = api.create_running({{"idle_timeout_s", 3}});
+  auto quiet = api.create_running({{"idle_timeout_s", 3}});
+  ASSERT_FALSE(files.empty());
+  ASSERT_FALSE(attached.empty());
+  ASSERT_FALSE(quiet.empty());
+  // A silent process whose output stream stays open.
+  auto silent = api.exec(attached, {{"cmd", "sleep 120"}});
+  ASSERT_TRUE(silent);
+  auto stream = api.open_stream(silent->attach_path + "/output",
+                                {{"Authorization", "Bearer " + silent->attach_token}});
+  ASSERT_TRUE(stream);
+  ASSERT_EQ(stream->second.status, 200);
+  // Files written now and then while the quiet one idles into a suspend.
+  int writes = 0;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+  while (std::chrono::steady_clock::now() < deadline
+         && api.get("/v1/sandboxes/" + quiet).json.value("state", "") != "suspended") {
+    auto put =
+      api.call("PUT", "/v1/sandboxes/" + files + "/files?path=/root/n", std::to_string(++writes));
+    EXPECT_LT(put.status, 300) << put.body;
+    ::usleep(500'000);
+  }
+  ASSERT_EQ(api.get("/v1/sandboxes/" + quiet).json["state"], "suspended")
+    << "the control sandbox never idled out";
+  EXPECT_EQ(api.get("/v1/sandboxes/" + files).json["state"], "running")
+    << "file writes are activity";
+  EXPECT_EQ(api.get("/v1/sandboxes/" + attached).json["state"], "running")
+    << "an open attach stream is activity";
+}
+
+TEST_F(api_snapshots, patch_changes_the_lifecycle_policy) {
+  auto api = admin();
+  auto id = api.create_running();
+  ASSERT_FALSE(id.empty());
+  auto patched = api.call("PATCH", "/v1/sandboxes/" + id,
+                          json{{"on_idle", "delete"}, {"max_lifetime_s", 3}}.dump());
+  ASSERT_EQ(patched.status, 200) << patched.body;
+  EXPECT_EQ(patched.json["on_idle"], "delete");
+  EXPECT_EQ(patched.json["max_lifetime_s"], 3);
+  auto bad = api.call("PATCH", "/v1/sandboxes/" + id, json{{"checkpoints_max", 0}}.dump());
+  EXPECT_EQ(bad.status, 400) << bad.body;
+  EXPECT_EQ(wait_state(api, id, "destroyed", std::chrono::seconds(60)), "destroyed")
+    << "the patched lifetime ends it";
+}
+
 /// Its own server: these tests stop and restart it.
 struct restart_suite_config : api_suite_config {};
 class api_restart : public serve_suite<restart_suite_config> {

@@ -110,6 +110,27 @@ TEST(api_json, patch_needs_at_least_one_field) {
   EXPECT_FALSE(patch->metadata.has_value());
 }
 
+TEST(api_json, patch_takes_the_lifecycle_policy_fields_within_their_bounds) {
+  auto patch = parse_sandbox_patch(json{{"on_idle", "delete"},
+                                        {"max_lifetime_s", 600},
+                                        {"checkpoint_interval_s", 60},
+                                        {"checkpoints_max", 5}},
+                                   {});
+  ASSERT_TRUE(patch) << patch.error().message;
+  EXPECT_EQ(*patch->on_idle, "delete");
+  EXPECT_EQ(*patch->max_lifetime_s, 600u);
+  EXPECT_EQ(*patch->checkpoint_interval_s, 60u);
+  EXPECT_EQ(*patch->checkpoints_max, 5u);
+  EXPECT_FALSE(parse_sandbox_patch(json{{"on_idle", "sleep"}}, {}));
+  EXPECT_FALSE(parse_sandbox_patch(json{{"checkpoints_max", 0}}, {}));
+  EXPECT_FALSE(parse_sandbox_patch(json{{"checkpoints_max", 101}}, {}));
+  EXPECT_FALSE(parse_sandbox_patch(json{{"checkpoint_interval_s", 86401}}, {}));
+  auto spec = parse_sandbox_spec(json{{"template", "m"}, {"on_idle", "delete"}}, {});
+  ASSERT_TRUE(spec);
+  EXPECT_EQ(spec->on_idle, schema::idle_action::delete_sandbox);
+  EXPECT_EQ(spec->checkpoints_max, 20u) << "the default";
+}
+
 TEST(api_json, bodies_must_be_json_objects) {
   EXPECT_EQ(parse_object("").code(), errc::invalid_argument);
   EXPECT_EQ(parse_object("{").code(), errc::invalid_argument);
