@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <utility>
 
 #include "actors/cluster_protocol.hpp"
@@ -76,6 +77,10 @@ struct registry_state {
   std::map<std::string, int64_t> active;
   /// Open attach streams, by sandbox id (none: no entry).
   std::map<std::string, uint32_t> attached;
+  /// last_active_at as last written, by sandbox id (learned on a write or on
+  /// a sandbox's first touch): a touch reads the store only when this is
+  /// unknown or a write is due, not once per API call.
+  std::map<std::string, int64_t> stored_active;
 
   /// The record with the activity not written yet; with a stream open, now.
   void merge_activity(schema::sandbox_record& record) const {
@@ -134,6 +139,10 @@ struct registry_state {
     if (written.is_ok()) {
       recount(before, record.state);
       active.erase(record.id);
+      if (record.state == schema::sandbox_state::destroyed)
+        stored_active.erase(record.id);
+      else
+        stored_active[record.id] = record.last_active_at_ms;
     }
     return written;
   }
@@ -288,18 +297,33 @@ sandbox_registry_actor::behavior_type registry_behavior(registry_pointer self) {
     [self](rg_touch_atom, const std::string& id) {
       auto& st = self->state;
       const auto now = st.clock->now_ms();
-      auto stored = storage::sandbox_store(*st.store).get(id);
-      if (!stored || !stored->has_value() || (*stored)->state == schema::sandbox_state::destroyed) {
-        st.active.erase(id);
-        return;
+      // The stored record, read only when needed; nothing for a sandbox that
+      // is gone.
+      auto read = [&st, &id]() -> std::optional<schema::sandbox_record> {
+        auto stored = storage::sandbox_store(*st.store).get(id);
+        if (!stored || !stored->has_value()
+            || (*stored)->state == schema::sandbox_state::destroyed) {
+          st.active.erase(id);
+          return std::nullopt;
+        }
+        return std::move(**stored);
+      };
+      auto known = st.stored_active.find(id);
+      if (known == st.stored_active.end()) {
+        auto record = read();
+        if (!record)
+          return;
+        known = st.stored_active.emplace(id, record->last_active_at_ms).first;
       }
       auto& latest = st.active[id];
       latest = std::max(latest, now);
       // Coalesced: the stored time is refreshed at most once a minute, so a
       // control-plane restart loses at most that much activity.
-      if (now - (*stored)->last_active_at_ms >= activity_write_interval_ms) {
-        auto state = (*stored)->state;
-        (void)st.save(**stored, state);
+      if (now - known->second >= activity_write_interval_ms) {
+        if (auto record = read()) {
+          auto state = record->state;
+          (void)st.save(*record, state);
+        }
       }
     },
     [self](rg_attach_atom, const std::string& id, int32_t delta) {
