@@ -76,6 +76,31 @@ result<json> optional_object_body(const exchange& ex) {
   return parse_object(ex.request().body());
 }
 
+/// Checks `verb` against the sandbox's state (404 for another tenant's,
+/// 409 wrong_state), then runs `next` with the sandbox, as its tenant.
+void with_sandbox_for(api_ptr api, exchange_ptr ex, caller who, actors::sandbox_verb verb,
+                      std::function<void(schema::sandbox_record&, caller)> next) {
+  auto id = std::string(ex->path_param("id"));
+  replay_or(api, ex, who, [api, ex, who, verb, id, next]() {
+    call_actor(
+      *api->deps.system, api->deps.registry, api->call_timeout(),
+      [who, next](schema::sandbox_record& sandbox) {
+        // The operation belongs to the sandbox's tenant (admin acts for it).
+        next(sandbox, caller{sandbox.tenant_id, who.admin});
+      },
+      answer_error(ex), actors::rg_verb_atom::value, id, scope_of(who), verb);
+  });
+}
+
+async_route_handler lifecycle_verb(api_ptr owner, actors::sandbox_verb verb, std::string kind) {
+  return authed(owner, [verb, kind](api_ptr api, exchange_ptr ex, caller who) {
+    with_sandbox_for(api, ex, who, verb,
+                     [api, ex, kind](schema::sandbox_record& sandbox, caller acting) {
+                       start_operation(api, ex, acting, kind, sandbox.id);
+                     });
+  });
+}
+
 } // namespace control_detail
 
 namespace {
@@ -325,24 +350,6 @@ void patch_sandbox(api_ptr api, exchange_ptr ex, caller who) {
     },
     answer_error(ex), actors::rg_patch_atom::value, std::string(ex->path_param("id")),
     scope_of(who), *patch);
-}
-
-/// DELETE, pause, resume: 409 unless the state allows the verb (a repeat
-/// with the same Idempotency-Key gets the first answer instead).
-async_route_handler lifecycle_verb(api_ptr owner, actors::sandbox_verb verb, std::string kind) {
-  return authed(owner, [verb, kind](api_ptr api, exchange_ptr ex, caller who) {
-    auto id = std::string(ex->path_param("id"));
-    replay_or(api, ex, who, [api, ex, who, verb, kind, id]() {
-      call_actor(
-        *api->deps.system, api->deps.registry, api->call_timeout(),
-        [api, ex, who, kind](schema::sandbox_record& record) {
-          // The operation belongs to the sandbox's tenant (admin acts for it).
-          caller acting{record.tenant_id, who.admin};
-          start_operation(api, ex, acting, kind, record.id);
-        },
-        answer_error(ex), actors::rg_verb_atom::value, id, scope_of(who), verb);
-    });
-  });
 }
 
 void issue_token(api_ptr api, exchange_ptr ex, caller who) {

@@ -57,6 +57,16 @@ void start_operation(api_ptr api, exchange_ptr ex, const caller& who, std::strin
 /// first operation; otherwise runs `otherwise`.
 void replay_or(api_ptr api, exchange_ptr ex, const caller& who, std::function<void()> otherwise);
 
+/// Checks `verb` against the sandbox of the path (404 for another tenant's,
+/// 409 wrong_state; a repeat with the same Idempotency-Key gets the first
+/// answer instead), then runs `next` with the sandbox, acting as its tenant.
+void with_sandbox_for(api_ptr api, exchange_ptr ex, caller who, actors::sandbox_verb verb,
+                      std::function<void(schema::sandbox_record&, caller)> next);
+
+/// A route that starts operation `kind` on the sandbox of the path once
+/// `verb` is allowed (DELETE, pause, resume, wake).
+async_route_handler lifecycle_verb(api_ptr owner, actors::sandbox_verb verb, std::string kind);
+
 /// The request's body as a JSON object; an empty body is an empty object.
 result<nlohmann::json> optional_object_body(const exchange& ex);
 

@@ -32,22 +32,6 @@ schema::snapshot_record new_snapshot(const api_ptr& api, const schema::sandbox_r
   return snapshot;
 }
 
-/// Checks `verb` against the sandbox's state (404 for another tenant's,
-/// 409 wrong_state), then runs `next` with the sandbox, as its tenant.
-void with_sandbox_for(api_ptr api, exchange_ptr ex, caller who, actors::sandbox_verb verb,
-                      std::function<void(schema::sandbox_record&, caller)> next) {
-  auto id = std::string(ex->path_param("id"));
-  replay_or(api, ex, who, [api, ex, who, verb, id, next]() {
-    call_actor(
-      *api->deps.system, api->deps.registry, api->call_timeout(),
-      [who, next](schema::sandbox_record& sandbox) {
-        // The operation belongs to the sandbox's tenant (admin acts for it).
-        next(sandbox, caller{sandbox.tenant_id, who.admin});
-      },
-      answer_error(ex), actors::rg_verb_atom::value, id, scope_of(who), verb);
-  });
-}
-
 /// Stores the snapshot's record (so GET finds it at once), then starts the
 /// operation `kind` that takes it, with `params` and the snapshot's id.
 void store_snapshot_then_start(api_ptr api, exchange_ptr ex, caller acting,
@@ -236,15 +220,7 @@ void add_snapshot_routes(route_table& routes, const api_ptr& api, const route_op
   routes.add_async(verb::post, "/v1/sandboxes/{id}/restore", authed(api, restore_sandbox),
                    json_body);
   routes.add_async(verb::post, "/v1/sandboxes/{id}/wake",
-                   authed(api,
-                          [](api_ptr owner, exchange_ptr ex, caller who) {
-                            with_sandbox_for(
-                              owner, ex, who, actors::sandbox_verb::wake,
-                              [owner, ex](schema::sandbox_record& sandbox, caller acting) {
-                                start_operation(owner, ex, acting, actors::kind_sandbox_wake,
-                                                sandbox.id);
-                              });
-                          }),
+                   lifecycle_verb(api, actors::sandbox_verb::wake, actors::kind_sandbox_wake),
                    json_body);
   routes.add_async(verb::post, "/v1/sandboxes/{id}/fork", authed(api, fork_sandbox), json_body);
 }
