@@ -37,6 +37,7 @@
 #include "schema/egress.hpp"
 #include "schema/page.hpp"
 #include "schema/sandbox.hpp"
+#include "schema/template_record.hpp"
 #include "schema/worker.hpp"
 
 namespace airlock::schema {
@@ -133,6 +134,40 @@ typename Inspector::result_type inspect(Inspector& f, file_result& x) {
                           [](std::string_view bytes) { return decode_file_result(bytes); });
 }
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, template_build& x) {
+  return inspect_as_capnp(f, x, "template_build",
+                          [](std::string_view bytes) { return decode_template_build(bytes); });
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, template_built& x) {
+  return inspect_as_capnp(f, x, "template_built",
+                          [](std::string_view bytes) { return decode_template_built(bytes); });
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, template_record& x) {
+  return inspect_as_capnp(f, x, "template_record",
+                          [](std::string_view bytes) { return decode_template(bytes); });
+}
+/// A version travels as a record holding only it: one codec for both.
+inline std::string encode(const template_version& x) {
+  template_record holder;
+  holder.versions.push_back(x);
+  return encode(holder);
+}
+inline result<template_version> decode_template_version(std::string_view bytes) {
+  auto holder = decode_template(bytes);
+  if (!holder)
+    return holder.error();
+  if (holder->versions.size() != 1)
+    return make_status(errc::corrupt_record, "a template version message holds no version");
+  return std::move(holder->versions.front());
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, template_version& x) {
+  return inspect_as_capnp(f, x, "template_version",
+                          [](std::string_view bytes) { return decode_template_version(bytes); });
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, placement_request& x) {
   return inspect_as_capnp(f, x, "placement_request",
                           [](std::string_view bytes) { return decode_placement_request(bytes); });
@@ -212,6 +247,10 @@ using nd_ckpt_atom = caf::atom_constant<caf::atom("ndckpt")>;
 using nd_ckptdel_atom = caf::atom_constant<caf::atom("ndckptdel")>;
 using nd_ckpts_atom = caf::atom_constant<caf::atom("ndckpts")>;
 using nd_recreate_atom = caf::atom_constant<caf::atom("ndrecreate")>;
+using dp_quiet_atom = caf::atom_constant<caf::atom("dpquiet")>;
+using nd_spool_atom = caf::atom_constant<caf::atom("ndspool")>;
+using nd_tbuild_atom = caf::atom_constant<caf::atom("ndtbuild")>;
+using nd_tdel_atom = caf::atom_constant<caf::atom("ndtdel")>;
 
 // The value messages are defined in schema/cluster.hpp (their Cap'n Proto
 // codecs live there); these names keep them part of this contract.
@@ -225,6 +264,8 @@ using schema::output_batch;
 using schema::output_request;
 using schema::output_segment;
 using schema::process_view;
+using schema::template_build;
+using schema::template_built;
 
 using node_actor = caf::typed_actor<
   /// Creates the sandbox `record` describes (id, tenant, spec) and replies
@@ -279,7 +320,8 @@ using node_actor = caf::typed_actor<
   /// wrong_state, already_exists (the checkpoint id is taken),
   /// invalid_argument (a bad id), unavailable. Not idempotent: a repeat
   /// after a lost reply gets already_exists, which means it was taken.
-  caf::replies_to<nd_ckpt_atom, std::string, std::string>::with<bool>,
+  /// Answers its size in bytes (what the sandbox held beyond its template).
+  caf::replies_to<nd_ckpt_atom, std::string, std::string>::with<uint64_t>,
   /// Deletes a checkpoint this worker holds. Idempotent.
   caf::replies_to<nd_ckptdel_atom, std::string>::with<bool>,
   /// The checkpoints this worker holds (for reconciliation). Idempotent.
@@ -288,7 +330,27 @@ using node_actor = caf::typed_actor<
   /// left on this worker when the worker stopped or crashed: its files are
   /// kept, its processes are not. Errors: not_found (its files did not
   /// survive: nothing is created), and those of nd_create. Idempotent.
-  caf::replies_to<nd_recreate_atom, schema::sandbox_record>::with<node_sandbox>>;
+  caf::replies_to<nd_recreate_atom, schema::sandbox_record>::with<node_sandbox>,
+  /// How long ago, in milliseconds, a data-plane call (exec, stdin, signal,
+  /// resize, output, file operation, process wait) last reached this worker
+  /// for sandbox `id`; -1 when none has since the worker started. Clients
+  /// of a split-mode worker's own listener bypass the control plane, so its
+  /// idle policy asks. A duration, so the two hosts' clocks need not agree.
+  caf::replies_to<dp_quiet_atom, std::string>::with<int64_t>,
+  /// Appends a chunk of an upload to spool file `spool_id` on this worker
+  /// (id, offset of the chunk, bytes, last chunk). Answers the file's size.
+  /// A chunk at the wrong offset fails with wrong_state naming the size the
+  /// file has, so a repeat after a lost answer is recognised; after the last
+  /// chunk the file is complete and nd_tbuild may use it.
+  caf::replies_to<nd_spool_atom, std::string, uint64_t, std::string, bool>::with<uint64_t>,
+  /// Makes a template version from a spooled archive (docs/templates.md);
+  /// the spool file is deleted whatever the outcome. Idempotent: a version
+  /// already made answers what it holds. Errors: invalid_argument (not an
+  /// image, a path that escapes the root, a device node), resource_exhausted
+  /// (a limit), not_found (no such spool file).
+  caf::replies_to<nd_tbuild_atom, template_build>::with<template_built>,
+  /// Deletes a template version's files on this worker. Idempotent.
+  caf::replies_to<nd_tdel_atom, std::string>::with<bool>>;
 
 using schema::placement_request;
 using schema::registration_ack;

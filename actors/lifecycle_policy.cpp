@@ -120,34 +120,55 @@ activity_sample sample_of(const std::vector<process_view>& processes) {
   return out;
 }
 
-/// An idle-looking sandbox: its processes are looked at; unchanged since the
-/// last pass's look, it is idle; changed, the change is activity.
+/// Compares a look at an idle-looking sandbox's processes with the last one.
+void judge(policy_pointer self, std::shared_ptr<pass> run, const sandbox_record& record,
+           const activity_sample& now) {
+  auto& samples = self->state.samples;
+  auto before = samples.find(record.id);
+  if (before == samples.end()) {
+    samples.emplace(record.id, now);
+    // A process started or ended after the last activity the registry
+    // knows of (started on the worker's own listener).
+    if (now.latest_event_ms > record.last_active_at_ms)
+      caf::anon_send(self->state.registry, rg_touch_atom::value, record.id);
+  } else if (before->second == now && now.latest_event_ms <= record.last_active_at_ms) {
+    samples.erase(before);
+    act_on_idle(self, run, record);
+  } else {
+    before->second = now;
+    caf::anon_send(self->state.registry, rg_touch_atom::value, record.id);
+  }
+}
+
+/// An idle-looking sandbox: first, whether a client of the worker's own
+/// listener used it since the activity the registry knows of (that is
+/// activity, at the time it happened); then its processes: unchanged since
+/// the last pass's look, it is idle; changed, the change is activity.
 void look(policy_pointer self, std::shared_ptr<pass> run, sandbox_record record) {
   ++run->pending;
   auto on_failure = [run](caf::error&) { run->finish_one(); }; // the next pass looks again
+  auto with_processes = [self, run, record, on_failure](node_actor node) {
+    self->request(node, call_timeout(self), dp_procs_atom::value, record.id)
+      .then(
+        [self, run, record](std::vector<process_view>& processes) {
+          judge(self, run, record, sample_of(processes));
+          run->finish_one();
+        },
+        on_failure);
+  };
   self->request(self->state.scheduler, call_timeout(self), sc_node_atom::value, record.worker_id)
     .then(
-      [self, run, record, on_failure](placement& where) {
-        self->request(where.node, call_timeout(self), dp_procs_atom::value, record.id)
+      [self, run, record, on_failure, with_processes](placement& where) {
+        self->request(where.node, call_timeout(self), dp_quiet_atom::value, record.id)
           .then(
-            [self, run, record](std::vector<process_view>& processes) {
-              auto now = sample_of(processes);
-              auto& samples = self->state.samples;
-              auto before = samples.find(record.id);
-              if (before == samples.end()) {
-                samples.emplace(record.id, now);
-                // A process started or ended after the last activity the
-                // registry knows of (started on the worker's own listener).
-                if (now.latest_event_ms > record.last_active_at_ms)
-                  caf::anon_send(self->state.registry, rg_touch_atom::value, record.id);
-              } else if (before->second == now && now.latest_event_ms <= record.last_active_at_ms) {
-                samples.erase(before);
-                act_on_idle(self, run, record);
-              } else {
-                before->second = now;
-                caf::anon_send(self->state.registry, rg_touch_atom::value, record.id);
+            [self, run, record, with_processes, node = where.node](int64_t quiet_ms) {
+              const int64_t used_at = self->state.clock->now_ms() - quiet_ms;
+              if (quiet_ms >= 0 && used_at > record.last_active_at_ms) {
+                self->state.samples.erase(record.id);
+                caf::anon_send(self->state.registry, rg_touch_atom::value, record.id, used_at);
+                return run->finish_one();
               }
-              run->finish_one();
+              with_processes(node);
             },
             on_failure);
       },

@@ -25,7 +25,9 @@ schema::placement_request placement_for(const schema::sandbox_record& record,
     record.id, spec.template_name,
     schema::resources{spec.cpu_millis, spec.memory_mb, spec.disk_mb, 1},
     schema::resources{spec.cpu_request_millis, spec.memory_request_mb, spec.disk_request_mb, 1},
-    std::move(snapshot_worker)};
+    // A snapshot lives on one worker, as does a template version built from
+    // an upload: the sandbox goes where its files are.
+    snapshot_worker.empty() ? spec.template_worker_id : std::move(snapshot_worker)};
 }
 
 schema::snapshot_record new_snapshot_record(const schema::sandbox_record& sandbox,
@@ -37,6 +39,8 @@ schema::snapshot_record new_snapshot_record(const schema::sandbox_record& sandbo
   snapshot.sandbox_id = sandbox.id;
   snapshot.tenant_id = sandbox.tenant_id;
   snapshot.template_name = sandbox.spec.template_name;
+  if (sandbox.spec.template_version != 0)
+    snapshot.template_version = std::to_string(sandbox.spec.template_version);
   snapshot.runtime = "namespace";
   snapshot.created_at_ms = created_at_ms;
   return snapshot;

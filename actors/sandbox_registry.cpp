@@ -1,4 +1,5 @@
 #include "actors/sandbox_registry.hpp"
+#include "actors/template_records.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/typed_event_based_actor.hpp>
@@ -45,6 +46,8 @@ constexpr size_t count_page_size = 1000;
 constexpr int64_t activity_write_interval_ms = 60'000;
 /// Most snapshots one listing of a sandbox returns.
 constexpr size_t snapshots_listed_max = 1000;
+constexpr size_t templates_listed_max = 1000;
+constexpr size_t template_users_max = 20;
 
 using state_counts = std::map<schema::sandbox_state, uint64_t>;
 
@@ -81,6 +84,37 @@ struct registry_state {
   /// a sandbox's first touch): a touch reads the store only when this is
   /// unknown or a write is due, not once per API call.
   std::map<std::string, int64_t> stored_active;
+
+  /// Activity on sandbox `id` at `at` (Unix ms, not after now).
+  void touch(const std::string& id, int64_t at) {
+    // The stored record, read only when needed; nothing for a sandbox that
+    // is gone.
+    auto read = [this, &id]() -> std::optional<schema::sandbox_record> {
+      auto stored = storage::sandbox_store(*store).get(id);
+      if (!stored || !stored->has_value() || (*stored)->state == schema::sandbox_state::destroyed) {
+        active.erase(id);
+        return std::nullopt;
+      }
+      return std::move(**stored);
+    };
+    auto known = stored_active.find(id);
+    if (known == stored_active.end()) {
+      auto record = read();
+      if (!record)
+        return;
+      known = stored_active.emplace(id, record->last_active_at_ms).first;
+    }
+    auto& latest = active[id];
+    latest = std::max(latest, at);
+    // Coalesced: the stored time is refreshed at most once a minute, so a
+    // control-plane restart loses at most that much activity.
+    if (latest - known->second >= activity_write_interval_ms) {
+      if (auto record = read()) {
+        auto state = record->state;
+        (void)save(*record, state);
+      }
+    }
+  }
 
   /// The record with the activity not written yet; with a stream open, now.
   void merge_activity(schema::sandbox_record& record) const {
@@ -295,36 +329,58 @@ sandbox_registry_actor::behavior_type registry_behavior(registry_pointer self) {
       return true;
     },
     [self](rg_touch_atom, const std::string& id) {
-      auto& st = self->state;
-      const auto now = st.clock->now_ms();
-      // The stored record, read only when needed; nothing for a sandbox that
-      // is gone.
-      auto read = [&st, &id]() -> std::optional<schema::sandbox_record> {
-        auto stored = storage::sandbox_store(*st.store).get(id);
-        if (!stored || !stored->has_value()
-            || (*stored)->state == schema::sandbox_state::destroyed) {
-          st.active.erase(id);
-          return std::nullopt;
-        }
-        return std::move(**stored);
-      };
-      auto known = st.stored_active.find(id);
-      if (known == st.stored_active.end()) {
-        auto record = read();
-        if (!record)
-          return;
-        known = st.stored_active.emplace(id, record->last_active_at_ms).first;
-      }
-      auto& latest = st.active[id];
-      latest = std::max(latest, now);
-      // Coalesced: the stored time is refreshed at most once a minute, so a
-      // control-plane restart loses at most that much activity.
-      if (now - known->second >= activity_write_interval_ms) {
-        if (auto record = read()) {
-          auto state = record->state;
-          (void)st.save(*record, state);
-        }
-      }
+      self->state.touch(id, self->state.clock->now_ms());
+    },
+    [self](rg_touch_atom, const std::string& id, int64_t at_ms) {
+      self->state.touch(id, std::min(at_ms, self->state.clock->now_ms()));
+    },
+    [self](rg_tget_atom, const std::string& name,
+           const std::string& tenant) -> caf::result<schema::template_record> {
+      auto found = get_template(*self->state.store, name, tenant);
+      if (!found)
+        return make_error(found.error());
+      return std::move(*found);
+    },
+    [self](rg_tlist_atom,
+           const std::string& tenant) -> caf::result<std::vector<schema::template_record>> {
+      auto listed = list_templates(*self->state.store, tenant, templates_listed_max);
+      if (!listed)
+        return make_error(listed.error());
+      return std::move(*listed);
+    },
+    [self](rg_tnew_atom, const std::string& name, const std::string& tenant,
+           schema::template_version& draft) -> caf::result<schema::template_record> {
+      if (!is_valid_template_name(name))
+        return make_error(errc::invalid_argument,
+                          "template name \"" + name
+                            + "\" is not 1 to 63 of [a-z0-9-] starting with a letter or digit");
+      auto added = add_template_version(*self->state.store, name, tenant, std::move(draft),
+                                        self->state.clock->now_ms());
+      if (!added)
+        return make_error(added.error());
+      return std::move(*added);
+    },
+    [self](rg_tsave_atom, const std::string& name,
+           const schema::template_version& version) -> caf::result<schema::template_record> {
+      auto saved =
+        save_template_version(*self->state.store, name, version, self->state.clock->now_ms());
+      if (!saved)
+        return make_error(saved.error());
+      return std::move(*saved);
+    },
+    [self](rg_tusers_atom, const std::string& name,
+           uint32_t version) -> caf::result<std::vector<std::string>> {
+      auto users = template_users(*self->state.store, name, version, template_users_max);
+      if (!users)
+        return make_error(users.error());
+      return std::move(*users);
+    },
+    [self](rg_tforget_atom, const std::string& name, uint32_t version) -> caf::result<bool> {
+      if (auto forgotten =
+            forget_template_version(*self->state.store, name, version, self->state.clock->now_ms());
+          !forgotten)
+        return make_error(forgotten);
+      return true;
     },
     [self](rg_attach_atom, const std::string& id, int32_t delta) {
       auto& open = self->state.attached;
@@ -370,6 +426,9 @@ sandbox_registry_actor spawn_sandbox_registry(caf::actor_system& system, storage
   std::optional<state_counts> counts;
   if (auto counted = count_by_state(store))
     counts = std::move(*counted);
+  // The built-in templates are records like any other; a failure here shows
+  // again, with its reason, on the first template call.
+  (void)seed_builtin_templates(store, clock.now_ms());
   return system.spawn([&store, &clock, counts = std::move(counts)](registry_pointer self) mutable {
     self->state.store = &store;
     self->state.clock = &clock;

@@ -43,6 +43,12 @@ using rg_snaplist_atom = caf::atom_constant<caf::atom("rgsnaplist")>;
 using rg_snapdel_atom = caf::atom_constant<caf::atom("rgsnapdel")>;
 using rg_touch_atom = caf::atom_constant<caf::atom("rgtouch")>;
 using rg_attach_atom = caf::atom_constant<caf::atom("rgattach")>;
+using rg_tget_atom = caf::atom_constant<caf::atom("rgtget")>;
+using rg_tlist_atom = caf::atom_constant<caf::atom("rgtlist")>;
+using rg_tnew_atom = caf::atom_constant<caf::atom("rgtnew")>;
+using rg_tsave_atom = caf::atom_constant<caf::atom("rgtsave")>;
+using rg_tusers_atom = caf::atom_constant<caf::atom("rgtusers")>;
+using rg_tforget_atom = caf::atom_constant<caf::atom("rgtforget")>;
 
 struct sandbox_query {
   std::string tenant_id; ///< empty: every tenant (admin)
@@ -173,9 +179,30 @@ using sandbox_registry_actor = caf::typed_actor<
   /// record read, written with the record's next save or when the stored
   /// time is over a minute old, never once per event.
   caf::reacts_to<rg_touch_atom, std::string>,
+  /// Activity on a sandbox at a time (Unix ms) that the registry did not
+  /// see: a worker's own listener served it. Coalesced the same way; a time
+  /// after now counts as now.
+  caf::reacts_to<rg_touch_atom, std::string, int64_t>,
   /// An attach stream on the sandbox opened (+1) or closed (-1): while one
   /// is open the sandbox counts as active now, whether output flows or not.
-  caf::reacts_to<rg_attach_atom, std::string, int32_t>>;
+  caf::reacts_to<rg_attach_atom, std::string, int32_t>,
+  // Template records (actors/template_records.hpp has the rules). Writes are
+  // synced: a version number handed out is never handed out again.
+  /// A template (name, tenant). Errors: not_found.
+  caf::replies_to<rg_tget_atom, std::string, std::string>::with<schema::template_record>,
+  /// Templates a tenant sees, by name, at most 1,000.
+  caf::replies_to<rg_tlist_atom, std::string>::with<std::vector<schema::template_record>>,
+  /// Adds the next version (name, tenant, draft). Errors: not_found,
+  /// permission_denied, invalid_argument (a bad name).
+  caf::replies_to<rg_tnew_atom, std::string, std::string,
+                  schema::template_version>::with<schema::template_record>,
+  /// Replaces a version (name, version). Errors: not_found.
+  caf::replies_to<rg_tsave_atom, std::string,
+                  schema::template_version>::with<schema::template_record>,
+  /// Sandboxes and snapshots using (name, version; 0: any), at most 20.
+  caf::replies_to<rg_tusers_atom, std::string, uint32_t>::with<std::vector<std::string>>,
+  /// Forgets (name, version; 0: all). Idempotent.
+  caf::replies_to<rg_tforget_atom, std::string, uint32_t>::with<bool>>;
 
 /// `store` and `clock` outlive the actor.
 sandbox_registry_actor spawn_sandbox_registry(caf::actor_system& system, storage::kv_store& store,

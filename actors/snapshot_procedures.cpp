@@ -69,18 +69,20 @@ void take_snapshot(std::shared_ptr<step_context> ctx, sandbox_record record, con
       };
       ctx->with_node(
         record.worker_id, [ctx, record, snapshot, taken, forget_then](node_actor node) mutable {
-          auto mark_complete = [ctx, record, snapshot, taken]() mutable {
+          auto mark_complete = [ctx, record, snapshot, taken](uint64_t size_bytes) mutable {
             snapshot.complete = true;
             snapshot.worker_id = record.worker_id;
+            snapshot.size_bytes = size_bytes;
             ctx->save_snapshot(std::move(snapshot), taken);
           };
           ctx->self->request(node, ctx->node_timeout(), nd_ckpt_atom::value, record.id, snapshot.id)
-            .then([mark_complete](bool) mutable { mark_complete(); },
+            .then([mark_complete](uint64_t size_bytes) mutable { mark_complete(size_bytes); },
                   [ctx, mark_complete, forget_then](caf::error& error) mutable {
                     auto failure = to_status(error);
-                    // Taken by an earlier run of this step whose answer was lost.
+                    // Taken by an earlier run of this step whose answer was
+                    // lost, with it its size: recorded as unknown (0).
                     if (failure.code == errc::already_exists)
-                      return mark_complete();
+                      return mark_complete(0);
                     if (retry_later(failure.code))
                       return ctx->deliver_unknown(error);
                     forget_then(failure);

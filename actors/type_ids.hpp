@@ -66,4 +66,10 @@ CAF_ADD_TYPE_ID(airlock, (airlock::actors::credential_page))
 // Snapshots (docs/snapshots.md).
 CAF_ADD_TYPE_ID(airlock, (airlock::schema::snapshot_record))
 CAF_ADD_TYPE_ID(airlock, (std::vector<airlock::schema::snapshot_record>))
+// Templates (docs/templates.md).
+CAF_ADD_TYPE_ID(airlock, (airlock::schema::template_build))
+CAF_ADD_TYPE_ID(airlock, (airlock::schema::template_built))
+CAF_ADD_TYPE_ID(airlock, (airlock::schema::template_record))
+CAF_ADD_TYPE_ID(airlock, (std::vector<airlock::schema::template_record>))
+CAF_ADD_TYPE_ID(airlock, (airlock::schema::template_version))
 CAF_END_TYPE_ID_BLOCK(airlock)

@@ -3,6 +3,7 @@
 #include <caf/send.hpp>
 
 #include "actors/sandbox_procedures.hpp"
+#include "actors/template_procedures.hpp"
 #include "airlockd/daemon.hpp"
 #include "airlockd/egress_ca.hpp"
 #include "crypto/sealed_box.hpp"
@@ -54,6 +55,7 @@ status control_plane::start(caf::actor_system& system, storage::kv_store& store,
   deps.audit = audit_;
   scheduler_ = scheduler::spawn_scheduler(system, {}, deps);
   procedures_ = actors::spawn_sandbox_procedures(system, registry_, scheduler_);
+  procedures_.merge(actors::spawn_template_procedures(system, registry_, scheduler_));
   reconciler_ = actors::spawn_reconciler(system, registry_, scheduler_, {}, audit_);
   gateway::describe_control_metrics(metrics_);
   if (cluster_listen) {

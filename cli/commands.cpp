@@ -231,14 +231,12 @@ std::vector<std::string> result_lines(const json& result, const char* field) {
 /// for the operation, prints its id (the operation with --json) and, once it
 /// succeeded, the lines of its result's `result_field` (when one is named);
 /// exits 1 when the operation did not succeed.
-int run_operation(context& ctx, std::string_view method, const std::string& path,
-                  const json* body = nullptr, const char* result_field = nullptr) {
-  auto answer = ctx.api.call(method, path, body);
-  if (!answer)
-    return report(ctx, answer.error());
-  std::string operation_id = answer->value("operation_id", "");
+/// Prints the operation a 202 named, or with --wait waits for it and prints
+/// its id and then the result's `result_field`.
+int follow_operation(context& ctx, const json& answer, const char* result_field = nullptr) {
+  std::string operation_id = answer.value("operation_id", "");
   if (!ctx.inv.has("wait")) {
-    ctx.io.out << (ctx.inv.json ? answer->dump(2) : operation_id) << "\n";
+    ctx.io.out << (ctx.inv.json ? answer.dump(2) : operation_id) << "\n";
     return 0;
   }
   auto done = wait_operation(ctx, operation_id, wait_timeout(ctx));
@@ -252,6 +250,14 @@ int run_operation(context& ctx, std::string_view method, const std::string& path
       ctx.io.out << line << "\n";
   }
   return 0;
+}
+
+int run_operation(context& ctx, std::string_view method, const std::string& path,
+                  const json* body = nullptr, const char* result_field = nullptr) {
+  auto answer = ctx.api.call(method, path, body);
+  if (!answer)
+    return report(ctx, answer.error());
+  return follow_operation(ctx, *answer, result_field);
 }
 
 /// /v1/sandboxes/{ID} for the command's first argument.
@@ -314,6 +320,64 @@ int run_ops(context& ctx) {
                         {"UPDATED", "updated_at"}});
 }
 
+/// `template ls | get NAME | push NAME FILE --format F | rm NAME`.
+int run_template(context& ctx) {
+  const auto& args = ctx.inv.positionals;
+  const std::string& verb = args[0];
+  auto needs = [&ctx, &args, &verb](size_t count, const char* usage) {
+    if (args.size() == count)
+      return 0;
+    ctx.io.err << "airlock: usage: airlock template " << verb << usage << "\n";
+    return exit_usage;
+  };
+  if (verb == "ls") {
+    if (int bad = needs(1, ""); bad != 0)
+      return bad;
+    return print_listing(ctx, "/v1/templates", {},
+                         {{"NAME", "name"},
+                          {"VERSION", "version"},
+                          {"STATE", "state"},
+                          {"SIZE", "size_bytes"},
+                          {"UPDATED", "updated_at"}});
+  }
+  if (verb == "get") {
+    if (int bad = needs(2, " NAME"); bad != 0)
+      return bad;
+    auto answer = ctx.api.call("GET", "/v1/templates/" + path_id(args[1]));
+    if (!answer)
+      return report(ctx, answer.error());
+    ctx.io.out << answer->dump(2) << "\n";
+    return 0;
+  }
+  if (verb == "rm") {
+    if (int bad = needs(2, " NAME [--version N]"); bad != 0)
+      return bad;
+    query_params query;
+    if (auto version = ctx.inv.number("version"))
+      query.emplace_back("version", std::to_string(*version));
+    return run_operation(ctx, "DELETE", with_query("/v1/templates/" + path_id(args[1]), query));
+  }
+  if (verb == "push") {
+    if (int bad = needs(3, " NAME FILE --format oci|docker|tar"); bad != 0)
+      return bad;
+    auto format = ctx.inv.value("format");
+    if (!format) {
+      ctx.io.err << "airlock: template push needs --format oci, docker or tar\n";
+      return exit_usage;
+    }
+    query_params query{{"format", *format}};
+    if (auto start = ctx.inv.value("start-cmd"))
+      query.emplace_back("start_cmd", *start);
+    auto answer = put_local_file(
+      ctx, with_query("/v1/templates/" + path_id(args[1]) + "/archive", query), args[2]);
+    if (!answer)
+      return report(ctx, answer.error());
+    return follow_operation(ctx, *answer, "version");
+  }
+  ctx.io.err << "airlock: template takes ls, get, push or rm, not '" << verb << "'\n";
+  return exit_usage;
+}
+
 int run_wait(context& ctx) {
   auto done = wait_operation(ctx, ctx.inv.positionals[0], wait_timeout(ctx));
   if (!done)
@@ -342,6 +406,7 @@ int dispatch(context& ctx) {
     {"checkpoints", run_checkpoints},
     {"rm-checkpoint", run_rm_checkpoint},
     {"fork", run_fork},
+    {"template", run_template},
     {"ops", run_ops},
     {"wait", run_wait}};
   return commands.at(ctx.inv.command)(ctx);

@@ -41,4 +41,9 @@ result<nlohmann::json> wait_operation(context& ctx, const std::string& operation
 int run_exec(context& ctx);
 int run_cp(context& ctx);
 
+/// PUTs the local file `source` ("-": stdin; at most upload_bytes_max) to
+/// `path` as the raw body; the 2xx answer's JSON.
+result<nlohmann::json> put_local_file(context& ctx, const std::string& path,
+                                      const std::string& source);
+
 } // namespace airlock::cli

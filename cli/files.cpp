@@ -85,6 +85,30 @@ int upload(context& ctx, const std::string& source, remote_path target) {
   return 0;
 }
 
+} // namespace
+
+result<nlohmann::json> put_local_file(context& ctx, const std::string& path,
+                                      const std::string& source) {
+  auto bytes = read_source(ctx, source, ctx.options.upload_bytes_max);
+  if (!bytes)
+    return bytes.error();
+  http_request request{"PUT",
+                       ctx.api.absolute(path),
+                       {{"Content-Type", "application/octet-stream"}},
+                       std::move(*bytes)};
+  auto response = ctx.api.send(std::move(request));
+  if (!response)
+    return response.error();
+  if (response->status < 200 || response->status >= 300)
+    return api_failure(response->status, response->body);
+  auto parsed = nlohmann::json::parse(response->body, nullptr, false);
+  if (parsed.is_discarded())
+    return make_status(errc::io_error, "the server's answer is not JSON: " + response->body);
+  return parsed;
+}
+
+namespace {
+
 /// Streams the file to `target` ("-": stdout). A local file is written
 /// beside its destination and renamed when complete, so a failed copy never
 /// leaves half a file under the destination's name.

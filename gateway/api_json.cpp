@@ -176,6 +176,51 @@ json to_json(const schema::operation_record& record) {
           {"updated_at", timestamp_json(record.updated_at_ms)}};
 }
 
+json to_json(const schema::template_version& v) {
+  json env = json::object();
+  for (const auto& [key, value] : v.env)
+    env[key] = value;
+  json out = {{"version", v.version},
+              {"state", std::string(schema::to_string(v.state))},
+              {"source", json::parse(v.source_json, nullptr, false)},
+              {"digest", v.digest.empty() ? json(nullptr) : json(v.digest)},
+              {"size_bytes", v.size_bytes},
+              {"files", v.files},
+              {"env", env},
+              {"workdir", v.workdir.empty() ? json(nullptr) : json(v.workdir)},
+              {"user", v.user.empty() ? json(nullptr) : json(v.user)},
+              {"start_cmd", v.start_cmd.empty() ? json(nullptr) : json(v.start_cmd)},
+              {"ready_cmd", v.ready_cmd.empty() ? json(nullptr) : json(v.ready_cmd)},
+              {"default_runtime", v.default_runtime.empty() ? "namespace" : v.default_runtime},
+              {"worker_id", v.worker_id.empty() ? json(nullptr) : json(v.worker_id)},
+              {"operation_id", v.operation_id.empty() ? json(nullptr) : json(v.operation_id)},
+              {"created_at", timestamp_json(v.created_at_ms)},
+              {"error", json(nullptr)}};
+  if (out["source"].is_discarded())
+    out["source"] = nullptr;
+  if (v.error)
+    out["error"] = {{"code", v.error->code}, {"message", v.error->message}};
+  return out;
+}
+
+json to_json(const schema::template_record& record) {
+  json versions = json::array();
+  for (const auto& v : record.versions)
+    versions.push_back(to_json(v));
+  const auto* current = record.find(record.current_version);
+  // The newest version's state tells a client whether a build is under way.
+  const auto* newest = record.versions.empty() ? nullptr : &record.versions.back();
+  return {{"name", record.name},
+          {"version", record.current_version == 0 ? json(nullptr) : json(record.current_version)},
+          {"state", newest ? std::string(schema::to_string(newest->state)) : "failed"},
+          {"size_bytes", current ? current->size_bytes : 0},
+          {"default_runtime", "namespace"},
+          {"shared", record.tenant_id.empty()},
+          {"versions", versions},
+          {"created_at", timestamp_json(record.created_at_ms)},
+          {"updated_at", timestamp_json(record.updated_at_ms)}};
+}
+
 json to_json(const schema::sandbox_record& record) {
   const auto& spec = record.spec;
   json egress = {{"profile", std::string(schema::to_string(spec.egress.profile))},
@@ -184,6 +229,7 @@ json to_json(const schema::sandbox_record& record) {
     {"id", record.id},
     {"state", std::string(schema::to_string(record.state))},
     {"template", spec.template_name},
+    {"template_version", spec.template_version == 0 ? json(nullptr) : json(spec.template_version)},
     {"worker_id", record.worker_id.empty() ? json(nullptr) : json(record.worker_id)},
     {"data_url", record.data_url.empty() ? json(nullptr) : json(record.data_url)},
     {"cpu_millis", spec.cpu_millis},

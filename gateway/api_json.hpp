@@ -47,6 +47,10 @@ nlohmann::json timestamp_json(int64_t unix_ms);
 nlohmann::json to_json(const schema::operation_record& record);
 nlohmann::json to_json(const schema::sandbox_record& record);
 nlohmann::json to_json(const schema::snapshot_record& record);
+nlohmann::json to_json(const schema::template_version& version);
+/// A template with its versions (oldest first) and its current version's
+/// state and size at the top level, as GET /v1/templates lists it.
+nlohmann::json to_json(const schema::template_record& record);
 nlohmann::json to_json(const actors::process_view& process);
 nlohmann::json to_json(const actors::file_entry& entry);
 

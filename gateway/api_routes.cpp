@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "actors/sandbox_procedures.hpp"
+#include "actors/template_records.hpp"
 #include "gateway/control_api_internal.hpp"
 #include "gateway/egress_routes.hpp"
 #include "gateway/node_metrics.hpp"
@@ -245,6 +246,51 @@ void admit_then_create(api_ptr api, exchange_ptr ex, caller who, schema::sandbox
     actors::sc_place_atom::value, wanted);
 }
 
+/// Fills the spec from its template's record: the version (the current one
+/// unless the request pins one with NAME:VERSION), that version's name and
+/// worker, its env under the request's. A name the store does not know is
+/// left to the worker, which knows the templates made there by hand.
+void with_template_version(api_ptr api, exchange_ptr ex, const caller& who,
+                           schema::sandbox_spec spec,
+                           std::function<void(schema::sandbox_spec)> next) {
+  auto ref = actors::parse_template_ref(spec.template_name);
+  if (!ref)
+    return ex->respond(error_response(ref.error()));
+  auto [name, pinned] = *ref;
+  call_actor(
+    *api->deps.system, api->deps.registry, api->call_timeout(),
+    [ex, spec, name, pinned, next](schema::template_record& record) mutable {
+      const uint32_t version = pinned != 0 ? pinned : record.current_version;
+      const auto* chosen = record.find(version);
+      if (version == 0 || chosen == nullptr)
+        return ex->respond(json_error(
+          pinned != 0 ? http::status::not_found : http::status::conflict,
+          pinned != 0 ? "not_found" : "wrong_state",
+          pinned != 0
+            ? "template " + name + " has no version " + std::to_string(pinned)
+            : "template " + name + " has no ready version yet: wait for its build to succeed"));
+      if (chosen->state != schema::template_version_state::ready)
+        return ex->respond(json_error(http::status::conflict, "wrong_state",
+                                      "template " + name + " version " + std::to_string(version)
+                                        + " is " + std::string(schema::to_string(chosen->state))
+                                        + ": use a ready version"));
+      spec.template_name = name;
+      spec.template_version = version;
+      spec.template_worker_name = chosen->worker_name;
+      spec.template_worker_id = chosen->worker_id;
+      for (const auto& [key, value] : chosen->env)
+        spec.env.emplace(key, value); // the request's own value wins
+      next(std::move(spec));
+    },
+    [ex, spec, name, pinned, next](caf::error& error) mutable {
+      auto failure = to_status(error);
+      if (failure.code != errc::not_found || pinned != 0)
+        return ex->respond(error_response(failure));
+      next(std::move(spec));
+    },
+    actors::rg_tget_atom::value, name, scope_of(who));
+}
+
 void create_sandbox(api_ptr api, exchange_ptr ex, caller who) {
   auto body = parse_object(ex->request().body());
   if (!body)
@@ -271,12 +317,14 @@ void create_sandbox(api_ptr api, exchange_ptr ex, caller who) {
     });
   };
   if (spec->from_checkpoint.empty())
-    return create(std::move(*spec), {});
+    return with_template_version(
+      api, ex, who, std::move(*spec),
+      [create](schema::sandbox_spec resolved) { create(std::move(resolved), {}); });
   // From a checkpoint: the caller's own, complete one; the sandbox takes its
   // template and starts on the worker that holds it.
   call_actor(
     *api->deps.system, api->deps.registry, api->call_timeout(),
-    [ex, create, spec = std::move(*spec)](schema::snapshot_record& checkpoint) mutable {
+    [api, ex, who, create, spec = std::move(*spec)](schema::snapshot_record& checkpoint) mutable {
       if (checkpoint.kind != schema::snapshot_kind::checkpoint)
         return ex->respond(
           json_error(http::status::not_found, "not_found", "no checkpoint " + checkpoint.id));
@@ -289,8 +337,14 @@ void create_sandbox(api_ptr api, exchange_ptr ex, caller who) {
                                       "checkpoint " + checkpoint.id + " is of template "
                                         + checkpoint.template_name + ", not " + spec.template_name
                                         + ": leave template out"));
+      // The checkpoint's own template version (its start_cmd runs again).
       spec.template_name = checkpoint.template_name;
-      create(std::move(spec), checkpoint.worker_id);
+      if (!checkpoint.template_version.empty())
+        spec.template_name += ":" + checkpoint.template_version;
+      with_template_version(api, ex, who, std::move(spec),
+                            [create, worker = checkpoint.worker_id](schema::sandbox_spec resolved) {
+                              create(std::move(resolved), worker);
+                            });
     },
     answer_error(ex), actors::rg_snapget_atom::value, spec->from_checkpoint, scope_of(who));
 }
@@ -467,9 +521,7 @@ async_route_handler not_yet(api_ptr api, std::string what) {
 void add_unimplemented(route_table& routes, api_ptr api) {
   using http::verb;
   const std::pair<verb, const char*> later[] = {
-    {verb::get, "/v1/templates"},
     {verb::post, "/v1/templates"},
-    {verb::get, "/v1/templates/{name}"},
     {verb::put, "/v1/templates/{name}/pool"},
     {verb::post, "/v1/workers/{id}/cordon"},
     {verb::post, "/v1/workers/{id}/drain"},
@@ -539,6 +591,7 @@ void add_control_routes(route_table& routes, const control_api_deps& deps) {
                    lifecycle_verb(api, actors::sandbox_verb::resume, actors::kind_sandbox_resume));
   routes.add_async(verb::post, "/v1/sandboxes/{id}/token", authed(api, issue_token), json_body);
   add_snapshot_routes(routes, api, json_body);
+  add_template_routes(routes, api);
   routes.add_async(verb::post, "/v1/api-keys", authed(api, create_api_key), json_body);
   routes.add_async(verb::get, "/v1/workers", authed(api, list_workers));
   routes.add_async(verb::get, "/metrics", [api](exchange_ptr ex) { serve_metrics(api, ex); });

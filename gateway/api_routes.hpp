@@ -51,6 +51,16 @@ struct api_options {
   /// Retry-After of a create refused for want of capacity, in seconds:
   /// about how long sandboxes take to come and go. Default: 5.
   uint32_t no_capacity_retry_after_s = 5;
+  /// Bounds on a template upload (PUT /v1/templates/{name}/archive) and its
+  /// import (docs/templates.md): the archive as sent, the files unpacked
+  /// from it, its entries, one entry's path. Defaults: 8 GiB, 32 GiB,
+  /// 1000000, 4096.
+  uint64_t template_archive_bytes_max = uint64_t{8} << 30;
+  uint64_t template_unpacked_bytes_max = uint64_t{32} << 30;
+  uint64_t template_entries_max = 1'000'000;
+  uint32_t template_path_bytes_max = 4096;
+  /// Bytes of an upload sent to the worker in one message. Default: 1 MiB.
+  size_t template_chunk_bytes = size_t{1} << 20;
 };
 
 /// What the control routes work with. Every pointee outlives the server.

@@ -75,4 +75,8 @@ result<nlohmann::json> optional_object_body(const exchange& ex);
 /// (snapshot_routes.cpp).
 void add_snapshot_routes(route_table& routes, const api_ptr& api, const route_options& json_body);
 
+/// GET /v1/templates[/{name}], PUT /v1/templates/{name}/archive, DELETE
+/// /v1/templates/{name} (template_routes.cpp).
+void add_template_routes(route_table& routes, const api_ptr& api);
+
 } // namespace airlock::gateway::control_detail

@@ -122,9 +122,21 @@ const std::map<doc_key, route_doc>& docs() {
     {{"POST", "/v1/workers/{id}/drain"}, {"Later release: 501.", "api_key", 501, "none", "json"}},
     {{"POST", "/v1/workers/{id}/uncordon"},
      {"Later release: 501.", "api_key", 501, "none", "json"}},
-    {{"GET", "/v1/templates"}, {"Later release: 501.", "api_key", 501, "none", "json"}},
+    {{"GET", "/v1/templates"},
+     {"Templates the caller sees (its own and the shared ones) with their versions.", "api_key",
+      200, "none", "json"}},
     {{"POST", "/v1/templates"}, {"Later release: 501.", "api_key", 501, "none", "json"}},
-    {{"GET", "/v1/templates/{name}"}, {"Later release: 501.", "api_key", 501, "none", "json"}},
+    {{"GET", "/v1/templates/{name}"},
+     {"One template and its versions.", "api_key", 200, "none", "json"}},
+    {{"PUT", "/v1/templates/{name}/archive"},
+     {"A new version from the image in the body: ?format=oci|docker|tar (plain, gzip or zstd), "
+      "?start_cmd= to replace the image's Entrypoint and Cmd. 202 with the template.build "
+      "operation.",
+      "api_key", 202, "bytes", "json"}},
+    {{"DELETE", "/v1/templates/{name}"},
+     {"Delete the template or ?version=N: 202 operation; 409 while a sandbox or checkpoint uses "
+      "it.",
+      "api_key", 202, "none", "json"}},
     {{"PUT", "/v1/templates/{name}/pool"}, {"Later release: 501.", "api_key", 501, "none", "json"}},
     {{"POST", "/v1/credentials"},
      {"Create a credential {name, scope: {tenant|template|sandbox}, hosts, inject: {header, "

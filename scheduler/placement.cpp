@@ -55,12 +55,13 @@ std::string refusal(const std::vector<worker_view>& workers, const placement_req
       return w.id == request.snapshot_worker;
     });
     if (holder == workers.end() || !holder->schedulable)
-      return message + "; the snapshot it starts from is on worker " + request.snapshot_worker
-             + ", which is not ready, and snapshots do not move between workers yet: retry once "
-               "it is back";
+      return message + "; the snapshot or template version it starts from is on worker "
+             + request.snapshot_worker
+             + ", which is not ready, and neither moves between workers yet: retry once it is "
+               "back";
     return message + "; only worker " + request.snapshot_worker
-           + " holds the snapshot it starts from, and it has " + describe(most_free({*holder}))
-           + " free: free capacity on it and retry";
+           + " holds the snapshot or template version it starts from, and it has "
+           + describe(most_free({*holder})) + " free: free capacity on it and retry";
   }
   size_t pressured = 0;
   size_t over_limit_bound = 0;

@@ -137,6 +137,32 @@ struct PlacementRequest {
   snapshotWorker @5 :Text;        # holds the snapshot the sandbox starts from; empty: none
 }
 
+# A template version for a worker to make (template.build).
+struct TemplateBuild {
+  schemaVersion @0 :UInt16;
+  workerName @1 :Text;            # the version's name in the worker's rootfs
+  spoolId @2 :Text;               # the uploaded archive (ndspool)
+  format @3 :Text;                # oci | docker | tar
+  compressedBytesMax @4 :UInt64;
+  uncompressedBytesMax @5 :UInt64;
+  entriesMax @6 :UInt64;
+  pathBytesMax @7 :UInt32;
+  startCmd @8 :Text;              # replaces the image's Entrypoint and Cmd when set
+}
+
+# What a built template version holds and defaults to.
+struct TemplateBuilt {
+  schemaVersion @0 :UInt16;
+  digest @1 :Text;
+  sizeBytes @2 :UInt64;
+  files @3 :UInt64;
+  env @4 :List(Common.KeyValue);
+  workdir @5 :Text;
+  user @6 :Text;
+  startCmd @7 :Text;
+  logTail @8 :Text;
+}
+
 struct RegistrationAck {
   schemaVersion @0 :UInt16;
   workerId @1 :Text;

@@ -330,6 +330,68 @@ result<placement_request> decode_placement_request(std::string_view bytes) {
     });
 }
 
+std::string encode(const template_build& x) {
+  return detail::to_bytes<cs::TemplateBuild>([&x](cs::TemplateBuild::Builder b) {
+    b.setSchemaVersion(cluster_schema_version);
+    b.setWorkerName(x.worker_name);
+    b.setSpoolId(x.spool_id);
+    b.setFormat(x.format);
+    b.setCompressedBytesMax(x.compressed_bytes_max);
+    b.setUncompressedBytesMax(x.uncompressed_bytes_max);
+    b.setEntriesMax(x.entries_max);
+    b.setPathBytesMax(x.path_bytes_max);
+    b.setStartCmd(x.start_cmd);
+  });
+}
+
+result<template_build> decode_template_build(std::string_view bytes) {
+  return detail::from_bytes<cs::TemplateBuild, template_build>(
+    bytes, cluster_schema_version, "template build",
+    [](cs::TemplateBuild::Reader b) -> result<template_build> {
+      template_build x;
+      x.worker_name = detail::text(b.getWorkerName());
+      x.spool_id = detail::text(b.getSpoolId());
+      x.format = detail::text(b.getFormat());
+      x.compressed_bytes_max = b.getCompressedBytesMax();
+      x.uncompressed_bytes_max = b.getUncompressedBytesMax();
+      x.entries_max = b.getEntriesMax();
+      x.path_bytes_max = b.getPathBytesMax();
+      x.start_cmd = detail::text(b.getStartCmd());
+      return x;
+    });
+}
+
+std::string encode(const template_built& x) {
+  return detail::to_bytes<cs::TemplateBuilt>([&x](cs::TemplateBuilt::Builder b) {
+    b.setSchemaVersion(cluster_schema_version);
+    b.setDigest(x.digest);
+    b.setSizeBytes(x.size_bytes);
+    b.setFiles(x.files);
+    detail::fill_pairs(b.initEnv(detail::count(x.env.size())), x.env);
+    b.setWorkdir(x.workdir);
+    b.setUser(x.user);
+    b.setStartCmd(x.start_cmd);
+    b.setLogTail(x.log_tail);
+  });
+}
+
+result<template_built> decode_template_built(std::string_view bytes) {
+  return detail::from_bytes<cs::TemplateBuilt, template_built>(
+    bytes, cluster_schema_version, "template built",
+    [](cs::TemplateBuilt::Reader b) -> result<template_built> {
+      template_built x;
+      x.digest = detail::text(b.getDigest());
+      x.size_bytes = b.getSizeBytes();
+      x.files = b.getFiles();
+      x.env = detail::read_pairs<std::vector<std::pair<std::string, std::string>>>(b.getEnv());
+      x.workdir = detail::text(b.getWorkdir());
+      x.user = detail::text(b.getUser());
+      x.start_cmd = detail::text(b.getStartCmd());
+      x.log_tail = detail::text(b.getLogTail());
+      return x;
+    });
+}
+
 std::string encode(const registration_ack& x) {
   return detail::to_bytes<cs::RegistrationAck>([&x](cs::RegistrationAck::Builder b) {
     b.setSchemaVersion(cluster_schema_version);

@@ -181,10 +181,36 @@ struct placement_request {
   resources needs; ///< the sandbox's limits; sandboxes = 1
   /// What to reserve; a zero field takes the chosen worker's default request.
   resources requests;
-  /// The worker holding the snapshot the sandbox starts from (restore,
-  /// fork); empty when it starts from a template.
+  /// The worker holding what the sandbox starts from: a snapshot (restore,
+  /// fork) or a template version built there; empty: any worker.
   std::string snapshot_worker;
   bool operator==(const placement_request&) const = default;
+};
+
+/// A template version for a worker to make from an uploaded archive.
+struct template_build {
+  std::string worker_name; ///< the version's name in the worker's rootfs
+  std::string spool_id;    ///< the archive, uploaded with nd_spool
+  std::string format;      ///< oci | docker | tar
+  uint64_t compressed_bytes_max = 0;
+  uint64_t uncompressed_bytes_max = 0;
+  uint64_t entries_max = 0;
+  uint32_t path_bytes_max = 0;
+  std::string start_cmd; ///< replaces the image's Entrypoint and Cmd when set
+  bool operator==(const template_build&) const = default;
+};
+
+/// What a built template version holds and defaults to.
+struct template_built {
+  std::string digest;
+  uint64_t size_bytes = 0;
+  uint64_t files = 0;
+  std::vector<std::pair<std::string, std::string>> env;
+  std::string workdir;
+  std::string user;
+  std::string start_cmd;
+  std::string log_tail;
+  bool operator==(const template_built&) const = default;
 };
 
 /// The scheduler's answer to a registration.
@@ -235,6 +261,10 @@ std::string encode(const file_result& x);
 result<file_result> decode_file_result(std::string_view bytes);
 std::string encode(const placement_request& x);
 result<placement_request> decode_placement_request(std::string_view bytes);
+std::string encode(const template_build& x);
+result<template_build> decode_template_build(std::string_view bytes);
+std::string encode(const template_built& x);
+result<template_built> decode_template_built(std::string_view bytes);
 std::string encode(const registration_ack& x);
 result<registration_ack> decode_registration_ack(std::string_view bytes);
 std::string encode(const worker_view& x);

@@ -53,6 +53,9 @@ struct SandboxSpec {
   maxLifetimeS @13 :UInt32;            # 0: none; counts running time only
   checkpointIntervalS @14 :UInt32;     # 0: no automatic checkpoints
   checkpointsMax @15 :UInt32 = 20;     # automatic checkpoints kept
+  templateVersion @16 :UInt32;         # 0: a template without versions
+  templateWorkerName @17 :Text;        # its name in the worker's rootfs ("": template)
+  templateWorkerId @18 :Text;          # the worker holding that version ("": any)
 }
 
 struct SandboxRecord {

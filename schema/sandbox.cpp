@@ -44,6 +44,9 @@ void fill_spec(cs::SandboxSpec::Builder b, const sandbox_spec& s) {
   b.setMaxLifetimeS(s.max_lifetime_s);
   b.setCheckpointIntervalS(s.checkpoint_interval_s);
   b.setCheckpointsMax(s.checkpoints_max);
+  b.setTemplateVersion(s.template_version);
+  b.setTemplateWorkerName(s.template_worker_name);
+  b.setTemplateWorkerId(s.template_worker_id);
 }
 
 result<sandbox_spec> read_spec(cs::SandboxSpec::Reader b) {
@@ -68,6 +71,9 @@ result<sandbox_spec> read_spec(cs::SandboxSpec::Reader b) {
   s.max_lifetime_s = b.getMaxLifetimeS();
   s.checkpoint_interval_s = b.getCheckpointIntervalS();
   s.checkpoints_max = b.getCheckpointsMax();
+  s.template_version = b.getTemplateVersion();
+  s.template_worker_name = detail::text(b.getTemplateWorkerName());
+  s.template_worker_id = detail::text(b.getTemplateWorkerId());
   return s;
 }
 

@@ -67,6 +67,12 @@ struct sandbox_spec {
   uint32_t max_lifetime_s = 0;        ///< 0: none; counts running time only
   uint32_t checkpoint_interval_s = 0; ///< 0: no automatic checkpoints
   uint32_t checkpoints_max = 20;      ///< automatic checkpoints kept
+  uint32_t template_version = 0;      ///< 0: a template without versions
+  /// The template version's name in the worker's rootfs; empty: template_name.
+  std::string template_worker_name;
+  /// The worker that holds that version's files; empty: any worker (it
+  /// builds a built-in template on first use).
+  std::string template_worker_id;
   bool operator==(const sandbox_spec&) const = default;
 };
 

@@ -12,6 +12,7 @@
 #include "schema/guest.capnp.h"
 #include "schema/operation.capnp.h"
 #include "schema/sandbox.capnp.h"
+#include "schema/template.capnp.h"
 #include "schema/worker.capnp.h"
 
 namespace airlock::schema {
@@ -86,6 +87,11 @@ std::string describe_compiled_schema() {
   describe(capnp::Schema::from<cs::SandboxRecord>(), lines);
   describe(capnp::Schema::from<cs::SnapshotKind>(), lines);
   describe(capnp::Schema::from<cs::SnapshotRecord>(), lines);
+  describe(capnp::Schema::from<cs::TemplateVersionState>(), lines);
+  describe(capnp::Schema::from<cs::TemplateVersion>(), lines);
+  describe(capnp::Schema::from<cs::TemplateRecord>(), lines);
+  describe(capnp::Schema::from<cs::TemplateBuild>(), lines);
+  describe(capnp::Schema::from<cs::TemplateBuilt>(), lines);
   describe(capnp::Schema::from<cs::WorkerRegistration>(), lines);
   describe(capnp::Schema::from<cs::WorkerHeartbeat>(), lines);
   describe(capnp::Schema::from<cs::ApiKeyRole>(), lines);

@@ -15,6 +15,7 @@ std::string_view to_string(keyspace space) noexcept {
     case keyspace::credentials: return "credentials";
     case keyspace::audit: return "audit";
     case keyspace::snapshots: return "snapshots";
+    case keyspace::templates: return "templates";
   }
   return "unknown";
 }

@@ -17,6 +17,7 @@
 
 #include "actors/errors.hpp"
 #include "worker/node_state.hpp"
+#include "worker/rootfs/fs_util.hpp"
 
 namespace airlock::worker::node_detail {
 
@@ -26,24 +27,39 @@ std::chrono::milliseconds ms(uint64_t value) { return std::chrono::milliseconds(
 
 // ---- templates -------------------------------------------------------------
 
+/// What template `name`'s manifest sets for processes (nothing without one).
+template_defaults defaults_from_manifest(rootfs_driver& driver, const std::string& name) {
+  auto text = read_file(manifest_path(driver.templates_dir(), name));
+  if (!text)
+    return {};
+  auto manifest = parse_manifest(*text);
+  if (!manifest)
+    return {};
+  return {manifest->start_cmd, manifest->workdir, manifest->user};
+}
+
 /// Blocking (a build runs for seconds to minutes): on a helper thread only.
-status prepare_template(rootfs_driver& driver, const template_options& options,
-                        const std::string& name) {
+template_outcome prepare_template(rootfs_driver& driver, const template_options& options,
+                                  const std::string& name) {
   if (template_builder::is_known(name)) {
     template_builder builder(driver, options);
     auto built = builder.ensure(name);
-    return built ? status::ok() : built.error();
+    if (!built)
+      return {name, built.error(), {}};
+    return {name, status::ok(), defaults_from_manifest(driver, name)};
   }
   if (driver.has_template(name))
-    return status::ok();
+    return {name, status::ok(), defaults_from_manifest(driver, name)};
   std::string names = "minimal, base (both built on first use)";
   if (auto sealed = driver.list_templates(); sealed) {
     for (const auto& other : *sealed)
       if (!template_builder::is_known(other))
         names += ", " + other;
   }
-  return make_status(errc::not_found,
-                     "no template \"" + name + "\" on this worker; templates that exist: " + names);
+  return {name,
+          make_status(errc::not_found, "no template \"" + name
+                                         + "\" on this worker; templates that exist: " + names),
+          {}};
 }
 
 /// Runs `then` once template `name` is ready (or could not be made). One
@@ -51,7 +67,7 @@ status prepare_template(rootfs_driver& driver, const template_options& options,
 void ensure_template(self_ptr self, const std::string& name,
                      std::function<void(const status&)> then) {
   auto& st = self->state;
-  if (st.ready_templates.count(name) != 0) {
+  if (st.ready_templates.contains(name)) {
     then(status::ok());
     return;
   }
@@ -63,8 +79,7 @@ void ensure_template(self_ptr self, const std::string& name,
   auto options = st.context.templates;
   node_impl_actor me = self;
   self->home_system().spawn([rootfs, options, name, me](caf::blocking_actor*) {
-    caf::anon_send(me, nd_built_atom::value,
-                   template_outcome{name, prepare_template(*rootfs, options, name)});
+    caf::anon_send(me, nd_built_atom::value, prepare_template(*rootfs, options, name));
   });
 }
 
@@ -76,7 +91,7 @@ void on_built(self_ptr self, const template_outcome& done) {
   auto waiting = std::move(it->second);
   st.builds.erase(it);
   if (done.outcome)
-    st.ready_templates.insert(done.name);
+    st.ready_templates[done.name] = done.defaults;
   for (auto& then : waiting)
     then(done.outcome);
 }
@@ -108,6 +123,37 @@ void finish_create(self_ptr self, const std::string& id, const status& outcome) 
     start_destroy(self, id, std::move(destroys));
 }
 
+void resolve_user(self_ptr self, const sandbox_actor& box, const std::string& user,
+                  std::function<void(result<schema::process_user>)> then);
+
+/// The template's start_cmd, started in the background (as the template's
+/// user, in its workdir) once the sandbox runs; the create finishes once it
+/// started.
+void run_start_cmd(self_ptr self, const std::string& id, const sandbox_actor& box) {
+  auto defaults = defaults_of(self, id);
+  if (defaults.start_cmd.empty()) {
+    finish_create(self, id, status::ok());
+    return;
+  }
+  actors::exec_spec spec;
+  spec.cmd = defaults.start_cmd;
+  spec.cwd = defaults.workdir;
+  resolve_user(
+    self, box, defaults.user, [self, id, box, spec](result<schema::process_user> user) mutable {
+      if (!user) { // a User the image names but its passwd lacks
+        finish_create(self, id, status::ok());
+        return;
+      }
+      auto resolved = resolve_exec(self, id, std::move(spec), *user);
+      self->request(box, ms(opts(self).call_timeout_ms), sbx_exec_atom::value, std::move(resolved))
+        .then([self, id](const std::string&) { finish_create(self, id, status::ok()); },
+              // A program that cannot start is a failed process in
+              // the list (resolve_exec); an error here means the
+              // guest is gone, which the sandbox's state reports.
+              [self, id](caf::error&) { finish_create(self, id, status::ok()); });
+    });
+}
+
 /// The template is ready (or not): create the sandbox on the worker.
 void continue_create(self_ptr self, const std::string& id, const status& ready) {
   auto it = self->state.sandboxes.find(id);
@@ -122,7 +168,7 @@ void continue_create(self_ptr self, const std::string& id, const status& ready) 
   self
     ->request(self->state.context.worker, ms(opts(self).create_timeout_ms), wk_create_atom::value,
               req)
-    .then([self, id](const sandbox_actor&) { finish_create(self, id, status::ok()); },
+    .then([self, id](const sandbox_actor& box) { run_start_cmd(self, id, box); },
           [self, id, name = req.template_name](caf::error& err) {
             auto failure = to_status(err);
             if (failure.code == errc::not_found) // the template went away since
@@ -159,7 +205,7 @@ caf::result<node_sandbox> handle_create(self_ptr self, const schema::sandbox_rec
   ++st.waiting_creates;
   st.sandboxes.emplace(record.id, std::move(entry));
   const std::string id = record.id;
-  ensure_template(self, record.spec.template_name,
+  ensure_template(self, worker_template_of(record.spec),
                   [self, id](const status& ready) { continue_create(self, id, ready); });
   return promise;
 }
@@ -345,9 +391,15 @@ void start_process(self_ptr self, const sandbox_actor& box, actors::exec_spec sp
 }
 
 caf::result<actors::process_view> handle_exec(self_ptr self, const std::string& id,
-                                              const actors::exec_spec& spec) {
+                                              actors::exec_spec spec) {
   if (spec.argv.empty() == spec.cmd.empty())
     return make_error(errc::invalid_argument, "give exactly one of argv and cmd");
+  // An image's WorkingDir and User apply where the request names none.
+  auto defaults = defaults_of(self, id);
+  if (spec.cwd.empty())
+    spec.cwd = defaults.workdir;
+  if (spec.user.empty())
+    spec.user = defaults.user;
   return on_sandbox<actors::process_view>(
     self, id, [self, id, spec](const sandbox_actor& box, view_promise promise) {
       resolve_user(self, box, spec.user,
@@ -440,6 +492,35 @@ caf::result<actors::file_result> handle_file(self_ptr self, const std::string& i
     });
 }
 
+/// A data-plane call on sandbox `id` reached this worker: activity that the
+/// control plane's idle policy asks for with dp_quiet.
+const std::string& noting_activity(self_ptr self, const std::string& id) {
+  if (auto it = self->state.sandboxes.find(id); it != self->state.sandboxes.end())
+    it->second.last_data_plane = self->clock().now();
+  return id;
+}
+
+int64_t quiet_ms(self_ptr self, const std::string& id) {
+  auto it = self->state.sandboxes.find(id);
+  if (it == self->state.sandboxes.end() || !it->second.last_data_plane)
+    return -1;
+  return std::chrono::duration_cast<std::chrono::milliseconds>(self->clock().now()
+                                                               - *it->second.last_data_plane)
+    .count();
+}
+
+} // namespace
+
+template_defaults defaults_of(self_ptr self, const std::string& id) {
+  auto sandbox = self->state.sandboxes.find(id);
+  if (sandbox == self->state.sandboxes.end())
+    return {};
+  auto found = self->state.ready_templates.find(worker_template_of(sandbox->second.record.spec));
+  return found == self->state.ready_templates.end() ? template_defaults{} : found->second;
+}
+
+namespace {
+
 node_impl_actor::behavior_type node_body(self_ptr self, node_context context) {
   self->state.context = std::move(context);
   return {
@@ -456,33 +537,40 @@ node_impl_actor::behavior_type node_body(self_ptr self, node_context context) {
     [self](actors::nd_destroy_atom, const std::string& id) { return handle_destroy(self, id); },
     [self](actors::nd_list_atom) { return handle_list(self); },
     [self](actors::dp_exec_atom, const std::string& id, const actors::exec_spec& spec) {
-      return handle_exec(self, id, spec);
+      return handle_exec(self, noting_activity(self, id), spec);
     },
     [self](actors::dp_output_atom, const std::string& id, const actors::output_request& req) {
-      return handle_output(self, id, req);
+      return handle_output(self, noting_activity(self, id), req);
     },
     [self](actors::dp_stdin_atom, const std::string& id, const std::string& process_id,
            const std::string& bytes, bool close) {
-      return forward_bool(self, id, sbx_stdin_atom::value, process_id, bytes, close);
+      return forward_bool(self, noting_activity(self, id), sbx_stdin_atom::value, process_id, bytes,
+                          close);
     },
     [self](actors::dp_signal_atom, const std::string& id, const std::string& process_id,
            int32_t signo) -> caf::result<bool> {
       if (signo <= 0 || signo > 64)
         return make_error(errc::invalid_argument,
                           "signal " + std::to_string(signo) + " is not a signal number (1..64)");
-      return forward_bool(self, id, sbx_signal_atom::value, process_id, signo);
+      return forward_bool(self, noting_activity(self, id), sbx_signal_atom::value, process_id,
+                          signo);
     },
     [self](actors::dp_resize_atom, const std::string& id, const std::string& process_id,
            uint16_t rows, uint16_t cols) -> caf::result<bool> {
       if (rows == 0 || cols == 0)
         return make_error(errc::invalid_argument, "a terminal needs at least one row and column");
-      return forward_bool(self, id, sbx_resize_atom::value, process_id, rows, cols);
+      return forward_bool(self, noting_activity(self, id), sbx_resize_atom::value, process_id, rows,
+                          cols);
     },
     [self](actors::dp_proc_atom, const std::string& id, const std::string& process_id,
-           uint32_t wait_ms) { return handle_proc(self, id, process_id, wait_ms); },
+           uint32_t wait_ms) {
+      return handle_proc(self, noting_activity(self, id), process_id, wait_ms);
+    },
+    // Not activity: the idle policy itself lists the processes.
     [self](actors::dp_procs_atom, const std::string& id) { return handle_procs(self, id); },
+    [self](actors::dp_quiet_atom, const std::string& id) { return quiet_ms(self, id); },
     [self](actors::dp_file_atom, const std::string& id, actors::file_spec& spec) {
-      return handle_file(self, id, spec);
+      return handle_file(self, noting_activity(self, id), spec);
     },
     [self](actors::nd_egress_atom, const schema::sandbox_record& record)
       -> caf::result<node_sandbox> { return handle_egress(self, record); },
@@ -496,13 +584,22 @@ node_impl_actor::behavior_type node_body(self_ptr self, node_context context) {
       return promise;
     },
     [self](actors::nd_ckpt_atom, const std::string& id, const std::string& checkpoint_id) {
-      return forward_to_worker<bool>(self, wk_ckpt_atom::value, id, checkpoint_id);
+      return forward_to_worker<uint64_t>(self, wk_ckpt_atom::value, id, checkpoint_id);
     },
     [self](actors::nd_ckptdel_atom, const std::string& checkpoint_id) {
       return forward_to_worker<bool>(self, wk_ckptdel_atom::value, checkpoint_id);
     },
     [self](actors::nd_ckpts_atom) {
       return forward_to_worker<std::vector<std::string>>(self, wk_ckpts_atom::value);
+    },
+    [self](actors::nd_spool_atom, const std::string& spool_id, uint64_t offset,
+           const std::string& bytes,
+           bool last) { return handle_spool(self, spool_id, offset, bytes, last); },
+    [self](actors::nd_tbuild_atom, const actors::template_build& build) {
+      return handle_template_build(self, build);
+    },
+    [self](actors::nd_tdel_atom, const std::string& worker_name) {
+      return handle_template_delete(self, worker_name);
     },
     [self](nd_built_atom, const template_outcome& done) { on_built(self, done); },
   };

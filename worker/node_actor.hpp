@@ -47,6 +47,9 @@ struct node_options {
   /// Creates waiting for template builds at once; more fail with
   /// resource_exhausted. Default: 1024.
   size_t waiting_creates_max = 1024;
+  /// Largest upload (a template's archive) spooled on this worker. Default:
+  /// 8 GiB.
+  uint64_t spool_bytes_max = uint64_t{8} << 30;
 };
 
 /// What the node is given at spawn.

@@ -6,12 +6,14 @@
 // file specs, process views, output batches) to and from the worker's own
 // requests and replies). Not a public header: node_actor.hpp is the contract.
 
+#include <caf/actor_clock.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -25,14 +27,24 @@ namespace airlock::worker::node_detail {
 // Internal to the node actor: a template build finished off the actor.
 using nd_built_atom = caf::atom_constant<caf::atom("ndbuilt")>;
 
+/// What a template's manifest sets for its sandboxes' processes (an image's
+/// Entrypoint/Cmd, WorkingDir and User); empty: nothing.
+struct template_defaults {
+  std::string start_cmd;
+  std::string workdir;
+  std::string user;
+};
+
 struct template_outcome {
   std::string name;
   status outcome;
+  template_defaults defaults;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, template_outcome& x) {
-  return f(caf::meta::type_name("template_outcome"), x.name, x.outcome);
+  return f(caf::meta::type_name("template_outcome"), x.name, x.outcome, x.defaults.start_cmd,
+           x.defaults.workdir, x.defaults.user);
 }
 
 using actors::node_sandbox;
@@ -47,6 +59,8 @@ struct tracked_sandbox {
   schema::sandbox_record record;
   sandbox_state state = sandbox_state::creating;
   bool reuse_root = false; ///< brought back from the root an earlier run left
+  /// When a data-plane call last reached it (none yet: nullopt).
+  std::optional<caf::actor_clock::time_point> last_data_plane;
   std::vector<node_sandbox_promise> create_waiters;  ///< joined creates
   std::vector<node_sandbox_promise> destroy_waiters; ///< destroys that wait for the create
 };
@@ -55,10 +69,13 @@ struct node_state {
   static inline const char* name = "node";
   node_context context;
   std::map<std::string, tracked_sandbox> sandboxes;
-  std::set<std::string> ready_templates;
+  /// Templates ready on this worker, with what each sets for processes.
+  std::map<std::string, template_defaults> ready_templates;
   /// Template builds under way, by name: what to do when each ends.
   std::map<std::string, std::vector<std::function<void(const status&)>>> builds;
   size_t waiting_creates = 0;
+  /// Template versions being made from uploads on this worker, by name.
+  std::set<std::string> image_builds;
 };
 
 using self_ptr = node_impl_actor::stateful_pointer<node_state>;
@@ -68,6 +85,15 @@ inline const node_options& opts(self_ptr self) { return self->state.context.opti
 // ---- translation (node_translation.cpp) -------------------------------------
 
 create_sandbox_request to_create_request(const schema::sandbox_record& record);
+
+/// The name of the sandbox's template in this worker's rootfs.
+inline const std::string& worker_template_of(const schema::sandbox_spec& spec) {
+  return spec.template_worker_name.empty() ? spec.template_name : spec.template_worker_name;
+}
+
+/// What sandbox `id`'s template sets for its processes (nothing when the
+/// sandbox or its template is unknown here).
+template_defaults defaults_of(self_ptr self, const std::string& id);
 
 /// A sandbox actor's process row with its times (actor clock) in Unix ms.
 actors::process_view with_unix_times(self_ptr self, actors::process_view view);
@@ -79,6 +105,14 @@ result<schema::process_user> find_user(std::string_view passwd, const std::strin
 /// environment, start failures reported as failed processes.
 actors::exec_spec resolve_exec(self_ptr self, const std::string& sandbox_id, actors::exec_spec spec,
                                const schema::process_user& user);
+
+// ---- template versions from uploads (node_templates.cpp) -----------------
+
+caf::result<uint64_t> handle_spool(self_ptr self, const std::string& spool_id, uint64_t offset,
+                                   const std::string& bytes, bool last);
+caf::result<actors::template_built> handle_template_build(self_ptr self,
+                                                          const actors::template_build& build);
+caf::result<bool> handle_template_delete(self_ptr self, const std::string& worker_name);
 
 actors::output_batch to_batch(output_reply& reply);
 file_request to_file_request(actors::file_spec& spec);

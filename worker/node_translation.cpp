@@ -25,7 +25,7 @@ namespace airlock::worker::node_detail {
 create_sandbox_request to_create_request(const schema::sandbox_record& record) {
   create_sandbox_request req;
   req.id = record.id;
-  req.template_name = record.spec.template_name;
+  req.template_name = worker_template_of(record.spec);
   req.limits.cpu_millis = record.spec.cpu_millis;
   req.limits.memory_mb = record.spec.memory_mb;
   req.limits.cpu_request_millis = record.spec.cpu_request_millis;

@@ -195,6 +195,7 @@ struct job_result {
   uint32_t stream = 0;
   file_reply file;
   sandbox_stats stats;
+  uint64_t size_bytes = 0; ///< checkpoint
 };
 
 template <class Inspector>
@@ -321,7 +322,7 @@ using sandbox_actor = caf::typed_actor<
   /// checkpoint whole or not at all. Errors: wrong_state (being destroyed,
   /// or a checkpoint or pause already in flight), already_exists,
   /// unavailable (no rootfs driver). A destroy waits for it.
-  caf::replies_to<sbx_ckpt_atom, std::string>::with<bool>,
+  caf::replies_to<sbx_ckpt_atom, std::string>::with<uint64_t>,
   /// Closes the guest channel, destroys the runtime sandbox and deletes its
   /// root filesystem, then the actor exits. Pending reads fail with
   /// unavailable. Idempotent while it runs (later calls join it).

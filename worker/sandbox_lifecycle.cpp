@@ -125,7 +125,7 @@ caf::result<bool> handle_destroy(self_ptr self, bool keep_root) {
   return promise;
 }
 
-caf::result<bool> handle_checkpoint(self_ptr self, const std::string& checkpoint_id) {
+caf::result<uint64_t> handle_checkpoint(self_ptr self, const std::string& checkpoint_id) {
   auto& st = self->state;
   if (st.destroying)
     return make_error(errc::wrong_state, "sandbox " + st.parts.id + " is being destroyed");
@@ -135,7 +135,7 @@ caf::result<bool> handle_checkpoint(self_ptr self, const std::string& checkpoint
                                              "done");
   if (!st.parts.rootfs)
     return make_error(errc::unavailable, "this worker has no rootfs driver: no checkpoints");
-  auto promise = self->make_response_promise<bool>();
+  auto promise = self->make_response_promise<uint64_t>();
   auto runtime = st.parts.runtime;
   auto rootfs = st.parts.rootfs;
   auto id = st.parts.id;
@@ -151,7 +151,11 @@ caf::result<bool> handle_checkpoint(self_ptr self, const std::string& checkpoint
       if (!was_paused)
         if (out.outcome = runtime->pause(id); !out.outcome)
           return out;
-      out.outcome = rootfs->checkpoint(id, checkpoint_id);
+      auto taken = rootfs->checkpoint(id, checkpoint_id);
+      if (taken)
+        out.size_bytes = *taken;
+      else
+        out.outcome = taken.error();
       if (!was_paused)
         if (auto thawed = runtime->resume(id); !thawed && out.outcome)
           out.outcome = thawed;
@@ -162,7 +166,7 @@ caf::result<bool> handle_checkpoint(self_ptr self, const std::string& checkpoint
       state.checkpointing = false;
       state.paused = was_paused;
       if (done.outcome)
-        promise.deliver(true);
+        promise.deliver(done.size_bytes);
       else
         promise.deliver(make_error(done.outcome));
       if (state.destroying)

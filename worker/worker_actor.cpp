@@ -50,7 +50,8 @@ struct worker_state {
   std::map<std::string, tracked_sandbox> sandboxes;
   std::map<uint64_t, pending_create> creates;
   std::map<uint64_t, caf::typed_response_promise<recover_report>> recovers;
-  std::map<uint64_t, caf::typed_response_promise<bool>> jobs; ///< blocking jobs in flight
+  /// Blocking jobs in flight: what answers each when it is done.
+  std::map<uint64_t, std::function<void(status&, uint64_t)>> jobs;
   uint64_t next_token = 0;
 };
 
@@ -291,27 +292,52 @@ caf::result<bool> forward_freeze(self_ptr self, const std::string& id, bool paus
   return promise;
 }
 
-/// Runs `work` on a fresh blocking actor (own thread); answers true or its error.
-caf::result<bool> run_blocking(self_ptr self, std::function<status()> work) {
-  auto promise = self->make_response_promise<bool>();
+/// Runs `work` on a fresh blocking actor (own thread); answers its value or
+/// its error.
+caf::result<uint64_t> run_blocking_value(self_ptr self, std::function<result<uint64_t>()> work) {
+  auto promise = self->make_response_promise<uint64_t>();
   const uint64_t token = ++self->state.next_token;
-  self->state.jobs.emplace(token, promise);
+  self->state.jobs.emplace(token, [promise](status& outcome, uint64_t value) mutable {
+    if (outcome)
+      promise.deliver(value);
+    else
+      promise.deliver(make_error(outcome));
+  });
   worker_actor me = self;
   self->home_system().spawn([me, token, work = std::move(work)](caf::blocking_actor*) {
-    caf::anon_send(me, wk_jobdone_atom::value, token, work());
+    auto done = work();
+    caf::anon_send(me, wk_jobdone_atom::value, token, done ? status::ok() : done.error(),
+                   done ? *done : uint64_t{0});
   });
   return promise;
 }
 
-caf::result<bool> forward_checkpoint(self_ptr self, const std::string& id,
-                                     const std::string& checkpoint_id) {
+/// The same for work without a value: answers true or its error.
+caf::result<bool> run_blocking(self_ptr self, std::function<status()> work) {
+  auto promise = self->make_response_promise<bool>();
+  const uint64_t token = ++self->state.next_token;
+  self->state.jobs.emplace(token, [promise](status& outcome, uint64_t) mutable {
+    if (outcome)
+      promise.deliver(true);
+    else
+      promise.deliver(make_error(outcome));
+  });
+  worker_actor me = self;
+  self->home_system().spawn([me, token, work = std::move(work)](caf::blocking_actor*) {
+    caf::anon_send(me, wk_jobdone_atom::value, token, work(), uint64_t{0});
+  });
+  return promise;
+}
+
+caf::result<uint64_t> forward_checkpoint(self_ptr self, const std::string& id,
+                                         const std::string& checkpoint_id) {
   auto actor = actor_of(self, id);
   if (!actor && actor.code() == errc::not_found && self->state.context.rootfs) {
     // Stopped by a restart (its root kept): nothing runs in it, so its root
     // is snapshotted as it is. A suspend cut short by the restart finishes so.
     auto rootfs = self->state.context.rootfs;
     auto store = self->state.context.store;
-    return run_blocking(self, [rootfs, store, id, checkpoint_id] {
+    return run_blocking_value(self, [rootfs, store, id, checkpoint_id]() -> result<uint64_t> {
       auto stored = store->get(storage::keyspace::sandboxes, id);
       if (!stored || !stored->has_value())
         return make_status(errc::not_found, "no sandbox " + id + " on this worker");
@@ -320,12 +346,12 @@ caf::result<bool> forward_checkpoint(self_ptr self, const std::string& id,
   }
   if (!actor)
     return make_error(actor.error());
-  auto promise = self->make_response_promise<bool>();
+  auto promise = self->make_response_promise<uint64_t>();
   // A freeze, a snapshot and a thaw. The rootfs driver checks the id.
   auto timeout = std::chrono::milliseconds(2 * self->state.context.options.freeze_timeout_ms
                                            + self->state.context.options.destroy_timeout_ms);
   self->request(*actor, timeout, sbx_ckpt_atom::value, checkpoint_id)
-    .then([promise](bool) mutable { promise.deliver(true); },
+    .then([promise](uint64_t size) mutable { promise.deliver(size); },
           [promise](caf::error& err) mutable { promise.deliver(reconcile_timeout(err)); });
   return promise;
 }
@@ -500,15 +526,13 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_context context) {
         return make_error(held.error());
       return std::move(*held);
     },
-    [self](wk_jobdone_atom, uint64_t token, status& outcome) {
+    [self](wk_jobdone_atom, uint64_t token, status& outcome, uint64_t value) {
       auto it = self->state.jobs.find(token);
       if (it == self->state.jobs.end())
         return;
-      if (outcome)
-        it->second.deliver(true);
-      else
-        it->second.deliver(make_error(outcome));
+      auto answer = std::move(it->second);
       self->state.jobs.erase(it);
+      answer(outcome, value);
     },
     [self](wk_recovered_atom, uint64_t token, recover_report& report) {
       auto it = self->state.recovers.find(token);

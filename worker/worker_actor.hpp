@@ -191,8 +191,9 @@ using worker_actor = caf::typed_actor<
   caf::replies_to<wk_load_atom>::with<schema::worker_heartbeat>,
   /// Takes checkpoint (sandbox id, checkpoint id) of a sandbox's files,
   /// consistent (sandbox_actor's sbx_ckpt). Errors: not_found, wrong_state,
-  /// already_exists (the checkpoint id is taken), unavailable.
-  caf::replies_to<wk_ckpt_atom, std::string, std::string>::with<bool>,
+  /// already_exists (the checkpoint id is taken), unavailable. Answers its
+  /// size (rootfs_driver::checkpoint).
+  caf::replies_to<wk_ckpt_atom, std::string, std::string>::with<uint64_t>,
   /// Deletes a checkpoint's files. Idempotent: ok for an unknown id.
   caf::replies_to<wk_ckptdel_atom, std::string>::with<bool>,
   /// The checkpoints this worker holds on disk: its own record of them.
@@ -203,8 +204,9 @@ using worker_actor = caf::typed_actor<
   caf::reacts_to<wk_created_atom, uint64_t, status>,
   /// Internal: a recover finished off the actor (token).
   caf::reacts_to<wk_recovered_atom, uint64_t, recover_report>,
-  /// Internal: a blocking job finished off the actor (token, outcome).
-  caf::reacts_to<wk_jobdone_atom, uint64_t, status>>;
+  /// Internal: a blocking job finished off the actor (token, outcome, the
+  /// value it produced when it produces one).
+  caf::reacts_to<wk_jobdone_atom, uint64_t, status, uint64_t>>;
 
 worker_actor spawn_worker(caf::actor_system& system, worker_context context);
 

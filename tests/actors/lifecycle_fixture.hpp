@@ -48,6 +48,10 @@ struct node_script {
   std::set<std::string> snapshots;       ///< snapshots the worker holds
   std::vector<std::string> calls;        ///< "create ID", "destroy ID", "ckpt ID" in order
   std::vector<process_view> processes;   ///< what dp_procs answers for any sandbox
+  /// What dp_quiet answers: ms since a client of the worker's own listener
+  /// used a sandbox (-1: none).
+  std::atomic<int64_t> quiet_ms{-1};
+  std::atomic<uint64_t> snapshot_size{4096}; ///< what nd_ckpt answers
 
   void note(const std::string& call) {
     std::lock_guard<std::mutex> lock(mutex);
@@ -119,14 +123,14 @@ inline node_actor spawn_fake_node(caf::actor_system& system, std::shared_ptr<nod
       },
       [](actors::nd_metrics_atom) { return std::string{}; },
       [](actors::nd_load_atom) { return schema::worker_heartbeat{}; },
-      [script](actors::nd_ckpt_atom, std::string&, std::string& id) -> caf::result<bool> {
+      [script](actors::nd_ckpt_atom, std::string&, std::string& id) -> caf::result<uint64_t> {
         if (auto code = script->checkpoint_error.load(); code != errc::none)
           return make_error(code, "the fake worker refuses the snapshot");
         std::lock_guard<std::mutex> lock(script->mutex);
         if (!script->snapshots.insert(id).second)
           return make_error(errc::already_exists, "snapshot " + id + " exists");
         script->calls.push_back("ckpt " + id);
-        return true;
+        return script->snapshot_size.load();
       },
       [script](actors::nd_ckptdel_atom, std::string& id) -> caf::result<bool> {
         std::lock_guard<std::mutex> lock(script->mutex);
@@ -145,6 +149,14 @@ inline node_actor spawn_fake_node(caf::actor_system& system, std::shared_ptr<nod
         script->note("recreate " + record.id);
         return reply(record.id, schema::sandbox_state::running);
       },
+      [script](dp_quiet_atom, std::string&) { return script->quiet_ms.load(); },
+      [](nd_spool_atom, std::string&, uint64_t, std::string&, bool) -> caf::result<uint64_t> {
+        return make_error(errc::unimplemented, "the fake worker takes no uploads");
+      },
+      [](nd_tbuild_atom, template_build&) -> caf::result<template_built> {
+        return make_error(errc::unimplemented, "the fake worker builds no templates");
+      },
+      [](nd_tdel_atom, std::string&) { return true; },
     };
   });
 }

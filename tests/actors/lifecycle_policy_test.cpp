@@ -136,6 +136,26 @@ TEST_F(policy, an_open_attach_stream_keeps_a_silent_sandbox_active) {
   EXPECT_EQ(op.state, operation_state::succeeded);
 }
 
+TEST_F(policy, use_of_the_worker_s_own_listener_counts_as_activity_at_its_time) {
+  register_worker();
+  running("sb_direct", [](schema::sandbox_record& r) { r.spec.idle_timeout_s = 60; });
+  const auto created = sandbox("sb_direct").last_active_at_ms;
+  clock_.advance_ms(61'000);
+  script_->quiet_ms = 1'000; // a file was written on the worker a second ago
+  EXPECT_EQ(pass(), 0u);
+  EXPECT_EQ(sandbox("sb_direct").last_active_at_ms, created + 60'000)
+    << "the activity counts at the time it happened, not at the look";
+  EXPECT_EQ(pass(), 0u) << "active a second ago: not idle-looking";
+  // Quiet since then (the worker's answer grows with its own clock).
+  clock_.advance_ms(61'000);
+  script_->quiet_ms = 62'000;
+  EXPECT_EQ(pass(), 0u) << "the first look only samples the processes";
+  EXPECT_EQ(pass(), 1u) << "no newer use and nothing changed: idle";
+  EXPECT_EQ(wait_keyed("idle-suspend-sb_direct-" + std::to_string(created + 60'000)).state,
+            operation_state::succeeded);
+  EXPECT_EQ(sandbox("sb_direct").state, sandbox_state::suspended);
+}
+
 TEST_F(policy, on_idle_delete_deletes_the_idle_sandbox) {
   register_worker();
   running("sb_gone", [](schema::sandbox_record& r) {

@@ -52,6 +52,8 @@ TEST_F(snapshots, suspend_releases_the_worker_and_restore_starts_it_again_from_t
   ASSERT_TRUE(snapshot("ckpt_s"));
   EXPECT_TRUE(snapshot("ckpt_s")->complete);
   EXPECT_EQ(snapshot("ckpt_s")->worker_id, "wk_1");
+  EXPECT_EQ(snapshot("ckpt_s")->size_bytes, script_->snapshot_size.load())
+    << "the size is the worker's answer";
   EXPECT_EQ(workers()[0].reserved.memory_mb, 0u) << "a suspended sandbox reserves nothing";
   EXPECT_EQ(calls(), (std::vector<std::string>{"create sb_s", "ckpt ckpt_s", "destroy sb_s"}))
     << "snapshot first, then release";

@@ -2,6 +2,7 @@
 // `airlockd serve`: create --wait, exec with an exit code, cp both ways,
 // ls --json, pause/resume/rm --wait.
 
+#include <cstdlib>
 #include <filesystem>
 
 #include "tests/api/api_fixture.hpp"
@@ -100,6 +101,30 @@ TEST_F(api_cli, create_exec_cp_ls_pause_resume_and_rm_against_a_real_server) {
   EXPECT_EQ(airlock({"exec", id, "--", "true"}).status, 0);
   EXPECT_EQ(airlock({"rm", id, "--wait"}).status, 0);
   EXPECT_EQ(api.get("/v1/sandboxes/" + id).json["state"], "destroyed");
+}
+
+TEST_F(api_cli, template_push_ls_get_and_rm) {
+  const std::string image = dir_.path() + "/image.tar";
+  const std::string make = "python3 " + std::string(AIRLOCK_MAKE_IMAGE) + " oci " + image;
+  ASSERT_EQ(std::system(make.c_str()), 0);
+  auto pushed = airlock({"template", "push", "cli-tpl", image, "--format", "oci", "--wait"});
+  ASSERT_EQ(pushed.status, 0) << pushed.err << pushed.out();
+  ASSERT_GE(pushed.lines.size(), 1u);
+  EXPECT_EQ(pushed.lines[0].rfind("op_", 0), 0u) << pushed.out();
+  auto listed = airlock({"template", "ls"});
+  ASSERT_EQ(listed.status, 0) << listed.err;
+  EXPECT_NE(listed.out().find("cli-tpl"), std::string::npos) << listed.out();
+  EXPECT_NE(listed.out().find("minimal"), std::string::npos) << listed.out();
+  auto shown = airlock({"template", "get", "cli-tpl"});
+  ASSERT_EQ(shown.status, 0) << shown.err;
+  auto record = json::parse(shown.out(), nullptr, false);
+  EXPECT_EQ(record.value("version", 0), 1) << shown.out();
+  auto no_format = airlock({"template", "push", "cli-tpl", image});
+  EXPECT_EQ(no_format.status, 2) << "a usage error";
+  auto bad_verb = airlock({"template", "frobnicate"});
+  EXPECT_EQ(bad_verb.status, 2);
+  EXPECT_EQ(airlock({"template", "rm", "cli-tpl", "--wait"}).status, 0);
+  EXPECT_EQ(admin().get("/v1/templates/cli-tpl").status, 404);
 }
 
 } // namespace

@@ -145,10 +145,21 @@ TEST_F(api_snapshots, restore_with_a_checkpoint_rolls_the_sandbox_back) {
   auto other = api.create_running();
   ASSERT_FALSE(id.empty());
   ASSERT_FALSE(other.empty());
-  ASSERT_EQ(output_of(api, id, "echo v1 > /root/state && echo ok"), "ok\n");
+  ASSERT_EQ(output_of(api, id,
+                      "echo v1 > /root/state && head -c 2097152 /dev/urandom > /root/blob && "
+                      "echo ok"),
+            "ok\n");
   auto taken = run_operation(api, "/v1/sandboxes/" + id + "/checkpoints", {{"label", "v1"}});
   ASSERT_EQ(taken["state"], "succeeded") << taken.dump();
   const std::string checkpoint = taken["result"]["checkpoint_id"];
+  // Its size is what the sandbox wrote beyond its template: the 2 MiB blob
+  // and a little more, not the template's hundreds of MiB.
+  auto listed = api.get("/v1/sandboxes/" + id + "/checkpoints");
+  ASSERT_EQ(listed.status, 200) << listed.body;
+  ASSERT_EQ(listed.json["items"].size(), 1u) << listed.body;
+  const uint64_t size = listed.json["items"][0]["size_bytes"];
+  EXPECT_GE(size, uint64_t{2} << 20) << listed.body;
+  EXPECT_LT(size, uint64_t{64} << 20) << listed.body;
   auto other_taken = run_operation(api, "/v1/sandboxes/" + other + "/checkpoints", json::object());
   ASSERT_EQ(other_taken["state"], "succeeded");
   const std::string others_checkpoint = other_taken["result"]["checkpoint_id"];

@@ -106,14 +106,15 @@ protected:
     return found != all.end() && found->second["state"] == state;
   }
 
-  /// POST /v1/sandboxes for `minimal`; the (sandbox id, operation id).
-  std::pair<std::string, std::string> post_create() {
-    auto answer = call("POST", control_->url() + "/v1/sandboxes", key_,
-                       json{{"template", "minimal"},
-                            {"cpu_millis", 100}, // the host may have only 2 CPUs
-                            {"memory_mb", 256},
-                            {"disk_mb", 512}}
-                         .dump());
+  /// POST /v1/sandboxes for `minimal` (with `extra` fields); the (sandbox
+  /// id, operation id).
+  std::pair<std::string, std::string> post_create(const json& extra = json::object()) {
+    json body{{"template", "minimal"},
+              {"cpu_millis", 100}, // the host may have only 2 CPUs
+              {"memory_mb", 256},
+              {"disk_mb", 512}};
+    body.update(extra);
+    auto answer = call("POST", control_->url() + "/v1/sandboxes", key_, body.dump());
     EXPECT_EQ(answer.status, 202) << answer.raw;
     if (answer.status != 202)
       return {};
@@ -121,8 +122,8 @@ protected:
   }
 
   /// Creates a sandbox and waits until it runs; its id.
-  std::string create_running() {
-    auto [sandbox, operation] = post_create();
+  std::string create_running(const json& extra = json::object()) {
+    auto [sandbox, operation] = post_create(extra);
     auto done = wait_operation(control_->url(), key_, operation, operation_bound);
     EXPECT_EQ(done["state"], "succeeded") << done.dump();
     return sandbox;
@@ -269,6 +270,34 @@ std::optional<double> sample(const std::string& text, const std::string& series)
     at = end + 1;
   }
   return std::nullopt;
+}
+
+TEST_F(cluster_e2e, file_writes_straight_to_the_worker_keep_a_sandbox_from_idling_out) {
+  start_control();
+  start_worker();
+  ASSERT_TRUE(eventually([&] { return worker_in_state("clue2e-0", "ready"); }, rejoin_bound));
+  auto used = create_running({{"idle_timeout_s", 3}});
+  auto quiet = create_running({{"idle_timeout_s", 3}});
+  ASSERT_FALSE(used.empty());
+  ASSERT_FALSE(quiet.empty());
+  auto token = call("POST", control_->url() + "/v1/sandboxes/" + used + "/token", key_,
+                    json{{"scope", "all"}, {"ttl_s", 600}}.dump());
+  ASSERT_EQ(token.status, 201) << token.raw;
+  const std::string data_url = token.body["data_url"];
+  const std::string bearer = token.body["token"];
+  // The control plane never sees these writes: only the worker does.
+  int writes = 0;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+  while (std::chrono::steady_clock::now() < deadline
+         && sandbox(quiet).value("state", "") != "suspended") {
+    auto put = call("PUT", data_url + "/v1/sandboxes/" + used + "/files?path=/tmp/n", bearer,
+                    std::to_string(++writes), {{"Content-Type", "application/octet-stream"}});
+    EXPECT_EQ(put.status, 201) << put.raw;
+    std::this_thread::sleep_for(500ms); // the pace of a client, not a synchronisation
+  }
+  ASSERT_EQ(sandbox(quiet)["state"], "suspended") << "the control sandbox never idled out";
+  EXPECT_EQ(sandbox(used)["state"], "running") << "writes on the worker's listener are activity";
+  EXPECT_GT(writes, 6);
 }
 
 TEST_F(cluster_e2e, a_worker_serves_its_own_metrics_and_the_control_plane_streams_relayed_files) {

@@ -139,14 +139,20 @@ TEST_F(btrfs_driver_test, a_checkpoint_is_read_only_and_keeps_the_state_of_its_m
   auto sandbox = driver_->create_sandbox("s1", "t1", 0);
   ASSERT_TRUE(sandbox);
   ASSERT_TRUE(write_file(*sandbox / "data" / "file", "at checkpoint\n"));
-  ASSERT_TRUE(driver_->checkpoint("s1", "c1"));
+  ASSERT_TRUE(write_file(*sandbox / "data" / "blob", std::string(3u << 20, 'x')));
+  auto size = driver_->checkpoint("s1", "c1");
+  ASSERT_TRUE(size) << size.error().message;
+  // Its size is what the sandbox wrote beyond the template: the 3 MiB blob,
+  // not the template's files and not a rounding of nothing.
+  EXPECT_GE(*size, uint64_t{3} << 20);
+  EXPECT_LT(*size, uint64_t{8} << 20);
   ASSERT_TRUE(write_file(*sandbox / "data" / "file", "after checkpoint\n"));
   auto checkpoint = driver_->checkpoint_path("c1");
   ASSERT_TRUE(checkpoint);
   EXPECT_EQ(contents(*checkpoint / "data" / "file"), "at checkpoint\n");
   EXPECT_EQ(create_errno(*checkpoint / "new"), EROFS);
-  EXPECT_EQ(driver_->checkpoint("s1", "c1").code, errc::already_exists);
-  EXPECT_EQ(driver_->checkpoint("missing", "c2").code, errc::not_found);
+  EXPECT_EQ(driver_->checkpoint("s1", "c1").code(), errc::already_exists);
+  EXPECT_EQ(driver_->checkpoint("missing", "c2").code(), errc::not_found);
   EXPECT_EQ(*driver_->list_checkpoints(), std::vector<std::string>{"c1"});
 }
 

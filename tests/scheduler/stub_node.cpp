@@ -101,12 +101,22 @@ node_actor::behavior_type stub_node(node_actor::pointer, std::shared_ptr<stub_no
     [](actors::nd_load_atom) -> caf::result<schema::worker_heartbeat> {
       return make_error(errc::unavailable, "the stub node reports no load");
     },
-    [](actors::nd_ckpt_atom, std::string&, std::string&) -> caf::result<bool> { return true; },
+    [](actors::nd_ckpt_atom, std::string&, std::string&) -> caf::result<uint64_t> {
+      return uint64_t{0};
+    },
     [](actors::nd_ckptdel_atom, std::string&) -> caf::result<bool> { return true; },
     [](actors::nd_ckpts_atom) { return std::vector<std::string>{}; },
     [](actors::nd_recreate_atom, schema::sandbox_record& record) -> caf::result<node_sandbox> {
       return make_error(errc::not_found, "the stub node keeps no files of " + record.id);
     },
+    [](actors::dp_quiet_atom, std::string&) { return int64_t{-1}; },
+    [](actors::nd_spool_atom, std::string&, uint64_t, std::string&, bool) -> caf::result<uint64_t> {
+      return make_error(errc::unimplemented, "the stub node takes no uploads");
+    },
+    [](actors::nd_tbuild_atom, actors::template_build&) -> caf::result<actors::template_built> {
+      return make_error(errc::unimplemented, "the stub node builds no templates");
+    },
+    [](actors::nd_tdel_atom, std::string&) { return true; },
   };
 }
 

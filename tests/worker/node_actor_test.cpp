@@ -2,9 +2,12 @@
 // worker with real sandboxes: templates built on demand, idempotent create
 // and destroy, exec with users, env and timeouts, the combined output stream
 // with filters, offsets and the bounded buffer, stdin, signals, resize, and
-// the files pass-through including a 100 MiB round trip and symlink escapes.
+// the files pass-through including a 100 MiB round trip and symlink escapes,
+// a template's start_cmd, and how long ago the data plane was used.
 
 #include "tests/worker/node_actor_fixture.hpp"
+#include "worker/command/command.hpp"
+#include "worker/rootfs/fs_util.hpp"
 
 namespace airlock::worker::test {
 namespace {
@@ -79,15 +82,63 @@ TEST_F(node_actor_test, create_destroy_pause_and_resume_are_idempotent) {
   EXPECT_EQ(exec("nd-idem", argv({"true"})).code(), errc::not_found);
 }
 
+TEST_F(node_actor_test, a_template_s_start_cmd_runs_at_each_start_including_one_from_a_checkpoint) {
+  must_create("nd-first"); // builds minimal
+  // A template like minimal whose manifest names a start_cmd.
+  auto& rootfs = *host_.rootfs;
+  auto staging = rootfs.create_template("with-start");
+  ASSERT_TRUE(staging) << staging.error().message;
+  auto copied = run_checked("copying minimal", {"cp", "-a", "--reflink=auto", "--",
+                                                (*rootfs.template_path("minimal")).string() + "/.",
+                                                staging->string()});
+  ASSERT_TRUE(copied) << copied.message;
+  ASSERT_TRUE(rootfs.seal_template("with-start"));
+  template_manifest manifest;
+  manifest.name = "with-start";
+  manifest.source = "test";
+  manifest.start_cmd = "echo started >> /root/start-log; exec sleep 600";
+  ASSERT_TRUE(
+    write_file(manifest_path(rootfs.templates_dir(), "with-start"), manifest_to_json(manifest)));
+
+  auto created = create(record("nd-start", "with-start"));
+  ASSERT_TRUE(created) << created.error().message;
+  caf::scoped_actor self{*system_};
+  auto listed = ask<std::vector<process_view>>(self, node_, timeout, actors::dp_procs_atom::value,
+                                               std::string("nd-start"));
+  ASSERT_TRUE(listed) << listed.error().message;
+  ASSERT_EQ(listed->size(), 1u) << "the start_cmd runs once the create answers";
+  EXPECT_EQ(listed->front().state, schema::process_state::running);
+  auto log_once = must_exec("nd-start", shell("while ! test -s /root/start-log; do sleep 0.05; "
+                                              "done; cat /root/start-log"));
+  EXPECT_EQ(text("nd-start", log_once), "started\n");
+
+  // From a checkpoint (a restore or a fork): the files come back and the
+  // start_cmd runs again.
+  ASSERT_TRUE(ask<uint64_t>(self, node_, timeout, actors::nd_ckpt_atom::value,
+                            std::string("nd-start"), std::string("nd-start-ck")));
+  auto from = record("nd-start-2", "with-start");
+  from.spec.from_checkpoint = "nd-start-ck";
+  auto restored = create(from);
+  ASSERT_TRUE(restored) << restored.error().message;
+  auto log_twice = must_exec("nd-start-2", shell("while [ $(wc -l < /root/start-log) -lt 2 ]; do "
+                                                 "sleep 0.05; done; cat /root/start-log"));
+  EXPECT_EQ(text("nd-start-2", log_twice), "started\nstarted\n");
+  // A template without one starts nothing.
+  auto plain = ask<std::vector<process_view>>(self, node_, timeout, actors::dp_procs_atom::value,
+                                              std::string("nd-first"));
+  ASSERT_TRUE(plain);
+  EXPECT_TRUE(plain->empty());
+}
+
 TEST_F(node_actor_test, checkpoints_are_taken_listed_and_deleted_through_the_node) {
   must_create("nd-ckpt");
   caf::scoped_actor self{*system_};
-  auto taken = ask<bool>(self, node_, timeout, actors::nd_ckpt_atom::value, std::string("nd-ckpt"),
-                         std::string("nd-ck1"));
+  auto taken = ask<uint64_t>(self, node_, timeout, actors::nd_ckpt_atom::value,
+                             std::string("nd-ckpt"), std::string("nd-ck1"));
   ASSERT_TRUE(taken) << taken.error().message;
   // A repeat after a lost reply says the checkpoint exists.
-  auto repeat = ask<bool>(self, node_, timeout, actors::nd_ckpt_atom::value, std::string("nd-ckpt"),
-                          std::string("nd-ck1"));
+  auto repeat = ask<uint64_t>(self, node_, timeout, actors::nd_ckpt_atom::value,
+                              std::string("nd-ckpt"), std::string("nd-ck1"));
   EXPECT_EQ(repeat.code(), errc::already_exists);
   auto held = ask<std::vector<std::string>>(self, node_, timeout, actors::nd_ckpts_atom::value);
   ASSERT_TRUE(held) << held.error().message;
@@ -100,8 +151,8 @@ TEST_F(node_actor_test, checkpoints_are_taken_listed_and_deleted_through_the_nod
   held = ask<std::vector<std::string>>(self, node_, timeout, actors::nd_ckpts_atom::value);
   ASSERT_TRUE(held);
   EXPECT_TRUE(held->empty());
-  auto unknown = ask<bool>(self, node_, timeout, actors::nd_ckpt_atom::value, std::string("nobody"),
-                           std::string("nd-ck2"));
+  auto unknown = ask<uint64_t>(self, node_, timeout, actors::nd_ckpt_atom::value,
+                               std::string("nobody"), std::string("nd-ck2"));
   EXPECT_EQ(unknown.code(), errc::not_found);
 }
 
@@ -274,6 +325,30 @@ TEST_F(node_actor_test, dp_proc_waits_for_the_exit_and_reports_unix_times) {
   output_batch last;
   EXPECT_EQ(collect("nd-proc", missing->process_id, 0, true, true, &last), "");
   EXPECT_EQ(last.exit_code, 127);
+}
+
+TEST_F(node_actor_test, dp_quiet_says_how_long_ago_a_data_plane_call_used_the_sandbox) {
+  must_create("nd-quiet");
+  caf::scoped_actor self{*system_};
+  auto quiet = [&] {
+    auto answer =
+      ask<int64_t>(self, node_, timeout, actors::dp_quiet_atom::value, std::string("nd-quiet"));
+    EXPECT_TRUE(answer) << answer.error().message;
+    return answer ? *answer : int64_t{-2};
+  };
+  EXPECT_EQ(quiet(), -1) << "nothing has used it yet";
+  // The idle policy's own process listing is not activity.
+  ASSERT_TRUE(ask<std::vector<process_view>>(self, node_, timeout, actors::dp_procs_atom::value,
+                                             std::string("nd-quiet")));
+  EXPECT_EQ(quiet(), -1);
+  ASSERT_TRUE(file("nd-quiet", fspec(file_verb::stat, "/")));
+  const int64_t after_file = quiet();
+  EXPECT_GE(after_file, 0);
+  EXPECT_LT(after_file, 60'000);
+  auto unknown =
+    ask<int64_t>(self, node_, timeout, actors::dp_quiet_atom::value, std::string("nobody"));
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(*unknown, -1);
 }
 
 TEST_F(node_actor_test, files_round_trip_including_100_mib) {

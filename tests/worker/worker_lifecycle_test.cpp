@@ -483,7 +483,8 @@ TEST_F(worker_lifecycle, checkpoints_taken_under_a_writer_hold_only_whole_writes
   size_t previous = 0;
   for (int round = 0; round < 5; ++round) {
     const std::string id = "wl-ckpt-" + std::to_string(round);
-    auto taken = ask<bool>(self, worker_, timeout, wk_ckpt_atom::value, std::string("wl-ckpt"), id);
+    auto taken =
+      ask<uint64_t>(self, worker_, timeout, wk_ckpt_atom::value, std::string("wl-ckpt"), id);
     ASSERT_TRUE(taken) << taken.error().message;
     auto path = host_.rootfs->checkpoint_path(id);
     ASSERT_TRUE(path) << path.error().message;
@@ -516,21 +517,21 @@ TEST_F(worker_lifecycle, checkpoints_are_listed_refuse_a_taken_id_outlive_their_
   ASSERT_TRUE(written) << written.error().message;
   // A paused sandbox stays paused through a checkpoint.
   ASSERT_TRUE(ask<bool>(self, worker_, timeout, wk_pause_atom::value, std::string("wl-ckpt2")));
-  auto taken = ask<bool>(self, worker_, timeout, wk_ckpt_atom::value, std::string("wl-ckpt2"),
-                         std::string("ck-one"));
+  auto taken = ask<uint64_t>(self, worker_, timeout, wk_ckpt_atom::value, std::string("wl-ckpt2"),
+                             std::string("ck-one"));
   ASSERT_TRUE(taken) << taken.error().message;
   auto stats = ask<sandbox_stats>(self, box, timeout, sbx_stats_atom::value);
   ASSERT_TRUE(stats);
   EXPECT_TRUE(stats->frozen);
   ASSERT_TRUE(ask<bool>(self, worker_, timeout, wk_resume_atom::value, std::string("wl-ckpt2")));
-  auto again = ask<bool>(self, worker_, timeout, wk_ckpt_atom::value, std::string("wl-ckpt2"),
-                         std::string("ck-one"));
+  auto again = ask<uint64_t>(self, worker_, timeout, wk_ckpt_atom::value, std::string("wl-ckpt2"),
+                             std::string("ck-one"));
   EXPECT_EQ(again.code(), errc::already_exists);
-  auto bad = ask<bool>(self, worker_, timeout, wk_ckpt_atom::value, std::string("wl-ckpt2"),
-                       std::string("../escape"));
+  auto bad = ask<uint64_t>(self, worker_, timeout, wk_ckpt_atom::value, std::string("wl-ckpt2"),
+                           std::string("../escape"));
   EXPECT_EQ(bad.code(), errc::invalid_argument);
-  auto unknown = ask<bool>(self, worker_, timeout, wk_ckpt_atom::value, std::string("nobody"),
-                           std::string("ck-two"));
+  auto unknown = ask<uint64_t>(self, worker_, timeout, wk_ckpt_atom::value, std::string("nobody"),
+                               std::string("ck-two"));
   EXPECT_EQ(unknown.code(), errc::not_found);
   auto held = ask<std::vector<std::string>>(self, worker_, timeout, wk_ckpts_atom::value);
   ASSERT_TRUE(held) << held.error().message;

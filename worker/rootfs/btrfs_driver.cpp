@@ -181,7 +181,8 @@ result<std::filesystem::path> btrfs_driver::sandbox_path(std::string_view sandbo
   return path;
 }
 
-status btrfs_driver::checkpoint(std::string_view sandbox_id, std::string_view checkpoint_id) {
+result<uint64_t> btrfs_driver::checkpoint(std::string_view sandbox_id,
+                                          std::string_view checkpoint_id) {
   if (auto valid = check_name("checkpoint id", checkpoint_id); !valid)
     return valid;
   auto source = sandbox_path(sandbox_id);
@@ -190,7 +191,15 @@ status btrfs_driver::checkpoint(std::string_view sandbox_id, std::string_view ch
   auto made = btrfs_snapshot(*source, root_ / "checkpoints", checkpoint_id, true);
   if (!made && made.code == errc::already_exists)
     made.message = "checkpoint '" + std::string(checkpoint_id) + "' already exists";
-  return made;
+  if (!made)
+    return made;
+  // Creating a snapshot commits the transaction, so the sandbox's qgroup is
+  // current as of the snapshot without the sync usage() pays for.
+  auto id = btrfs_subvolume_id(*source);
+  if (!options_.disk_quota || !id)
+    return uint64_t{0};
+  auto qgroup = btrfs_qgroup(root_, *id);
+  return qgroup ? qgroup->referenced_bytes : uint64_t{0};
 }
 
 result<std::filesystem::path> btrfs_driver::checkpoint_path(std::string_view checkpoint_id) const {

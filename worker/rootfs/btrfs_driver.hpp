@@ -29,7 +29,7 @@ public:
                                                std::string_view template_name,
                                                uint64_t disk_mb) override;
   result<std::filesystem::path> sandbox_path(std::string_view sandbox_id) override;
-  status checkpoint(std::string_view sandbox_id, std::string_view checkpoint_id) override;
+  result<uint64_t> checkpoint(std::string_view sandbox_id, std::string_view checkpoint_id) override;
   result<std::filesystem::path> checkpoint_path(std::string_view checkpoint_id) const override;
   result<std::filesystem::path> fork(std::string_view checkpoint_id,
                                      std::string_view new_sandbox_id, uint64_t disk_mb) override;

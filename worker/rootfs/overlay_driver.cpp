@@ -242,7 +242,8 @@ result<std::filesystem::path> overlay_driver::sandbox_path(std::string_view sand
   return dir / "merged";
 }
 
-status overlay_driver::checkpoint(std::string_view sandbox_id, std::string_view checkpoint_id) {
+result<uint64_t> overlay_driver::checkpoint(std::string_view sandbox_id,
+                                            std::string_view checkpoint_id) {
   if (auto valid = check_name("checkpoint id", checkpoint_id); !valid)
     return valid;
   if (auto valid = check_name("sandbox id", sandbox_id); !valid)
@@ -275,9 +276,12 @@ status overlay_driver::checkpoint(std::string_view sandbox_id, std::string_view 
       write_file_atomically((partial / "lowers").string(), join_layers(*lowers, '\n') + "\n", 0644);
   if (copied && ::rename(partial.c_str(), target.c_str()) != 0)
     copied = errno_status("cannot rename " + partial.string() + " to " + target.string());
-  if (!copied)
+  if (!copied) {
     (void)remove_tree(partial, options_.command_timeout_ms);
-  return copied;
+    return copied;
+  }
+  auto size = measure_tree(target / "upper");
+  return size ? size->allocated_bytes : uint64_t{0};
 }
 
 result<std::filesystem::path>

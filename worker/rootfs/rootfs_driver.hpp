@@ -111,8 +111,12 @@ public:
   /// Freezes the sandbox's current files as checkpoint `checkpoint_id`. Pause
   /// the sandbox first for a consistent copy. btrfs: a read-only snapshot
   /// (milliseconds); overlay: a copy of the files changed so far (slow,
-  /// proportional to them). already_exists when the id is taken.
-  virtual status checkpoint(std::string_view sandbox_id, std::string_view checkpoint_id) = 0;
+  /// proportional to them). already_exists when the id is taken. Returns
+  /// its size: the bytes the sandbox held beyond its template when it was
+  /// taken (btrfs: its qgroup as of the snapshot's own commit, so no extra
+  /// sync; 0 with quotas off), the copied files' blocks (overlay).
+  virtual result<uint64_t> checkpoint(std::string_view sandbox_id,
+                                      std::string_view checkpoint_id) = 0;
 
   /// The checkpoint's directory: the full read-only tree (btrfs) or only the
   /// files it changed relative to its layers below (overlay).

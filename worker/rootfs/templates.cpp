@@ -215,6 +215,16 @@ std::string manifest_to_json(const template_manifest& manifest) {
     {"source", manifest.source},
     {"guest_binary", manifest.guest_binary},
   };
+  if (!manifest.start_cmd.empty())
+    json["start_cmd"] = manifest.start_cmd;
+  if (!manifest.env.empty())
+    json["env"] = manifest.env;
+  if (!manifest.workdir.empty())
+    json["workdir"] = manifest.workdir;
+  if (!manifest.user.empty())
+    json["user"] = manifest.user;
+  if (!manifest.digest.empty())
+    json["digest"] = manifest.digest;
   return json.dump(2) + "\n";
 }
 
@@ -247,6 +257,16 @@ result<template_manifest> parse_manifest(std::string_view text) {
     out.files = json["files"].get<uint64_t>();
   if (has("guest_binary", &nlohmann::json::is_string))
     out.guest_binary = json["guest_binary"].get<std::string>();
+  if (has("start_cmd", &nlohmann::json::is_string))
+    out.start_cmd = json["start_cmd"].get<std::string>();
+  if (json.contains("env") && json["env"].is_array())
+    for (const auto& item : json["env"])
+      if (item.is_string())
+        out.env.push_back(item.get<std::string>());
+  for (auto [key, field] : {std::pair{"workdir", &out.workdir}, std::pair{"user", &out.user},
+                            std::pair{"digest", &out.digest}})
+    if (has(key, &nlohmann::json::is_string))
+      *field = json[key].get<std::string>();
   return out;
 }
 

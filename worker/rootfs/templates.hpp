@@ -76,6 +76,15 @@ struct template_manifest {
   uint64_t files = 0;       ///< entries of any type
   std::string source;       ///< e.g. "busybox /bin/busybox" or "debootstrap bookworm <mirror>"
   std::string guest_binary; ///< where /sbin/airlock-guest was copied from
+  /// A shell line started (as root, in the background) each time a sandbox
+  /// of this template starts: create, restore, fork and a restart's bring-
+  /// back. Empty: none. An imported image's Entrypoint and Cmd give it.
+  std::string start_cmd;
+  // An imported image's defaults (empty for the built-in templates).
+  std::vector<std::string> env; ///< "KEY=VALUE"
+  std::string workdir;
+  std::string user;
+  std::string digest; ///< "sha256:..." of what it was made from
 };
 
 /// Manifest as JSON text.

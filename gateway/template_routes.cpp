@@ -1,0 +1,268 @@
+// Template routes (docs/templates.md): list and read template records, upload
+// an image as a new version (PUT .../archive streams the body to one worker's
+// spool, then a template.build operation makes the version there), delete a
+// version or a template (refused while a sandbox or checkpoint uses it).
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "actors/template_procedures.hpp"
+#include "actors/template_records.hpp"
+#include "gateway/control_api_internal.hpp"
+
+namespace airlock::gateway::control_detail {
+
+namespace {
+
+using nlohmann::json;
+
+http_response bad_request(const std::string& message) {
+  return json_error(http::status::bad_request, "invalid_argument", message);
+}
+
+void list_templates(api_ptr api, exchange_ptr ex, caller who) {
+  call_actor(
+    *api->deps.system, api->deps.registry, api->call_timeout(),
+    [ex](std::vector<schema::template_record>& records) {
+      json items = json::array();
+      for (const auto& record : records)
+        items.push_back(to_json(record));
+      ex->respond(json_response(http::status::ok, {{"items", items}, {"next_cursor", nullptr}}));
+    },
+    answer_error(ex), actors::rg_tlist_atom::value, scope_of(who));
+}
+
+void get_template(api_ptr api, exchange_ptr ex, caller who) {
+  call_actor(*api->deps.system, api->deps.registry, api->call_timeout(),
+             respond_record<schema::template_record>(ex), answer_error(ex),
+             actors::rg_tget_atom::value, std::string(ex->path_param("name")), scope_of(who));
+}
+
+/// Starts operation `kind` on template `name` and answers 202 with it.
+void start_template_operation(api_ptr api, exchange_ptr ex, const caller& who, const char* kind,
+                              const std::string& name, json params,
+                              std::function<void(const schema::operation_record&)> started = {}) {
+  actors::operation_request request;
+  request.kind = kind;
+  request.target_id = name;
+  request.tenant_id = who.tenant_id;
+  request.params_json = params.dump();
+  auto key = ex->request()["Idempotency-Key"];
+  request.idempotency_key = std::string(key.data(), key.size());
+  // A build may run for as long as its procedure allows (30 minutes), past
+  // the engine's default deadline.
+  if (std::string_view(kind) == actors::kind_template_build)
+    request.timeout_ms = 40 * 60 * 1000;
+  call_actor(
+    *api->deps.system, api->deps.engine, api->call_timeout(),
+    [ex, name, params, started](actors::create_reply& reply) {
+      if (started)
+        started(reply.record);
+      auto body = json::parse(accepted(reply.record).body(), nullptr, false);
+      body["template"] = name;
+      if (params.contains("version"))
+        body["version"] = params["version"];
+      ex->respond(json_response(http::status::accepted, body));
+    },
+    answer_error(ex), actors::op_create_atom::value, request);
+}
+
+/// One upload: the body, a chunk at a time, to the chosen worker's spool;
+/// each chunk leaves only once the worker took the one before.
+struct template_upload : std::enable_shared_from_this<template_upload> {
+  api_ptr api;
+  exchange_ptr ex;
+  caller who;
+  std::string name;
+  std::string format;
+  schema::template_version version;
+  actors::node_actor node;
+  std::string spool_id;
+  uint64_t offset = 0;
+
+  /// The version failed before its build: said so in its record, then to
+  /// the client.
+  void fail(status failure) {
+    version.state = schema::template_version_state::failed;
+    version.error = schema::error_info{std::string(to_string(failure.code)), failure.message};
+    auto self = shared_from_this();
+    call_actor(
+      *api->deps.system, api->deps.registry, api->call_timeout(),
+      [self, failure](schema::template_record&) { self->ex->respond(error_response(failure)); },
+      [self, failure](caf::error&) { self->ex->respond(error_response(failure)); },
+      actors::rg_tsave_atom::value, name, version);
+  }
+
+  void read_next() {
+    ex->read_body_chunk(api->deps.options.template_chunk_bytes,
+                        [self = shared_from_this()](body_chunk chunk) {
+                          if (!chunk.outcome.is_ok())
+                            return self->fail(chunk.outcome); // 413/400 answered, or gone
+                          self->send(std::move(chunk.bytes), chunk.last);
+                        });
+  }
+
+  void send(std::string bytes, bool last) {
+    auto self = shared_from_this();
+    const uint64_t size = bytes.size();
+    call_actor(
+      *api->deps.system, node, api->call_timeout() * 4,
+      [self, last](uint64_t total) {
+        self->offset = total;
+        if (!last)
+          return self->read_next();
+        self->build();
+      },
+      [self](caf::error& error) { self->fail(to_status(error)); }, actors::nd_spool_atom::value,
+      spool_id, offset, std::move(bytes), last);
+    (void)size;
+  }
+
+  void build() {
+    const auto& options = api->deps.options;
+    json params{{"version", version.version},
+                {"spool_id", spool_id},
+                {"format", format},
+                {"archive_bytes", offset},
+                {"compressed_bytes_max", options.template_archive_bytes_max},
+                {"uncompressed_bytes_max", options.template_unpacked_bytes_max},
+                {"entries_max", options.template_entries_max},
+                {"path_bytes_max", options.template_path_bytes_max}};
+    auto self = shared_from_this();
+    start_template_operation(api, ex, who, actors::kind_template_build, name, std::move(params),
+                             [self](const schema::operation_record& operation) {
+                               // The version names its build (best effort: the operation is what
+                               // a client follows, and it names the template).
+                               auto named = self->version;
+                               named.operation_id = operation.id;
+                               caf::anon_send(self->api->deps.registry,
+                                              actors::rg_tsave_atom::value, self->name, named);
+                             });
+  }
+};
+
+/// PUT /v1/templates/{name}/archive?format=oci|docker|tar[&start_cmd=]: a
+/// new version of the template from the image in the body.
+void upload_archive(api_ptr api, exchange_ptr ex, caller who) {
+  auto upload = std::make_shared<template_upload>();
+  upload->api = api;
+  upload->ex = ex;
+  upload->who = who;
+  upload->name = std::string(ex->path_param("name"));
+  if (!actors::is_valid_template_name(upload->name))
+    return ex->respond(bad_request("template name \"" + upload->name
+                                   + "\" is not 1 to 63 of [a-z0-9-] starting with a letter or "
+                                     "digit"));
+  upload->format = ex->query("format").value_or("");
+  if (upload->format != "oci" && upload->format != "docker" && upload->format != "tar")
+    return ex->respond(bad_request("?format= must be oci (an OCI image layout as a tar), docker "
+                                   "(docker save) or tar (a root filesystem)"));
+  auto start_cmd = ex->query("start_cmd").value_or("");
+  if (start_cmd.size() > api->deps.options.limits.text_bytes_max)
+    return ex->respond(bad_request("start_cmd is longer than "
+                                   + std::to_string(api->deps.options.limits.text_bytes_max)
+                                   + " bytes"));
+  // The worker with the most free disk holds the upload and the version.
+  call_actor(
+    *api->deps.system, api->deps.scheduler, api->call_timeout(),
+    [api, ex, upload, start_cmd](std::vector<actors::worker_view>& workers) {
+      const actors::worker_view* chosen = nullptr;
+      for (const auto& w : workers) {
+        if (w.state != "ready")
+          continue;
+        auto free = [](const actors::worker_view& v) {
+          return static_cast<int64_t>(v.registration.capacity.disk_mb)
+                 - static_cast<int64_t>(v.allocated.disk_mb);
+        };
+        if (chosen == nullptr || free(w) > free(*chosen))
+          chosen = &w;
+      }
+      if (chosen == nullptr)
+        return ex->respond(json_error(http::status::service_unavailable, "unavailable",
+                                      "no worker is ready to hold the template; start one (or "
+                                      "wait for it to join) and upload again"));
+      schema::template_version draft;
+      draft.state = schema::template_version_state::building;
+      draft.source_json = json{{"archive", {{"format", upload->format}}}}.dump();
+      draft.default_runtime = "namespace";
+      draft.worker_id = chosen->registration.id;
+      draft.start_cmd = start_cmd;
+      call_actor(
+        *api->deps.system, api->deps.registry, api->call_timeout(),
+        [api, ex, upload](schema::template_record& record) {
+          upload->version = record.versions.back();
+          upload->spool_id = "tpl_" + record.name + "_v" + std::to_string(upload->version.version);
+          call_actor(
+            *api->deps.system, api->deps.scheduler, api->call_timeout(),
+            [upload](actors::placement& where) {
+              upload->node = where.node;
+              upload->read_next();
+            },
+            [upload](caf::error& error) { upload->fail(to_status(error)); },
+            actors::sc_node_atom::value, upload->version.worker_id);
+        },
+        answer_error(ex), actors::rg_tnew_atom::value, upload->name, scope_of(upload->who), draft);
+    },
+    answer_error(ex), actors::sc_workers_atom::value);
+}
+
+/// DELETE /v1/templates/{name}[?version=N]: 409 at once while something
+/// uses it (the operation checks again).
+void delete_template(api_ptr api, exchange_ptr ex, caller who) {
+  const std::string name(ex->path_param("name"));
+  uint32_t version = 0;
+  if (auto given = ex->query("version")) {
+    auto parsed = actors::parse_template_ref(name + ":" + *given);
+    if (!parsed)
+      return ex->respond(bad_request("?version= must be a version number of 1 or more"));
+    version = parsed->second;
+  }
+  call_actor(
+    *api->deps.system, api->deps.registry, api->call_timeout(),
+    [api, ex, who, name, version](schema::template_record& record) {
+      if (record.tenant_id.empty() && !scope_of(who).empty())
+        return ex->respond(json_error(http::status::forbidden, "permission_denied",
+                                      "template " + name
+                                        + " is shared by every tenant: only an admin key "
+                                          "deletes it"));
+      if (version != 0 && record.find(version) == nullptr)
+        return ex->respond(
+          json_error(http::status::not_found, "not_found",
+                     "template " + name + " has no version " + std::to_string(version)));
+      call_actor(
+        *api->deps.system, api->deps.registry, api->call_timeout(),
+        [api, ex, who, name, version](std::vector<std::string>& users) {
+          if (!users.empty()) {
+            std::string list;
+            for (const auto& id : users)
+              list += (list.empty() ? "" : ", ") + id;
+            return ex->respond(json_error(
+              http::status::conflict, "wrong_state",
+              "template " + name + (version == 0 ? "" : " version " + std::to_string(version))
+                + " is in use by " + list + ": delete those sandboxes and checkpoints first"));
+          }
+          json params = json::object();
+          if (version != 0)
+            params["version"] = version;
+          start_template_operation(api, ex, who, actors::kind_template_delete, name, params);
+        },
+        answer_error(ex), actors::rg_tusers_atom::value, name, version);
+    },
+    answer_error(ex), actors::rg_tget_atom::value, name, scope_of(who));
+}
+
+} // namespace
+
+void add_template_routes(route_table& routes, const api_ptr& api) {
+  using http::verb;
+  route_options archive_body{api->deps.options.template_archive_bytes_max, true};
+  routes.add_async(verb::get, "/v1/templates", authed(api, list_templates));
+  routes.add_async(verb::get, "/v1/templates/{name}", authed(api, get_template));
+  routes.add_async(verb::put, "/v1/templates/{name}/archive", authed(api, upload_archive),
+                   archive_body);
+  routes.add_async(verb::delete_, "/v1/templates/{name}", authed(api, delete_template));
+}
+
+} // namespace airlock::gateway::control_detail

@@ -1,0 +1,201 @@
+// Templates through the API with the real daemon: an OCI image and a
+// `docker save` archive uploaded as versions (whiteouts, opaque directories,
+// a symlink, a hard link and a setuid file come out as the layers say; the
+// image's Env and Entrypoint/Cmd become the template's defaults, and its
+// start_cmd runs in every sandbox), pinned and current versions, a version
+// in use that cannot be deleted, archives that try to escape the root or
+// carry a device node, and what another tenant may see and do.
+
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "tests/api/api_fixture.hpp"
+#include "tests/support/host.hpp"
+
+namespace airlock::test {
+namespace {
+
+using nlohmann::json;
+
+class api_templates : public api_suite {
+protected:
+  /// The archive make_image.py writes for `kind`, as bytes.
+  static std::string image(const std::string& kind) {
+    temp_dir dir("airlock-image");
+    const std::string out = dir.path() + "/" + kind + ".tar";
+    const std::string command =
+      "python3 " + std::string(AIRLOCK_MAKE_IMAGE) + " " + kind + " " + out;
+    EXPECT_EQ(std::system(command.c_str()), 0) << command;
+    return read_file(out);
+  }
+
+  /// PUT the archive; the build operation as it ended.
+  static json upload(const api_client& api, const std::string& name, const std::string& format,
+                     const std::string& bytes, const std::string& query = {}) {
+    auto put = api.call("PUT", "/v1/templates/" + name + "/archive?format=" + format + query, bytes,
+                        {{"Content-Type", "application/octet-stream"}});
+    EXPECT_EQ(put.status, 202) << put.body;
+    if (put.status != 202)
+      return json::object();
+    EXPECT_EQ(put.json["template"], name);
+    return api.wait_operation(put.json["operation_id"]);
+  }
+
+  static std::string output_of(const api_client& api, const std::string& id,
+                               const std::string& cmd) {
+    return api.run(id, cmd).stdout_bytes;
+  }
+};
+
+TEST_F(api_templates, an_oci_image_becomes_a_version_whose_sandboxes_see_its_layers_and_defaults) {
+  auto api = admin();
+  auto built = upload(api, "oci-test", "oci", image("oci"));
+  ASSERT_EQ(built["state"], "succeeded") << built.dump();
+  EXPECT_EQ(built["result"]["version"]["version"], 1);
+  auto record = api.get("/v1/templates/oci-test");
+  ASSERT_EQ(record.status, 200) << record.body;
+  EXPECT_EQ(record.json["version"], 1);
+  EXPECT_EQ(record.json["state"], "ready");
+  const auto& v1 = record.json["versions"][0];
+  EXPECT_EQ(v1["digest"].get<std::string>().rfind("sha256:", 0), 0u) << v1.dump();
+  EXPECT_EQ(v1["env"]["GREETING"], "hello from the image");
+  EXPECT_EQ(v1["workdir"], "/opt");
+  EXPECT_GT(v1["size_bytes"].get<uint64_t>(), 500'000u) << "busybox alone is about 1 MiB";
+  EXPECT_FALSE(v1["start_cmd"].is_null()) << "Entrypoint and Cmd give the start_cmd";
+
+  auto id = api.create_running({{"template", "oci-test"}});
+  ASSERT_FALSE(id.empty());
+  auto sandbox = api.get("/v1/sandboxes/" + id);
+  EXPECT_EQ(sandbox.json["template"], "oci-test");
+  EXPECT_EQ(sandbox.json["template_version"], 1);
+  EXPECT_EQ(output_of(api, id, "cat /etc/hello"), "layer one\n");
+  EXPECT_EQ(output_of(api, id, "test -e /etc/doomed || echo whiteout"), "whiteout\n");
+  EXPECT_EQ(output_of(api, id, "ls /opt/cache"), "new\n") << "the opaque directory";
+  EXPECT_EQ(output_of(api, id, "stat -c %a /usr/bin/tool"), "4755\n") << "setuid kept";
+  EXPECT_EQ(output_of(api, id, "stat -c %h /data/original; cat /data/hard"), "2\nlinked\n");
+  EXPECT_EQ(output_of(api, id, "stat -c %F /bin/sh"), "symbolic link\n");
+  EXPECT_EQ(output_of(api, id, "echo $GREETING"), "hello from the image\n");
+  EXPECT_EQ(output_of(api, id, "pwd"), "/opt\n") << "the image's WorkingDir";
+  EXPECT_EQ(output_of(api, id,
+                      "i=0; while [ ! -s /tmp/start-log ] && [ $i -lt 100 ]; do sleep 0.1; "
+                      "i=$((i+1)); done; cat /tmp/start-log"),
+            "started\n")
+    << "the image's Entrypoint and Cmd ran as the start_cmd";
+
+  // A version in use stays; the sandbox gone, it goes.
+  auto refused = api.call("DELETE", "/v1/templates/oci-test");
+  EXPECT_EQ(refused.status, 409) << refused.body;
+  EXPECT_NE(refused.body.find(id), std::string::npos) << "the refusal names the user";
+  auto gone = api.call("DELETE", "/v1/sandboxes/" + id);
+  ASSERT_EQ(gone.status, 202);
+  ASSERT_EQ(api.wait_operation(gone.json["operation_id"])["state"], "succeeded");
+  auto deleted = api.call("DELETE", "/v1/templates/oci-test");
+  ASSERT_EQ(deleted.status, 202) << deleted.body;
+  EXPECT_EQ(api.wait_operation(deleted.json["operation_id"])["state"], "succeeded");
+  EXPECT_EQ(api.get("/v1/templates/oci-test").status, 404);
+  auto after = api.create({{"template", "oci-test:1"}});
+  EXPECT_EQ(after.status, 404) << after.body;
+}
+
+TEST_F(api_templates, a_docker_save_archive_gives_the_same_root_and_versions_count_up) {
+  auto api = admin();
+  auto first = upload(api, "docker-test", "docker", image("docker"));
+  ASSERT_EQ(first["state"], "succeeded") << first.dump();
+  // The second version replaces the start_cmd: it becomes current; the first
+  // stays reachable by number.
+  auto second = upload(api, "docker-test", "docker", image("docker"),
+                       "&start_cmd=echo%20second%20>%20/tmp/which;%20exec%20sleep%20600");
+  ASSERT_EQ(second["state"], "succeeded") << second.dump();
+  EXPECT_EQ(second["result"]["version"]["version"], 2);
+  auto record = api.get("/v1/templates/docker-test");
+  EXPECT_EQ(record.json["version"], 2);
+  ASSERT_EQ(record.json["versions"].size(), 2u);
+
+  auto current = api.create_running({{"template", "docker-test"}});
+  auto pinned = api.create_running({{"template", "docker-test:1"}});
+  ASSERT_FALSE(current.empty());
+  ASSERT_FALSE(pinned.empty());
+  EXPECT_EQ(api.get("/v1/sandboxes/" + current).json["template_version"], 2);
+  EXPECT_EQ(api.get("/v1/sandboxes/" + pinned).json["template_version"], 1);
+  EXPECT_EQ(output_of(api, current, "ls /opt/cache; cat /etc/hello"), "new\nlayer one\n");
+  EXPECT_EQ(output_of(api, current,
+                      "i=0; while [ ! -s /tmp/which ] && [ $i -lt 100 ]; do sleep 0.1; "
+                      "i=$((i+1)); done; cat /tmp/which"),
+            "second\n");
+  // Version 1 is in use, version 2 too: neither goes; an unknown one is 404.
+  EXPECT_EQ(api.call("DELETE", "/v1/templates/docker-test?version=1").status, 409);
+  EXPECT_EQ(api.call("DELETE", "/v1/templates/docker-test?version=9").status, 404);
+  EXPECT_EQ(api.call("DELETE", "/v1/templates/docker-test?version=x").status, 400);
+}
+
+TEST_F(api_templates, archives_that_escape_the_root_or_hold_devices_fail_and_write_nothing) {
+  auto api = admin();
+  auto escaped = upload(api, "escape-test", "tar", image("escape"));
+  EXPECT_EQ(escaped["state"], "failed") << escaped.dump();
+  EXPECT_EQ(escaped["error"]["code"], "invalid_argument") << escaped.dump();
+  EXPECT_NE(escaped["error"]["message"].get<std::string>().find("escaped-from-the-root"),
+            std::string::npos)
+    << "the refusal names the entry: " << escaped.dump();
+  // Nowhere next to the build directory, nor above it.
+  const std::string rootfs = server().data_dir() + "/rootfs";
+  for (const auto* dir : {"", "/templates", "/spool"}) {
+    struct stat st {};
+    EXPECT_NE(::stat((rootfs + dir + "/escaped-from-the-root").c_str(), &st), 0) << dir;
+  }
+  auto record = api.get("/v1/templates/escape-test");
+  ASSERT_EQ(record.status, 200);
+  EXPECT_EQ(record.json["versions"][0]["state"], "failed");
+  EXPECT_TRUE(record.json["version"].is_null()) << "no ready version: nothing is current";
+  auto create = api.create({{"template", "escape-test"}});
+  EXPECT_EQ(create.status, 409) << create.body;
+
+  auto device = upload(api, "device-test", "tar", image("device"));
+  EXPECT_EQ(device["state"], "failed") << device.dump();
+  EXPECT_NE(device["error"]["message"].get<std::string>().find("dev/sda"), std::string::npos)
+    << device.dump();
+  auto garbage = upload(api, "garbage-test", "oci", "this is not a tar archive at all");
+  EXPECT_EQ(garbage["state"], "failed") << garbage.dump();
+}
+
+TEST_F(api_templates, bad_requests_and_other_tenants_get_clear_errors) {
+  auto api = admin();
+  auto bad_format = api.call("PUT", "/v1/templates/ok-name/archive?format=zip", "x");
+  EXPECT_EQ(bad_format.status, 400) << bad_format.body;
+  EXPECT_TRUE(bad_format.is_error_shape());
+  auto bad_name = api.call("PUT", "/v1/templates/Bad_Name/archive?format=tar", "x");
+  EXPECT_EQ(bad_name.status, 400) << bad_name.body;
+  EXPECT_EQ(api.create({{"template", "minimal:0"}}).status, 400);
+  EXPECT_EQ(api.create({{"template", "minimal:7"}}).status, 404);
+
+  // The built-in templates are listed like any other.
+  auto listed = api.get("/v1/templates");
+  ASSERT_EQ(listed.status, 200) << listed.body;
+  bool has_minimal = false;
+  for (const auto& item : listed.json["items"])
+    has_minimal = has_minimal || (item["name"] == "minimal" && item["shared"] == true);
+  EXPECT_TRUE(has_minimal) << listed.body;
+
+  auto key = api.post("/v1/api-keys", {{"tenant_id", "tpl-a"}});
+  ASSERT_EQ(key.status, 201);
+  auto tenant_a = as(key.json["api_key"].get<std::string>());
+  key = api.post("/v1/api-keys", {{"tenant_id", "tpl-b"}});
+  ASSERT_EQ(key.status, 201);
+  auto tenant_b = as(key.json["api_key"].get<std::string>());
+  // A tenant adds no version to a shared template.
+  auto shared = tenant_a.call("PUT", "/v1/templates/minimal/archive?format=tar", image("escape"));
+  EXPECT_EQ(shared.status, 403) << shared.body;
+  // A tenant's own template is its own.
+  ASSERT_EQ(upload(tenant_a, "a-only", "oci", image("oci"))["state"], "succeeded");
+  EXPECT_EQ(tenant_a.get("/v1/templates/a-only").status, 200);
+  EXPECT_EQ(tenant_b.get("/v1/templates/a-only").status, 404);
+  EXPECT_EQ(tenant_b.create({{"template", "a-only:1"}}).status, 404);
+  EXPECT_EQ(tenant_b.call("DELETE", "/v1/templates/a-only").status, 404);
+  auto theirs = tenant_b.call("PUT", "/v1/templates/a-only/archive?format=oci", image("oci"));
+  EXPECT_EQ(theirs.status, 404) << theirs.body;
+  EXPECT_EQ(tenant_a.call("DELETE", "/v1/templates/minimal").status, 403);
+}
+
+} // namespace
+} // namespace airlock::test
