@@ -426,9 +426,11 @@ sandbox_registry_actor spawn_sandbox_registry(caf::actor_system& system, storage
   std::optional<state_counts> counts;
   if (auto counted = count_by_state(store))
     counts = std::move(*counted);
-  // The built-in templates are records like any other; a failure here shows
-  // again, with its reason, on the first template call.
+  // The built-in templates are records like any other, and an upload the
+  // last stop cut short is failed; a failure here shows again, with its
+  // reason, on the first template call.
   (void)seed_builtin_templates(store, clock.now_ms());
+  (void)fail_interrupted_uploads(store, clock.now_ms());
   return system.spawn([&store, &clock, counts = std::move(counts)](registry_pointer self) mutable {
     self->state.store = &store;
     self->state.clock = &clock;

@@ -94,6 +94,30 @@ status seed_builtin_templates(storage::kv_store& store, int64_t now_ms) {
   return status::ok();
 }
 
+status fail_interrupted_uploads(storage::kv_store& store, int64_t now_ms) {
+  auto listed = list_templates(store, "", 1'000'000);
+  if (!listed)
+    return listed.error();
+  for (auto& record : *listed) {
+    bool changed = false;
+    for (auto& v : record.versions) {
+      if (v.state != template_version_state::building || !v.operation_id.empty())
+        continue;
+      v.state = template_version_state::failed;
+      v.error =
+        schema::error_info{"cancelled", "the upload was cut short by a control-plane restart; "
+                                        "upload the image again"};
+      changed = true;
+    }
+    if (!changed)
+      continue;
+    record.updated_at_ms = now_ms;
+    if (auto stored = put(store, record); !stored)
+      return stored;
+  }
+  return status::ok();
+}
+
 result<template_record> get_template(storage::kv_store& store, const std::string& name,
                                      const std::string& tenant) {
   auto found = find(store, name);

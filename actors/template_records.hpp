@@ -34,6 +34,11 @@ result<std::pair<std::string, uint32_t>> parse_template_ref(std::string_view ref
 /// Stores the built-in templates' records when absent.
 status seed_builtin_templates(storage::kv_store& store, int64_t now_ms);
 
+/// Marks failed every version still `building` without a build operation:
+/// its upload was cut short by a control-plane stop (uploads live in the
+/// stopped process), so nothing will ever finish it. Run at start.
+status fail_interrupted_uploads(storage::kv_store& store, int64_t now_ms);
+
 /// The record of `name` as tenant `tenant` sees it (its own and shared ones;
 /// tenant "" sees all). not_found otherwise.
 result<schema::template_record> get_template(storage::kv_store& store, const std::string& name,

@@ -110,6 +110,23 @@ TEST_F(template_records, versions_count_up_and_only_a_ready_one_becomes_current)
   EXPECT_TRUE(forget_template_version(*store_, "py", 0, 80)) << "idempotent";
 }
 
+TEST_F(template_records, an_upload_cut_short_by_a_restart_fails_and_a_started_build_does_not) {
+  ASSERT_TRUE(add_template_version(*store_, "cut", "t1", draft(), 10));
+  auto building = add_template_version(*store_, "cut", "t1", draft(), 20);
+  ASSERT_TRUE(building);
+  auto started = building->versions.back();
+  started.operation_id = "op_build"; // its build runs: the engine finishes it
+  ASSERT_TRUE(save_template_version(*store_, "cut", started, 30));
+  ASSERT_TRUE(fail_interrupted_uploads(*store_, 40));
+  auto record = get_template(*store_, "cut", "t1");
+  ASSERT_TRUE(record);
+  EXPECT_EQ(record->find(1)->state, template_version_state::failed);
+  ASSERT_TRUE(record->find(1)->error);
+  EXPECT_NE(record->find(1)->error->message.find("upload the image again"), std::string::npos);
+  EXPECT_EQ(record->find(2)->state, template_version_state::building);
+  EXPECT_EQ(record->updated_at_ms, 40);
+}
+
 TEST_F(template_records, tenants_see_their_own_and_shared_templates_only) {
   ASSERT_TRUE(seed_builtin_templates(*store_, 1));
   ASSERT_TRUE(add_template_version(*store_, "mine", "t1", draft(), 10));

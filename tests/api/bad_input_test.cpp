@@ -123,12 +123,16 @@ TEST_F(api_bad_input, unknown_state_filters_and_bad_limits_are_400) {
 
 TEST_F(api_bad_input, later_release_routes_answer_501) {
   auto api = admin();
-  expect_error(api.get("/v1/templates"), 501, "not_implemented");
+  expect_error(api.post("/v1/templates", {{"name", "x"}}), 501, "not_implemented");
+  expect_error(api.call("PUT", "/v1/templates/base/pool", R"({"size": 1})"), 501,
+               "not_implemented");
   expect_error(api.call("POST", "/v1/workers/wk_any/drain"), 501, "not_implemented");
   // Snapshots are served: an unknown sandbox is a 404, not a 501.
   expect_error(api.call("POST", "/v1/sandboxes/sb_any/suspend"), 404, "not_found");
   // /v1/audit exists (the audit log): its bad input is a 400, not a 501.
   expect_error(api.get("/v1/audit?kind=nope"), 400, "invalid_argument");
+  // Templates are served: an unknown one is a 404, not a 501.
+  expect_error(api.get("/v1/templates/no-such"), 404, "not_found");
   // Still authenticated first.
   expect_error(as("").get("/v1/templates"), 401);
 }
