@@ -61,9 +61,6 @@ int upload(context& ctx, const std::string& source, remote_path target) {
                                      "name the file to write: ID:/dir/name, not a directory"));
     target.path += base_name(source);
   }
-  auto bytes = read_source(ctx, source, ctx.options.upload_bytes_max);
-  if (!bytes)
-    return report(ctx, bytes.error());
   std::string path = files_path(target);
   struct stat info {};
   if (source != "-" && ::stat(source.c_str(), &info) == 0) {
@@ -71,17 +68,11 @@ int upload(context& ctx, const std::string& source, remote_path target) {
     std::snprintf(mode, sizeof mode, "%04o", info.st_mode & 07777);
     path += std::string("&mode=") + mode;
   }
-  http_request request{"PUT",
-                       ctx.api.absolute(path),
-                       {{"Content-Type", "application/octet-stream"}},
-                       std::move(*bytes)};
-  auto response = ctx.api.send(std::move(request));
-  if (!response)
-    return report(ctx, response.error());
-  if (response->status < 200 || response->status >= 300)
-    return report(ctx, api_failure(response->status, response->body));
+  auto answer = put_local_file(ctx, path, source);
+  if (!answer)
+    return report(ctx, answer.error());
   if (ctx.inv.json)
-    ctx.io.out << response->body << "\n";
+    ctx.io.out << answer->dump() << "\n";
   return 0;
 }
 

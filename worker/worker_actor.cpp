@@ -292,14 +292,16 @@ caf::result<bool> forward_freeze(self_ptr self, const std::string& id, bool paus
   return promise;
 }
 
-/// Runs `work` on a fresh blocking actor (own thread); answers its value or
-/// its error.
-caf::result<uint64_t> run_blocking_value(self_ptr self, std::function<result<uint64_t>()> work) {
-  auto promise = self->make_response_promise<uint64_t>();
+/// Runs `work` on a fresh blocking actor (own thread); answers its value
+/// (`to_answer` of it) or its error.
+template <class T>
+caf::result<T> run_blocking_as(self_ptr self, std::function<result<uint64_t>()> work,
+                               T (*to_answer)(uint64_t)) {
+  auto promise = self->make_response_promise<T>();
   const uint64_t token = ++self->state.next_token;
-  self->state.jobs.emplace(token, [promise](status& outcome, uint64_t value) mutable {
+  self->state.jobs.emplace(token, [promise, to_answer](status& outcome, uint64_t value) mutable {
     if (outcome)
-      promise.deliver(value);
+      promise.deliver(to_answer(value));
     else
       promise.deliver(make_error(outcome));
   });
@@ -312,21 +314,21 @@ caf::result<uint64_t> run_blocking_value(self_ptr self, std::function<result<uin
   return promise;
 }
 
+caf::result<uint64_t> run_blocking_value(self_ptr self, std::function<result<uint64_t>()> work) {
+  return run_blocking_as<uint64_t>(self, std::move(work), [](uint64_t value) { return value; });
+}
+
 /// The same for work without a value: answers true or its error.
 caf::result<bool> run_blocking(self_ptr self, std::function<status()> work) {
-  auto promise = self->make_response_promise<bool>();
-  const uint64_t token = ++self->state.next_token;
-  self->state.jobs.emplace(token, [promise](status& outcome, uint64_t) mutable {
-    if (outcome)
-      promise.deliver(true);
-    else
-      promise.deliver(make_error(outcome));
-  });
-  worker_actor me = self;
-  self->home_system().spawn([me, token, work = std::move(work)](caf::blocking_actor*) {
-    caf::anon_send(me, wk_jobdone_atom::value, token, work(), uint64_t{0});
-  });
-  return promise;
+  return run_blocking_as<bool>(
+    self,
+    [work = std::move(work)]() -> result<uint64_t> {
+      auto done = work();
+      if (!done)
+        return done;
+      return uint64_t{0};
+    },
+    [](uint64_t) { return true; });
 }
 
 caf::result<uint64_t> forward_checkpoint(self_ptr self, const std::string& id,

@@ -14,6 +14,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <new>
@@ -411,6 +412,23 @@ result<std::vector<std::string>> list_names(int dir_fd, std::string_view shown) 
   return names;
 }
 
+// Runs `visit(dir_fd, child, child_shown)` for every entry of directory
+// `name` in `parent` (opened without following a symlink).
+status
+for_each_child(int parent, const std::string& name, const std::string& shown,
+               const std::function<status(int, const std::string&, const std::string&)>& visit) {
+  unique_fd dir(::openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!dir)
+    return errno_status("cannot open " + printable(shown));
+  auto names = list_names(dir.get(), printable(shown));
+  if (!names)
+    return names.error();
+  for (const auto& child : *names)
+    if (auto done = visit(dir.get(), child, join_path(shown, child)); !done)
+      return done;
+  return status::ok();
+}
+
 // Deletes `name` in `parent` and, for a directory, everything below it,
 // without following symlinks.
 status remove_entry(int parent, const std::string& name, const std::string& shown) {
@@ -425,15 +443,8 @@ status remove_entry(int parent, const std::string& name, const std::string& show
   // Without root a directory needs write and search permission to be emptied.
   if ((st.st_mode & S_IRWXU) != S_IRWXU)
     (void)::fchmodat(parent, name.c_str(), (st.st_mode & 07777) | S_IRWXU, 0);
-  unique_fd dir(::openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!dir)
-    return errno_status("cannot open " + printable(shown));
-  auto names = list_names(dir.get(), printable(shown));
-  if (!names)
-    return names.error();
-  for (const auto& child : *names)
-    if (auto removed = remove_entry(dir.get(), child, join_path(shown, child)); !removed)
-      return removed;
+  if (auto emptied = for_each_child(parent, name, shown, remove_entry); !emptied)
+    return emptied;
   if (::unlinkat(parent, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT)
     return errno_status("cannot remove " + printable(shown));
   return status::ok();
@@ -594,16 +605,10 @@ status tree_writer::remove_lower(int parent, const std::string& name, const std:
     return errno == ENOENT ? status::ok() : errno_status("cannot stat " + printable(path));
   if (!S_ISDIR(st.st_mode))
     return status::ok();
-  unique_fd dir(::openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!dir)
-    return errno_status("cannot open " + printable(path));
-  auto names = list_names(dir.get(), printable(path));
-  if (!names)
-    return names.error();
-  for (const auto& child : *names)
-    if (auto removed = remove_lower(dir.get(), child, join_path(path, child)); !removed)
-      return removed;
-  return status::ok();
+  return for_each_child(parent, name, path,
+                        [this](int dir, const std::string& child, const std::string& shown) {
+                          return remove_lower(dir, child, shown);
+                        });
 }
 
 // Makes room for `ref` in `parent`: removes what is there unless it is a
