@@ -69,6 +69,13 @@ TEST(base_template, builds_debian_with_python_git_curl_and_bash_once_and_caches_
   ASSERT_TRUE(sandbox) << sandbox.error().message;
   EXPECT_EQ(test::run_in_chroot(*sandbox, {"bash", "-c", "echo hi > /root/x && cat /root/x"}),
             "hi");
+  // What an agent's first commands reach for: a virtual environment with
+  // pip (ensurepip needs python3-venv), and sudo.
+  EXPECT_EQ(test::run_in_chroot(*sandbox, {"bash", "-c",
+                                           "python3 -m venv /root/venv && /root/venv/bin/pip "
+                                           "--version > /root/pip-version && echo venv"}),
+            "venv");
+  EXPECT_TRUE(path_exists(*sandbox / "usr/bin/sudo"));
   EXPECT_TRUE((*driver)->delete_sandbox("base_check"));
   EXPECT_FALSE(path_exists(*root / "root" / "x"));
   EXPECT_TRUE((*driver)->detach());

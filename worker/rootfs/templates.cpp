@@ -489,12 +489,18 @@ result<template_manifest> template_builder::ensure(std::string_view name,
     return make_status(errc::invalid_argument,
                        "unknown template '" + std::string(name) + "'; known: minimal, base");
   if (driver_.has_template(name)) {
-    if (auto cached = manifest(name)) {
+    auto cached = manifest(name);
+    // A base built with another package list (an older airlock's) is built
+    // again, unless sandboxes still stand on it (overlay): then it serves.
+    const bool stale = cached && name == "base"
+                       && !cached->source.ends_with("+" + join(options_.base_packages, ','));
+    if (cached && (!stale || !driver_.delete_template(name))) {
       report(control, "cached", 100);
       return cached;
     }
-    if (auto deleted = driver_.delete_template(name); !deleted)
-      return deleted;
+    if (!cached)
+      if (auto deleted = driver_.delete_template(name); !deleted)
+        return deleted;
   }
   return build(name, control);
 }

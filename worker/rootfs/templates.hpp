@@ -46,10 +46,14 @@ struct template_options {
   std::string mirror;
   /// Where the host's apt sources are read from. Default: /etc/apt.
   std::filesystem::path apt_dir = "/etc/apt";
-  /// Packages `base` adds to minbase.
-  /// Default: bash, coreutils, python3, git, curl, ca-certificates.
-  std::vector<std::string> base_packages = {"bash", "coreutils", "python3",
-                                            "git",  "curl",      "ca-certificates"};
+  /// Packages `base` adds to minbase: what an agent's first commands reach
+  /// for (`python3 -m venv` needs python3-venv for ensurepip). A `base`
+  /// built with another list is built again on its next use.
+  /// Default: bash, coreutils, python3, python3-venv, python3-pip, git, curl,
+  /// ca-certificates, sudo.
+  std::vector<std::string> base_packages = {"bash",         "coreutils",       "python3",
+                                            "python3-venv", "python3-pip",     "git",
+                                            "curl",         "ca-certificates", "sudo"};
   /// Bound on the whole debootstrap run. Default: 1800000 (30 min).
   uint32_t debootstrap_timeout_ms = 1'800'000;
   /// Bound on the quick reachability check of the mirror before debootstrap.
