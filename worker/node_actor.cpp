@@ -612,6 +612,11 @@ node_impl_actor::behavior_type node_body(self_ptr self, node_context context) {
 namespace airlock::worker {
 
 actors::node_actor spawn_node(caf::actor_system& system, node_context context) {
+  // Uploads live in the control plane that sends them: one this worker held
+  // when it stopped is never finished (its version is failed or rebuilt
+  // from a new upload), so the spool starts empty.
+  if (context.rootfs)
+    (void)remove_tree(node_detail::spool_dir_of(*context.rootfs));
   node_detail::node_impl_actor node = system.spawn(node_detail::node_body, std::move(context));
   return node;
 }

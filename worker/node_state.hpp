@@ -108,6 +108,11 @@ actors::exec_spec resolve_exec(self_ptr self, const std::string& sandbox_id, act
 
 // ---- template versions from uploads (node_templates.cpp) -----------------
 
+/// Where uploads are spooled: DATA_DIR/rootfs/spool.
+inline std::filesystem::path spool_dir_of(const rootfs_driver& rootfs) {
+  return rootfs.templates_dir().parent_path() / "spool";
+}
+
 caf::result<uint64_t> handle_spool(self_ptr self, const std::string& spool_id, uint64_t offset,
                                    const std::string& bytes, bool last);
 caf::result<actors::template_built> handle_template_build(self_ptr self,

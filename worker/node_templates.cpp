@@ -19,9 +19,7 @@ namespace airlock::worker::node_detail {
 
 namespace {
 
-std::filesystem::path spool_dir(self_ptr self) {
-  return self->state.context.rootfs->templates_dir().parent_path() / "spool";
-}
+std::filesystem::path spool_dir(self_ptr self) { return spool_dir_of(*self->state.context.rootfs); }
 
 /// Spool ids and template names are single path components.
 caf::error check_name(std::string_view what, const std::string& name) {

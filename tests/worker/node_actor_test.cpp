@@ -130,6 +130,39 @@ TEST_F(node_actor_test, a_template_s_start_cmd_runs_at_each_start_including_one_
   EXPECT_TRUE(plain->empty());
 }
 
+TEST_F(node_actor_test, an_upload_is_spooled_in_order_and_a_new_node_starts_with_an_empty_spool) {
+  caf::scoped_actor self{*system_};
+  auto spool = [&](uint64_t offset, const std::string& bytes, bool last) {
+    return ask<uint64_t>(self, node_, timeout, actors::nd_spool_atom::value,
+                         std::string("tpl_up_v1"), offset, bytes, last);
+  };
+  auto first = spool(0, "abc", false);
+  ASSERT_TRUE(first) << first.error().message;
+  EXPECT_EQ(*first, 3u);
+  EXPECT_EQ(spool(0, "abc", false).code(), errc::wrong_state) << "a repeat is recognised";
+  auto second = spool(3, "de", false);
+  ASSERT_TRUE(second);
+  EXPECT_EQ(*second, 5u);
+  auto bad = ask<uint64_t>(self, node_, timeout, actors::nd_spool_atom::value,
+                           std::string("../escape"), uint64_t{0}, std::string("x"), true);
+  EXPECT_EQ(bad.code(), errc::invalid_argument);
+  const auto dir = host_.rootfs->templates_dir().parent_path() / "spool"; // docs/worker.md
+  EXPECT_EQ(*read_file(dir / "tpl_up_v1.part"), "abcde");
+
+  // A node that starts again (a restarted worker) finds no upload left.
+  stop(node_);
+  node_context context;
+  context.worker = worker_;
+  context.rootfs = host_.rootfs;
+  context.templates.guest_binary = AIRLOCK_GUEST_BINARY;
+  context.clock = clock_;
+  node_ = spawn_node(*system_, context);
+  EXPECT_FALSE(path_exists(dir / "tpl_up_v1.part"));
+  auto fresh = spool(0, "new", true);
+  ASSERT_TRUE(fresh) << fresh.error().message;
+  EXPECT_EQ(*read_file(dir / "tpl_up_v1"), "new") << "the last chunk completes the file";
+}
+
 TEST_F(node_actor_test, checkpoints_are_taken_listed_and_deleted_through_the_node) {
   must_create("nd-ckpt");
   caf::scoped_actor self{*system_};
