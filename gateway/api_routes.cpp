@@ -8,7 +8,6 @@
 #include <utility>
 
 #include "actors/sandbox_procedures.hpp"
-#include "actors/template_records.hpp"
 #include "gateway/control_api_internal.hpp"
 #include "gateway/egress_routes.hpp"
 #include "gateway/node_metrics.hpp"
@@ -244,51 +243,6 @@ void admit_then_create(api_ptr api, exchange_ptr ex, caller who, schema::sandbox
       ex->respond(std::move(response));
     },
     actors::sc_place_atom::value, wanted);
-}
-
-/// Fills the spec from its template's record: the version (the current one
-/// unless the request pins one with NAME:VERSION), that version's name and
-/// worker, its env under the request's. A name the store does not know is
-/// left to the worker, which knows the templates made there by hand.
-void with_template_version(api_ptr api, exchange_ptr ex, const caller& who,
-                           schema::sandbox_spec spec,
-                           std::function<void(schema::sandbox_spec)> next) {
-  auto ref = actors::parse_template_ref(spec.template_name);
-  if (!ref)
-    return ex->respond(error_response(ref.error()));
-  auto [name, pinned] = *ref;
-  call_actor(
-    *api->deps.system, api->deps.registry, api->call_timeout(),
-    [ex, spec, name, pinned, next](schema::template_record& record) mutable {
-      const uint32_t version = pinned != 0 ? pinned : record.current_version;
-      const auto* chosen = record.find(version);
-      if (version == 0 || chosen == nullptr)
-        return ex->respond(json_error(
-          pinned != 0 ? http::status::not_found : http::status::conflict,
-          pinned != 0 ? "not_found" : "wrong_state",
-          pinned != 0
-            ? "template " + name + " has no version " + std::to_string(pinned)
-            : "template " + name + " has no ready version yet: wait for its build to succeed"));
-      if (chosen->state != schema::template_version_state::ready)
-        return ex->respond(json_error(http::status::conflict, "wrong_state",
-                                      "template " + name + " version " + std::to_string(version)
-                                        + " is " + std::string(schema::to_string(chosen->state))
-                                        + ": use a ready version"));
-      spec.template_name = name;
-      spec.template_version = version;
-      spec.template_worker_name = chosen->worker_name;
-      spec.template_worker_id = chosen->worker_id;
-      for (const auto& [key, value] : chosen->env)
-        spec.env.emplace(key, value); // the request's own value wins
-      next(std::move(spec));
-    },
-    [ex, spec, name, pinned, next](caf::error& error) mutable {
-      auto failure = to_status(error);
-      if (failure.code != errc::not_found || pinned != 0)
-        return ex->respond(error_response(failure));
-      next(std::move(spec));
-    },
-    actors::rg_tget_atom::value, name, scope_of(who));
 }
 
 void create_sandbox(api_ptr api, exchange_ptr ex, caller who) {

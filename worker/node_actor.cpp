@@ -27,17 +27,6 @@ std::chrono::milliseconds ms(uint64_t value) { return std::chrono::milliseconds(
 
 // ---- templates -------------------------------------------------------------
 
-/// What template `name`'s manifest sets for processes (nothing without one).
-template_defaults defaults_from_manifest(rootfs_driver& driver, const std::string& name) {
-  auto text = read_file(manifest_path(driver.templates_dir(), name));
-  if (!text)
-    return {};
-  auto manifest = parse_manifest(*text);
-  if (!manifest)
-    return {};
-  return {manifest->start_cmd, manifest->workdir, manifest->user};
-}
-
 /// Blocking (a build runs for seconds to minutes): on a helper thread only.
 template_outcome prepare_template(rootfs_driver& driver, const template_options& options,
                                   const std::string& name) {
@@ -508,18 +497,6 @@ int64_t quiet_ms(self_ptr self, const std::string& id) {
                                                                - *it->second.last_data_plane)
     .count();
 }
-
-} // namespace
-
-template_defaults defaults_of(self_ptr self, const std::string& id) {
-  auto sandbox = self->state.sandboxes.find(id);
-  if (sandbox == self->state.sandboxes.end())
-    return {};
-  auto found = self->state.ready_templates.find(worker_template_of(sandbox->second.record.spec));
-  return found == self->state.ready_templates.end() ? template_defaults{} : found->second;
-}
-
-namespace {
 
 node_impl_actor::behavior_type node_body(self_ptr self, node_context context) {
   self->state.context = std::move(context);

@@ -91,6 +91,10 @@ inline const std::string& worker_template_of(const schema::sandbox_spec& spec) {
   return spec.template_worker_name.empty() ? spec.template_name : spec.template_worker_name;
 }
 
+/// What template `name`'s manifest sets for processes (nothing without
+/// one). Blocking: reads the manifest file.
+template_defaults defaults_from_manifest(rootfs_driver& driver, const std::string& name);
+
 /// What sandbox `id`'s template sets for its processes (nothing when the
 /// sandbox or its template is unknown here).
 template_defaults defaults_of(self_ptr self, const std::string& id);

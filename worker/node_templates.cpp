@@ -64,6 +64,25 @@ actors::template_built to_built(const template_manifest& manifest) {
 
 } // namespace
 
+/// What template `name`'s manifest sets for processes (nothing without one).
+template_defaults defaults_from_manifest(rootfs_driver& driver, const std::string& name) {
+  auto text = read_file(manifest_path(driver.templates_dir(), name));
+  if (!text)
+    return {};
+  auto manifest = parse_manifest(*text);
+  if (!manifest)
+    return {};
+  return {manifest->start_cmd, manifest->workdir, manifest->user};
+}
+
+template_defaults defaults_of(self_ptr self, const std::string& id) {
+  auto sandbox = self->state.sandboxes.find(id);
+  if (sandbox == self->state.sandboxes.end())
+    return {};
+  auto found = self->state.ready_templates.find(worker_template_of(sandbox->second.record.spec));
+  return found == self->state.ready_templates.end() ? template_defaults{} : found->second;
+}
+
 caf::result<uint64_t> handle_spool(self_ptr self, const std::string& spool_id, uint64_t offset,
                                    const std::string& bytes, bool last) {
   if (auto bad = check_name("spool id", spool_id))
