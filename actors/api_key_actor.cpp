@@ -44,12 +44,14 @@ struct api_key_state {
   }
 
   caf::result<std::string> create_tenant_key(const std::string& tenant) const {
-    bool named = !tenant.empty() && tenant.size() <= 64 && tenant != "admin";
+    // A leading '_' is the platform's own (pool_tenant).
+    bool named = !tenant.empty() && tenant.size() <= 64 && tenant != "admin" && tenant[0] != '_';
     for (char c : tenant)
       named = named && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-');
     if (!named)
-      return make_error(errc::invalid_argument,
-                        "tenant_id must be 1..64 of [A-Za-z0-9_-] and not 'admin'");
+      return make_error(
+        errc::invalid_argument,
+        "tenant_id must be 1..64 of [A-Za-z0-9_-], not starting with '_', and not 'admin'");
     auto key = generate_api_key();
     if (!key)
       return make_error(key.error());

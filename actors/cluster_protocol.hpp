@@ -251,6 +251,11 @@ using dp_quiet_atom = caf::atom_constant<caf::atom("dpquiet")>;
 using nd_spool_atom = caf::atom_constant<caf::atom("ndspool")>;
 using nd_tbuild_atom = caf::atom_constant<caf::atom("ndtbuild")>;
 using nd_tdel_atom = caf::atom_constant<caf::atom("ndtdel")>;
+using nd_claim_atom = caf::atom_constant<caf::atom("ndclaim")>;
+
+/// The owner of warm pool members until a create claims one (nd_claim).
+/// Tenant ids may not start with '_', so no API key acts as it.
+inline constexpr const char* pool_tenant = "_pool";
 
 // The value messages are defined in schema/cluster.hpp (their Cap'n Proto
 // codecs live there); these names keep them part of this contract.
@@ -350,7 +355,14 @@ using node_actor = caf::typed_actor<
   /// (a limit), not_found (no such spool file).
   caf::replies_to<nd_tbuild_atom, template_build>::with<template_built>,
   /// Deletes a template version's files on this worker. Idempotent.
-  caf::replies_to<nd_tdel_atom, std::string>::with<bool>>;
+  caf::replies_to<nd_tdel_atom, std::string>::with<bool>,
+  /// A create claims the running warm pool member `record.id` (docs/pools.md):
+  /// from now on it is `record`'s sandbox (tenant, env for processes started
+  /// after, egress policy, CPU and memory limits set in place). Errors:
+  /// not_found (no such sandbox here), wrong_state (not a running member),
+  /// already_exists (claimed by another tenant). A repeat of the same claim
+  /// answers running.
+  caf::replies_to<nd_claim_atom, schema::sandbox_record>::with<node_sandbox>>;
 
 using schema::placement_request;
 using schema::registration_ack;

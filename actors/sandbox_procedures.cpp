@@ -254,6 +254,8 @@ void create_place(std::shared_ptr<step_context> ctx, sandbox_record record) {
       return ctx->deliver(step_outcome::complete(sandbox_result(record)));
     return ctx->deliver(fail_with(wrong_state(record, "")));
   }
+  if (record.spec.from_pool) // a claimed pool member: placed when it was made
+    return ctx->deliver(step_outcome::advance());
   auto place_on = [ctx, record](std::string snapshot_worker) {
     ctx->place(
       record, std::move(snapshot_worker),
@@ -279,11 +281,59 @@ void create_place(std::shared_ptr<step_context> ctx, sandbox_record record) {
     });
 }
 
+status claim_lost(const status& why) {
+  return make_status(why.code, "the warm pool member this create claimed is gone (" + why.message
+                                 + "): create the sandbox again");
+}
+
+/// The claim of a warm pool member: the worker makes the running member
+/// this sandbox (tenant, env, egress, limits). A member the worker no longer
+/// runs (it restarted) is brought back from its root as this sandbox; one
+/// lost for good fails the create, and the client creates again.
+void create_by_claim(std::shared_ptr<step_context> ctx, sandbox_record record) {
+  ctx->with_node(record.worker_id, [ctx, record](node_actor node) {
+    auto claimed = [ctx, record](node_sandbox&) mutable {
+      record.state = sandbox_state::running;
+      ctx->save(std::move(record), [ctx](sandbox_record saved) {
+        ctx->deliver(step_outcome::complete(sandbox_result(saved)));
+      });
+    };
+    ctx->self->request(node, ctx->control_timeout(), nd_claim_atom::value, record)
+      .then(claimed, [ctx, record, node, claimed](caf::error& error) {
+        auto failure = to_status(error);
+        if (failure.code == errc::not_found) {
+          auto timeout = milliseconds(ctx->deps.options.node_create_timeout_ms);
+          ctx->self->request(node, timeout, nd_recreate_atom::value, record)
+            .then(claimed, [ctx, record](caf::error& lost) {
+              auto why = to_status(lost);
+              if (why.code == errc::timeout || why.code == errc::outcome_unknown)
+                return ctx->deliver_unknown(lost);
+              ctx->release(record);
+              ctx->fail_create(record, claim_lost(why));
+            });
+          return;
+        }
+        if (failure.code == errc::timeout || failure.code == errc::outcome_unknown)
+          return ctx->deliver_unknown(error);
+        auto refused = claim_lost(failure);
+        // Whatever is left of the member goes with the failed create.
+        auto fail = [ctx, record, refused] {
+          ctx->release(record);
+          ctx->fail_create(record, refused);
+        };
+        ctx->self->request(node, ctx->control_timeout(), nd_destroy_atom::value, record.id)
+          .then([fail](node_sandbox&) { fail(); }, [fail](caf::error&) { fail(); });
+      });
+  });
+}
+
 void create_on_worker(std::shared_ptr<step_context> ctx, sandbox_record record) {
   if (record.state == sandbox_state::running)
     return ctx->deliver(step_outcome::complete(sandbox_result(record)));
   if (record.state != sandbox_state::creating)
     return ctx->deliver(fail_with(wrong_state(record, "")));
+  if (record.spec.from_pool)
+    return create_by_claim(ctx, std::move(record));
   auto from = record.spec.from_checkpoint;
   ctx->start(
     record, from,

@@ -382,6 +382,31 @@ sandbox_registry_actor::behavior_type registry_behavior(registry_pointer self) {
         return make_error(forgotten);
       return true;
     },
+    [self](rg_tpool_atom, const std::string& name, const std::string& tenant,
+           const schema::pool_settings& pool) -> caf::result<schema::template_record> {
+      auto set =
+        set_template_pool(*self->state.store, name, tenant, pool, self->state.clock->now_ms());
+      if (!set)
+        return make_error(set.error());
+      return std::move(*set);
+    },
+    [self](rg_claim_atom, schema::sandbox_record claim) -> caf::result<schema::sandbox_record> {
+      auto stored = storage::sandbox_store(*self->state.store).get(claim.id);
+      if (!stored)
+        return make_error(stored.error());
+      const bool present = stored->has_value();
+      if (present && (*stored)->tenant_id == claim.tenant_id && (*stored)->spec.from_pool)
+        return std::move(**stored); // this claim, stored already
+      if (!present || (*stored)->tenant_id != pool_tenant
+          || (*stored)->state != schema::sandbox_state::running
+          || (*stored)->worker_id != claim.worker_id)
+        return make_error(errc::wrong_state,
+                          "warm pool member " + claim.id + " is no longer there to claim");
+      claim.data_url = (*stored)->data_url;
+      if (auto saved = self->state.save(claim, (*stored)->state); !saved.is_ok())
+        return make_error(saved);
+      return claim;
+    },
     [self](rg_attach_atom, const std::string& id, int32_t delta) {
       auto& open = self->state.attached;
       if (delta > 0) {

@@ -26,6 +26,15 @@
 #include "schema/sandbox.hpp"
 #include "storage/kv_store.hpp"
 
+namespace airlock::schema {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, pool_settings& x) {
+  return f(caf::meta::type_name("pool_settings"), x.size, x.cpu_millis, x.memory_mb, x.disk_mb);
+}
+
+} // namespace airlock::schema
+
 namespace airlock::actors {
 
 using rg_create_atom = caf::atom_constant<caf::atom("rgcreate")>;
@@ -49,6 +58,8 @@ using rg_tnew_atom = caf::atom_constant<caf::atom("rgtnew")>;
 using rg_tsave_atom = caf::atom_constant<caf::atom("rgtsave")>;
 using rg_tusers_atom = caf::atom_constant<caf::atom("rgtusers")>;
 using rg_tforget_atom = caf::atom_constant<caf::atom("rgtforget")>;
+using rg_tpool_atom = caf::atom_constant<caf::atom("rgtpool")>;
+using rg_claim_atom = caf::atom_constant<caf::atom("rgclaim")>;
 
 struct sandbox_query {
   std::string tenant_id; ///< empty: every tenant (admin)
@@ -202,7 +213,18 @@ using sandbox_registry_actor = caf::typed_actor<
   /// Sandboxes and snapshots using (name, version; 0: any), at most 20.
   caf::replies_to<rg_tusers_atom, std::string, uint32_t>::with<std::vector<std::string>>,
   /// Forgets (name, version; 0: all). Idempotent.
-  caf::replies_to<rg_tforget_atom, std::string, uint32_t>::with<bool>>;
+  caf::replies_to<rg_tforget_atom, std::string, uint32_t>::with<bool>,
+  /// Sets a template's warm pool (name, tenant, settings). Synced. Errors:
+  /// not_found, permission_denied (a shared template's pool, not an admin).
+  caf::replies_to<rg_tpool_atom, std::string, std::string,
+                  schema::pool_settings>::with<schema::template_record>,
+  /// A create claims a warm pool member (docs/pools.md): `record` replaces
+  /// the member of its id, which must still be a running member (tenant
+  /// pool_tenant) on the same worker. Not synced, like rg_create: the
+  /// create's operation write carries it. A repeat of the same claim is
+  /// answered with the stored record. Errors: wrong_state (no such member
+  /// any more: create it the usual way).
+  caf::replies_to<rg_claim_atom, schema::sandbox_record>::with<schema::sandbox_record>>;
 
 /// `store` and `clock` outlive the actor.
 sandbox_registry_actor spawn_sandbox_registry(caf::actor_system& system, storage::kv_store& store,

@@ -88,7 +88,8 @@ json version_json(const template_version& v) {
   return out;
 }
 
-/// template.build: the worker holding the upload makes the version.
+/// template.build: the worker holding the upload (or chosen for a recipe)
+/// makes the version.
 void build_on_worker(std::shared_ptr<template_step> step, template_record record) {
   auto* found = record.find(step->version());
   if (found == nullptr)
@@ -110,6 +111,8 @@ void build_on_worker(std::shared_ptr<template_step> step, template_record record
   build.entries_max = step->params.value("entries_max", uint64_t{0});
   build.path_bytes_max = step->params.value("path_bytes_max", uint32_t{0});
   build.start_cmd = version.start_cmd; // the request's; empty: the image's
+  build.recipe_json = step->params.value("recipe", "");
+  build.base_worker_name = step->params.value("base_worker_name", "");
   step->with_node(version.worker_id, [step, record, version, build](node_actor node) {
     step->self
       ->request(node, milliseconds(step->deps.options.build_timeout_ms), nd_tbuild_atom::value,

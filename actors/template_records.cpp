@@ -118,6 +118,47 @@ status fail_interrupted_uploads(storage::kv_store& store, int64_t now_ms) {
   return status::ok();
 }
 
+status choose_template_version(const template_record& record, uint32_t pinned,
+                               schema::sandbox_spec& spec) {
+  const uint32_t version = pinned != 0 ? pinned : record.current_version;
+  const auto* chosen = record.find(version);
+  if (pinned != 0 && chosen == nullptr)
+    return make_status(errc::not_found,
+                       "template " + record.name + " has no version " + std::to_string(pinned));
+  if (chosen == nullptr)
+    return make_status(errc::wrong_state, "template " + record.name
+                                            + " has no ready version yet: wait for its build "
+                                              "to succeed");
+  if (chosen->state != template_version_state::ready)
+    return make_status(errc::wrong_state,
+                       "template " + record.name + " version " + std::to_string(version) + " is "
+                         + std::string(schema::to_string(chosen->state)) + ": use a ready version");
+  spec.template_name = record.name;
+  spec.template_version = version;
+  spec.template_worker_name = chosen->worker_name;
+  spec.template_worker_id = chosen->worker_id;
+  for (const auto& [key, value] : chosen->env)
+    spec.env.emplace(key, value); // the spec's own value wins
+  return status::ok();
+}
+
+result<template_record> set_template_pool(storage::kv_store& store, const std::string& name,
+                                          const std::string& tenant,
+                                          const schema::pool_settings& pool, int64_t now_ms) {
+  auto found = get_template(store, name, tenant);
+  if (!found)
+    return found.error();
+  if (found->tenant_id.empty() && !tenant.empty())
+    return make_status(errc::permission_denied,
+                       "template " + name
+                         + " is shared by every tenant: only an admin key sets its pool");
+  found->pool = pool;
+  found->updated_at_ms = now_ms;
+  if (auto stored = put(store, *found); !stored)
+    return stored;
+  return std::move(*found);
+}
+
 result<template_record> get_template(storage::kv_store& store, const std::string& name,
                                      const std::string& tenant) {
   auto found = find(store, name);

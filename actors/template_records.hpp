@@ -11,7 +11,9 @@
 #include <string_view>
 #include <vector>
 
+#include "actors/cluster_protocol.hpp" // pool_tenant
 #include "schema/errc.hpp"
+#include "schema/sandbox.hpp"
 #include "schema/template_record.hpp"
 #include "storage/kv_store.hpp"
 
@@ -30,6 +32,21 @@ std::string worker_template_name(std::string_view name, uint32_t version);
 
 /// Parses "name" or "name:version" (version 0: the current one).
 result<std::pair<std::string, uint32_t>> parse_template_ref(std::string_view ref);
+
+/// Fills `spec`'s template fields (name, version, the version's name and
+/// worker, its env under the spec's own) from `record`, at version `pinned`
+/// (0: the current one). not_found for a pinned version it lacks,
+/// wrong_state for no ready version or a version that is not ready.
+status choose_template_version(const schema::template_record& record, uint32_t pinned,
+                               schema::sandbox_spec& spec);
+
+/// Sets the warm pool of template `name` as `tenant` (its owner; "" an
+/// admin). A shared template's pool is an admin's to set: permission_denied
+/// otherwise. not_found for a template the tenant does not see.
+result<schema::template_record> set_template_pool(storage::kv_store& store, const std::string& name,
+                                                  const std::string& tenant,
+                                                  const schema::pool_settings& pool,
+                                                  int64_t now_ms);
 
 /// Stores the built-in templates' records when absent.
 status seed_builtin_templates(storage::kv_store& store, int64_t now_ms);

@@ -11,6 +11,7 @@
 #include "actors/cluster_protocol.hpp"
 #include "actors/credential_actor.hpp"
 #include "actors/messages.hpp"
+#include "actors/pool_actor.hpp"
 #include "actors/sandbox_registry.hpp"
 #include "schema/operation.hpp"
 
@@ -72,4 +73,8 @@ CAF_ADD_TYPE_ID(airlock, (airlock::schema::template_built))
 CAF_ADD_TYPE_ID(airlock, (airlock::schema::template_record))
 CAF_ADD_TYPE_ID(airlock, (std::vector<airlock::schema::template_record>))
 CAF_ADD_TYPE_ID(airlock, (airlock::schema::template_version))
+// Warm pools (docs/pools.md).
+CAF_ADD_TYPE_ID(airlock, (airlock::schema::pool_settings))
+CAF_ADD_TYPE_ID(airlock, (airlock::actors::pool_view))
+CAF_ADD_TYPE_ID(airlock, (std::map<std::string, airlock::actors::pool_view>))
 CAF_END_TYPE_ID_BLOCK(airlock)

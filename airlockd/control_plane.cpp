@@ -84,6 +84,9 @@ void control_plane::stop() {
   if (policy_)
     caf::anon_send_exit(policy_, caf::exit_reason::user_shutdown);
   policy_ = nullptr;
+  if (pools_)
+    caf::anon_send_exit(pools_, caf::exit_reason::user_shutdown);
+  pools_ = nullptr;
   if (scheduler_)
     caf::anon_send_exit(scheduler_, caf::exit_reason::user_shutdown);
   if (registry_)
@@ -106,6 +109,14 @@ void control_plane::start_policies(const actors::operation_engine_actor& engine)
   if (!system_ || policy_)
     return;
   policy_ = actors::spawn_lifecycle_policy(*system_, registry_, scheduler_, engine, clock_);
+  actors::pool_actor_deps pool_deps;
+  pool_deps.registry = registry_;
+  pool_deps.scheduler = scheduler_;
+  pool_deps.engine = engine;
+  pool_deps.clock = &clock_;
+  pool_deps.entropy = &entropy_;
+  pool_deps.metrics = &metrics_;
+  pools_ = actors::spawn_pool_actor(*system_, std::move(pool_deps));
 }
 
 void control_plane::reconcile_now() {
@@ -137,6 +148,8 @@ void control_plane::add_routes(gateway::route_table& routes,
   deps.log = log_;
   deps.options.template_egress = template_egress_;
   deps.local_node = local_node_;
+  if (pools_)
+    deps.pools = pools_;
   gateway::add_control_routes(routes, deps);
 }
 

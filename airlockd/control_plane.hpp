@@ -19,6 +19,7 @@
 #include "actors/lifecycle_policy.hpp"
 #include "actors/log.hpp"
 #include "actors/operation_engine.hpp"
+#include "actors/pool_actor.hpp"
 #include "actors/reconciler.hpp"
 #include "actors/sandbox_registry.hpp"
 #include "airlockd/options.hpp"
@@ -70,8 +71,9 @@ public:
   /// first request arrives).
   void add_routes(gateway::route_table& routes, const actors::operation_engine_actor& engine);
 
-  /// Starts the idle and lifetime policy (actors/lifecycle_policy.hpp),
-  /// which starts operations through `engine`. Call once the engine runs.
+  /// Starts the idle and lifetime policy (actors/lifecycle_policy.hpp) and
+  /// the warm pools (actors/pool_actor.hpp), which start operations through
+  /// `engine`. Call once the engine runs, before add_routes.
   void start_policies(const actors::operation_engine_actor& engine);
 
   /// Runs a reconciliation pass now (e.g. once a local worker has joined).
@@ -101,6 +103,7 @@ private:
   actors::procedure_table procedures_;
   actors::reconciler_actor reconciler_;
   actors::lifecycle_policy_actor policy_;
+  actors::pool_actor pools_;
   actors::audit_options audit_options_;
   std::map<std::string, schema::egress_policy> template_egress_;
   std::optional<actors::node_actor> local_node_;

@@ -1,6 +1,7 @@
 #include "cli/commands.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <functional>
 #include <iostream>
@@ -320,7 +321,7 @@ int run_ops(context& ctx) {
                         {"UPDATED", "updated_at"}});
 }
 
-/// `template ls | get NAME | push NAME FILE --format F | rm NAME`.
+/// `template ls | get NAME | push NAME FILE --format F | rm NAME | pool NAME [SIZE]`.
 int run_template(context& ctx) {
   const auto& args = ctx.inv.positionals;
   const std::string& verb = args[0];
@@ -374,7 +375,44 @@ int run_template(context& ctx) {
       return report(ctx, answer.error());
     return follow_operation(ctx, *answer, "version");
   }
-  ctx.io.err << "airlock: template takes ls, get, push or rm, not '" << verb << "'\n";
+  if (verb == "pool") {
+    if (args.size() != 2 && args.size() != 3) {
+      ctx.io.err << "airlock: usage: airlock template pool NAME [SIZE] [--cpu M] [--memory MB] "
+                    "[--disk MB]\n";
+      return exit_usage;
+    }
+    const std::string path = "/v1/templates/" + path_id(args[1]) + "/pool";
+    result<nlohmann::json> answer = make_status(errc::internal, "no answer");
+    if (args.size() == 2) {
+      answer = ctx.api.call("GET", path);
+    } else {
+      uint64_t size = 0;
+      auto [end, ec] = std::from_chars(args[2].data(), args[2].data() + args[2].size(), size);
+      if (ec != std::errc{} || end != args[2].data() + args[2].size()) {
+        ctx.io.err << "airlock: the pool SIZE is a number of sandboxes per worker\n";
+        return exit_usage;
+      }
+      nlohmann::json body = {{"size", size}};
+      for (const auto& [flag, field] :
+           {std::pair{"cpu", "cpu_millis"}, std::pair{"memory", "memory_mb"},
+            std::pair{"disk", "disk_mb"}})
+        if (auto value = ctx.inv.number(flag))
+          body[field] = *value;
+      answer = ctx.api.call("PUT", path, &body);
+    }
+    if (!answer)
+      return report(ctx, answer.error());
+    if (ctx.inv.json) {
+      ctx.io.out << answer->dump(2) << "\n";
+      return 0;
+    }
+    ctx.io.out << "size " << answer->value("size", 0) << " ready " << answer->value("ready", 0)
+               << " creating " << answer->value("creating", 0) << " hits "
+               << answer->value("hits_total", 0) << " misses " << answer->value("misses_total", 0)
+               << "\n";
+    return 0;
+  }
+  ctx.io.err << "airlock: template takes ls, get, push, rm or pool, not '" << verb << "'\n";
   return exit_usage;
 }
 

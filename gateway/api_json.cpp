@@ -195,12 +195,20 @@ json to_json(const schema::template_version& v) {
               {"worker_id", v.worker_id.empty() ? json(nullptr) : json(v.worker_id)},
               {"operation_id", v.operation_id.empty() ? json(nullptr) : json(v.operation_id)},
               {"created_at", timestamp_json(v.created_at_ms)},
+              {"build_log_tail", v.build_log_tail.empty() ? json(nullptr) : json(v.build_log_tail)},
               {"error", json(nullptr)}};
   if (out["source"].is_discarded())
     out["source"] = nullptr;
   if (v.error)
     out["error"] = {{"code", v.error->code}, {"message", v.error->message}};
   return out;
+}
+
+json to_json(const schema::pool_settings& pool) {
+  return {{"size", pool.size},
+          {"cpu_millis", pool.cpu_millis},
+          {"memory_mb", pool.memory_mb},
+          {"disk_mb", pool.disk_mb}};
 }
 
 json to_json(const schema::template_record& record) {
@@ -216,6 +224,7 @@ json to_json(const schema::template_record& record) {
           {"size_bytes", current ? current->size_bytes : 0},
           {"default_runtime", "namespace"},
           {"shared", record.tenant_id.empty()},
+          {"pool", to_json(record.pool)},
           {"versions", versions},
           {"created_at", timestamp_json(record.created_at_ms)},
           {"updated_at", timestamp_json(record.updated_at_ms)}};

@@ -48,6 +48,8 @@ nlohmann::json to_json(const schema::operation_record& record);
 nlohmann::json to_json(const schema::sandbox_record& record);
 nlohmann::json to_json(const schema::snapshot_record& record);
 nlohmann::json to_json(const schema::template_version& version);
+/// A template's warm pool settings.
+nlohmann::json to_json(const schema::pool_settings& pool);
 /// A template with its versions (oldest first) and its current version's
 /// state and size at the top level, as GET /v1/templates lists it.
 nlohmann::json to_json(const schema::template_record& record);

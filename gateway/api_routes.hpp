@@ -22,6 +22,7 @@
 #include "actors/credential_actor.hpp"
 #include "actors/log.hpp"
 #include "actors/operation_engine.hpp"
+#include "actors/pool_actor.hpp"
 #include "actors/sandbox_registry.hpp"
 #include "gateway/api_json.hpp"
 #include "gateway/attach_token.hpp"
@@ -61,6 +62,13 @@ struct api_options {
   uint32_t template_path_bytes_max = 4096;
   /// Bytes of an upload sent to the worker in one message. Default: 1 MiB.
   size_t template_chunk_bytes = size_t{1} << 20;
+  /// POST /v1/templates: run steps, bytes of one, debootstrap packages.
+  /// Defaults: 64, 16384, 256.
+  size_t template_run_steps_max = 64;
+  size_t template_step_bytes_max = 16384;
+  size_t template_packages_max = 256;
+  /// Most warm pool members a template may keep per worker. Default: 64.
+  uint32_t pool_size_max = 64;
 };
 
 /// What the control routes work with. Every pointee outlives the server.
@@ -85,6 +93,9 @@ struct control_api_deps {
   /// `serve`: the local worker, whose figures (nd_metrics) each /metrics
   /// scrape appends. Absent (`control`): workers serve their own.
   std::optional<actors::node_actor> local_node;
+  /// Warm pools (PUT /v1/templates/{name}/pool, creates that claim a
+  /// member); absent: pools answer 503 and every create starts a sandbox.
+  std::optional<actors::pool_actor> pools;
   api_options options;
 };
 

@@ -85,6 +85,6 @@ void with_template_version(api_ptr api, exchange_ptr ex, const caller& who,
 
 /// GET /v1/templates[/{name}], PUT /v1/templates/{name}/archive, DELETE
 /// /v1/templates/{name} (template_routes.cpp).
-void add_template_routes(route_table& routes, const api_ptr& api);
+void add_template_routes(route_table& routes, const api_ptr& api, const route_options& json_body);
 
 } // namespace airlock::gateway::control_detail

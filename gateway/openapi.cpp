@@ -125,7 +125,12 @@ const std::map<doc_key, route_doc>& docs() {
     {{"GET", "/v1/templates"},
      {"Templates the caller sees (its own and the shared ones) with their versions.", "api_key",
       200, "none", "json"}},
-    {{"POST", "/v1/templates"}, {"Later release: 501.", "api_key", 501, "none", "json"}},
+    {{"POST", "/v1/templates"},
+     {"Build a new version of {name} from {from: {template: NAME[:N]} | {debootstrap: {suite, "
+      "packages}}}, then {run} steps and {ready_cmd} in a build sandbox with {egress} (default "
+      "none); {env}, {workdir}, {user}, {start_cmd} become its defaults. 202 with the "
+      "template.build operation; a failing step fails it and is named.",
+      "api_key", 202, "json", "json"}},
     {{"GET", "/v1/templates/{name}"},
      {"One template and its versions.", "api_key", 200, "none", "json"}},
     {{"PUT", "/v1/templates/{name}/archive"},
@@ -134,10 +139,17 @@ const std::map<doc_key, route_doc>& docs() {
       "operation.",
       "api_key", 202, "bytes", "json"}},
     {{"DELETE", "/v1/templates/{name}"},
-     {"Delete the template or ?version=N: 202 operation; 409 while a sandbox or checkpoint uses "
-      "it.",
+     {"Delete the template or ?version=N: 202 operation; 409 while a sandbox, checkpoint or "
+      "pool uses it.",
       "api_key", 202, "none", "json"}},
-    {{"PUT", "/v1/templates/{name}/pool"}, {"Later release: 501.", "api_key", 501, "none", "json"}},
+    {{"PUT", "/v1/templates/{name}/pool"},
+     {"Keep {size} warm sandboxes of the template's current version per worker (limits "
+      "cpu_millis, memory_mb, disk_mb default to a create's); a matching create claims one. "
+      "A shared template's pool is an admin's to set.",
+      "api_key", 200, "json", "json"}},
+    {{"GET", "/v1/templates/{name}/pool"},
+     {"The pool: size, limits, ready and creating members, hits_total, misses_total.", "api_key",
+      200, "none", "json"}},
     {{"POST", "/v1/credentials"},
      {"Create a credential {name, scope: {tenant|template|sandbox}, hosts, inject: {header, "
       "value_template with {secret}}, secret, rate_limit_per_min}: 201 without the secret, "

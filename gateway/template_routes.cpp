@@ -3,6 +3,9 @@
 // spool, then a template.build operation makes the version there), delete a
 // version or a template (refused while a sandbox or checkpoint uses it).
 
+#include <algorithm>
+#include <cctype>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -22,22 +25,50 @@ http_response bad_request(const std::string& message) {
   return json_error(http::status::bad_request, "invalid_argument", message);
 }
 
+json pool_json(const actors::pool_view& view);
+
+/// Answers with `templates` (JSON of template records), each pool with how
+/// many members are ready as the pool actor counts them.
+void respond_with_pools(api_ptr api, exchange_ptr ex, std::vector<json> templates, bool listing) {
+  auto respond = [ex, listing](std::vector<json>& items) {
+    if (!listing)
+      return ex->respond(json_response(http::status::ok, items.front()));
+    ex->respond(json_response(http::status::ok, {{"items", items}, {"next_cursor", nullptr}}));
+  };
+  if (!api->deps.pools)
+    return respond(templates);
+  auto shared = std::make_shared<std::vector<json>>(std::move(templates));
+  call_actor(
+    *api->deps.system, *api->deps.pools, api->call_timeout(),
+    [shared, respond](std::map<std::string, actors::pool_view>& pools) {
+      for (auto& item : *shared)
+        if (auto found = pools.find(item["name"].get<std::string>()); found != pools.end())
+          item["pool"] = pool_json(found->second);
+      respond(*shared);
+    },
+    [shared, respond](caf::error&) { respond(*shared); }, actors::pl_all_atom::value);
+}
+
 void list_templates(api_ptr api, exchange_ptr ex, caller who) {
   call_actor(
     *api->deps.system, api->deps.registry, api->call_timeout(),
-    [ex](std::vector<schema::template_record>& records) {
-      json items = json::array();
+    [api, ex](std::vector<schema::template_record>& records) {
+      std::vector<json> items;
       for (const auto& record : records)
         items.push_back(to_json(record));
-      ex->respond(json_response(http::status::ok, {{"items", items}, {"next_cursor", nullptr}}));
+      respond_with_pools(api, ex, std::move(items), true);
     },
     answer_error(ex), actors::rg_tlist_atom::value, scope_of(who));
 }
 
 void get_template(api_ptr api, exchange_ptr ex, caller who) {
-  call_actor(*api->deps.system, api->deps.registry, api->call_timeout(),
-             respond_record<schema::template_record>(ex), answer_error(ex),
-             actors::rg_tget_atom::value, std::string(ex->path_param("name")), scope_of(who));
+  call_actor(
+    *api->deps.system, api->deps.registry, api->call_timeout(),
+    [api, ex](schema::template_record& record) {
+      respond_with_pools(api, ex, {to_json(record)}, false);
+    },
+    answer_error(ex), actors::rg_tget_atom::value, std::string(ex->path_param("name")),
+    scope_of(who));
 }
 
 /// Starts operation `kind` on template `name` and answers 202 with it.
@@ -143,6 +174,25 @@ struct template_upload : std::enable_shared_from_this<template_upload> {
 
 /// PUT /v1/templates/{name}/archive?format=oci|docker|tar[&start_cmd=]: a
 /// new version of the template from the image in the body.
+/// The ready worker with the most free disk: it holds a new version's files.
+const actors::worker_view* roomiest_worker(const std::vector<actors::worker_view>& workers) {
+  const actors::worker_view* chosen = nullptr;
+  auto free = [](const actors::worker_view& v) {
+    return static_cast<int64_t>(v.registration.capacity.disk_mb)
+           - static_cast<int64_t>(v.allocated.disk_mb);
+  };
+  for (const auto& w : workers)
+    if (w.state == "ready" && (chosen == nullptr || free(w) > free(*chosen)))
+      chosen = &w;
+  return chosen;
+}
+
+http_response no_worker_for_template() {
+  return json_error(http::status::service_unavailable, "unavailable",
+                    "no worker is ready to hold the template; start one (or wait for it to "
+                    "join) and try again");
+}
+
 void upload_archive(api_ptr api, exchange_ptr ex, caller who) {
   auto upload = std::make_shared<template_upload>();
   upload->api = api;
@@ -166,21 +216,9 @@ void upload_archive(api_ptr api, exchange_ptr ex, caller who) {
   call_actor(
     *api->deps.system, api->deps.scheduler, api->call_timeout(),
     [api, ex, upload, start_cmd](std::vector<actors::worker_view>& workers) {
-      const actors::worker_view* chosen = nullptr;
-      for (const auto& w : workers) {
-        if (w.state != "ready")
-          continue;
-        auto free = [](const actors::worker_view& v) {
-          return static_cast<int64_t>(v.registration.capacity.disk_mb)
-                 - static_cast<int64_t>(v.allocated.disk_mb);
-        };
-        if (chosen == nullptr || free(w) > free(*chosen))
-          chosen = &w;
-      }
+      const auto* chosen = roomiest_worker(workers);
       if (chosen == nullptr)
-        return ex->respond(json_error(http::status::service_unavailable, "unavailable",
-                                      "no worker is ready to hold the template; start one (or "
-                                      "wait for it to join) and upload again"));
+        return ex->respond(no_worker_for_template());
       schema::template_version draft;
       draft.state = schema::template_version_state::building;
       draft.source_json = json{{"archive", {{"format", upload->format}}}}.dump();
@@ -206,6 +244,204 @@ void upload_archive(api_ptr api, exchange_ptr ex, caller who) {
     answer_error(ex), actors::sc_workers_atom::value);
 }
 
+/// A recipe's text field: absent is "", a string of at most `max` bytes.
+result<std::string> recipe_text(const json& body, const char* field, size_t max) {
+  auto found = body.find(field);
+  if (found == body.end() || found->is_null())
+    return std::string{};
+  if (!found->is_string() || found->get_ref<const std::string&>().size() > max)
+    return make_status(errc::invalid_argument, std::string(field) + " must be a string of at most "
+                                                 + std::to_string(max) + " bytes");
+  return found->get<std::string>();
+}
+
+/// Whether `word` may name a Debian package or suite: [a-z0-9][a-z0-9+.-]*.
+bool is_debian_word(const std::string& word) {
+  if (word.empty() || word.size() > 128
+      || !(std::islower(static_cast<unsigned char>(word[0]))
+           || std::isdigit(static_cast<unsigned char>(word[0]))))
+    return false;
+  return std::all_of(word.begin(), word.end(), [](char c) {
+    return std::islower(static_cast<unsigned char>(c))
+           || std::isdigit(static_cast<unsigned char>(c)) || c == '+' || c == '.' || c == '-';
+  });
+}
+
+/// A POST /v1/templates body checked: the recipe the worker builds (from,
+/// run, ready_cmd, egress) and the version's defaults.
+struct template_recipe {
+  std::string name;
+  std::string base; ///< from.template: "NAME" or "NAME:N"; empty for debootstrap
+  json from;        ///< as the worker reads it
+  json run = json::array();
+  std::string ready_cmd;
+  schema::sandbox_spec defaults; ///< env and egress, checked as a create's
+  std::string workdir;
+  std::string user;
+  std::string start_cmd;
+  bool has_start_cmd = false;
+};
+
+result<template_recipe> parse_recipe(const json& body, const api_options& options) {
+  template_recipe recipe;
+  auto bad = [](const std::string& message) {
+    return make_status(errc::invalid_argument, message);
+  };
+  auto name = body.find("name");
+  if (name == body.end() || !name->is_string()
+      || !actors::is_valid_template_name(name->get<std::string>()))
+    return bad("name must be 1 to 63 of [a-z0-9-] starting with a letter or digit");
+  recipe.name = name->get<std::string>();
+  auto from = body.find("from");
+  if (from == body.end() || !from->is_object() || from->size() != 1)
+    return bad("from must be {\"template\": \"NAME[:VERSION]\"} or {\"debootstrap\": "
+               "{\"suite\": \"bookworm\", \"packages\": [...]}}");
+  if (auto base = from->find("template"); base != from->end()) {
+    if (!base->is_string() || !actors::parse_template_ref(base->get<std::string>()))
+      return bad("from.template must name a template: NAME or NAME:VERSION");
+    recipe.base = base->get<std::string>();
+  } else if (auto boot = from->find("debootstrap"); boot != from->end() && boot->is_object()) {
+    std::string suite = boot->value("suite", std::string("bookworm"));
+    if (!is_debian_word(suite))
+      return bad("from.debootstrap.suite must name a Debian suite, e.g. bookworm");
+    json packages = json::array();
+    if (auto listed = boot->find("packages"); listed != boot->end()) {
+      if (!listed->is_array() || listed->size() > options.template_packages_max)
+        return bad("from.debootstrap.packages must be a list of at most "
+                   + std::to_string(options.template_packages_max) + " package names");
+      for (const auto& package : *listed) {
+        if (!package.is_string() || !is_debian_word(package.get<std::string>()))
+          return bad("from.debootstrap.packages holds " + package.dump()
+                     + ", which is not a Debian package name");
+        packages.push_back(package);
+      }
+    }
+    recipe.from = {{"debootstrap", {{"suite", suite}, {"packages", packages}}}};
+  } else {
+    return bad("from must hold \"template\" or \"debootstrap\"");
+  }
+  if (auto run = body.find("run"); run != body.end()) {
+    if (!run->is_array() || run->size() > options.template_run_steps_max)
+      return bad("run must be a list of at most " + std::to_string(options.template_run_steps_max)
+                 + " shell lines");
+    for (const auto& line : *run) {
+      if (!line.is_string() || line.get_ref<const std::string&>().empty()
+          || line.get_ref<const std::string&>().size() > options.template_step_bytes_max)
+        return bad("each run step must be a shell line of 1 to "
+                   + std::to_string(options.template_step_bytes_max) + " bytes");
+      recipe.run.push_back(line);
+    }
+  }
+  const auto text_max = options.limits.text_bytes_max;
+  for (auto [field, out] :
+       {std::pair{"ready_cmd", &recipe.ready_cmd}, std::pair{"workdir", &recipe.workdir},
+        std::pair{"user", &recipe.user}, std::pair{"start_cmd", &recipe.start_cmd}}) {
+    auto text = recipe_text(body, field, text_max);
+    if (!text)
+      return text.error();
+    *out = std::move(*text);
+  }
+  recipe.has_start_cmd = body.contains("start_cmd") && !body["start_cmd"].is_null();
+  // env and egress go through a create's own checks.
+  json checked = {{"template", recipe.name}};
+  for (const char* field : {"env", "egress"})
+    if (body.contains(field))
+      checked[field] = body[field];
+  auto spec = parse_sandbox_spec(checked, options.limits);
+  if (!spec)
+    return spec.error();
+  recipe.defaults = std::move(*spec);
+  return recipe;
+}
+
+/// POST /v1/templates: a new version built from another template or by
+/// debootstrap, then `run` steps and `ready_cmd` in a build sandbox on the
+/// worker that holds it (docs/templates.md).
+void build_template(api_ptr api, exchange_ptr ex, caller who) {
+  auto body = parse_object(ex->request().body());
+  if (!body)
+    return ex->respond(error_response(body.error()));
+  auto parsed = parse_recipe(*body, api->deps.options);
+  if (!parsed)
+    return ex->respond(error_response(parsed.error()));
+  auto recipe = std::make_shared<template_recipe>(std::move(*parsed));
+  // Then the version's record, on `worker_id` (empty: the roomiest), and its build.
+  auto start = [api, ex, who, recipe](std::string worker_id, std::string base_worker_name,
+                                      schema::template_version draft) {
+    auto with_worker = [api, ex, who, recipe, base_worker_name,
+                        draft](const std::string& worker) mutable {
+      draft.state = schema::template_version_state::building;
+      draft.default_runtime = "namespace";
+      draft.worker_id = worker;
+      draft.ready_cmd = recipe->ready_cmd;
+      json egress = {{"profile", std::string(schema::to_string(recipe->defaults.egress.profile))},
+                     {"allow", recipe->defaults.egress.allow}};
+      json env = json::object();
+      for (const auto& [key, value] : draft.env)
+        env[key] = value;
+      json worker_recipe = {{"from", recipe->from},
+                            {"run", recipe->run},
+                            {"ready_cmd", recipe->ready_cmd},
+                            {"egress", egress},
+                            {"env", env},
+                            {"workdir", draft.workdir},
+                            {"user", draft.user},
+                            {"start_cmd", draft.start_cmd}};
+      draft.source_json = json{{"recipe", {{"from", recipe->from}, {"run", recipe->run}}}}.dump();
+      call_actor(
+        *api->deps.system, api->deps.registry, api->call_timeout(),
+        [api, ex, who, worker_recipe, base_worker_name](schema::template_record& record) {
+          json params = {{"version", record.versions.back().version},
+                         {"format", "recipe"},
+                         {"recipe", worker_recipe.dump()},
+                         {"base_worker_name", base_worker_name}};
+          start_template_operation(api, ex, who, actors::kind_template_build, record.name, params);
+        },
+        answer_error(ex), actors::rg_tnew_atom::value, recipe->name, scope_of(who), draft);
+    };
+    if (!worker_id.empty())
+      return with_worker(worker_id);
+    call_actor(
+      *api->deps.system, api->deps.scheduler, api->call_timeout(),
+      [ex, with_worker](std::vector<actors::worker_view>& workers) mutable {
+        const auto* chosen = roomiest_worker(workers);
+        if (chosen == nullptr)
+          return ex->respond(no_worker_for_template());
+        with_worker(chosen->registration.id);
+      },
+      answer_error(ex), actors::sc_workers_atom::value);
+  };
+  schema::template_version draft;
+  for (const auto& [key, value] : recipe->defaults.env)
+    draft.env.emplace_back(key, value);
+  draft.workdir = recipe->workdir;
+  draft.user = recipe->user;
+  draft.start_cmd = recipe->start_cmd;
+  if (recipe->base.empty())
+    return start({}, {}, std::move(draft));
+  // From a template: its version's files and defaults; the request's win.
+  auto [base_name, pinned] = *actors::parse_template_ref(recipe->base);
+  call_actor(
+    *api->deps.system, api->deps.registry, api->call_timeout(),
+    [ex, recipe, start, pinned, draft](schema::template_record& base) mutable {
+      schema::sandbox_spec resolved;
+      resolved.env = recipe->defaults.env;
+      if (auto chosen = actors::choose_template_version(base, pinned, resolved); !chosen)
+        return ex->respond(error_response(chosen));
+      const auto* version = base.find(resolved.template_version);
+      draft.env.assign(resolved.env.begin(), resolved.env.end());
+      if (draft.workdir.empty())
+        draft.workdir = version->workdir;
+      if (draft.user.empty())
+        draft.user = version->user;
+      if (!recipe->has_start_cmd)
+        draft.start_cmd = version->start_cmd;
+      recipe->from = {{"template", base.name + ":" + std::to_string(resolved.template_version)}};
+      start(resolved.template_worker_id, resolved.template_worker_name, std::move(draft));
+    },
+    answer_error(ex), actors::rg_tget_atom::value, base_name, scope_of(who));
+}
+
 /// DELETE /v1/templates/{name}[?version=N]: 409 at once while something
 /// uses it (the operation checks again).
 void delete_template(api_ptr api, exchange_ptr ex, caller who) {
@@ -229,6 +465,12 @@ void delete_template(api_ptr api, exchange_ptr ex, caller who) {
         return ex->respond(
           json_error(http::status::not_found, "not_found",
                      "template " + name + " has no version " + std::to_string(version)));
+      if (record.pool.size != 0 && (version == 0 || version == record.current_version))
+        return ex->respond(json_error(
+          http::status::conflict, "wrong_state",
+          "template " + name + " keeps a warm pool of " + std::to_string(record.pool.size)
+            + " per worker: set its size to 0 first (PUT /v1/templates/" + name
+            + "/pool {\"size\": 0}), then delete once its members are gone"));
       call_actor(
         *api->deps.system, api->deps.registry, api->call_timeout(),
         [api, ex, who, name, version](std::vector<std::string>& users) {
@@ -251,6 +493,61 @@ void delete_template(api_ptr api, exchange_ptr ex, caller who) {
     answer_error(ex), actors::rg_tget_atom::value, name, scope_of(who));
 }
 
+json pool_json(const actors::pool_view& view) {
+  auto out = to_json(view.settings);
+  out["ready"] = view.ready;
+  out["creating"] = view.creating;
+  out["hits_total"] = view.hits_total;
+  out["misses_total"] = view.misses_total;
+  return out;
+}
+
+/// PUT /v1/templates/{name}/pool {"size", "cpu_millis"?, "memory_mb"?,
+/// "disk_mb"?}: the members' limits default to a create's.
+void set_pool(api_ptr api, exchange_ptr ex, caller who) {
+  if (!api->deps.pools)
+    return ex->respond(json_error(http::status::service_unavailable, "unavailable",
+                                  "this control plane runs no warm pools"));
+  auto body = parse_object(ex->request().body());
+  if (!body)
+    return ex->respond(error_response(body.error()));
+  const std::string name(ex->path_param("name"));
+  auto size = body->find("size");
+  if (size == body->end() || !size->is_number_unsigned()
+      || size->get<uint64_t>() > api->deps.options.pool_size_max)
+    return ex->respond(bad_request("size (0 to " + std::to_string(api->deps.options.pool_size_max)
+                                   + ": members kept per worker) is required"));
+  // The members' limits go through the create's own checks and defaults.
+  json limits = {{"template", name}};
+  for (const char* field : {"cpu_millis", "memory_mb", "disk_mb"})
+    if (body->contains(field))
+      limits[field] = (*body)[field];
+  auto spec = parse_sandbox_spec(limits, api->deps.options.limits);
+  if (!spec)
+    return ex->respond(error_response(spec.error()));
+  schema::pool_settings settings{size->get<uint32_t>(), spec->cpu_millis, spec->memory_mb,
+                                 spec->disk_mb};
+  call_actor(
+    *api->deps.system, *api->deps.pools, api->call_timeout(),
+    [ex](actors::pool_view& view) {
+      ex->respond(json_response(http::status::ok, pool_json(view)));
+    },
+    answer_error(ex), actors::pl_set_atom::value, name, scope_of(who), settings);
+}
+
+void get_pool(api_ptr api, exchange_ptr ex, caller who) {
+  if (!api->deps.pools)
+    return ex->respond(json_error(http::status::service_unavailable, "unavailable",
+                                  "this control plane runs no warm pools"));
+  call_actor(
+    *api->deps.system, *api->deps.pools, api->call_timeout(),
+    [ex](actors::pool_view& view) {
+      ex->respond(json_response(http::status::ok, pool_json(view)));
+    },
+    answer_error(ex), actors::pl_get_atom::value, std::string(ex->path_param("name")),
+    scope_of(who));
+}
+
 } // namespace
 
 /// Fills the spec from its template's record: the version (the current one
@@ -266,27 +563,9 @@ void with_template_version(api_ptr api, exchange_ptr ex, const caller& who,
   auto [name, pinned] = *ref;
   call_actor(
     *api->deps.system, api->deps.registry, api->call_timeout(),
-    [ex, spec, name, pinned, next](schema::template_record& record) mutable {
-      const uint32_t version = pinned != 0 ? pinned : record.current_version;
-      const auto* chosen = record.find(version);
-      if (version == 0 || chosen == nullptr)
-        return ex->respond(json_error(
-          pinned != 0 ? http::status::not_found : http::status::conflict,
-          pinned != 0 ? "not_found" : "wrong_state",
-          pinned != 0
-            ? "template " + name + " has no version " + std::to_string(pinned)
-            : "template " + name + " has no ready version yet: wait for its build to succeed"));
-      if (chosen->state != schema::template_version_state::ready)
-        return ex->respond(json_error(http::status::conflict, "wrong_state",
-                                      "template " + name + " version " + std::to_string(version)
-                                        + " is " + std::string(schema::to_string(chosen->state))
-                                        + ": use a ready version"));
-      spec.template_name = name;
-      spec.template_version = version;
-      spec.template_worker_name = chosen->worker_name;
-      spec.template_worker_id = chosen->worker_id;
-      for (const auto& [key, value] : chosen->env)
-        spec.env.emplace(key, value); // the request's own value wins
+    [ex, spec, pinned, next](schema::template_record& record) mutable {
+      if (auto chosen = actors::choose_template_version(record, pinned, spec); !chosen)
+        return ex->respond(error_response(chosen));
       next(std::move(spec));
     },
     [ex, spec, name, pinned, next](caf::error& error) mutable {
@@ -298,14 +577,17 @@ void with_template_version(api_ptr api, exchange_ptr ex, const caller& who,
     actors::rg_tget_atom::value, name, scope_of(who));
 }
 
-void add_template_routes(route_table& routes, const api_ptr& api) {
+void add_template_routes(route_table& routes, const api_ptr& api, const route_options& json_body) {
   using http::verb;
   route_options archive_body{api->deps.options.template_archive_bytes_max, true};
   routes.add_async(verb::get, "/v1/templates", authed(api, list_templates));
+  routes.add_async(verb::post, "/v1/templates", authed(api, build_template), json_body);
   routes.add_async(verb::get, "/v1/templates/{name}", authed(api, get_template));
   routes.add_async(verb::put, "/v1/templates/{name}/archive", authed(api, upload_archive),
                    archive_body);
   routes.add_async(verb::delete_, "/v1/templates/{name}", authed(api, delete_template));
+  routes.add_async(verb::put, "/v1/templates/{name}/pool", authed(api, set_pool), json_body);
+  routes.add_async(verb::get, "/v1/templates/{name}/pool", authed(api, get_pool));
 }
 
 } // namespace airlock::gateway::control_detail

@@ -148,6 +148,8 @@ struct TemplateBuild {
   entriesMax @6 :UInt64;
   pathBytesMax @7 :UInt32;
   startCmd @8 :Text;              # replaces the image's Entrypoint and Cmd when set
+  recipeJson @9 :Text;            # format "recipe": the build's from, run steps and defaults
+  baseWorkerName @10 :Text;       # format "recipe" from a template: that version's name here
 }
 
 # What a built template version holds and defaults to.

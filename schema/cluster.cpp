@@ -341,6 +341,8 @@ std::string encode(const template_build& x) {
     b.setEntriesMax(x.entries_max);
     b.setPathBytesMax(x.path_bytes_max);
     b.setStartCmd(x.start_cmd);
+    b.setRecipeJson(x.recipe_json);
+    b.setBaseWorkerName(x.base_worker_name);
   });
 }
 
@@ -357,6 +359,8 @@ result<template_build> decode_template_build(std::string_view bytes) {
       x.entries_max = b.getEntriesMax();
       x.path_bytes_max = b.getPathBytesMax();
       x.start_cmd = detail::text(b.getStartCmd());
+      x.recipe_json = detail::text(b.getRecipeJson());
+      x.base_worker_name = detail::text(b.getBaseWorkerName());
       return x;
     });
 }

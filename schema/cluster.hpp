@@ -197,6 +197,11 @@ struct template_build {
   uint64_t entries_max = 0;
   uint32_t path_bytes_max = 0;
   std::string start_cmd; ///< replaces the image's Entrypoint and Cmd when set
+  /// Format "recipe" (POST /v1/templates): the build's source, run steps and
+  /// defaults as JSON; spool_id is empty.
+  std::string recipe_json;
+  /// A recipe from another template: that version's name in this worker's rootfs.
+  std::string base_worker_name;
   bool operator==(const template_build&) const = default;
 };
 

@@ -56,6 +56,7 @@ struct SandboxSpec {
   templateVersion @16 :UInt32;         # 0: a template without versions
   templateWorkerName @17 :Text;        # its name in the worker's rootfs ("": template)
   templateWorkerId @18 :Text;          # the worker holding that version ("": any)
+  fromPool @19 :Bool;                  # the create claims the warm pool member of its id
 }
 
 struct SandboxRecord {

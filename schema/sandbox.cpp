@@ -47,6 +47,7 @@ void fill_spec(cs::SandboxSpec::Builder b, const sandbox_spec& s) {
   b.setTemplateVersion(s.template_version);
   b.setTemplateWorkerName(s.template_worker_name);
   b.setTemplateWorkerId(s.template_worker_id);
+  b.setFromPool(s.from_pool);
 }
 
 result<sandbox_spec> read_spec(cs::SandboxSpec::Reader b) {
@@ -74,6 +75,7 @@ result<sandbox_spec> read_spec(cs::SandboxSpec::Reader b) {
   s.template_version = b.getTemplateVersion();
   s.template_worker_name = detail::text(b.getTemplateWorkerName());
   s.template_worker_id = detail::text(b.getTemplateWorkerId());
+  s.from_pool = b.getFromPool();
   return s;
 }
 

@@ -73,6 +73,9 @@ struct sandbox_spec {
   /// The worker that holds that version's files; empty: any worker (it
   /// builds a built-in template on first use).
   std::string template_worker_id;
+  /// The create claims the warm pool member whose id the sandbox has
+  /// (docs/pools.md) instead of starting a sandbox.
+  bool from_pool = false;
   bool operator==(const sandbox_spec&) const = default;
 };
 

@@ -33,6 +33,15 @@ struct TemplateVersion {
   workerName @17 :Text;            # its name in the worker's rootfs
 }
 
+# A warm pool: sandboxes of the current version kept running, owned by no
+# tenant, that a matching create claims instead of starting one.
+struct PoolSettings {
+  size @0 :UInt32;                 # members kept per worker that can hold the version
+  cpuMillis @1 :UInt32;            # members' limits (0: the create defaults)
+  memoryMb @2 :UInt32;
+  diskMb @3 :UInt32;
+}
+
 struct TemplateRecord {
   schemaVersion @0 :UInt16;
   name @1 :Text;
@@ -41,4 +50,5 @@ struct TemplateRecord {
   versions @4 :List(TemplateVersion);
   createdAtMs @5 :Int64;
   updatedAtMs @6 :Int64;
+  pool @7 :PoolSettings;
 }

@@ -44,6 +44,11 @@ std::string encode(const template_record& r) {
     b.setCurrentVersion(r.current_version);
     b.setCreatedAtMs(r.created_at_ms);
     b.setUpdatedAtMs(r.updated_at_ms);
+    auto pool = b.initPool();
+    pool.setSize(r.pool.size);
+    pool.setCpuMillis(r.pool.cpu_millis);
+    pool.setMemoryMb(r.pool.memory_mb);
+    pool.setDiskMb(r.pool.disk_mb);
     auto list = b.initVersions(detail::count(r.versions.size()));
     for (unsigned i = 0; i < r.versions.size(); ++i) {
       const auto& v = r.versions[i];
@@ -83,6 +88,11 @@ result<template_record> decode_template(std::string_view bytes) {
       r.current_version = b.getCurrentVersion();
       r.created_at_ms = b.getCreatedAtMs();
       r.updated_at_ms = b.getUpdatedAtMs();
+      if (b.hasPool()) {
+        auto pool = b.getPool();
+        r.pool =
+          pool_settings{pool.getSize(), pool.getCpuMillis(), pool.getMemoryMb(), pool.getDiskMb()};
+      }
       for (auto in : b.getVersions()) {
         if (!detail::enum_in_range(in.getState(), cs::TemplateVersionState::FAILED))
           return detail::enum_too_new("template");

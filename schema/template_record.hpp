@@ -41,6 +41,15 @@ struct template_version {
   bool operator==(const template_version&) const = default;
 };
 
+/// A template's warm pool; size 0: none.
+struct pool_settings {
+  uint32_t size = 0;       ///< members per worker that can hold the current version
+  uint32_t cpu_millis = 0; ///< the members' limits; 0: a create's defaults
+  uint32_t memory_mb = 0;
+  uint32_t disk_mb = 0;
+  bool operator==(const pool_settings&) const = default;
+};
+
 struct template_record {
   std::string name;
   std::string tenant_id; ///< empty: shared by every tenant
@@ -48,6 +57,7 @@ struct template_record {
   std::vector<template_version> versions; ///< oldest first
   int64_t created_at_ms = 0;
   int64_t updated_at_ms = 0;
+  pool_settings pool;
   bool operator==(const template_record&) const = default;
 
   template_version* find(uint32_t version);

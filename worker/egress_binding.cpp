@@ -63,18 +63,31 @@ void egress_binding::detach(const std::string& sandbox_id) {
   }
 }
 
-bool egress_binding::set_policy(const std::string& sandbox_id,
-                                const schema::egress_policy& policy) {
+bool egress_binding::update(const std::string& sandbox_id,
+                            const std::function<void(egress::sandbox_view&)>& change) {
   std::lock_guard guard(mutex_);
   auto found = attached_.find(sandbox_id);
   if (found == attached_.end())
     return false;
-  found->second.policy = policy;
+  change(found->second);
   if (proxy_)
     proxy_->attach(found->second);
   if (auto index = interface_of_.find(sandbox_id); index != interface_of_.end())
     by_interface_[index->second] = std::make_shared<const egress::sandbox_view>(found->second);
   return true;
+}
+
+bool egress_binding::set_policy(const std::string& sandbox_id,
+                                const schema::egress_policy& policy) {
+  return update(sandbox_id, [&policy](egress::sandbox_view& view) { view.policy = policy; });
+}
+
+bool egress_binding::set_owner(const std::string& sandbox_id, const std::string& tenant_id,
+                               const schema::egress_policy& policy) {
+  return update(sandbox_id, [&](egress::sandbox_view& view) {
+    view.tenant_id = tenant_id;
+    view.policy = policy;
+  });
 }
 
 namespace {

@@ -5,6 +5,7 @@
 // resolv.conf naming its host-side address and the cluster CA in its trust
 // store. The CA's key never enters a sandbox; only the root certificate does.
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -42,8 +43,17 @@ public:
   void detach(const std::string& sandbox_id);
   /// New connections of the sandbox follow `policy`. False for an unknown id.
   bool set_policy(const std::string& sandbox_id, const schema::egress_policy& policy);
+  /// The sandbox changes hands (a claimed warm pool member): new connections
+  /// are `tenant_id`'s (its credentials, its audit) under `policy`. False for
+  /// an unknown id.
+  bool set_owner(const std::string& sandbox_id, const std::string& tenant_id,
+                 const schema::egress_policy& policy);
 
 private:
+  /// Changes the entry of `sandbox_id` with `change` and republishes it.
+  bool update(const std::string& sandbox_id,
+              const std::function<void(egress::sandbox_view&)>& change);
+
   std::shared_ptr<egress::egress_proxy> proxy_;
   mutable std::mutex mutex_;
   std::string root_ca_;

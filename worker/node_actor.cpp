@@ -51,6 +51,8 @@ template_outcome prepare_template(rootfs_driver& driver, const template_options&
           {}};
 }
 
+} // namespace
+
 /// Runs `then` once template `name` is ready (or could not be made). One
 /// build per name at a time: later callers wait for the running one.
 void ensure_template(self_ptr self, const std::string& name,
@@ -71,6 +73,8 @@ void ensure_template(self_ptr self, const std::string& name,
     caf::anon_send(me, nd_built_atom::value, prepare_template(*rootfs, options, name));
   });
 }
+
+namespace {
 
 void on_built(self_ptr self, const template_outcome& done) {
   auto& st = self->state;
@@ -96,6 +100,7 @@ void finish_create(self_ptr self, const std::string& id, const status& outcome) 
     return;
   auto creates = std::move(it->second.create_waiters);
   auto destroys = std::move(it->second.destroy_waiters);
+  auto after = std::move(it->second.after_create);
   st.waiting_creates -= std::min(st.waiting_creates, creates.size());
   if (!outcome) {
     st.sandboxes.erase(it);
@@ -103,13 +108,15 @@ void finish_create(self_ptr self, const std::string& id, const status& outcome) 
       waiter.deliver(make_error(outcome));
     for (auto& waiter : destroys) // nothing was left behind
       waiter.deliver(node_sandbox{id, sandbox_state::destroyed});
-    return;
+  } else {
+    it->second.state = sandbox_state::running;
+    for (auto& waiter : creates)
+      waiter.deliver(node_sandbox{id, sandbox_state::running});
+    if (!destroys.empty())
+      start_destroy(self, id, std::move(destroys));
   }
-  it->second.state = sandbox_state::running;
-  for (auto& waiter : creates)
-    waiter.deliver(node_sandbox{id, sandbox_state::running});
-  if (!destroys.empty())
-    start_destroy(self, id, std::move(destroys));
+  for (auto& then : after)
+    then();
 }
 
 void resolve_user(self_ptr self, const sandbox_actor& box, const std::string& user,
@@ -336,6 +343,56 @@ caf::result<node_sandbox> handle_egress(self_ptr self, const schema::sandbox_rec
     return make_error(errc::not_found, "sandbox " + record.id + " does not run on this worker");
   it->second.record.spec.egress = record.spec.egress;
   return node_sandbox{record.id, it->second.state};
+}
+
+/// A create claims warm pool member `record.id`: from now on it is
+/// `record`'s sandbox. Its processes started after this get record's env
+/// (merged_env reads the tracked record), its new connections its egress
+/// policy and tenant, its cgroup the record's CPU and memory limits.
+caf::result<node_sandbox> handle_claim(self_ptr self, const schema::sandbox_record& record) {
+  auto it = self->state.sandboxes.find(record.id);
+  if (it == self->state.sandboxes.end())
+    return make_error(errc::not_found, "no sandbox " + record.id + " on this worker");
+  const auto& held = it->second.record;
+  if (held.tenant_id == record.tenant_id && held.spec.from_pool)
+    return node_sandbox{record.id, it->second.state}; // this claim, done already
+  if (held.tenant_id != actors::pool_tenant)
+    return make_error(errc::already_exists,
+                      "sandbox " + record.id + " is not a warm pool member any more");
+  if (it->second.state == sandbox_state::creating) {
+    // Being made or brought back after a restart: claim it once it runs.
+    auto promise = self->make_response_promise<node_sandbox>();
+    it->second.after_create.push_back([self, record, promise]() mutable {
+      self
+        ->request(caf::actor_cast<actors::node_actor>(self), ms(2 * opts(self).call_timeout_ms),
+                  actors::nd_claim_atom::value, record)
+        .then([promise](node_sandbox& done) mutable { promise.deliver(std::move(done)); },
+              [promise](caf::error& err) mutable { promise.deliver(std::move(err)); });
+    });
+    return promise;
+  }
+  if (it->second.state != sandbox_state::running)
+    return make_error(errc::wrong_state, "warm pool member " + record.id + " is "
+                                           + std::string(schema::to_string(it->second.state)));
+  auto promise = self->make_response_promise<node_sandbox>();
+  self
+    ->request(self->state.context.worker, ms(opts(self).call_timeout_ms), wk_claim_atom::value,
+              record.id, record.tenant_id, record.spec.cpu_millis, record.spec.memory_mb)
+    .then(
+      [self, record, promise](bool) mutable {
+        auto found = self->state.sandboxes.find(record.id);
+        if (found == self->state.sandboxes.end()) {
+          promise.deliver(
+            make_error(errc::not_found, "sandbox " + record.id + " ended while claimed"));
+          return;
+        }
+        if (auto& egress = self->state.context.egress; egress && egress->enabled())
+          egress->set_owner(record.id, record.tenant_id, record.spec.egress);
+        found->second.record = record;
+        promise.deliver(node_sandbox{record.id, found->second.state});
+      },
+      [promise](caf::error& err) mutable { promise.deliver(err); });
+  return promise;
 }
 
 /// This worker's figures for a scrape: its sandboxes by state, then what
@@ -574,6 +631,9 @@ node_impl_actor::behavior_type node_body(self_ptr self, node_context context) {
            bool last) { return handle_spool(self, spool_id, offset, bytes, last); },
     [self](actors::nd_tbuild_atom, const actors::template_build& build) {
       return handle_template_build(self, build);
+    },
+    [self](actors::nd_claim_atom, const schema::sandbox_record& record) {
+      return handle_claim(self, record);
     },
     [self](actors::nd_tdel_atom, const std::string& worker_name) {
       return handle_template_delete(self, worker_name);

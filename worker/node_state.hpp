@@ -7,6 +7,7 @@
 // requests and replies). Not a public header: node_actor.hpp is the contract.
 
 #include <caf/actor_clock.hpp>
+#include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
@@ -63,6 +64,9 @@ struct tracked_sandbox {
   std::optional<caf::actor_clock::time_point> last_data_plane;
   std::vector<node_sandbox_promise> create_waiters;  ///< joined creates
   std::vector<node_sandbox_promise> destroy_waiters; ///< destroys that wait for the create
+  /// Run once the create ended, whatever its outcome (a claim of a pool
+  /// member that a restarted worker is bringing back waits for it).
+  std::vector<std::function<void()>> after_create;
 };
 
 struct node_state {
@@ -117,11 +121,45 @@ inline std::filesystem::path spool_dir_of(const rootfs_driver& rootfs) {
   return rootfs.templates_dir().parent_path() / "spool";
 }
 
+/// Runs `work` on a detached actor of its own, then `ok` or `fail` on the
+/// node with its outcome: template builds and deletes block on the disk.
+template <class T>
+void off_the_node(self_ptr self, std::function<result<T>()> work, std::function<void(T&)> ok,
+                  std::function<void(caf::error&)> fail) {
+  auto helper = self->home_system().spawn<caf::detached>([work](caf::event_based_actor* me) {
+    return caf::behavior{[me, work](actors::nd_tbuild_atom) -> caf::result<T> {
+      me->quit();
+      auto done = work();
+      if (!done)
+        return make_error(done.error());
+      return std::move(*done);
+    }};
+  });
+  self->request(helper, caf::infinite, actors::nd_tbuild_atom::value)
+    .then([ok](T& value) { ok(value); }, [fail](caf::error& error) { fail(error); });
+}
+
+/// A version's manifest as the control plane records it.
+actors::template_built to_built(const template_manifest& manifest);
+
 caf::result<uint64_t> handle_spool(self_ptr self, const std::string& spool_id, uint64_t offset,
                                    const std::string& bytes, bool last);
 caf::result<actors::template_built> handle_template_build(self_ptr self,
                                                           const actors::template_build& build);
 caf::result<bool> handle_template_delete(self_ptr self, const std::string& worker_name);
+
+// ---- template versions from recipes (node_recipes.cpp) ----------------------
+
+/// Builds `build` (format "recipe"): a build sandbox of the starting tree
+/// (another template, or debootstrap) runs the run steps and ready_cmd; its
+/// root then becomes the version.
+caf::result<actors::template_built> handle_recipe_build(self_ptr self,
+                                                        const actors::template_build& build);
+
+/// Runs `then` once template `name` is ready on this worker (built first
+/// when it is a built-in one), or with why it is not.
+void ensure_template(self_ptr self, const std::string& name,
+                     std::function<void(const status&)> then);
 
 actors::output_batch to_batch(output_reply& reply);
 file_request to_file_request(actors::file_spec& spec);

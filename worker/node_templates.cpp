@@ -29,23 +29,7 @@ caf::error check_name(std::string_view what, const std::string& name) {
   return caf::none;
 }
 
-/// Runs `work` on a detached actor of its own, then `ok` or `fail` on the
-/// node with its outcome.
-template <class T>
-void off_the_node(self_ptr self, std::function<result<T>()> work, std::function<void(T&)> ok,
-                  std::function<void(caf::error&)> fail) {
-  auto helper = self->home_system().spawn<caf::detached>([work](caf::event_based_actor* me) {
-    return caf::behavior{[me, work](actors::nd_tbuild_atom) -> caf::result<T> {
-      me->quit();
-      auto done = work();
-      if (!done)
-        return make_error(done.error());
-      return std::move(*done);
-    }};
-  });
-  self->request(helper, caf::infinite, actors::nd_tbuild_atom::value)
-    .then([ok](T& value) { ok(value); }, [fail](caf::error& error) { fail(error); });
-}
+} // namespace
 
 actors::template_built to_built(const template_manifest& manifest) {
   actors::template_built out;
@@ -61,8 +45,6 @@ actors::template_built to_built(const template_manifest& manifest) {
   out.start_cmd = manifest.start_cmd;
   return out;
 }
-
-} // namespace
 
 /// What template `name`'s manifest sets for processes (nothing without one).
 template_defaults defaults_from_manifest(rootfs_driver& driver, const std::string& name) {
@@ -132,6 +114,8 @@ caf::result<actors::template_built> handle_template_build(self_ptr self,
                                                           const actors::template_build& build) {
   if (auto bad = check_name("template", build.worker_name))
     return bad;
+  if (build.format == "recipe")
+    return handle_recipe_build(self, build);
   if (auto bad = check_name("spool id", build.spool_id))
     return bad;
   auto format = parse_archive_format(build.format);

@@ -520,6 +520,22 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_context context) {
       return run_blocking(
         self, [rootfs, checkpoint_id] { return rootfs->delete_checkpoint(checkpoint_id); });
     },
+    [self](wk_claim_atom, const std::string& id, const std::string& tenant, uint32_t cpu_millis,
+           uint32_t memory_mb) -> caf::result<bool> {
+      auto it = self->state.sandboxes.find(id);
+      if (it == self->state.sandboxes.end() || !it->second.actor)
+        return make_error(errc::not_found, "no running sandbox " + id + " on this worker");
+      auto& record = it->second.record;
+      record.tenant_id = tenant;
+      record.spec.cpu_millis = cpu_millis;
+      record.spec.memory_mb = memory_mb;
+      if (auto saved = persist(self, record); !saved)
+        return make_error(saved);
+      auto runtime = self->state.context.runtime;
+      return run_blocking(self, [runtime, id, cpu_millis, memory_mb] {
+        return runtime->set_limits(id, cpu_millis, memory_mb);
+      });
+    },
     [self](wk_ckpts_atom) -> caf::result<std::vector<std::string>> {
       if (!self->state.context.rootfs)
         return std::vector<std::string>{};

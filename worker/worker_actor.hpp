@@ -47,6 +47,7 @@ using wk_ckpt_atom = caf::atom_constant<caf::atom("wkckpt")>;
 using wk_ckptdel_atom = caf::atom_constant<caf::atom("wkckptdel")>;
 using wk_ckpts_atom = caf::atom_constant<caf::atom("wkckpts")>;
 using wk_release_atom = caf::atom_constant<caf::atom("wkrelease")>;
+using wk_claim_atom = caf::atom_constant<caf::atom("wkclaim")>;
 // Internal to the worker actor.
 using wk_created_atom = caf::atom_constant<caf::atom("wkcreated")>;
 using wk_recovered_atom = caf::atom_constant<caf::atom("wkrecovd")>;
@@ -198,6 +199,11 @@ using worker_actor = caf::typed_actor<
   caf::replies_to<wk_ckptdel_atom, std::string>::with<bool>,
   /// The checkpoints this worker holds on disk: its own record of them.
   caf::replies_to<wk_ckpts_atom>::with<std::vector<std::string>>,
+  /// A running sandbox changes hands (a claimed warm pool member): it is
+  /// recorded as tenant `tenant`'s and its CPU and memory limits are set in
+  /// place (id, tenant, cpu_millis, memory_mb). Errors: not_found,
+  /// invalid_argument (a zero limit). Idempotent.
+  caf::replies_to<wk_claim_atom, std::string, std::string, uint32_t, uint32_t>::with<bool>,
   /// Internal: a create finished off the actor (token, outcome). On success
   /// the sandbox's parts wait in the worker's state under the token: a
   /// message carries no descriptor.

@@ -36,6 +36,7 @@ struct node_script {
   std::atomic<errc> create_error{errc::none};
   std::atomic<errc> pause_error{errc::none};
   std::atomic<errc> checkpoint_error{errc::none};
+  std::atomic<errc> claim_error{errc::none};
   /// What a recreate after a worker restart answers: not_found (the files
   /// did not survive) unless a test says otherwise.
   std::atomic<errc> recreate_error{errc::not_found};
@@ -157,6 +158,12 @@ inline node_actor spawn_fake_node(caf::actor_system& system, std::shared_ptr<nod
         return make_error(errc::unimplemented, "the fake worker builds no templates");
       },
       [](nd_tdel_atom, std::string&) { return true; },
+      [script, reply](nd_claim_atom, schema::sandbox_record& record) -> caf::result<node_sandbox> {
+        if (auto code = script->claim_error.load(); code != errc::none)
+          return make_error(code, "the fake worker refuses the claim");
+        script->note("claim " + record.id + " for " + record.tenant_id);
+        return reply(record.id, schema::sandbox_state::running);
+      },
     };
   });
 }

@@ -123,9 +123,11 @@ TEST_F(api_bad_input, unknown_state_filters_and_bad_limits_are_400) {
 
 TEST_F(api_bad_input, later_release_routes_answer_501) {
   auto api = admin();
-  expect_error(api.post("/v1/templates", {{"name", "x"}}), 501, "not_implemented");
-  expect_error(api.call("PUT", "/v1/templates/base/pool", R"({"size": 1})"), 501,
-               "not_implemented");
+  // Template builds are served: a recipe without `from` is a 400, not a 501.
+  expect_error(api.post("/v1/templates", {{"name", "x"}}), 400, "invalid_argument");
+  // Pools are served: a bad size is a 400, not a 501.
+  expect_error(api.call("PUT", "/v1/templates/base/pool", R"({"size": -1})"), 400,
+               "invalid_argument");
   expect_error(api.call("POST", "/v1/workers/wk_any/drain"), 501, "not_implemented");
   // Snapshots are served: an unknown sandbox is a 404, not a 501.
   expect_error(api.call("POST", "/v1/sandboxes/sb_any/suspend"), 404, "not_found");

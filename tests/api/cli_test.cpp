@@ -127,5 +127,20 @@ TEST_F(api_cli, template_push_ls_get_and_rm) {
   EXPECT_EQ(admin().get("/v1/templates/cli-tpl").status, 404);
 }
 
+TEST_F(api_cli, template_pool_sets_and_shows_a_pool) {
+  auto set = airlock({"template", "pool", "minimal", "1", "--cpu", "100", "--memory", "128"});
+  ASSERT_EQ(set.status, 0) << set.err;
+  EXPECT_EQ(set.out().rfind("size 1 ready ", 0), 0u) << set.out();
+  auto pool = admin().get("/v1/templates/minimal/pool");
+  EXPECT_EQ(pool.json["size"], 1);
+  EXPECT_EQ(pool.json["memory_mb"], 128);
+  auto shown = airlock({"template", "pool", "minimal", "--json"});
+  ASSERT_EQ(shown.status, 0) << shown.err;
+  EXPECT_EQ(json::parse(shown.out(), nullptr, false).value("cpu_millis", 0), 100) << shown.out();
+  EXPECT_EQ(airlock({"template", "pool", "minimal", "many"}).status, 2);
+  EXPECT_NE(airlock({"template", "pool", "no-such", "1"}).status, 0);
+  EXPECT_EQ(airlock({"template", "pool", "minimal", "0"}).status, 0);
+}
+
 } // namespace
 } // namespace airlock::test

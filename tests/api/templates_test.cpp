@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
 #include "tests/api/api_fixture.hpp"
@@ -195,6 +196,96 @@ TEST_F(api_templates, bad_requests_and_other_tenants_get_clear_errors) {
   auto theirs = tenant_b.call("PUT", "/v1/templates/a-only/archive?format=oci", image("oci"));
   EXPECT_EQ(theirs.status, 404) << theirs.body;
   EXPECT_EQ(tenant_a.call("DELETE", "/v1/templates/minimal").status, 403);
+}
+
+TEST_F(api_templates, a_recipe_runs_its_steps_and_ready_cmd_in_a_build_sandbox) {
+  auto api = admin();
+  auto posted = api.post(
+    "/v1/templates",
+    {{"name", "recipe-test"},
+     {"from", {{"template", "minimal"}}},
+     {"run", {"echo built > /etc/built-by-recipe", "mkdir -p /opt/app && echo v1 > /opt/app/v"}},
+     {"env", {{"APP_MODE", "recipe"}}},
+     {"workdir", "/opt/app"},
+     {"ready_cmd", "test -e /etc/built-by-recipe"},
+     {"start_cmd", "echo started > /tmp/start-log; exec sleep 600"}});
+  ASSERT_EQ(posted.status, 202) << posted.body;
+  EXPECT_EQ(posted.json["template"], "recipe-test");
+  auto done = api.wait_operation(posted.json["operation_id"]);
+  ASSERT_EQ(done["state"], "succeeded") << done.dump();
+  auto record = api.get("/v1/templates/recipe-test");
+  ASSERT_EQ(record.status, 200) << record.body;
+  const auto& v1 = record.json["versions"][0];
+  EXPECT_EQ(v1["state"], "ready");
+  EXPECT_EQ(v1["env"]["APP_MODE"], "recipe");
+  EXPECT_EQ(v1["workdir"], "/opt/app");
+  EXPECT_NE(v1["build_log_tail"].get<std::string>().find("$ echo built"), std::string::npos)
+    << v1.dump();
+
+  auto id = api.create_running({{"template", "recipe-test"}});
+  ASSERT_FALSE(id.empty());
+  EXPECT_EQ(output_of(api, id, "cat /etc/built-by-recipe"), "built\n");
+  EXPECT_EQ(output_of(api, id, "pwd; cat v; echo $APP_MODE"), "/opt/app\nv1\nrecipe\n");
+  EXPECT_EQ(output_of(api, id,
+                      "i=0; while [ ! -s /tmp/start-log ] && [ $i -lt 100 ]; do sleep 0.1; "
+                      "i=$((i+1)); done; cat /tmp/start-log"),
+            "started\n");
+
+  // A version derived from it keeps what it had and adds its own.
+  auto derived = api.post("/v1/templates", {{"name", "recipe-child"},
+                                            {"from", {{"template", "recipe-test:1"}}},
+                                            {"run", {"echo two >> /opt/app/v"}}});
+  ASSERT_EQ(derived.status, 202) << derived.body;
+  ASSERT_EQ(api.wait_operation(derived.json["operation_id"])["state"], "succeeded");
+  auto child = api.create_running({{"template", "recipe-child"}});
+  ASSERT_FALSE(child.empty());
+  EXPECT_EQ(output_of(api, child, "cat /opt/app/v; echo $APP_MODE"), "v1\ntwo\nrecipe\n")
+    << "the base's files, env and workdir carry over";
+}
+
+TEST_F(api_templates, a_failing_run_step_fails_the_build_and_names_the_step) {
+  auto api = admin();
+  auto posted = api.post("/v1/templates", {{"name", "recipe-broken"},
+                                           {"from", {{"template", "minimal"}}},
+                                           {"run", {"true", "echo oops >&2; exit 3"}}});
+  ASSERT_EQ(posted.status, 202) << posted.body;
+  auto done = api.wait_operation(posted.json["operation_id"]);
+  ASSERT_EQ(done["state"], "failed") << done.dump();
+  const auto message = done["error"]["message"].get<std::string>();
+  EXPECT_NE(message.find("run step 2"), std::string::npos) << message;
+  EXPECT_NE(message.find("exited with code 3"), std::string::npos) << message;
+  EXPECT_NE(message.find("oops"), std::string::npos) << "the log's tail: " << message;
+  auto record = api.get("/v1/templates/recipe-broken");
+  ASSERT_EQ(record.status, 200);
+  EXPECT_EQ(record.json["versions"][0]["state"], "failed");
+  EXPECT_EQ(api.create({{"template", "recipe-broken"}}).status, 409) << "no ready version";
+  // Nothing of the build is left on the worker: its sandbox's root went.
+  const std::string sandboxes = server().data_dir() + "/rootfs/sandboxes";
+  ASSERT_TRUE(std::filesystem::is_directory(sandboxes)) << sandboxes;
+  for (const auto& entry : std::filesystem::directory_iterator(sandboxes))
+    EXPECT_NE(entry.path().filename().string().rfind("tplb-", 0), 0u) << entry.path();
+}
+
+TEST_F(api_templates, bad_recipes_are_refused_with_what_to_fix) {
+  auto api = admin();
+  auto expect_400 = [&api](const json& body, const std::string& mentions) {
+    auto answer = api.post("/v1/templates", body);
+    EXPECT_EQ(answer.status, 400) << body.dump() << " -> " << answer.body;
+    EXPECT_NE(answer.body.find(mentions), std::string::npos) << answer.body;
+  };
+  expect_400({{"from", {{"template", "minimal"}}}}, "name");
+  expect_400({{"name", "Bad_Name"}, {"from", {{"template", "minimal"}}}}, "name");
+  expect_400({{"name", "r"}}, "from");
+  expect_400({{"name", "r"}, {"from", {{"template", "minimal"}, {"debootstrap", json::object()}}}},
+             "from");
+  expect_400({{"name", "r"}, {"from", {{"debootstrap", {{"packages", {"ok", "no way"}}}}}}},
+             "package");
+  expect_400({{"name", "r"}, {"from", {{"template", "minimal"}}}, {"run", "echo one"}}, "run");
+  expect_400({{"name", "r"}, {"from", {{"template", "minimal"}}}, {"run", {""}}}, "run");
+  expect_400({{"name", "r"}, {"from", {{"template", "minimal"}}}, {"egress", {{"profile", "x"}}}},
+             "egress");
+  auto unknown = api.post("/v1/templates", {{"name", "r"}, {"from", {{"template", "no-such"}}}});
+  EXPECT_EQ(unknown.status, 404) << unknown.body;
 }
 
 } // namespace

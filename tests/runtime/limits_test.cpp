@@ -72,6 +72,26 @@ TEST_F(limits, are_written_into_the_cgroups) {
   EXPECT_EQ(first_line(cgroup_dir(box.handle, "pids") + "/pids.max"), "32");
 }
 
+TEST_F(limits, set_in_place_on_a_running_sandbox_leave_the_rest_alone) {
+  auto box = start_sandbox(unique_id("lim-set"), {64, 250, 32, 100});
+  ASSERT_NE(box.runtime, nullptr);
+  ASSERT_TRUE(runtime_->set_limits(box.handle.id, 500, 256).is_ok());
+  EXPECT_EQ(runtime_->set_limits(box.handle.id, 0, 256).code, errc::invalid_argument);
+  EXPECT_EQ(runtime_->set_limits("no-such-sandbox", 500, 256).code, errc::not_found);
+  if (runtime_->cgroup_driver_name() != "v1")
+    GTEST_SKIP() << "checks the v1 file names";
+  EXPECT_EQ(first_line(cgroup_dir(box.handle, "memory") + "/memory.limit_in_bytes"),
+            std::to_string(256 << 20));
+  EXPECT_EQ(first_line(cgroup_dir(box.handle, "cpu") + "/cpu.cfs_quota_us"), "50000");
+  EXPECT_EQ(first_line(cgroup_dir(box.handle, "cpu") + "/cpu.shares"), "102")
+    << "the request's share stays";
+  EXPECT_EQ(first_line(cgroup_dir(box.handle, "pids") + "/pids.max"), "32") << "pids stay";
+  // Down again, below the first limit.
+  ASSERT_TRUE(runtime_->set_limits(box.handle.id, 250, 32).is_ok());
+  EXPECT_EQ(first_line(cgroup_dir(box.handle, "memory") + "/memory.limit_in_bytes"),
+            std::to_string(32 << 20));
+}
+
 TEST_F(limits, the_smallest_cpu_limit_gets_the_kernels_smallest_quota) {
   auto box = start_sandbox(unique_id("lim-tiny"), {64, 1, 32, 1});
   ASSERT_NE(box.runtime, nullptr) << "1 mCPU is below the kernel's 1 ms quota; it is raised";

@@ -117,6 +117,9 @@ node_actor::behavior_type stub_node(node_actor::pointer, std::shared_ptr<stub_no
       return make_error(errc::unimplemented, "the stub node builds no templates");
     },
     [](actors::nd_tdel_atom, std::string&) { return true; },
+    [](actors::nd_claim_atom, schema::sandbox_record& record) -> caf::result<node_sandbox> {
+      return make_error(errc::not_found, "the stub node holds no pool member " + record.id);
+    },
   };
 }
 

@@ -96,6 +96,24 @@ result<std::filesystem::path> btrfs_driver::create_template(std::string_view nam
   return staging;
 }
 
+result<std::filesystem::path> btrfs_driver::template_from_sandbox(std::string_view sandbox_id,
+                                                                  std::string_view name) {
+  auto source = sandbox_path(sandbox_id);
+  if (!source)
+    return source.error();
+  auto staging = create_template(name); // checks the name, clears what a crash left
+  if (!staging)
+    return staging.error();
+  if (auto deleted = btrfs_delete_subvolume(*staging); !deleted)
+    return deleted;
+  if (auto made = btrfs_snapshot(*source, templates_dir(), staging->filename().string(), false);
+      !made)
+    return made;
+  if (::chmod(staging->c_str(), 0755) != 0)
+    return errno_status("cannot set the mode of " + staging->string());
+  return staging;
+}
+
 status btrfs_driver::seal_template(std::string_view name) {
   if (auto valid = check_name("template name", name); !valid)
     return valid;

@@ -104,6 +104,14 @@ result<std::filesystem::path> overlay_driver::create_template(std::string_view n
   return staging;
 }
 
+result<std::filesystem::path> overlay_driver::template_from_sandbox(std::string_view,
+                                                                    std::string_view name) {
+  return make_status(errc::unimplemented,
+                     "template " + std::string(name)
+                       + ": builds with run steps need the btrfs driver (a sandbox's files "
+                         "become the template as a snapshot); this worker uses overlay");
+}
+
 status overlay_driver::seal_template(std::string_view name) {
   if (auto valid = check_name("template name", name); !valid)
     return valid;

@@ -25,6 +25,8 @@ public:
   std::filesystem::path templates_dir() const override;
   result<std::filesystem::path> create_template(std::string_view name) override;
   status seal_template(std::string_view name) override;
+  result<std::filesystem::path> template_from_sandbox(std::string_view sandbox_id,
+                                                      std::string_view name) override;
   bool has_template(std::string_view name) const override;
   status delete_template(std::string_view name) override;
   result<std::filesystem::path> create_sandbox(std::string_view sandbox_id,

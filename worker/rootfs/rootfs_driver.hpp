@@ -97,6 +97,13 @@ public:
   /// Overlay: wrong_state while a sandbox or checkpoint is layered on it.
   virtual status delete_template(std::string_view name) = 0;
 
+  /// Stages template `name` as a writable copy of sandbox `sandbox_id`'s
+  /// files (its processes gone), as create_template stages an empty one;
+  /// seal_template finishes it. A template built in a sandbox (run steps)
+  /// becomes a template this way. unimplemented where the driver cannot.
+  virtual result<std::filesystem::path> template_from_sandbox(std::string_view sandbox_id,
+                                                              std::string_view name) = 0;
+
   /// A writable copy of a sealed template for `sandbox_id`, limited to
   /// `disk_mb` MiB as seen from inside (template data included; 0 = no
   /// limit). Returns the root directory to pivot into. already_exists when the

@@ -445,11 +445,11 @@ status populate_base(const std::filesystem::path& dir, const template_options& o
     auto now = parser.feed(line);
     report(control, now.phase, now.percent, line);
   };
-  auto bootstrapped = run_checked("debootstrap of " + options.suite + " from " + mirror,
-                                  {options.debootstrap, "--variant=minbase",
-                                   "--include=" + join(options.base_packages, ','), options.suite,
-                                   dir.string(), mirror},
-                                  run);
+  std::vector<std::string> argv{options.debootstrap, "--variant=minbase"};
+  if (!options.base_packages.empty())
+    argv.push_back("--include=" + join(options.base_packages, ','));
+  argv.insert(argv.end(), {options.suite, dir.string(), mirror});
+  auto bootstrapped = run_checked("debootstrap of " + options.suite + " from " + mirror, argv, run);
   // debootstrap mounts /proc and /sys inside; a killed run leaves them there.
   auto unmounted = unmount_below(dir);
   if (!bootstrapped)

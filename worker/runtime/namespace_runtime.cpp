@@ -426,6 +426,22 @@ status namespace_runtime::resume(std::string_view id) {
   return status::ok();
 }
 
+status namespace_runtime::set_limits(std::string_view id, uint32_t cpu_millis, uint32_t memory_mb) {
+  if (cpu_millis == 0 || memory_mb == 0)
+    return make_status(errc::invalid_argument,
+                       "sandbox " + std::string(id) + ": CPU and memory limits must be above 0");
+  std::lock_guard lock(mutex_);
+  if (find(id) == nullptr)
+    return make_status(errc::not_found, "no sandbox " + std::string(id));
+  // Only the two limits: a driver leaves what is 0 here as it is.
+  cgroup_limits limits;
+  limits.memory_bytes = uint64_t{memory_mb} << 20;
+  limits.cpu_millis = cpu_millis;
+  if (auto set = cgroups_->create(id, limits); !set)
+    return with_context(id, set);
+  return status::ok();
+}
+
 result<sandbox_stats> namespace_runtime::stats(std::string_view id) {
   std::lock_guard lock(mutex_);
   if (find(id) == nullptr)

@@ -93,6 +93,7 @@ public:
   status pause(std::string_view id) override;
   status resume(std::string_view id) override;
   status destroy(std::string_view id) override;
+  status set_limits(std::string_view id, uint32_t cpu_millis, uint32_t memory_mb) override;
   std::vector<sandbox_handle> list() const override;
   result<adopt_report> adopt() override;
   result<sandbox_stats> stats(std::string_view id) override;

@@ -115,6 +115,12 @@ public:
   /// entries and the state file. Idempotent: ok when the sandbox is unknown.
   virtual status destroy(std::string_view id) = 0;
 
+  /// Sets a running sandbox's CPU and memory limits in place (a claimed warm
+  /// pool member takes its creator's). Memory below what the sandbox uses
+  /// makes the kernel reclaim, then OOM-kill inside it. not_found for an
+  /// unknown id, invalid_argument for a zero limit.
+  virtual status set_limits(std::string_view id, uint32_t cpu_millis, uint32_t memory_mb) = 0;
+
   /// Sandboxes this object manages (created or adopted).
   virtual std::vector<sandbox_handle> list() const = 0;
 
