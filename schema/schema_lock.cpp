@@ -89,6 +89,7 @@ std::string describe_compiled_schema() {
   describe(capnp::Schema::from<cs::SnapshotRecord>(), lines);
   describe(capnp::Schema::from<cs::TemplateVersionState>(), lines);
   describe(capnp::Schema::from<cs::TemplateVersion>(), lines);
+  describe(capnp::Schema::from<cs::PoolSettings>(), lines);
   describe(capnp::Schema::from<cs::TemplateRecord>(), lines);
   describe(capnp::Schema::from<cs::TemplateBuild>(), lines);
   describe(capnp::Schema::from<cs::TemplateBuilt>(), lines);
