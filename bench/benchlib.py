@@ -87,6 +87,25 @@ class daemon:
                 self.process.wait()
 
 
+def start_serve(airlockd, data_dir, instance, veth_prefix, address_pool, uid_base,
+                image_size_mb, extra=()):
+    """`airlockd serve` on DATA_DIR/serve, an instance of its own on 127.0.0.1; once it
+    reports its admin key and port: (the daemon, the key, its base URL)."""
+    serve = daemon([airlockd, "serve", "--data-dir", data_dir + "/serve",
+                    "--listen", "127.0.0.1:0", "--cli-config", data_dir + "/cli.json",
+                    "--instance", instance, "--veth-prefix", veth_prefix,
+                    "--address-pool", address_pool, "--uid-base", str(uid_base),
+                    "--image-size-mb", str(image_size_mb), "--log-level", "warn"] + list(extra),
+                   data_dir + "/serve.log")
+    try:
+        found = serve.wait_for({"key": r"admin key: (\S+)",
+                                "port": r"listening on 127\.0\.0\.1:(\d+)"})
+    except Exception:
+        serve.stop()
+        raise
+    return serve, found["key"], "http://127.0.0.1:" + found["port"]
+
+
 def airlockd_for(name, path):
     """Exits with a reason unless this runs as root and `path` is an airlockd binary; its
     absolute path."""

@@ -76,18 +76,12 @@ def p50_ms(samples):
 def airlock_run(airlockd, data_dir, count):
     """Creates sandboxes until `count` run or one is refused; returns the checkpoint rows and
     why it stopped."""
-    serve = benchlib.daemon([airlockd, "serve", "--data-dir", data_dir + "/serve",
-                             "--listen", "127.0.0.1:0", "--cli-config", data_dir + "/cli.json",
-                             "--instance", INSTANCE, "--veth-prefix", "db",
-                             "--address-pool", "10.208.0.0/16", "--uid-base", "840000000",
-                             "--image-size-mb", "32768", "--sandboxes-max", str(count),
-                             "--log-level", "warn"], data_dir + "/serve.log")
+    serve, key, url = benchlib.start_serve(
+        airlockd, data_dir, INSTANCE, "db", "10.208.0.0/16", 840000000, 32768,
+        ["--sandboxes-max", str(count)])
     rows = {}
     stopped = "reached %d" % count
     try:
-        found = serve.wait_for({"key": r"admin key: (\S+)",
-                                "port": r"listening on 127\.0\.0\.1:(\d+)"})
-        key, url = found["key"], "http://127.0.0.1:" + found["port"]
         pid = serve.process.pid
         before = mem_used_mib()
         latencies = []

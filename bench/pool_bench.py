@@ -129,17 +129,10 @@ def main():
     data_dir = tempfile.mkdtemp(prefix="airlock-pool-bench-")
     rows = []
     try:
-        serve = benchlib.daemon([airlockd, "serve", "--data-dir", data_dir + "/serve",
-                                 "--listen", "127.0.0.1:0", "--cli-config", data_dir + "/cli.json",
-                                 "--instance", INSTANCE, "--veth-prefix", "pb",
-                                 "--address-pool", "10.212.0.0/16", "--uid-base", "870000000",
-                                 "--image-size-mb", "16384", "--log-level", "warn"],
-                                data_dir + "/serve.log")
+        serve, key, url = benchlib.start_serve(
+            airlockd, data_dir, INSTANCE, "pb", "10.212.0.0/16", 870000000, 16384)
         try:
-            found = serve.wait_for({"key": r"admin key: (\S+)",
-                                    "port": r"listening on 127\.0\.0\.1:(\d+)"})
-            key, port = found["key"], int(found["port"])
-            url = "http://127.0.0.1:%d" % port
+            port = int(url.rsplit(":", 1)[1])
             # The template is built on first use: not part of any figure.
             warm = batch(port, key, 1, 1, "create")
             delete_all(url, key, [r[2] for r in warm])

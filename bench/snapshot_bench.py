@@ -78,18 +78,11 @@ def creates_at_once(url, key, count):
 
 
 def run(airlockd, data_dir, rounds):
-    serve = benchlib.daemon([airlockd, "serve", "--data-dir", data_dir + "/serve",
-                             "--listen", "127.0.0.1:0", "--cli-config", data_dir + "/cli.json",
-                             "--instance", INSTANCE, "--veth-prefix", "sb",
-                             "--address-pool", "10.209.0.0/16", "--uid-base", "850000000",
-                             "--image-size-mb", "8192", "--log-level", "warn"],
-                            data_dir + "/serve.log")
+    serve, key, url = benchlib.start_serve(
+        airlockd, data_dir, INSTANCE, "sb", "10.209.0.0/16", 850000000, 8192)
     figures = {name: [] for name in ("cold create", "suspend", "restore", "fork x10",
                                      "10 creates")}
     try:
-        found = serve.wait_for({"key": r"admin key: (\S+)",
-                                "port": r"listening on 127\.0\.0\.1:(\d+)"})
-        key, url = found["key"], "http://127.0.0.1:" + found["port"]
         create(url, key)  # builds the template: not measured
         sandboxes = []
         for _ in range(rounds):

@@ -125,16 +125,9 @@ def main():
     figures = {"upload + build": [], "tar -x": []}
     try:
         image, layer_files, unpacked = write_image(data_dir, args.mb)
-        serve = benchlib.daemon([airlockd, "serve", "--data-dir", data_dir + "/serve",
-                                 "--listen", "127.0.0.1:0", "--cli-config", data_dir + "/cli.json",
-                                 "--instance", INSTANCE, "--veth-prefix", "tb",
-                                 "--address-pool", "10.211.0.0/16", "--uid-base", "860000000",
-                                 "--image-size-mb", "16384", "--log-level", "warn"],
-                                data_dir + "/serve.log")
+        serve, key, url = benchlib.start_serve(
+            airlockd, data_dir, INSTANCE, "tb", "10.211.0.0/16", 860000000, 16384)
         try:
-            found = serve.wait_for({"key": r"admin key: (\S+)",
-                                    "port": r"listening on 127\.0\.0\.1:(\d+)"})
-            key, url = found["key"], "http://127.0.0.1:" + found["port"]
             # tar -x lands on the same btrfs file system as the import.
             scratch = os.path.join(data_dir, "serve", "rootfs", "bench-tar")
             for round_ in range(args.rounds):
