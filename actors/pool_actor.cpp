@@ -1,5 +1,6 @@
 #include "actors/pool_actor.hpp"
 
+#include <caf/actor_clock.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
 #include <algorithm>
@@ -63,7 +64,8 @@ struct pool_state {
   std::map<std::string, pool_member> members; ///< by sandbox id
   bool loaded = false;
   bool passing = false;
-  bool again = false; ///< a pass was asked for while one ran
+  bool again = false;                        ///< a pass was asked for while one ran
+  caf::actor_clock::time_point last_claim{}; ///< actor clock
 };
 
 using pool_pointer = pool_actor::stateful_pointer<pool_state>;
@@ -244,6 +246,8 @@ void rebalance(pool_pointer self, const std::set<std::string>& ready_workers) {
     if (!member.retiring && !member.ready && wanted_member(st, member))
       counted[{pool_of(member.record), member.record.spec.template_worker_id}].push_back(id);
   const auto now = now_ms(self);
+  const bool claims_recent =
+    self->clock().now() - st.last_claim < milliseconds(st.options.refill_quiet_ms);
   for (auto& [name, pool] : st.pools) {
     const auto size = pool.record.pool.size;
     const auto* version = pool.record.find(pool.record.current_version);
@@ -266,6 +270,12 @@ void rebalance(pool_pointer self, const std::set<std::string>& ready_workers) {
       }
       auto retry = pool.retry_at_ms.find(worker);
       if (retry != pool.retry_at_ms.end() && retry->second > now)
+        continue;
+      // During a burst of claims a refill would take CPU from the creates it
+      // serves: it waits for a quiet moment unless half the pool is gone.
+      const auto ready_here = std::count_if(
+        have.begin(), have.end(), [&st](const std::string& id) { return st.members.at(id).ready; });
+      if (claims_recent && static_cast<uint64_t>(ready_here) * 2 >= size)
         continue;
       for (auto missing = size - have.size(); missing > 0 && creating < st.options.refills_max;
            --missing, ++creating)
@@ -442,7 +452,8 @@ pool_actor::behavior_type pool_behavior(pool_pointer self, pool_actor_deps deps,
         ++pool->second.hits;
         if (st.deps.metrics != nullptr)
           st.deps.metrics->counter_add("airlock_pool_hits_total", {{"template", pool->first}});
-        run_pass(self); // refill now, not at the next tick
+        st.last_claim = self->clock().now();
+        run_pass(self); // refill now (or once claims pause), not at the next tick
         return claimed;
       }
       ++pool->second.misses;

@@ -11,7 +11,8 @@
 // from the registry at start (pool settings live in the template records,
 // members are sandbox records of pool_tenant). Each pass (a timer, or right
 // after a claim) reads the members' records, counts what is ready, starts
-// creates where a worker is short (at most `refills_max` at once, so refills
+// creates where a worker is short (at most `refills_max` at once, and after a
+// quiet moment without claims unless half the pool is gone, so refills
 // never crowd out clients' creates) and deletes members that no pool wants
 // (a smaller size, an older version).
 
@@ -64,6 +65,10 @@ struct pool_actor_options {
   uint32_t tick_ms = 500;
   /// Member creates under way at once, over all pools. Default: 2.
   uint32_t refills_max = 2;
+  /// Refills wait until no claim came for this long, unless fewer than half
+  /// of a worker's members are ready: a burst of creates does not share the
+  /// CPU with the members that replace what it took. Default: 300.
+  uint32_t refill_quiet_ms = 300;
   /// A worker whose member create failed gets no new one for this long.
   /// Default: 5000.
   uint32_t retry_after_failure_ms = 5'000;
