@@ -115,8 +115,7 @@ void build_on_worker(std::shared_ptr<template_step> step, template_record record
   build.base_worker_name = step->params.value("base_worker_name", "");
   step->with_node(version.worker_id, [step, record, version, build](node_actor node) {
     step->self
-      ->request(node, milliseconds(step->deps.options.build_timeout_ms), nd_tbuild_atom::value,
-                build)
+      ->request(node, milliseconds(step->deps.options.build_wait_ms), nd_tbuild_atom::value, build)
       .then(
         [step, record, version](template_built& built) mutable {
           version.state = template_version_state::ready;
@@ -138,10 +137,8 @@ void build_on_worker(std::shared_ptr<template_step> step, template_record record
         [step, version](caf::error& error) mutable {
           auto failure = to_status(error);
           if (failure.code == errc::timeout)
-            failure.message = "the build took longer than "
-                              + std::to_string(step->deps.options.build_timeout_ms / 1000)
-                              + " s (template_procedure_options.build_timeout_ms)";
-          else if (failure.code == errc::unavailable || failure.code == errc::outcome_unknown)
+            return step->deliver(step_outcome::not_done()); // still building: wait again
+          if (failure.code == errc::unavailable || failure.code == errc::outcome_unknown)
             return step->unknown(); // the worker may be back; the build is idempotent
           version.state = template_version_state::failed;
           version.error = schema::error_info{std::string(to_string(failure.code)), failure.message};

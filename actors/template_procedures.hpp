@@ -27,9 +27,13 @@ inline constexpr const char* kind_template_delete = "template.delete";
 struct template_procedure_options {
   /// Bound on one call to the registry or the scheduler. Default: 10000.
   uint32_t control_call_timeout_ms = 10'000;
-  /// Bound on one build on the worker; past it the build fails and says
-  /// which limit to raise. Default: 1800000 (30 minutes).
-  uint32_t build_timeout_ms = 1'800'000;
+  /// How long one run of the build step waits for the worker's build. A
+  /// longer build is waited for again: the step runs again (the worker joins
+  /// a repeat to the build under way), up to the engine's step_attempts_max
+  /// runs (twelve: ten minutes) within the operation's deadline. Below the
+  /// engine's step_timeout_ms, so that a wait ends as "not done", never as
+  /// an unknown outcome. Default: 50000.
+  uint32_t build_wait_ms = 50'000;
   /// Bound on deleting a version's files on the worker. Default: 120000.
   uint32_t delete_timeout_ms = 120'000;
 };

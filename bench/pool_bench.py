@@ -4,11 +4,13 @@
 Starts `airlockd serve` on a fresh data directory and, in one run, for 1 and 16 concurrent
 clients (each client on its own keep-alive connection):
   GET /healthz      the HTTP round trip alone (the floor any create pays)
+  bwrap             `bwrap --unshare-all --ro-bind / / true`: the bare namespace floor
   pool: 202         POST /v1/sandboxes answered, when a warm member of `minimal` fits
   pool: running     the same create until its operation succeeded (the claim recorded, the
                     worker told: env, egress, limits), read with GET /v1/operations/{id}?wait=
   cold: 202 / cold: running   the same two with no pool: a sandbox started from scratch
-p50 and p90 in milliseconds over --creates creates per client count. Before each pooled batch
+p50 and p90 in milliseconds over --creates creates per client count, and the pool's refill
+time (a member's create to its being ready) from /metrics. Before each pooled batch
 the pool is filled to at least the batch's size and waited for; sandboxes are deleted between
 batches (not timed).
 
@@ -19,6 +21,8 @@ Needs root. Everything it creates is removed at the end, and the data directory 
 
 import argparse
 import http.client
+import re
+import subprocess
 import json
 import shutil
 import statistics
@@ -64,7 +68,12 @@ def batch(port, key, clients, creates, what):
         c = client(port, key)
         for _ in range(count):
             started = time.monotonic()
-            if what == "healthz":
+            if what == "bwrap":
+                subprocess.run(["bwrap", "--unshare-all", "--ro-bind", "/", "/", "true"],
+                               check=True)
+                status, answered = 200, time.monotonic()
+                done, sandbox = answered, None
+            elif what == "healthz":
                 status, _ = c.call("GET", "/healthz")
                 answered = time.monotonic()
                 done, sandbox = answered, None
@@ -128,6 +137,7 @@ def main():
     airlockd = benchlib.airlockd_for("pool_bench", args.airlockd)
     data_dir = tempfile.mkdtemp(prefix="airlock-pool-bench-")
     rows = []
+    refills = []
     try:
         serve, key, url = benchlib.start_serve(
             airlockd, data_dir, INSTANCE, "pb", "10.212.0.0/16", 870000000, 16384)
@@ -140,6 +150,8 @@ def main():
                 creates = args.creates if clients > 1 else max(16, args.creates // 2)
                 floor = batch(port, key, clients, creates, "healthz")
                 rows.append(("GET /healthz", clients, [r[0] for r in floor], None))
+                bare = batch(port, key, clients, creates, "bwrap")
+                rows.append(("bwrap", clients, [r[0] for r in bare], None))
                 # Pooled: in rounds no bigger than the pool, refilled between rounds.
                 pool_size = min(creates, 32)
                 pooled = []
@@ -153,9 +165,14 @@ def main():
                 _, pool = benchlib.call_json(url + "/v1/templates/minimal/pool", key=key)
                 rows.append(("pool", clients, [r[0] for r in pooled], [r[1] for r in pooled]))
                 rows[-1] += (pool["hits_total"], pool["misses_total"])
+                _, figures = benchlib.request(url + "/metrics", key=key)
                 cold = batch(port, key, clients, creates, "create")
                 delete_all(url, key, [r[2] for r in cold])
                 rows.append(("cold", clients, [r[0] for r in cold], [r[1] for r in cold]))
+                refill = {m.group(1): float(m.group(2)) for m in re.finditer(
+                    r'airlock_pool_refill_seconds_(sum|count)\{template="minimal"\} (\S+)',
+                    figures.decode())}
+                refills.append((clients, refill.get("count", 0), refill.get("sum", 0)))
         finally:
             benchlib.stop_serve(serve, data_dir + "/serve", INSTANCE)
     finally:
@@ -172,6 +189,10 @@ def main():
         if len(row) > 4:
             line += "   (pool hits %d, misses %d so far)" % (row[4], row[5])
         print(line)
+    for clients, count, total in refills:
+        if count:
+            print("refills so far (after the %d-client rounds): %d, mean %.0f ms each"
+                  % (clients, count, total / count * 1000))
 
 
 if __name__ == "__main__":

@@ -105,7 +105,6 @@ struct recipe_build : std::enable_shared_from_this<recipe_build> {
   bool sandbox_made = false;
   size_t next_step = 0;
   std::string log;
-  caf::typed_response_promise<actors::template_built> promise;
 
   void note(const std::string& text) {
     log += text;
@@ -122,10 +121,7 @@ struct recipe_build : std::enable_shared_from_this<recipe_build> {
     if (!log.empty())
       why.message += "; the build log ends:\n" + log_tail(2048);
     auto me = shared_from_this();
-    cleanup([me, why] {
-      me->self->state.image_builds.erase(me->build.worker_name);
-      me->promise.deliver(make_error(why));
-    });
+    cleanup([me, why] { end_build(me->self, me->build.worker_name, why); });
   }
 
   /// Destroys the build sandbox (and its kept root) and the stage.
@@ -348,9 +344,8 @@ struct recipe_build : std::enable_shared_from_this<recipe_build> {
       [me](actors::template_built& built) {
         built.log_tail = me->log_tail(4096);
         me->cleanup([me, built] {
-          me->self->state.image_builds.erase(me->build.worker_name);
           me->self->state.ready_templates.erase(me->build.worker_name);
-          me->promise.deliver(built);
+          end_build(me->self, me->build.worker_name, built);
         });
       },
       [me](caf::error& error) { me->fail(to_status(error)); });
@@ -376,16 +371,14 @@ caf::result<actors::template_built> handle_recipe_build(self_ptr self,
       return make_error(manifest.error());
     return to_built(*manifest);
   }
-  if (!self->state.image_builds.insert(build.worker_name).second)
-    return make_error(errc::wrong_state,
-                      "template " + build.worker_name + " is being built on this worker; retry");
+  auto [promise, start] = join_build(self, build.worker_name);
+  if (!start)
+    return promise; // a repeat (the control plane waits in rounds): joins the build
   auto job = std::make_shared<recipe_build>();
   job->self = self;
   job->build = build;
   job->plan = std::move(*plan);
   job->sandbox_id = "tplb-" + std::to_string(std::hash<std::string>{}(build.worker_name));
-  job->promise = self->make_response_promise<actors::template_built>();
-  auto promise = job->promise;
   job->start();
   return promise;
 }

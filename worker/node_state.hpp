@@ -78,8 +78,10 @@ struct node_state {
   /// Template builds under way, by name: what to do when each ends.
   std::map<std::string, std::vector<std::function<void(const status&)>>> builds;
   size_t waiting_creates = 0;
-  /// Template versions being made from uploads on this worker, by name.
-  std::set<std::string> image_builds;
+  /// Template versions being made on this worker (uploads and recipes), by
+  /// name, with the calls that wait for each: a repeat joins the build.
+  std::map<std::string, std::vector<caf::typed_response_promise<actors::template_built>>>
+    image_builds;
 };
 
 using self_ptr = node_impl_actor::stateful_pointer<node_state>;
@@ -138,6 +140,16 @@ void off_the_node(self_ptr self, std::function<result<T>()> work, std::function<
   self->request(helper, caf::infinite, actors::nd_tbuild_atom::value)
     .then([ok](T& value) { ok(value); }, [fail](caf::error& error) { fail(error); });
 }
+
+/// A call that waits for build `name` of a template version, and whether
+/// the caller is to start that build (false: it joins the one under way).
+std::pair<caf::typed_response_promise<actors::template_built>, bool>
+join_build(self_ptr self, const std::string& name);
+
+/// Answers every call waiting for build `name` with `outcome`; the build is
+/// no longer under way.
+void end_build(self_ptr self, const std::string& name,
+               const result<actors::template_built>& outcome);
 
 /// A version's manifest as the control plane records it.
 actors::template_built to_built(const template_manifest& manifest);

@@ -124,10 +124,9 @@ caf::result<actors::template_built> handle_template_build(self_ptr self,
   auto rootfs = self->state.context.rootfs;
   if (!rootfs)
     return make_error(errc::unavailable, "this worker has no rootfs driver: no templates");
-  auto& building = self->state.image_builds;
-  if (!building.insert(build.worker_name).second)
-    return make_error(errc::wrong_state,
-                      "template " + build.worker_name + " is being built on this worker; retry");
+  auto [promise, start] = join_build(self, build.worker_name);
+  if (!start)
+    return promise;
   image_template_request request;
   request.name = build.worker_name;
   request.archive = spool_dir(self) / build.spool_id;
@@ -142,7 +141,6 @@ caf::result<actors::template_built> handle_template_build(self_ptr self,
     request.limits.path_bytes_max = build.path_bytes_max;
   request.start_cmd = build.start_cmd;
   auto options = self->state.context.templates;
-  auto promise = self->make_response_promise<actors::template_built>();
   off_the_node<actors::template_built>(
     self,
     [rootfs, options, request]() -> result<actors::template_built> {
@@ -156,16 +154,36 @@ caf::result<actors::template_built> handle_template_build(self_ptr self,
         return built.error();
       return to_built(*built);
     },
-    [self, promise, name = build.worker_name](actors::template_built& built) mutable {
-      self->state.image_builds.erase(name);
+    [self, name = build.worker_name](actors::template_built& built) {
       self->state.ready_templates.erase(name); // learnt again, start_cmd included
-      promise.deliver(std::move(built));
+      end_build(self, name, built);
     },
-    [self, promise, name = build.worker_name](caf::error& error) mutable {
-      self->state.image_builds.erase(name);
-      promise.deliver(std::move(error));
+    [self, name = build.worker_name](caf::error& error) {
+      end_build(self, name, to_status(error));
     });
   return promise;
+}
+
+std::pair<caf::typed_response_promise<actors::template_built>, bool>
+join_build(self_ptr self, const std::string& name) {
+  auto promise = self->make_response_promise<actors::template_built>();
+  auto [waiting, fresh] = self->state.image_builds.try_emplace(name);
+  waiting->second.push_back(promise);
+  return {promise, fresh};
+}
+
+void end_build(self_ptr self, const std::string& name,
+               const result<actors::template_built>& outcome) {
+  auto found = self->state.image_builds.find(name);
+  if (found == self->state.image_builds.end())
+    return;
+  auto waiting = std::move(found->second);
+  self->state.image_builds.erase(found);
+  for (auto& call : waiting)
+    if (outcome)
+      call.deliver(*outcome);
+    else
+      call.deliver(make_error(outcome.error()));
 }
 
 caf::result<bool> handle_template_delete(self_ptr self, const std::string& worker_name) {
