@@ -245,36 +245,6 @@ void admit_then_create(api_ptr api, exchange_ptr ex, caller who, schema::sandbox
     actors::sc_place_atom::value, wanted);
 }
 
-/// A create that a warm pool member fits claims it (docs/pools.md): the
-/// member's id becomes the sandbox's, and the claim is stored before the
-/// create's operation, whose write makes both durable. Any other create, or
-/// one whose member went meanwhile, starts a sandbox the usual way.
-void claim_or_create(api_ptr api, exchange_ptr ex, caller who, schema::sandbox_record record) {
-  auto wanted = std::make_shared<schema::sandbox_record>(std::move(record));
-  auto cold = [api, ex, who, wanted] { admit_then_create(api, ex, who, *wanted, {}); };
-  call_actor(
-    *api->deps.system, *api->deps.pools, api->call_timeout(),
-    [api, ex, who, wanted, cold](schema::sandbox_record& member) {
-      auto claim = *wanted;
-      claim.id = member.id;
-      claim.worker_id = member.worker_id;
-      auto& spec = claim.spec;
-      spec.from_pool = true;
-      spec.template_worker_id = member.spec.template_worker_id;
-      // What the member reserved when it was placed stays reserved.
-      spec.cpu_request_millis = member.spec.cpu_request_millis;
-      spec.memory_request_mb = member.spec.memory_request_mb;
-      spec.disk_request_mb = member.spec.disk_request_mb;
-      call_actor(
-        *api->deps.system, api->deps.registry, api->call_timeout(),
-        [api, ex, who](schema::sandbox_record& stored) {
-          start_operation(api, ex, who, actors::kind_sandbox_create, stored.id);
-        },
-        [cold](caf::error&) { cold(); }, actors::rg_claim_atom::value, claim);
-    },
-    [cold](caf::error&) { cold(); }, actors::pl_claim_atom::value, *wanted);
-}
-
 void create_sandbox(api_ptr api, exchange_ptr ex, caller who) {
   auto body = parse_object(ex->request().body());
   if (!body)
@@ -298,7 +268,10 @@ void create_sandbox(api_ptr api, exchange_ptr ex, caller who) {
       record.created_at_ms = now;
       record.last_active_at_ms = now;
       if (snapshot_worker.empty() && api->deps.pools)
-        return claim_or_create(api, ex, who, std::move(record));
+        return claim_or_create(api, ex, who, std::move(record),
+                               [api, ex, who](schema::sandbox_record cold) {
+                                 admit_then_create(api, ex, who, std::move(cold), {});
+                               });
       admit_then_create(api, ex, who, std::move(record), snapshot_worker);
     });
   };
@@ -576,6 +549,7 @@ void add_control_routes(route_table& routes, const control_api_deps& deps) {
   routes.add_async(verb::post, "/v1/sandboxes/{id}/token", authed(api, issue_token), json_body);
   add_snapshot_routes(routes, api, json_body);
   add_template_routes(routes, api, json_body);
+  add_pool_routes(routes, api, json_body);
   routes.add_async(verb::post, "/v1/api-keys", authed(api, create_api_key), json_body);
   routes.add_async(verb::get, "/v1/workers", authed(api, list_workers));
   routes.add_async(verb::get, "/metrics", [api](exchange_ptr ex) { serve_metrics(api, ex); });

@@ -87,4 +87,16 @@ void with_template_version(api_ptr api, exchange_ptr ex, const caller& who,
 /// /v1/templates/{name} (template_routes.cpp).
 void add_template_routes(route_table& routes, const api_ptr& api, const route_options& json_body);
 
+// ---- warm pools (pool_routes.cpp) ----------------------------------------------
+
+void add_pool_routes(route_table& routes, const api_ptr& api, const route_options& json_body);
+
+/// A pool as GET /v1/templates/{name}/pool answers it.
+nlohmann::json pool_json(const actors::pool_view& view);
+
+/// A create that a warm pool member fits claims it (docs/pools.md); any
+/// other goes to `otherwise`.
+void claim_or_create(api_ptr api, exchange_ptr ex, caller who, schema::sandbox_record record,
+                     std::function<void(schema::sandbox_record)> otherwise);
+
 } // namespace airlock::gateway::control_detail

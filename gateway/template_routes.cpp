@@ -25,8 +25,6 @@ http_response bad_request(const std::string& message) {
   return json_error(http::status::bad_request, "invalid_argument", message);
 }
 
-json pool_json(const actors::pool_view& view);
-
 /// Answers with `templates` (JSON of template records), each pool with how
 /// many members are ready as the pool actor counts them.
 void respond_with_pools(api_ptr api, exchange_ptr ex, std::vector<json> templates, bool listing) {
@@ -493,61 +491,6 @@ void delete_template(api_ptr api, exchange_ptr ex, caller who) {
     answer_error(ex), actors::rg_tget_atom::value, name, scope_of(who));
 }
 
-json pool_json(const actors::pool_view& view) {
-  auto out = to_json(view.settings);
-  out["ready"] = view.ready;
-  out["creating"] = view.creating;
-  out["hits_total"] = view.hits_total;
-  out["misses_total"] = view.misses_total;
-  return out;
-}
-
-/// PUT /v1/templates/{name}/pool {"size", "cpu_millis"?, "memory_mb"?,
-/// "disk_mb"?}: the members' limits default to a create's.
-void set_pool(api_ptr api, exchange_ptr ex, caller who) {
-  if (!api->deps.pools)
-    return ex->respond(json_error(http::status::service_unavailable, "unavailable",
-                                  "this control plane runs no warm pools"));
-  auto body = parse_object(ex->request().body());
-  if (!body)
-    return ex->respond(error_response(body.error()));
-  const std::string name(ex->path_param("name"));
-  auto size = body->find("size");
-  if (size == body->end() || !size->is_number_unsigned()
-      || size->get<uint64_t>() > api->deps.options.pool_size_max)
-    return ex->respond(bad_request("size (0 to " + std::to_string(api->deps.options.pool_size_max)
-                                   + ": members kept per worker) is required"));
-  // The members' limits go through the create's own checks and defaults.
-  json limits = {{"template", name}};
-  for (const char* field : {"cpu_millis", "memory_mb", "disk_mb"})
-    if (body->contains(field))
-      limits[field] = (*body)[field];
-  auto spec = parse_sandbox_spec(limits, api->deps.options.limits);
-  if (!spec)
-    return ex->respond(error_response(spec.error()));
-  schema::pool_settings settings{size->get<uint32_t>(), spec->cpu_millis, spec->memory_mb,
-                                 spec->disk_mb};
-  call_actor(
-    *api->deps.system, *api->deps.pools, api->call_timeout(),
-    [ex](actors::pool_view& view) {
-      ex->respond(json_response(http::status::ok, pool_json(view)));
-    },
-    answer_error(ex), actors::pl_set_atom::value, name, scope_of(who), settings);
-}
-
-void get_pool(api_ptr api, exchange_ptr ex, caller who) {
-  if (!api->deps.pools)
-    return ex->respond(json_error(http::status::service_unavailable, "unavailable",
-                                  "this control plane runs no warm pools"));
-  call_actor(
-    *api->deps.system, *api->deps.pools, api->call_timeout(),
-    [ex](actors::pool_view& view) {
-      ex->respond(json_response(http::status::ok, pool_json(view)));
-    },
-    answer_error(ex), actors::pl_get_atom::value, std::string(ex->path_param("name")),
-    scope_of(who));
-}
-
 } // namespace
 
 /// Fills the spec from its template's record: the version (the current one
@@ -586,8 +529,6 @@ void add_template_routes(route_table& routes, const api_ptr& api, const route_op
   routes.add_async(verb::put, "/v1/templates/{name}/archive", authed(api, upload_archive),
                    archive_body);
   routes.add_async(verb::delete_, "/v1/templates/{name}", authed(api, delete_template));
-  routes.add_async(verb::put, "/v1/templates/{name}/pool", authed(api, set_pool), json_body);
-  routes.add_async(verb::get, "/v1/templates/{name}/pool", authed(api, get_pool));
 }
 
 } // namespace airlock::gateway::control_detail

@@ -160,6 +160,14 @@ caf::result<actors::template_built> handle_template_build(self_ptr self,
                                                           const actors::template_build& build);
 caf::result<bool> handle_template_delete(self_ptr self, const std::string& worker_name);
 
+// ---- policy and hand-over of a running sandbox (node_handover.cpp) ---------
+
+/// A new egress policy for running sandbox `record.id`.
+caf::result<node_sandbox> handle_egress(self_ptr self, const schema::sandbox_record& record);
+
+/// A create claims warm pool member `record.id`: it becomes `record`'s sandbox.
+caf::result<node_sandbox> handle_claim(self_ptr self, const schema::sandbox_record& record);
+
 // ---- template versions from recipes (node_recipes.cpp) ----------------------
 
 /// Builds `build` (format "recipe"): a build sandbox of the starting tree
