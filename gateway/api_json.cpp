@@ -90,6 +90,8 @@ result<std::optional<uint64_t>> read_uint(const json& body, const char* field, u
   return std::optional<uint64_t>(value);
 }
 
+} // namespace
+
 result<std::optional<std::string>> read_text(const json& body, const char* field,
                                              const spec_limits& limits) {
   auto found = body.find(field);
@@ -103,6 +105,8 @@ result<std::optional<std::string>> read_text(const json& body, const char* field
                + " bytes");
   return std::optional<std::string>(std::move(text));
 }
+
+namespace {
 
 result<std::optional<std::map<std::string, std::string>>>
 read_map(const json& body, const char* field, const spec_limits& limits) {

@@ -4,6 +4,7 @@
 // that names the field; it never throws.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -48,6 +49,11 @@ nlohmann::json to_json(const schema::operation_record& record);
 nlohmann::json to_json(const schema::sandbox_record& record);
 nlohmann::json to_json(const schema::snapshot_record& record);
 nlohmann::json to_json(const schema::template_version& version);
+/// Text field `field` of `body`: absent or null is nullopt; invalid_argument
+/// for a non-string or one longer than limits.text_bytes_max.
+result<std::optional<std::string>> read_text(const nlohmann::json& body, const char* field,
+                                             const spec_limits& limits);
+
 /// A template's warm pool settings.
 nlohmann::json to_json(const schema::pool_settings& pool);
 /// A template with its versions (oldest first) and its current version's

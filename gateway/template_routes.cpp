@@ -242,17 +242,6 @@ void upload_archive(api_ptr api, exchange_ptr ex, caller who) {
     answer_error(ex), actors::sc_workers_atom::value);
 }
 
-/// A recipe's text field: absent is "", a string of at most `max` bytes.
-result<std::string> recipe_text(const json& body, const char* field, size_t max) {
-  auto found = body.find(field);
-  if (found == body.end() || found->is_null())
-    return std::string{};
-  if (!found->is_string() || found->get_ref<const std::string&>().size() > max)
-    return make_status(errc::invalid_argument, std::string(field) + " must be a string of at most "
-                                                 + std::to_string(max) + " bytes");
-  return found->get<std::string>();
-}
-
 /// Whether `word` may name a Debian package or suite: [a-z0-9][a-z0-9+.-]*.
 bool is_debian_word(const std::string& word) {
   if (word.empty() || word.size() > 128
@@ -330,14 +319,13 @@ result<template_recipe> parse_recipe(const json& body, const api_options& option
       recipe.run.push_back(line);
     }
   }
-  const auto text_max = options.limits.text_bytes_max;
   for (auto [field, out] :
        {std::pair{"ready_cmd", &recipe.ready_cmd}, std::pair{"workdir", &recipe.workdir},
         std::pair{"user", &recipe.user}, std::pair{"start_cmd", &recipe.start_cmd}}) {
-    auto text = recipe_text(body, field, text_max);
+    auto text = read_text(body, field, options.limits);
     if (!text)
       return text.error();
-    *out = std::move(*text);
+    *out = text->value_or("");
   }
   recipe.has_start_cmd = body.contains("start_cmd") && !body["start_cmd"].is_null();
   // env and egress go through a create's own checks.

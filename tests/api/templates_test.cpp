@@ -284,6 +284,9 @@ TEST_F(api_templates, bad_recipes_are_refused_with_what_to_fix) {
   expect_400({{"name", "r"}, {"from", {{"template", "minimal"}}}, {"run", {""}}}, "run");
   expect_400({{"name", "r"}, {"from", {{"template", "minimal"}}}, {"egress", {{"profile", "x"}}}},
              "egress");
+  expect_400(
+    {{"name", "r"}, {"from", {{"template", "minimal"}}}, {"ready_cmd", std::string(5000, 'x')}},
+    "ready_cmd");
   auto unknown = api.post("/v1/templates", {{"name", "r"}, {"from", {{"template", "no-such"}}}});
   EXPECT_EQ(unknown.status, 404) << unknown.body;
 }
