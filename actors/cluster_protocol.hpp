@@ -144,6 +144,11 @@ typename Inspector::result_type inspect(Inspector& f, template_built& x) {
                           [](std::string_view bytes) { return decode_template_built(bytes); });
 }
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, template_progress& x) {
+  return inspect_as_capnp(f, x, "template_progress",
+                          [](std::string_view bytes) { return decode_template_progress(bytes); });
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, template_record& x) {
   return inspect_as_capnp(f, x, "template_record",
                           [](std::string_view bytes) { return decode_template(bytes); });
@@ -251,6 +256,7 @@ using dp_quiet_atom = caf::atom_constant<caf::atom("dpquiet")>;
 using nd_spool_atom = caf::atom_constant<caf::atom("ndspool")>;
 using nd_tbuild_atom = caf::atom_constant<caf::atom("ndtbuild")>;
 using nd_tdel_atom = caf::atom_constant<caf::atom("ndtdel")>;
+using nd_twatch_atom = caf::atom_constant<caf::atom("ndtwatch")>;
 using nd_claim_atom = caf::atom_constant<caf::atom("ndclaim")>;
 
 /// The owner of warm pool members until a create claims one (nd_claim).
@@ -271,6 +277,7 @@ using schema::output_segment;
 using schema::process_view;
 using schema::template_build;
 using schema::template_built;
+using schema::template_progress;
 
 using node_actor = caf::typed_actor<
   /// Creates the sandbox `record` describes (id, tenant, spec) and replies
@@ -354,6 +361,13 @@ using node_actor = caf::typed_actor<
   /// image, a path that escapes the root, a device node), resource_exhausted
   /// (a limit), not_found (no such spool file).
   caf::replies_to<nd_tbuild_atom, template_build>::with<template_built>,
+  /// Where the build of template version `name` (its worker name) stands,
+  /// with its log from `log_offset` (a chunk of at most 64 KiB); with
+  /// `cancel`, the build is also told to stop (it then fails with
+  /// cancelled). An ended build answers building = false and the log it
+  /// kept. Errors: not_found (no build of that name on this worker).
+  caf::replies_to<nd_twatch_atom, std::string /*name*/, uint64_t /*log_offset*/,
+                  bool /*cancel*/>::with<template_progress>,
   /// Deletes a template version's files on this worker. Idempotent.
   caf::replies_to<nd_tdel_atom, std::string>::with<bool>,
   /// A create claims the running warm pool member `record.id` (docs/pools.md):

@@ -3,6 +3,7 @@
 // (schema::*) travel as their Cap'n Proto bytes: inspect() below encodes them,
 // so a mixed-version cluster still reads them.
 
+#include <caf/actor.hpp>
 #include <caf/atom.hpp>
 #include <caf/detail/stringification_inspector.hpp>
 #include <caf/meta/load_callback.hpp>
@@ -26,6 +27,7 @@ using op_watch_atom = caf::atom_constant<caf::atom("opwatch")>;
 using op_event_atom = caf::atom_constant<caf::atom("opevent")>;
 using op_recover_atom = caf::atom_constant<caf::atom("oprecover")>;
 using op_stats_atom = caf::atom_constant<caf::atom("opstats")>;
+using op_progress_atom = caf::atom_constant<caf::atom("opprogress")>;
 using step_run_atom = caf::atom_constant<caf::atom("steprun")>;
 using step_check_atom = caf::atom_constant<caf::atom("stepcheck")>;
 // Internal to the operation actor.
@@ -61,6 +63,10 @@ struct step_request {
   uint32_t step = 0;
   std::string step_data; ///< what the previous step left
   uint32_t attempt = 1;  ///< 1 on the first run of this step
+  /// The operation's actor: a long step reports progress to it with
+  /// (op_progress_atom, progress_json), answered with whether cancellation
+  /// was requested. Invalid in tests that run steps directly.
+  caf::actor operation;
 };
 
 /// What a step runner reports.
@@ -118,7 +124,7 @@ typename Inspector::result_type inspect(Inspector& f, create_reply& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_request& x) {
   return f(caf::meta::type_name("step_request"), x.operation_id, x.kind, x.target_id, x.tenant_id,
-           x.params_json, x.step, x.step_data, x.attempt);
+           x.params_json, x.step, x.step_data, x.attempt, x.operation);
 }
 
 template <class Inspector>

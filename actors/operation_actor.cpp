@@ -144,9 +144,26 @@ void on_saved(self_ptr self, uint64_t sequence, const caf::error& err) {
   drive(self);
 }
 
-step_request make_step_request(const operation_record& record) {
-  return step_request{record.id,          record.kind, record.target_id, record.tenant_id,
-                      record.params_json, record.step, record.step_data, record.attempts};
+step_request make_step_request(self_ptr self, const operation_record& record) {
+  return step_request{record.id,        record.kind,        record.target_id,
+                      record.tenant_id, record.params_json, record.step,
+                      record.step_data, record.attempts,    caf::actor_cast<caf::actor>(self)};
+}
+
+/// A step's progress: kept with the record (the next transition writes it)
+/// and told to watchers at once.
+bool on_progress(self_ptr self, std::string progress_json) {
+  auto& st = self->state;
+  if (schema::is_terminal(st.durable.state))
+    return true; // nothing left to report to: stop
+  if (st.durable.progress_json != progress_json) {
+    st.durable.progress_json = progress_json;
+    if (st.saving)
+      st.saving->progress_json = progress_json;
+    for (auto& watcher : st.watchers)
+      caf::anon_send(watcher, op_progress_atom::value, st.durable);
+  }
+  return st.durable.cancel_requested || st.cancel_wanted;
 }
 
 void call_step(self_ptr self, bool check) {
@@ -154,7 +171,7 @@ void call_step(self_ptr self, bool check) {
   st.step_in_flight = true;
   auto call = ++st.step_call;
   auto timeout = std::chrono::milliseconds(st.ctx.options.step_timeout_ms);
-  auto request = make_step_request(st.durable);
+  auto request = make_step_request(self, st.durable);
   auto on_reply = [self, call, check](step_outcome& outcome) {
     if (call != self->state.step_call || !self->state.step_in_flight)
       return;
@@ -232,10 +249,16 @@ void on_outcome(self_ptr self, step_outcome outcome, bool was_check) {
       save(self, std::move(next));
       return;
     }
-    case step_verdict::fail:
-      save(self, ended(d, operation_state::failed, std::move(outcome.error_code),
-                       std::move(outcome.error_message)));
+    case step_verdict::fail: {
+      // A step that stopped because it was asked to ends the operation cancelled.
+      const bool on_request = (d.cancel_requested || st.cancel_wanted)
+                              && outcome.error_code == to_string(errc::cancelled);
+      auto next = ended(d, on_request ? operation_state::cancelled : operation_state::failed,
+                        std::move(outcome.error_code), std::move(outcome.error_message));
+      next.cancel_requested = next.cancel_requested || on_request;
+      save(self, std::move(next));
       return;
+    }
     case step_verdict::not_done: {
       // A step cut short by our own restart did not get a fair try: only
       // attempts that ran to an answer count (the deadline bounds the rest).
@@ -370,6 +393,9 @@ operation_actor::behavior_type make_behavior(self_ptr self) {
       self->monitor(watcher);
       st.watchers.push_back(std::move(watcher));
       return st.durable;
+    },
+    [self](op_progress_atom, std::string& progress_json) {
+      return on_progress(self, std::move(progress_json));
     },
     [self](op_saved_atom, uint64_t sequence, const caf::error& err) {
       on_saved(self, sequence, err);

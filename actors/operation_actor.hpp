@@ -77,10 +77,17 @@ using operation_actor = caf::typed_actor<
   caf::replies_to<op_wait_atom, std::string /*tenant*/,
                   uint64_t /*wait_ms*/>::with<schema::operation_record>,
   /// Replies with the current record, then sends (op_event_atom, record) to
-  /// `watcher` after every persisted transition, the terminal one last.
+  /// `watcher` after every persisted transition, the terminal one last, and
+  /// (op_progress_atom, record) when a step reports progress.
   /// Errors: resource_exhausted past watchers_max.
   caf::replies_to<op_watch_atom, std::string /*tenant*/,
                   caf::actor /*watcher*/>::with<schema::operation_record>,
+  /// A running step's progress (a JSON object: step, percent, bytes_done,
+  /// bytes_total). Kept with the record and sent to watchers as
+  /// (op_progress_atom, record); not a transition of its own (it is written
+  /// with the next one). Answers whether cancellation was requested, so a
+  /// long step can stop early.
+  caf::replies_to<op_progress_atom, std::string /*progress_json*/>::with<bool>,
   /// Internal: the journal acknowledged (or refused) transition `sequence`.
   caf::reacts_to<op_saved_atom, uint64_t /*sequence*/, caf::error>,
   /// Internal: the operation's deadline passed.

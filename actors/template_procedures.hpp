@@ -34,6 +34,9 @@ struct template_procedure_options {
   /// engine's step_timeout_ms, so that a wait ends as "not done", never as
   /// an unknown outcome. Default: 50000.
   uint32_t build_wait_ms = 50'000;
+  /// How often a waiting build step asks the worker how far the build got
+  /// (the operation's progress events). Default: 1000.
+  uint32_t progress_poll_ms = 1000;
   /// Bound on deleting a version's files on the worker. Default: 120000.
   uint32_t delete_timeout_ms = 120'000;
 };

@@ -70,6 +70,7 @@ CAF_ADD_TYPE_ID(airlock, (std::vector<airlock::schema::snapshot_record>))
 // Templates (docs/templates.md).
 CAF_ADD_TYPE_ID(airlock, (airlock::schema::template_build))
 CAF_ADD_TYPE_ID(airlock, (airlock::schema::template_built))
+CAF_ADD_TYPE_ID(airlock, (airlock::schema::template_progress))
 CAF_ADD_TYPE_ID(airlock, (airlock::schema::template_record))
 CAF_ADD_TYPE_ID(airlock, (std::vector<airlock::schema::template_record>))
 CAF_ADD_TYPE_ID(airlock, (airlock::schema::template_version))

@@ -157,7 +157,13 @@ status worker_host::start(caf::actor_system& system, const std::string& data_dir
   rootfs_ = shared_rootfs;
   sandbox_filesystem_ = shared_rootfs->templates_dir().string();
   runtime_slots_ = (*runtime)->slots();
+  const std::string guest_binary =
+    options.guest_binary.empty() ? default_guest_binary() : options.guest_binary;
+  auto guest = worker::open_guest_binary(guest_binary);
+  if (!guest)
+    return guest.error();
   worker::worker_context context;
+  context.guest = std::move(*guest);
   context.runtime = std::shared_ptr<worker::sandbox_runtime>(std::move(*runtime));
   context.rootfs = shared_rootfs;
   // The store belongs to the daemon and outlives the worker: no ownership.
@@ -185,8 +191,6 @@ status worker_host::start(caf::actor_system& system, const std::string& data_dir
   worker::node_context node;
   node.worker = worker_;
   node.rootfs = shared_rootfs;
-  node.templates.guest_binary =
-    options.guest_binary.empty() ? default_guest_binary() : options.guest_binary;
   node.clock = std::make_shared<system_wall_clock>();
   node.egress = egress_;
   if (egress_proxy_)

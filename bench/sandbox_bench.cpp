@@ -61,8 +61,13 @@ int run(const bench_options& opt) {
   }
   actors::system_config config;
   caf::actor_system system{config};
-  auto worker =
-    spawn_worker(system, worker_context{host->runtime, host->rootfs, host->store, nullptr, {}});
+  auto guest = worker::open_guest_binary(opt.guest);
+  if (!guest) {
+    std::cerr << "setup failed: " << guest.error().message << "\n";
+    return 1;
+  }
+  auto worker = spawn_worker(
+    system, worker_context{host->runtime, host->rootfs, host->store, nullptr, {}, *guest});
   {
     caf::scoped_actor self{system};
     auto report = ask<recover_report>(self, worker, wk_recover_atom::value);

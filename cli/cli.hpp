@@ -44,6 +44,9 @@ struct cli_io {
   std::ostream& err;
   int in_fd = -1;  ///< stdin's descriptor, or -1: read `in`
   int tty_fd = -1; ///< the terminal for exec -t, or -1: none (the pty gets 24x80)
+  /// `err` is a terminal: progress is a bar redrawn in place (else one line
+  /// per step).
+  bool err_is_terminal = false;
 };
 
 /// Runs `airlock ARGS...` (args without the program name). Returns the exit

@@ -16,7 +16,9 @@ using steady = std::chrono::steady_clock;
 constexpr int exit_api_error = 1;
 constexpr int exit_usage = 2;
 /// The API holds a ?wait= request at most this long.
-constexpr uint64_t server_wait_s_max = 60;
+/// How long one poll of an operation waits on the server: short, so that its
+/// progress shows as it comes (the answer comes at once when it ends).
+constexpr uint64_t progress_wait_s = 2;
 
 bool is_terminal(const json& operation) {
   auto state = operation.value("state", "");
@@ -321,7 +323,41 @@ int run_ops(context& ctx) {
                         {"UPDATED", "updated_at"}});
 }
 
-/// `template ls | get NAME | push NAME FILE --format F | rm NAME | pool NAME [SIZE]`.
+/// The POST /v1/templates body of `template build NAME` from its flags.
+result<json> recipe_body(context& ctx, const std::string& name) {
+  const auto& inv = ctx.inv;
+  auto all = [&inv](std::string_view flag) {
+    auto found = inv.flags.find(flag);
+    return found == inv.flags.end() ? std::vector<std::string>{} : found->second;
+  };
+  json body = {{"name", name}};
+  if (inv.has("from") == inv.has("debootstrap"))
+    return make_status(errc::invalid_argument,
+                       "template build needs one of --from TEMPLATE or --debootstrap SUITE");
+  if (auto from = inv.value("from"))
+    body["from"] = {{"template", *from}};
+  else
+    body["from"] = {
+      {"debootstrap", {{"suite", *inv.value("debootstrap")}, {"packages", all("package")}}}};
+  if (inv.has("package") && inv.has("from"))
+    return make_status(errc::invalid_argument, "--package goes with --debootstrap");
+  body["run"] = all("run");
+  if (inv.has("env"))
+    body["env"] = inv.pairs("env");
+  for (const auto& [flag, field] :
+       {std::pair{"workdir", "workdir"}, std::pair{"user", "user"},
+        std::pair{"start-cmd", "start_cmd"}, std::pair{"ready-cmd", "ready_cmd"}})
+    if (auto value = inv.value(flag))
+      body[field] = *value;
+  if (auto egress = inv.value("egress"))
+    body["egress"] = {{"profile", *egress}, {"allow", all("allow")}};
+  else if (inv.has("allow"))
+    return make_status(errc::invalid_argument, "--allow goes with --egress allowlist");
+  return body;
+}
+
+/// `template ls | get NAME | build NAME ... | push NAME FILE --format F | log NAME VERSION |
+/// rm NAME | pool NAME [SIZE]`.
 int run_template(context& ctx) {
   const auto& args = ctx.inv.positionals;
   const std::string& verb = args[0];
@@ -375,6 +411,31 @@ int run_template(context& ctx) {
       return report(ctx, answer.error());
     return follow_operation(ctx, *answer, "version");
   }
+  if (verb == "build") {
+    if (int bad = needs(2, " NAME --from T[:N] | --debootstrap SUITE [--run CMD]..."); bad != 0)
+      return bad;
+    auto body = recipe_body(ctx, args[1]);
+    if (!body) {
+      ctx.io.err << "airlock: " << body.error().message << "\n";
+      return exit_usage;
+    }
+    return run_operation(ctx, "POST", "/v1/templates", &*body, "version");
+  }
+  if (verb == "log") {
+    if (int bad = needs(3, " NAME VERSION"); bad != 0)
+      return bad;
+    auto log = ctx.api.send({"GET",
+                             ctx.api.absolute("/v1/templates/" + path_id(args[1]) + "/versions/"
+                                              + path_id(args[2]) + "/log"),
+                             {},
+                             {}});
+    if (!log)
+      return report(ctx, log.error());
+    if (log->status != 200)
+      return report(ctx, api_failure(log->status, log->body));
+    ctx.io.out << log->body;
+    return 0;
+  }
   if (verb == "pool") {
     if (args.size() != 2 && args.size() != 3) {
       ctx.io.err << "airlock: usage: airlock template pool NAME [SIZE] [--cpu M] [--memory MB] "
@@ -412,7 +473,8 @@ int run_template(context& ctx) {
                << "\n";
     return 0;
   }
-  ctx.io.err << "airlock: template takes ls, get, push, rm or pool, not '" << verb << "'\n";
+  ctx.io.err << "airlock: template takes ls, get, build, push, log, rm or pool, not '" << verb
+             << "'\n";
   return exit_usage;
 }
 
@@ -467,17 +529,76 @@ std::optional<remote_path> parse_remote(std::string_view arg) {
   return remote_path{std::string(prefix), std::string(arg.substr(colon + 1))};
 }
 
+std::string progress_line(const json& progress, bool bar) {
+  const auto& percent = progress.contains("percent") ? progress["percent"] : json(nullptr);
+  const std::string step = progress.value("step", "");
+  std::string out;
+  if (bar) {
+    constexpr int width = 30;
+    const int filled =
+      percent.is_number() ? std::clamp(percent.get<int>(), 0, 100) * width / 100 : 0;
+    out = "[" + std::string(filled, '#') + std::string(width - filled, '.') + "] ";
+  }
+  out += percent.is_number() ? std::to_string(percent.get<int>()) + "% " : "";
+  out += step;
+  const uint64_t total = progress.value("bytes_total", uint64_t{0});
+  if (total > 0)
+    out += " (" + std::to_string(progress.value("bytes_done", uint64_t{0}) >> 20) + "/"
+           + std::to_string(total >> 20) + " MiB)";
+  return out;
+}
+
+/// Shows an operation's progress on io.err as it changes: a bar redrawn in
+/// place on a terminal, else a line per step.
+struct progress_display {
+  cli_io& io;
+  std::string last_step;
+  std::string shown;
+
+  void update(const json& operation) {
+    auto progress = operation.value("progress", json(nullptr));
+    if (!progress.is_object())
+      return;
+    const bool bar = io.err_is_terminal;
+    auto line = progress_line(progress, bar);
+    if (line == shown)
+      return;
+    const std::string step = progress.value("step", "");
+    if (bar) {
+      io.err << "\r" << line
+             << std::string(shown.size() > line.size() ? shown.size() - line.size() : 0, ' ')
+             << std::flush;
+    } else if (step != last_step) {
+      io.err << "progress: " << line << "\n";
+    }
+    shown = line;
+    last_step = step;
+  }
+
+  void finish() {
+    if (io.err_is_terminal && !shown.empty())
+      io.err << "\n";
+  }
+};
+
 result<json> wait_operation(context& ctx, const std::string& operation_id, uint64_t timeout_s) {
   auto deadline = steady::now() + std::chrono::seconds(timeout_s);
+  progress_display display{ctx.io, {}, {}};
   for (;;) {
     auto left = std::chrono::duration_cast<std::chrono::seconds>(deadline - steady::now()).count();
-    uint64_t wait_s = std::clamp<int64_t>(left, 0, static_cast<int64_t>(server_wait_s_max));
+    // Short waits, so that progress shows as it comes.
+    uint64_t wait_s = std::clamp<int64_t>(left, 0, static_cast<int64_t>(progress_wait_s));
     auto operation = ctx.api.call("GET", "/v1/operations/" + path_id(operation_id)
                                            + "?wait=" + std::to_string(wait_s));
-    if (!operation)
+    if (!operation) {
+      display.finish();
       return operation.error();
-    if (is_terminal(*operation))
+    }
+    display.update(*operation);
+    if (is_terminal(*operation)) {
+      display.finish();
       return operation;
+    }
     if (steady::now() >= deadline || wait_s == 0)
       return make_status(errc::timeout, "operation " + operation_id + " is still "
                                           + operation->value("state", "running") + " after "

@@ -23,8 +23,12 @@ int main(int argc, char** argv) {
     if (eq != std::string::npos)
       env.emplace(text.substr(0, eq), text.substr(eq + 1));
   }
-  airlock::cli::cli_io io{std::cin, std::cout, std::cerr, STDIN_FILENO,
-                          ::isatty(STDIN_FILENO) ? STDIN_FILENO : -1};
+  airlock::cli::cli_io io{std::cin,
+                          std::cout,
+                          std::cerr,
+                          STDIN_FILENO,
+                          ::isatty(STDIN_FILENO) ? STDIN_FILENO : -1,
+                          ::isatty(STDERR_FILENO) == 1};
   try {
     return airlock::cli::run_cli(args, env, io);
   } catch (const std::exception& e) {

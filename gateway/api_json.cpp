@@ -176,6 +176,7 @@ json to_json(const schema::operation_record& record) {
           {"state", std::string(schema::to_string(record.state))},
           {"error", error},
           {"result", parsed_or_raw(record.result_json)},
+          {"progress", parsed_or_raw(record.progress_json)},
           {"created_at", timestamp_json(record.created_at_ms)},
           {"updated_at", timestamp_json(record.updated_at_ms)}};
 }

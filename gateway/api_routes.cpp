@@ -157,7 +157,8 @@ void cancel_operation(api_ptr api, exchange_ptr ex, caller who) {
              actors::op_cancel_atom::value, std::string(ex->path_param("id")), scope_of(who));
 }
 
-/// Streams one `state` event per persisted transition, then ends.
+/// Streams one `state` event per persisted transition and a `progress`
+/// event whenever a step reports progress, then ends.
 void watch_operation(api_ptr api, exchange_ptr ex, caller who) {
   auto id = std::string(ex->path_param("id"));
   auto tenant = scope_of(who);
@@ -179,6 +180,16 @@ void watch_operation(api_ptr api, exchange_ptr ex, caller who) {
               auto event = to_json(record).dump();
               if (!stream->send("state", event, std::to_string(record.sequence))
                   || schema::is_terminal(record.state)) {
+                stream->close();
+                self->quit();
+              }
+            },
+            // Progress within the current transition (no id: a client that
+            // reconnects resumes from the last state).
+            [self, stream, last](actors::op_progress_atom, const schema::operation_record& record) {
+              if (static_cast<int64_t>(record.sequence) < *last)
+                return;
+              if (!stream->send("progress", to_json(record).dump())) {
                 stream->close();
                 self->quit();
               }

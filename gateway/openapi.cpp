@@ -133,6 +133,10 @@ const std::map<doc_key, route_doc>& docs() {
       "api_key", 202, "json", "json"}},
     {{"GET", "/v1/templates/{name}"},
      {"One template and its versions.", "api_key", 200, "none", "json"}},
+    {{"GET", "/v1/templates/{name}/versions/{version}/log"},
+     {"The version's build log as text (?offset= to go on from X-Airlock-Log-Next-Offset; "
+      "X-Airlock-Log-Complete says whether the build ended), readable while it builds.",
+      "api_key", 200, "none", "text"}},
     {{"PUT", "/v1/templates/{name}/archive"},
      {"A new version from the image in the body: ?format=oci|docker|tar (plain, gzip or zstd), "
       "?start_cmd= to replace the image's Entrypoint and Cmd. 202 with the template.build "

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <map>
 #include <memory>
 #include <string>
@@ -479,6 +480,83 @@ void delete_template(api_ptr api, exchange_ptr ex, caller who) {
     answer_error(ex), actors::rg_tget_atom::value, name, scope_of(who));
 }
 
+/// Reads a build log from the worker in chunks, up to log_read_bytes_max.
+struct log_read : std::enable_shared_from_this<log_read> {
+  api_ptr api;
+  exchange_ptr ex;
+  actors::node_actor node;
+  std::string worker_name;
+  uint64_t start = 0;
+  uint64_t next = 0;
+  std::string text;
+  static constexpr size_t log_read_bytes_max = 1 << 20;
+
+  void read_more() {
+    auto me = shared_from_this();
+    call_actor(
+      *api->deps.system, node, api->call_timeout(),
+      [me](schema::template_progress& at) {
+        if (me->text.empty())
+          me->start = at.log_offset;
+        me->text += at.log;
+        me->next = at.log_offset + at.log.size();
+        if (!at.log.empty() && me->next < at.log_end && me->text.size() < log_read_bytes_max)
+          return me->read_more();
+        http_response response{http::status::ok, 11};
+        response.set(http::field::content_type, "text/plain; charset=utf-8");
+        response.set("X-Airlock-Log-Offset", std::to_string(me->start));
+        response.set("X-Airlock-Log-Next-Offset", std::to_string(me->next));
+        response.set("X-Airlock-Log-Complete",
+                     !at.building && me->next >= at.log_end ? "true" : "false");
+        response.body() = std::move(me->text);
+        me->ex->respond(std::move(response));
+      },
+      answer_error(ex), actors::nd_twatch_atom::value, worker_name, next, false);
+  }
+};
+
+/// GET /v1/templates/{name}/versions/{version}/log[?offset=N]: the build's
+/// log as text (what the worker kept: its last MiB), read while the build
+/// runs too; the X-Airlock-Log-* headers say where to go on from.
+void get_build_log(api_ptr api, exchange_ptr ex, caller who) {
+  const std::string name(ex->path_param("name"));
+  const std::string number(ex->path_param("version"));
+  uint32_t version = 0;
+  if (auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), version);
+      ec != std::errc{} || end != number.data() + number.size() || version == 0)
+    return ex->respond(json_error(http::status::bad_request, "invalid_argument",
+                                  "the version must be a positive number"));
+  uint64_t offset = 0;
+  if (auto given = ex->query("offset")) {
+    if (auto [end, ec] = std::from_chars(given->data(), given->data() + given->size(), offset);
+        ec != std::errc{} || end != given->data() + given->size())
+      return ex->respond(json_error(http::status::bad_request, "invalid_argument",
+                                    "?offset= must be a byte offset"));
+  }
+  call_actor(
+    *api->deps.system, api->deps.registry, api->call_timeout(),
+    [api, ex, name, version, offset](schema::template_record& record) {
+      const auto* found = record.find(version);
+      if (found == nullptr || found->worker_id.empty())
+        return ex->respond(json_error(http::status::not_found, "not_found",
+                                      "template " + name + " has no version "
+                                        + std::to_string(version) + " built on a worker"));
+      auto read = std::make_shared<log_read>();
+      read->api = api;
+      read->ex = ex;
+      read->worker_name = found->worker_name;
+      read->next = offset;
+      call_actor(
+        *api->deps.system, api->deps.scheduler, api->call_timeout(),
+        [read](actors::placement& where) {
+          read->node = where.node;
+          read->read_more();
+        },
+        answer_error(ex), actors::sc_node_atom::value, found->worker_id);
+    },
+    answer_error(ex), actors::rg_tget_atom::value, name, scope_of(who));
+}
+
 } // namespace
 
 /// Fills the spec from its template's record: the version (the current one
@@ -514,6 +592,8 @@ void add_template_routes(route_table& routes, const api_ptr& api, const route_op
   routes.add_async(verb::get, "/v1/templates", authed(api, list_templates));
   routes.add_async(verb::post, "/v1/templates", authed(api, build_template), json_body);
   routes.add_async(verb::get, "/v1/templates/{name}", authed(api, get_template));
+  routes.add_async(verb::get, "/v1/templates/{name}/versions/{version}/log",
+                   authed(api, get_build_log));
   routes.add_async(verb::put, "/v1/templates/{name}/archive", authed(api, upload_archive),
                    archive_body);
   routes.add_async(verb::delete_, "/v1/templates/{name}", authed(api, delete_template));

@@ -50,7 +50,6 @@ void guest_agent::state::check_deadlines() {
   auto now = now_ms();
   if (page_cache_trim_at_ms != 0 && now >= page_cache_trim_at_ms) {
     advise_random_own_segments();
-    drop_own_page_cache();
     page_cache_trim_at_ms = 0;
   }
   if (shutting_down)

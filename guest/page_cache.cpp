@@ -1,13 +1,10 @@
 #include "guest/page_cache.hpp"
 
-#include <fcntl.h>
 #include <link.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstdint>
-
-#include "schema/unique_fd.hpp"
 
 namespace airlock::guest {
 
@@ -26,12 +23,6 @@ void advise_random_own_segments() noexcept {
       return 1; // the executable itself; a static binary has nothing else
     },
     nullptr);
-}
-
-void drop_own_page_cache() noexcept {
-  unique_fd self(::open("/proc/self/exe", O_RDONLY | O_CLOEXEC));
-  if (self)
-    ::posix_fadvise(self.get(), 0, 0, POSIX_FADV_DONTNEED);
 }
 
 } // namespace airlock::guest

@@ -165,6 +165,19 @@ struct TemplateBuilt {
   logTail @8 :Text;
 }
 
+# Where a template build on a worker stands, with a piece of its log.
+struct TemplateProgress {
+  schemaVersion @0 :UInt16;
+  building @1 :Bool;              # false: the build ended (or ran before this worker started)
+  step @2 :Text;                  # e.g. "debootstrap", "layer 2/5", "run 3/4"
+  percent @3 :Int32;              # of the whole build; -1 = unknown
+  bytesDone @4 :UInt64;           # of the step's input read so far
+  bytesTotal @5 :UInt64;          # of the step's input; 0 = unknown
+  logOffset @6 :UInt64;           # where `log` starts in the whole build log
+  log @7 :Text;                   # the log from logOffset (at most a chunk)
+  logEnd @8 :UInt64;              # the log's size so far
+}
+
 struct RegistrationAck {
   schemaVersion @0 :UInt16;
   workerId @1 :Text;

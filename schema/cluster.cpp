@@ -396,6 +396,37 @@ result<template_built> decode_template_built(std::string_view bytes) {
     });
 }
 
+std::string encode(const template_progress& x) {
+  return detail::to_bytes<cs::TemplateProgress>([&x](cs::TemplateProgress::Builder b) {
+    b.setSchemaVersion(cluster_schema_version);
+    b.setBuilding(x.building);
+    b.setStep(x.step);
+    b.setPercent(x.percent);
+    b.setBytesDone(x.bytes_done);
+    b.setBytesTotal(x.bytes_total);
+    b.setLogOffset(x.log_offset);
+    b.setLog(x.log);
+    b.setLogEnd(x.log_end);
+  });
+}
+
+result<template_progress> decode_template_progress(std::string_view bytes) {
+  return detail::from_bytes<cs::TemplateProgress, template_progress>(
+    bytes, cluster_schema_version, "template progress",
+    [](cs::TemplateProgress::Reader b) -> result<template_progress> {
+      template_progress x;
+      x.building = b.getBuilding();
+      x.step = detail::text(b.getStep());
+      x.percent = b.getPercent();
+      x.bytes_done = b.getBytesDone();
+      x.bytes_total = b.getBytesTotal();
+      x.log_offset = b.getLogOffset();
+      x.log = detail::text(b.getLog());
+      x.log_end = b.getLogEnd();
+      return x;
+    });
+}
+
 std::string encode(const registration_ack& x) {
   return detail::to_bytes<cs::RegistrationAck>([&x](cs::RegistrationAck::Builder b) {
     b.setSchemaVersion(cluster_schema_version);

@@ -218,6 +218,19 @@ struct template_built {
   bool operator==(const template_built&) const = default;
 };
 
+/// Where a template build on a worker stands, with a piece of its log.
+struct template_progress {
+  bool building = false; ///< false: the build ended (or ran before this worker started)
+  std::string step;      ///< e.g. "debootstrap", "layer 2/5", "run 3/4"
+  int32_t percent = -1;  ///< of the whole build; -1 = unknown
+  uint64_t bytes_done = 0;
+  uint64_t bytes_total = 0; ///< of the step's input; 0 = unknown
+  uint64_t log_offset = 0;  ///< where `log` starts in the whole build log
+  std::string log;
+  uint64_t log_end = 0; ///< the log's size so far
+  bool operator==(const template_progress&) const = default;
+};
+
 /// The scheduler's answer to a registration.
 struct registration_ack {
   std::string worker_id;
@@ -270,6 +283,8 @@ std::string encode(const template_build& x);
 result<template_build> decode_template_build(std::string_view bytes);
 std::string encode(const template_built& x);
 result<template_built> decode_template_built(std::string_view bytes);
+std::string encode(const template_progress& x);
+result<template_progress> decode_template_progress(std::string_view bytes);
 std::string encode(const registration_ack& x);
 result<registration_ack> decode_registration_ack(std::string_view bytes);
 std::string encode(const worker_view& x);

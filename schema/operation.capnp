@@ -32,4 +32,5 @@ struct OperationRecord {
   deadlineMs @16 :Int64;      # unix ms after which the operation fails; 0 = none
   attempts @17 :UInt32;       # how many times the current step was started
   sequence @18 :UInt64;       # transition counter: bumps on every persisted change
+  progressJson @19 :Text;     # the last progress a long step reported (JSON object); "" = none
 }

@@ -52,6 +52,7 @@ std::string encode(const operation_record& r) {
     b.setDeadlineMs(r.deadline_ms);
     b.setAttempts(r.attempts);
     b.setSequence(r.sequence);
+    b.setProgressJson(r.progress_json);
   });
 }
 
@@ -82,6 +83,7 @@ result<operation_record> decode_operation(std::string_view bytes) {
       r.deadline_ms = b.getDeadlineMs();
       r.attempts = b.getAttempts();
       r.sequence = b.getSequence();
+      r.progress_json = detail::text(b.getProgressJson());
       return r;
     });
 }

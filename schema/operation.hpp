@@ -50,6 +50,9 @@ struct operation_record {
   int64_t deadline_ms = 0;
   uint32_t attempts = 0;
   uint64_t sequence = 0;
+  /// The last progress a long step reported (a JSON object: step, percent,
+  /// bytes_done, bytes_total); "" = none. Kept in memory between transitions.
+  std::string progress_json;
 
   bool operator==(const operation_record&) const = default;
 };

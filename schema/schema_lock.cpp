@@ -93,6 +93,7 @@ std::string describe_compiled_schema() {
   describe(capnp::Schema::from<cs::TemplateRecord>(), lines);
   describe(capnp::Schema::from<cs::TemplateBuild>(), lines);
   describe(capnp::Schema::from<cs::TemplateBuilt>(), lines);
+  describe(capnp::Schema::from<cs::TemplateProgress>(), lines);
   describe(capnp::Schema::from<cs::WorkerRegistration>(), lines);
   describe(capnp::Schema::from<cs::WorkerHeartbeat>(), lines);
   describe(capnp::Schema::from<cs::ApiKeyRole>(), lines);

@@ -574,6 +574,8 @@ node_impl_actor::behavior_type node_body(self_ptr self, node_context context) {
     [self](actors::nd_tdel_atom, const std::string& worker_name) {
       return handle_template_delete(self, worker_name);
     },
+    [self](actors::nd_twatch_atom, const std::string& worker_name, uint64_t log_offset,
+           bool cancel) { return handle_template_watch(self, worker_name, log_offset, cancel); },
     [self](nd_built_atom, const template_outcome& done) { on_built(self, done); },
   };
 }

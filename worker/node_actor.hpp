@@ -60,7 +60,7 @@ struct node_context {
   /// The driver the worker creates sandboxes from; templates are built into
   /// it on a helper thread (thread-safe, like the worker's).
   std::shared_ptr<rootfs_driver> rootfs;
-  /// How `minimal` and `base` are built (guest_binary must be set); a build
+  /// How `minimal` and `base` are built; a build
   /// is bounded by its own debootstrap_timeout_ms.
   template_options templates;
   /// The egress proxy's sandboxes (PATCH of egress reaches it through the

@@ -29,10 +29,10 @@ namespace {
 using nlohmann::json;
 using std::chrono::milliseconds;
 
-/// What the build log keeps (its tail goes to the version's record).
-constexpr size_t log_bytes_max = 64 << 10;
-/// The output of one step the log takes (its tail).
-constexpr uint64_t step_output_max = 16 << 10;
+/// The output read from a running step at a time; the log streams it.
+constexpr uint64_t output_chunk_bytes = 64 << 10;
+/// How long one read of a step's output waits for more.
+constexpr uint32_t output_wait_ms = 1000;
 /// How long one step (and ready_cmd's whole retry loop) may run.
 constexpr uint32_t step_wait_ms = 20 * 60 * 1000;
 /// ready_cmd is tried once a second this many times.
@@ -104,24 +104,44 @@ struct recipe_build : std::enable_shared_from_this<recipe_build> {
   sandbox_actor box;
   bool sandbox_made = false;
   size_t next_step = 0;
-  std::string log;
+  std::shared_ptr<build_watch> watch;
 
-  void note(const std::string& text) {
-    log += text;
-    if (log.size() > log_bytes_max)
-      log.erase(0, log.size() - log_bytes_max);
-  }
+  void note(const std::string& text) { watch->append(text); }
 
-  std::string log_tail(size_t bytes) const {
-    return log.size() <= bytes ? log : log.substr(log.size() - bytes);
+  std::string log_tail(size_t bytes) const { return watch->tail(bytes); }
+
+  /// The share of the build (in percent) where the debootstrap or base ends
+  /// and where the steps (run lines, then ready_cmd) end; sealing is the rest.
+  int32_t start_share() const { return plan.base.empty() ? 50 : 5; }
+  static constexpr int32_t steps_end = 90;
+
+  /// Progress at step `index` of run lines and ready_cmd.
+  void report_step(size_t index, const std::string& name) {
+    const size_t steps = plan.run.size() + (plan.ready_cmd.empty() ? 0 : 1);
+    const int32_t low = start_share();
+    watch->set_step(
+      name, low + static_cast<int32_t>((steps_end - low) * index / std::max<size_t>(steps, 1)));
   }
 
   /// Ends the build with `why`; what it made goes first.
   void fail(status why) {
-    if (!log.empty())
-      why.message += "; the build log ends:\n" + log_tail(2048);
+    if (watch->cancelled())
+      why = make_status(errc::cancelled, "the build of " + build.worker_name + " was cancelled");
+    else if (auto tail = log_tail(2048); !tail.empty())
+      why.message += "; the build log ends:\n" + tail;
     auto me = shared_from_this();
     cleanup([me, why] { end_build(me->self, me->build.worker_name, why); });
+  }
+
+  /// A cancel request: a running step ends with its sandbox; the build
+  /// then fails cancelled at its next turn.
+  void cancel() {
+    if (!box)
+      return; // debootstrap polls the flag; a create in flight is checked after
+    self
+      ->request(self->state.context.worker, milliseconds(opts(self).destroy_timeout_ms),
+                wk_destroy_atom::value, sandbox_id)
+      .then([](bool) {}, [](caf::error&) {}); // the build's cleanup destroys it again
   }
 
   /// Destroys the build sandbox (and its kept root) and the stage.
@@ -151,6 +171,7 @@ struct recipe_build : std::enable_shared_from_this<recipe_build> {
   void start() {
     auto me = shared_from_this();
     if (!plan.base.empty()) {
+      watch->set_step("base", 0);
       note("# from " + plan.base + "\n");
       return ensure_template(self, plan.base, [me](const status& ready) {
         if (!ready)
@@ -162,18 +183,27 @@ struct recipe_build : std::enable_shared_from_this<recipe_build> {
     stage = build.worker_name + "-stage";
     note("# debootstrap " + plan.suite + " with " + std::to_string(plan.packages.size())
          + " packages\n");
+    watch->set_step("debootstrap", 0);
     auto rootfs = self->state.context.rootfs;
     auto options = self->state.context.templates;
     options.suite = plan.suite;
     options.base_packages = plan.packages;
+    build_control control;
+    control.cancel = watch->cancel_flag();
+    control.progress = [watch = watch, share = start_share()](std::string_view phase, int percent,
+                                                              std::string_view line) {
+      watch->set_step("debootstrap " + std::string(phase), percent * share / 100);
+      if (!line.empty())
+        watch->append(std::string(line) + "\n");
+    };
     off_the_node<bool>(
       self,
-      [rootfs, options, stage = stage]() -> result<bool> {
+      [rootfs, options, control, stage = stage]() -> result<bool> {
         (void)rootfs->delete_template(stage); // what a crashed build left
         auto dir = rootfs->create_template(stage);
         if (!dir)
           return dir.error();
-        auto filled = populate_base(*dir, options, {});
+        auto filled = populate_base(*dir, options, control);
         if (filled)
           filled = rootfs->seal_template(stage);
         if (!filled) {
@@ -225,48 +255,59 @@ struct recipe_build : std::enable_shared_from_this<recipe_build> {
             [me](caf::error& error) { me->fail(to_status(error)); });
   }
 
-  void wait(const std::string& id, std::function<void(const actors::process_view&)> then) {
+  /// Streams the process's output into the log until it ends (bounded by
+  /// step_wait_ms), then hands its row to `then`.
+  void wait(const std::string& id, std::function<void(const actors::process_view&)> then,
+            uint64_t offset = 0, uint32_t waited_ms = 0) {
+    if (waited_ms >= step_wait_ms)
+      return fail(make_status(errc::timeout, "a build step ran longer than "
+                                               + std::to_string(step_wait_ms / 1000) + " s"));
+    output_read read;
+    read.process_id = id;
+    read.offset = offset;
+    read.max_bytes = output_chunk_bytes;
+    read.wait_ms = output_wait_ms;
     auto me = shared_from_this();
     self
-      ->request(box, milliseconds(step_wait_ms + opts(self).call_timeout_ms), sbx_wait_atom::value,
-                id, step_wait_ms)
+      ->request(box, milliseconds(output_wait_ms + opts(self).call_timeout_ms),
+                sbx_output_atom::value, read)
       .then(
-        [me, id, then](const actors::process_view& row) {
-          if (!schema::has_ended(row.state))
-            return me->fail(make_status(errc::timeout, "a build step ran longer than "
-                                                         + std::to_string(step_wait_ms / 1000)
-                                                         + " s"));
-          me->collect(id, row, then);
+        [me, id, then, offset, waited_ms](const output_reply& reply) {
+          if (reply.start_offset > offset)
+            me->note("[" + std::to_string(reply.start_offset - offset)
+                     + " bytes of output lost]\n");
+          for (const auto& piece : reply.pieces)
+            me->note(piece.bytes);
+          if (!reply.exited)
+            return me->wait(id, then, reply.next_offset, waited_ms + output_wait_ms);
+          me->finished(id, then);
         },
         [me](caf::error& error) { me->fail(to_status(error)); });
   }
 
-  /// Adds the tail of the process's output to the log.
-  void collect(const std::string& id, const actors::process_view& row,
-               std::function<void(const actors::process_view&)> then) {
-    const uint64_t total = row.stdout_bytes + row.stderr_bytes;
-    output_read read;
-    read.process_id = id;
-    read.offset = total > step_output_max ? total - step_output_max : 0;
-    read.max_bytes = step_output_max;
+  /// The row of a process whose output ended.
+  void finished(const std::string& id, std::function<void(const actors::process_view&)> then) {
     auto me = shared_from_this();
-    self->request(box, milliseconds(opts(self).call_timeout_ms), sbx_output_atom::value, read)
+    self
+      ->request(box, milliseconds(opts(self).call_timeout_ms), sbx_wait_atom::value, id,
+                uint32_t{0})
       .then(
-        [me, row, then](const output_reply& reply) {
-          for (const auto& piece : reply.pieces)
-            me->note(piece.bytes);
+        [me, then](const actors::process_view& row) {
           if (!row.error.empty())
             me->note(row.error + "\n");
           then(row);
         },
-        [me, row, then](caf::error&) { then(row); }); // the row is what matters
+        [me](caf::error& error) { me->fail(to_status(error)); });
   }
 
   void run_next() {
+    if (watch->cancelled())
+      return fail(make_status(errc::cancelled, "cancelled"));
     if (next_step == plan.run.size())
       return ready();
     const auto index = next_step++;
     const auto& line = plan.run[index];
+    report_step(index, "run " + std::to_string(index + 1) + "/" + std::to_string(plan.run.size()));
     note("$ " + line + "\n");
     auto me = shared_from_this();
     exec(line, [me, index, line](const actors::process_view& row) {
@@ -284,6 +325,7 @@ struct recipe_build : std::enable_shared_from_this<recipe_build> {
   void ready() {
     if (plan.ready_cmd.empty())
       return finish();
+    report_step(plan.run.size(), "ready_cmd");
     note("$ ready_cmd: " + plan.ready_cmd + "\n");
     const std::string loop = "i=0; until ( " + plan.ready_cmd + " ); do i=$((i+1)); [ $i -ge "
                              + std::to_string(ready_attempts_max) + " ] && exit 1; sleep 1; done";
@@ -299,6 +341,9 @@ struct recipe_build : std::enable_shared_from_this<recipe_build> {
 
   /// Stops the sandbox keeping its root, which becomes the version.
   void finish() {
+    if (watch->cancelled())
+      return fail(make_status(errc::cancelled, "cancelled"));
+    watch->set_step("seal", steps_end);
     auto me = shared_from_this();
     self
       ->request(self->state.context.worker, milliseconds(opts(self).destroy_timeout_ms),
@@ -311,7 +356,6 @@ struct recipe_build : std::enable_shared_from_this<recipe_build> {
     template_manifest manifest;
     manifest.name = build.worker_name;
     manifest.source = plan.source;
-    manifest.guest_binary = self->state.context.templates.guest_binary.string();
     manifest.start_cmd = plan.start_cmd;
     for (const auto& [key, value] : plan.env)
       manifest.env.push_back(key + "=" + value);
@@ -371,13 +415,18 @@ caf::result<actors::template_built> handle_recipe_build(self_ptr self,
       return make_error(manifest.error());
     return to_built(*manifest);
   }
-  auto [promise, start] = join_build(self, build.worker_name);
+  auto [promise, start, watch] = join_build(self, build.worker_name);
   if (!start)
     return promise; // a repeat (the control plane waits in rounds): joins the build
   auto job = std::make_shared<recipe_build>();
   job->self = self;
   job->build = build;
   job->plan = std::move(*plan);
+  job->watch = watch;
+  self->state.image_builds[build.worker_name].on_cancel = [weak = std::weak_ptr(job)] {
+    if (auto me = weak.lock())
+      me->cancel();
+  };
   job->sandbox_id = "tplb-" + std::to_string(std::hash<std::string>{}(build.worker_name));
   job->start();
   return promise;

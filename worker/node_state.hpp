@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "actors/inspect_fields.hpp"
+#include "worker/build_watch.hpp"
 #include "worker/node_actor.hpp"
 
 namespace airlock::worker::node_detail {
@@ -69,6 +71,16 @@ struct tracked_sandbox {
   std::vector<std::function<void()>> after_create;
 };
 
+/// A template version being made on this worker: the calls that wait for it
+/// (a repeat joins the build) and where it stands.
+struct image_build {
+  std::vector<caf::typed_response_promise<actors::template_built>> waiting;
+  std::shared_ptr<build_watch> watch = std::make_shared<build_watch>();
+  /// Stops work of the build that runs on the node (a recipe's sandbox);
+  /// helper threads poll the watch's flag instead. May be empty.
+  std::function<void()> on_cancel;
+};
+
 struct node_state {
   static inline const char* name = "node";
   node_context context;
@@ -78,10 +90,8 @@ struct node_state {
   /// Template builds under way, by name: what to do when each ends.
   std::map<std::string, std::vector<std::function<void(const status&)>>> builds;
   size_t waiting_creates = 0;
-  /// Template versions being made on this worker (uploads and recipes), by
-  /// name, with the calls that wait for each: a repeat joins the build.
-  std::map<std::string, std::vector<caf::typed_response_promise<actors::template_built>>>
-    image_builds;
+  /// Template versions being made on this worker (uploads and recipes), by name.
+  std::map<std::string, image_build> image_builds;
 };
 
 using self_ptr = node_impl_actor::stateful_pointer<node_state>;
@@ -141,15 +151,23 @@ void off_the_node(self_ptr self, std::function<result<T>()> work, std::function<
     .then([ok](T& value) { ok(value); }, [fail](caf::error& error) { fail(error); });
 }
 
-/// A call that waits for build `name` of a template version, and whether
-/// the caller is to start that build (false: it joins the one under way).
-std::pair<caf::typed_response_promise<actors::template_built>, bool>
-join_build(self_ptr self, const std::string& name);
+/// A call that waits for build `name` of a template version.
+struct joined_build {
+  caf::typed_response_promise<actors::template_built> promise;
+  bool start = false; ///< the caller is to start the build (else it joins the one under way)
+  std::shared_ptr<build_watch> watch;
+};
+joined_build join_build(self_ptr self, const std::string& name);
 
-/// Answers every call waiting for build `name` with `outcome`; the build is
-/// no longer under way.
+/// Answers every call waiting for build `name` with `outcome` and keeps its
+/// log beside the templates; the build is no longer under way. A build that
+/// was asked to stop ends cancelled whatever its own error said.
 void end_build(self_ptr self, const std::string& name,
                const result<actors::template_built>& outcome);
+
+/// nd_twatch: where build `name` stands (or its saved log once it ended).
+caf::result<actors::template_progress> handle_template_watch(self_ptr self, const std::string& name,
+                                                             uint64_t log_offset, bool cancel);
 
 /// A version's manifest as the control plane records it.
 actors::template_built to_built(const template_manifest& manifest);

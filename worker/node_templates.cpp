@@ -10,6 +10,8 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/send.hpp>
 
+#include <cstdio>
+
 #include "actors/errors.hpp"
 #include "worker/node_state.hpp"
 #include "worker/rootfs/fs_util.hpp"
@@ -27,6 +29,26 @@ caf::error check_name(std::string_view what, const std::string& name) {
     return make_error(errc::invalid_argument,
                       std::string(what) + " \"" + name + "\" is not 1 to 128 of [A-Za-z0-9_-]");
   return caf::none;
+}
+
+/// An import's step as the build's progress: the outer archive is the first
+/// fifth, the layers the next three quarters, the rest sealing. Stops the
+/// import once the build is cancelled.
+void report_import(build_watch& watch, const import_progress& at) {
+  if (watch.cancelled())
+    throw import_stopped("the build was cancelled");
+  const double part = at.bytes_total == 0 ? 1.0 : double(at.bytes_done) / double(at.bytes_total);
+  double percent = 97;
+  unsigned layer = 0;
+  unsigned layers = 0;
+  if (at.step == "unpack")
+    percent = 20 * part;
+  else if (std::sscanf(at.step.c_str(), "layer %u/%u", &layer, &layers) == 2 && layers > 0
+           && layer > 0)
+    percent = 20 + 75 * ((layer - 1) + part) / layers;
+  watch.set_step(at.step, static_cast<int32_t>(percent), at.bytes_done, at.bytes_total);
+  if (at.bytes_done == 0)
+    watch.append("# " + at.step + ": " + std::to_string(at.bytes_total) + " bytes\n");
 }
 
 } // namespace
@@ -124,9 +146,10 @@ caf::result<actors::template_built> handle_template_build(self_ptr self,
   auto rootfs = self->state.context.rootfs;
   if (!rootfs)
     return make_error(errc::unavailable, "this worker has no rootfs driver: no templates");
-  auto [promise, start] = join_build(self, build.worker_name);
+  auto [promise, start, watch] = join_build(self, build.worker_name);
   if (!start)
     return promise;
+  watch->append("# " + build.format + " archive\n");
   image_template_request request;
   request.name = build.worker_name;
   request.archive = spool_dir(self) / build.spool_id;
@@ -140,15 +163,15 @@ caf::result<actors::template_built> handle_template_build(self_ptr self,
   if (build.path_bytes_max != 0)
     request.limits.path_bytes_max = build.path_bytes_max;
   request.start_cmd = build.start_cmd;
-  auto options = self->state.context.templates;
   off_the_node<actors::template_built>(
     self,
-    [rootfs, options, request]() -> result<actors::template_built> {
+    [rootfs, request, watch]() -> result<actors::template_built> {
       if (!rootfs->has_template(request.name) && !path_exists(request.archive))
         return make_status(errc::not_found, "no uploaded archive "
                                               + request.archive.filename().string()
                                               + " on this worker: upload it again");
-      auto built = build_image_template(*rootfs, options, request);
+      auto built = build_image_template(
+        *rootfs, request, [watch](const import_progress& at) { report_import(*watch, at); });
       (void)::unlink(request.archive.c_str()); // made or refused: not needed again
       if (!built)
         return built.error();
@@ -164,26 +187,55 @@ caf::result<actors::template_built> handle_template_build(self_ptr self,
   return promise;
 }
 
-std::pair<caf::typed_response_promise<actors::template_built>, bool>
-join_build(self_ptr self, const std::string& name) {
+joined_build join_build(self_ptr self, const std::string& name) {
   auto promise = self->make_response_promise<actors::template_built>();
-  auto [waiting, fresh] = self->state.image_builds.try_emplace(name);
-  waiting->second.push_back(promise);
-  return {promise, fresh};
+  auto [build, fresh] = self->state.image_builds.try_emplace(name);
+  build->second.waiting.push_back(promise);
+  return {promise, fresh, build->second.watch};
 }
 
 void end_build(self_ptr self, const std::string& name,
-               const result<actors::template_built>& outcome) {
+               const result<actors::template_built>& ended) {
   auto found = self->state.image_builds.find(name);
   if (found == self->state.image_builds.end())
     return;
-  auto waiting = std::move(found->second);
+  auto build = std::move(found->second);
   self->state.image_builds.erase(found);
-  for (auto& call : waiting)
+  auto outcome = ended;
+  if (!outcome && build.watch->cancelled())
+    outcome = make_status(errc::cancelled, "the build of " + name + " was cancelled");
+  build.watch->set_step(outcome ? "done" : "failed", outcome ? 100 : -1);
+  build.watch->append(outcome ? "# done\n" : "# " + outcome.error().message + "\n");
+  if (auto rootfs = self->state.context.rootfs)
+    (void)build.watch->save_log(build_log_path(rootfs->templates_dir(), name)); // best effort
+  for (auto& call : build.waiting)
     if (outcome)
       call.deliver(*outcome);
     else
       call.deliver(make_error(outcome.error()));
+}
+
+caf::result<actors::template_progress> handle_template_watch(self_ptr self, const std::string& name,
+                                                             uint64_t log_offset, bool cancel) {
+  if (auto bad = check_name("template", name))
+    return bad;
+  if (auto live = self->state.image_builds.find(name); live != self->state.image_builds.end()) {
+    auto& build = live->second;
+    if (cancel && !build.watch->cancelled()) {
+      build.watch->cancel();
+      build.watch->append("# cancelled on request\n");
+      if (build.on_cancel)
+        build.on_cancel();
+    }
+    return build.watch->read(log_offset);
+  }
+  auto rootfs = self->state.context.rootfs;
+  if (!rootfs)
+    return make_error(errc::not_found, "this worker has no templates");
+  auto saved = read_saved_log(build_log_path(rootfs->templates_dir(), name), log_offset);
+  if (!saved)
+    return make_error(errc::not_found, "no build of " + name + " on this worker kept a log");
+  return *saved;
 }
 
 caf::result<bool> handle_template_delete(self_ptr self, const std::string& worker_name) {
@@ -199,6 +251,7 @@ caf::result<bool> handle_template_delete(self_ptr self, const std::string& worke
     [rootfs, worker_name]() -> result<bool> {
       if (auto deleted = rootfs->delete_template(worker_name); !deleted)
         return deleted;
+      (void)::unlink(build_log_path(rootfs->templates_dir(), worker_name).c_str());
       return true;
     },
     [promise](bool& done) mutable { promise.deliver(done); },

@@ -1,6 +1,8 @@
 #include "worker/worker_actor.hpp"
 
+#include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <caf/actor_system.hpp>
@@ -17,6 +19,7 @@
 #include <set>
 
 #include "actors/errors.hpp"
+#include "worker/rootfs/fs_util.hpp"
 #include "worker/worker_load.hpp"
 
 namespace airlock::worker {
@@ -104,6 +107,8 @@ result<sandbox_parts> create_blocking(const worker_context& ctx,
   spec.id = req.id;
   spec.rootfs_path = root->string();
   spec.init_argv = ctx.options.guest_argv;
+  if (ctx.guest)
+    spec.init_fd = ctx.guest->get();
   spec.channel_fd = pair[1];
   spec.limits = req.limits;
   spec.network.enabled = req.network;
@@ -573,6 +578,21 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_context context) {
 }
 
 } // namespace
+
+result<std::shared_ptr<const unique_fd>> open_guest_binary(const std::string& path) {
+  auto fd = open_fd(path, O_RDONLY);
+  if (!fd)
+    return make_status(fd.error().code, "cannot open the guest agent " + path + ": "
+                                          + fd.error().message
+                                          + " (build airlock-guest or set its path)");
+  struct stat st {};
+  if (::fstat(fd->get(), &st) != 0 || !S_ISREG(st.st_mode) || (st.st_mode & S_IXOTH) == 0)
+    return make_status(errc::invalid_argument,
+                       "the guest agent " + path
+                         + " must be a regular file that everyone may execute (mode o+x): "
+                           "sandboxes run it under their own ids");
+  return std::make_shared<const unique_fd>(std::move(*fd));
+}
 
 worker_actor spawn_worker(caf::actor_system& system, worker_context context) {
   return system.spawn(worker_impl, std::move(context));

@@ -26,6 +26,7 @@
 #include "actors/cluster_protocol.hpp" // inspect() of egress_policy
 #include "actors/inspect_fields.hpp"
 #include "schema/sandbox.hpp"
+#include "schema/unique_fd.hpp"
 #include "storage/kv_store.hpp"
 #include "worker/egress_binding.hpp"
 #include "worker/host_capacity.hpp"
@@ -87,7 +88,17 @@ struct worker_context {
   /// The egress proxy's sandboxes; null: no egress (the firewall drops all).
   std::shared_ptr<egress_binding> egress;
   worker_options options;
+  /// The guest agent on the host, open read-only: every sandbox's init runs
+  /// from it (one file shared by all sandboxes and its pages with them,
+  /// never copied into a template). Null: the init is guest_argv[0] inside
+  /// the sandbox's root.
+  std::shared_ptr<const unique_fd> guest;
 };
+
+/// Opens the guest agent at `path` for worker_context::guest. Errors:
+/// not_found, permission_denied, invalid_argument (not a regular file with
+/// an execute bit).
+result<std::shared_ptr<const unique_fd>> open_guest_binary(const std::string& path);
 
 /// What to create.
 struct create_sandbox_request {

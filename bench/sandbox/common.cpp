@@ -15,21 +15,6 @@
 
 namespace airlock::sandbox_bench {
 
-namespace {
-
-/// Whether two files hold the same bytes.
-bool same_contents(const std::filesystem::path& a, const std::filesystem::path& b) {
-  std::ifstream fa(a, std::ios::binary);
-  std::ifstream fb(b, std::ios::binary);
-  if (!fa || !fb)
-    return false;
-  std::istreambuf_iterator<char> end;
-  return std::equal(std::istreambuf_iterator<char>(fa), end, std::istreambuf_iterator<char>(fb),
-                    end);
-}
-
-} // namespace
-
 double ms_since(clock_type::time_point start) {
   return std::chrono::duration<double, std::milli>(clock_type::now() - start).count();
 }
@@ -93,18 +78,9 @@ result<host_pieces> open_host(const bench_options& opt) {
     return driver.error();
   host.rootfs = std::move(*driver);
   template_options templates;
-  templates.guest_binary = opt.guest;
   template_builder builder(*host.rootfs, templates);
   if (auto built = builder.ensure("minimal"); !built)
     return built.error();
-  // A template keeps the agent it was built with: rebuild it when the agent
-  // changed, so that every case measures the agent built now.
-  auto root = host.rootfs->template_path("minimal");
-  if (root && !same_contents(*root / "sbin" / "airlock-guest", opt.guest)) {
-    std::cout << "rebuilding minimal: its agent differs from " << opt.guest << "\n";
-    if (auto rebuilt = builder.rebuild("minimal"); !rebuilt)
-      return rebuilt.error();
-  }
   return host;
 }
 

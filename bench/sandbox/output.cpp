@@ -17,6 +17,7 @@
 #include "bench/sandbox/cases.hpp"
 #include "guest/client.hpp"
 #include "worker/rootfs/overlay_driver.hpp"
+#include "worker/worker_actor.hpp"
 
 namespace airlock::sandbox_bench {
 
@@ -58,9 +59,7 @@ using labelled_commands = std::vector<std::pair<std::string, std::string>>;
 
 /// Starts one sandbox of `template_name` on `rootfs` and drives its guest with
 /// guest_client (no actors): each command's stdout is counted and discarded.
-/// When `guest_binary` is set it replaces the sandbox's /sbin/airlock-guest
-/// (in the sandbox's own layer, not the template), so that a cached template
-/// built with an older agent measures the agent built now.
+/// The agent is `guest_binary`, run from the host's file as the worker does.
 void guest_throughput(host_pieces& host, rootfs_driver& rootfs, const std::string& template_name,
                       const std::string& guest_binary, const labelled_commands& commands,
                       const bench_options& opt) {
@@ -72,12 +71,11 @@ void guest_throughput(host_pieces& host, rootfs_driver& rootfs, const std::strin
     std::cerr << "rootfs: " << root.error().message << "\n";
     return;
   }
-  std::error_code ec;
-  if (!guest_binary.empty()
-      && !std::filesystem::copy_file(guest_binary, *root / "sbin" / "airlock-guest",
-                                     std::filesystem::copy_options::overwrite_existing, ec)) {
-    std::cerr << "copy the guest into the " << template_name << " sandbox: " << ec.message()
-              << "\n";
+  // The agent runs from the host's file, as the worker runs it.
+  auto guest = worker::open_guest_binary(guest_binary);
+  if (!guest) {
+    std::cerr << "guest: " << guest.error().message << "\n";
+    return;
   }
   int pair[2];
   ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair);
@@ -85,6 +83,7 @@ void guest_throughput(host_pieces& host, rootfs_driver& rootfs, const std::strin
   spec.id = id;
   spec.rootfs_path = root->string();
   spec.init_argv = {"/sbin/airlock-guest", "--fd", "3"};
+  spec.init_fd = (*guest)->get();
   spec.channel_fd = pair[1];
   spec.limits.cpu_millis = opt.cpu_millis;
   auto handle = host.runtime->create(spec);
@@ -162,7 +161,7 @@ void bench_output_direct(host_pieces& host, const bench_options& opt) {
   }
   raw_pipe("raw pipe, GNU head", {"/usr/bin/head", "-c", bytes, "/dev/zero"});
   guest_throughput(
-    host, *host.rootfs, "minimal", "",
+    host, *host.rootfs, "minimal", opt.guest,
     {{"guest, busybox head", "head -c " + bytes + " /dev/zero"},
      {"guest, busybox dd", "dd if=/dev/zero bs=65536 count=" + blocks + " 2>/dev/null"}},
     opt);

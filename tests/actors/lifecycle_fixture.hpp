@@ -158,6 +158,10 @@ inline node_actor spawn_fake_node(caf::actor_system& system, std::shared_ptr<nod
         return make_error(errc::unimplemented, "the fake worker builds no templates");
       },
       [](nd_tdel_atom, std::string&) { return true; },
+      [](nd_twatch_atom, std::string& name, uint64_t,
+         bool) -> caf::result<schema::template_progress> {
+        return make_error(errc::not_found, "no build of " + name + " on the stub node");
+      },
       [script, reply](nd_claim_atom, schema::sandbox_record& record) -> caf::result<node_sandbox> {
         if (auto code = script->claim_error.load(); code != errc::none)
           return make_error(code, "the fake worker refuses the claim");

@@ -316,6 +316,71 @@ TEST_F(operation_engine, cancels_a_running_operation_at_its_next_step_boundary) 
   EXPECT_EQ(to_status(again.error()).code, errc::wrong_state);
 }
 
+TEST_F(operation_engine, a_running_step_reports_progress_to_watchers_and_learns_of_a_cancel) {
+  script->answer = [](bool, const step_request&) -> std::optional<step_outcome> {
+    return std::nullopt; // hold the step: it reports progress meanwhile
+  };
+  start_engine();
+  auto created = create();
+  ASSERT_TRUE(created);
+  ASSERT_EQ(script->runs(), 1u);
+  auto operation = script->calls.back().request.operation;
+  ASSERT_TRUE(operation) << "a step must be told its operation to report to";
+  auto watcher = std::make_unique<caf::scoped_actor>(system);
+  ASSERT_TRUE(ask<schema::operation_record>(engine, actors::op_watch_atom::value,
+                                            created->record.id, std::string{"t1"},
+                                            caf::actor_cast<caf::actor>(*watcher)));
+  auto sequence_before = stored(created->record.id).sequence;
+
+  auto cancel_wanted = ask<bool>(operation, actors::op_progress_atom::value,
+                                 std::string{R"({"step":"run 1/2","percent":40})"});
+  ASSERT_TRUE(cancel_wanted);
+  EXPECT_FALSE(*cancel_wanted);
+  std::vector<schema::operation_record> progress;
+  while (!(*watcher)->mailbox().empty())
+    (*watcher)->receive(
+      [&progress](actors::op_progress_atom, schema::operation_record& r) {
+        progress.push_back(std::move(r));
+      },
+      [](actors::op_event_atom, schema::operation_record&) {});
+  ASSERT_EQ(progress.size(), 1u);
+  EXPECT_EQ(progress[0].progress_json, R"({"step":"run 1/2","percent":40})");
+  auto live = ask<schema::operation_record>(engine, actors::op_get_atom::value, created->record.id,
+                                            std::string{"t1"});
+  ASSERT_TRUE(live);
+  EXPECT_EQ(live->progress_json, R"({"step":"run 1/2","percent":40})");
+  EXPECT_EQ(stored(created->record.id).sequence, sequence_before)
+    << "progress is not a transition of its own";
+
+  // Cancel: the next report learns of it; the step stops with cancelled and
+  // the operation ends cancelled (not failed), the last progress written.
+  ASSERT_TRUE(ask<schema::operation_record>(engine, actors::op_cancel_atom::value,
+                                            created->record.id, std::string{"t1"}));
+  cancel_wanted = ask<bool>(operation, actors::op_progress_atom::value,
+                            std::string{R"({"step":"run 2/2","percent":70})"});
+  ASSERT_TRUE(cancel_wanted);
+  EXPECT_TRUE(*cancel_wanted);
+  caf::anon_send(caf::actor_cast<caf::actor>(script_runner()), release_atom::value,
+                 step_outcome::fail("cancelled", "the build was cancelled"));
+  run();
+  auto record = stored(created->record.id);
+  EXPECT_EQ(record.state, operation_state::cancelled);
+  ASSERT_TRUE(record.error);
+  EXPECT_EQ(record.error->code, "cancelled");
+  EXPECT_EQ(record.progress_json, R"({"step":"run 2/2","percent":70})");
+}
+
+TEST_F(operation_engine, a_step_failing_with_cancelled_unasked_is_a_failure) {
+  script->answer = [](bool, const step_request&) -> std::optional<step_outcome> {
+    return step_outcome::fail("cancelled", "something else stopped it");
+  };
+  start_engine();
+  auto created = create();
+  ASSERT_TRUE(created);
+  run();
+  EXPECT_EQ(stored(created->record.id).state, operation_state::failed);
+}
+
 TEST_F(operation_engine, cancels_an_operation_before_its_first_step_runs) {
   start_engine();
   journal.hold = true;

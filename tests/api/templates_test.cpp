@@ -8,6 +8,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -55,6 +56,10 @@ TEST_F(api_templates, an_oci_image_becomes_a_version_whose_sandboxes_see_its_lay
   auto built = upload(api, "oci-test", "oci", image("oci"));
   ASSERT_EQ(built["state"], "succeeded") << built.dump();
   EXPECT_EQ(built["result"]["version"]["version"], 1);
+  EXPECT_EQ(built["result"]["progress"]["percent"], 100);
+  auto log = api.get("/v1/templates/oci-test/versions/1/log");
+  ASSERT_EQ(log.status, 200) << log.body;
+  EXPECT_NE(log.body.find("# layer 1/"), std::string::npos) << "each layer is logged: " << log.body;
   auto record = api.get("/v1/templates/oci-test");
   ASSERT_EQ(record.status, 200) << record.body;
   EXPECT_EQ(record.json["version"], 1);
@@ -264,6 +269,135 @@ TEST_F(api_templates, a_failing_run_step_fails_the_build_and_names_the_step) {
   ASSERT_TRUE(std::filesystem::is_directory(sandboxes)) << sandboxes;
   for (const auto& entry : std::filesystem::directory_iterator(sandboxes))
     EXPECT_NE(entry.path().filename().string().rfind("tplb-", 0), 0u) << entry.path();
+}
+
+TEST_F(api_templates, a_build_reports_progress_in_order_and_keeps_a_log_that_can_be_read) {
+  auto api = admin();
+  // Steps that take a few seconds each, so that the worker is asked how far
+  // the build got (once a second) while each runs.
+  auto posted =
+    api.post("/v1/templates",
+             {{"name", "recipe-progress"},
+              {"from", {{"template", "minimal"}}},
+              {"run", {"echo step-one; sleep 3", "echo step-two; sleep 3", "echo step-three"}}});
+  ASSERT_EQ(posted.status, 202) << posted.body;
+  const std::string op = posted.json["operation_id"];
+  auto stream = api.open_stream("/v1/operations/" + op + "/events");
+  ASSERT_TRUE(stream);
+  ASSERT_EQ(stream->second.status, 200);
+  std::vector<std::string> steps;
+  int last_percent = -1;
+  json last_state;
+  while (auto event = stream->first.next_event(operation_wait_max)) {
+    auto data = json::parse(event->data, nullptr, false);
+    ASSERT_TRUE(data.is_object()) << event->data;
+    if (event->event == "state") {
+      last_state = data;
+      continue;
+    }
+    ASSERT_EQ(event->event, "progress");
+    EXPECT_EQ(data["state"], "running");
+    const auto& progress = data["progress"];
+    ASSERT_TRUE(progress.is_object()) << event->data;
+    const int percent = progress["percent"].is_number() ? progress["percent"].get<int>() : -1;
+    EXPECT_GE(percent, last_percent) << "progress went back: " << event->data;
+    last_percent = percent;
+    const std::string step = progress["step"];
+    if (steps.empty() || steps.back() != step)
+      steps.push_back(step);
+  }
+  ASSERT_EQ(last_state["state"], "succeeded") << last_state.dump();
+  EXPECT_EQ(last_state["result"]["progress"]["percent"], 100);
+  // Each step is reported in the order it ran, never one after a later one.
+  std::vector<std::string> runs;
+  for (const auto& step : steps)
+    if (step.rfind("run ", 0) == 0)
+      runs.push_back(step);
+  EXPECT_GE(runs.size(), 2u) << "two three-second steps, polled every second";
+  EXPECT_TRUE(std::is_sorted(runs.begin(), runs.end())) << ::testing::PrintToString(steps);
+  for (const auto& step : runs)
+    EXPECT_TRUE(step == "run 1/3" || step == "run 2/3" || step == "run 3/3") << step;
+
+  // The log: each command and its output, in order; readable from an offset.
+  const std::string log_path = last_state["result"]["log"];
+  EXPECT_EQ(log_path, "/v1/templates/recipe-progress/versions/1/log");
+  auto log = api.get(log_path);
+  ASSERT_EQ(log.status, 200) << log.body;
+  EXPECT_EQ(log.headers["content-type"], "text/plain; charset=utf-8");
+  EXPECT_EQ(log.headers["x-airlock-log-complete"], "true");
+  const auto one = log.body.find("$ echo step-one");
+  const auto one_out = log.body.find("step-one\n", one + 2);
+  const auto two = log.body.find("$ echo step-two");
+  const auto three_out = log.body.find("\nstep-three\n");
+  ASSERT_NE(one, std::string::npos) << log.body;
+  ASSERT_NE(one_out, std::string::npos) << log.body;
+  ASSERT_NE(two, std::string::npos) << log.body;
+  ASSERT_NE(three_out, std::string::npos) << log.body;
+  EXPECT_LT(one, one_out);
+  EXPECT_LT(one_out, two);
+  EXPECT_LT(two, three_out);
+  EXPECT_EQ(log.headers["x-airlock-log-next-offset"], std::to_string(log.body.size()));
+  auto rest = api.get(log_path + "?offset=" + std::to_string(two));
+  ASSERT_EQ(rest.status, 200);
+  EXPECT_EQ(rest.body, log.body.substr(two));
+  EXPECT_EQ(api.get("/v1/templates/recipe-progress/versions/x/log").status, 400);
+  EXPECT_EQ(api.get("/v1/templates/recipe-progress/versions/9/log").status, 404);
+  EXPECT_EQ(api.get(log_path + "?offset=-1").status, 400);
+}
+
+TEST_F(api_templates, a_build_cancelled_while_a_step_runs_ends_cancelled_and_leaves_nothing) {
+  auto api = admin();
+  auto posted = api.post("/v1/templates", {{"name", "recipe-cancel"},
+                                           {"from", {{"template", "minimal"}}},
+                                           {"run", {"echo started; sleep 600"}}});
+  ASSERT_EQ(posted.status, 202) << posted.body;
+  const std::string op = posted.json["operation_id"];
+  auto stream = api.open_stream("/v1/operations/" + op + "/events");
+  ASSERT_TRUE(stream);
+  // Cancel once the step is under way (its progress says so).
+  bool cancelled = false;
+  json last_state;
+  while (auto event = stream->first.next_event(operation_wait_max)) {
+    auto data = json::parse(event->data, nullptr, false);
+    if (event->event == "state")
+      last_state = data;
+    if (!cancelled && event->event == "progress" && data["progress"]["step"] == "run 1/1") {
+      auto cancel = api.call("POST", "/v1/operations/" + op + "/cancel");
+      EXPECT_EQ(cancel.status, 202) << cancel.body;
+      cancelled = true;
+    }
+  }
+  ASSERT_TRUE(cancelled) << "the step's progress never arrived";
+  EXPECT_EQ(last_state["state"], "cancelled") << last_state.dump();
+  EXPECT_EQ(last_state["error"]["code"], "cancelled");
+  auto record = api.get("/v1/templates/recipe-cancel");
+  ASSERT_EQ(record.status, 200);
+  EXPECT_EQ(record.json["versions"][0]["state"], "failed");
+  auto log = api.get("/v1/templates/recipe-cancel/versions/1/log");
+  ASSERT_EQ(log.status, 200);
+  EXPECT_NE(log.body.find("started"), std::string::npos) << log.body;
+  EXPECT_NE(log.body.find("cancelled on request"), std::string::npos) << log.body;
+  const std::string sandboxes = server().data_dir() + "/rootfs/sandboxes";
+  for (const auto& entry : std::filesystem::directory_iterator(sandboxes))
+    EXPECT_NE(entry.path().filename().string().rfind("tplb-", 0), 0u) << entry.path();
+}
+
+TEST_F(api_templates, every_sandbox_runs_the_hosts_agent_which_it_cannot_change) {
+  auto api = admin();
+  auto id = api.create_running({{"template", "minimal"}});
+  ASSERT_FALSE(id.empty());
+  // No copy in the root: the init is the host's file, executed from a
+  // descriptor, shared by every sandbox.
+  EXPECT_EQ(output_of(api, id, "test -e /sbin/airlock-guest && echo copy || echo none"), "none\n");
+  EXPECT_EQ(output_of(api, id, "tr '\\0' ' ' < /proc/1/cmdline"), "/sbin/airlock-guest --fd 3 ");
+  // Root in the sandbox is not root on the host: the file cannot be written.
+  EXPECT_EQ(output_of(api, id, "(echo x >> /proc/1/exe) 2>/dev/null && echo wrote || echo refused"),
+            "refused\n");
+  EXPECT_EQ(output_of(api, id,
+                      "(cat /proc/1/exe > /tmp/agent && chmod 755 /tmp/agent) 2>&1; "
+                      "test -s /tmp/agent && echo readable"),
+            "readable\n")
+    << "reading it is harmless: it is the published agent";
 }
 
 TEST_F(api_templates, bad_recipes_are_refused_with_what_to_fix) {

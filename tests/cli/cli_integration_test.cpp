@@ -77,6 +77,58 @@ TEST(cli_integration, create_waits_for_its_operation_and_prints_the_sandbox_id) 
   EXPECT_EQ(requests[0].authorization, "Bearer ak_test");
 }
 
+TEST(cli_integration, template_build_posts_the_recipe_and_shows_its_progress_per_step) {
+  std::atomic<int> polls{0};
+  json posted;
+  std::mutex lock;
+  fake_api api([&](const request_t& req, socket_t& s) {
+    if (req.method_string() == "POST" && req.target() == "/v1/templates") {
+      std::lock_guard guard(lock);
+      posted = json::parse(req.body());
+      return write_json(s, 202, {{"template", "py"}, {"operation_id", "op_7"}});
+    }
+    if (req.target().starts_with("/v1/operations/op_7?wait=")) {
+      const int poll = ++polls;
+      json progress = poll == 1   ? json{{"step", "run 1/2"}, {"percent", 20}}
+                      : poll == 2 ? json{{"step", "run 1/2"}, {"percent", 20}}
+                                  : json{{"step", "run 2/2"}, {"percent", 60}};
+      if (poll >= 4)
+        return write_json(s, 200,
+                          {{"id", "op_7"},
+                           {"state", "succeeded"},
+                           {"error", nullptr},
+                           {"progress", progress},
+                           {"result", {{"version", {{"version", 3}}}}}});
+      return write_json(
+        s, 200, {{"id", "op_7"}, {"state", "running"}, {"error", nullptr}, {"progress", progress}});
+    }
+    write_json(s, 404, {{"error", {{"code", "not_found"}, {"message", "no route"}}}});
+  });
+  auto result =
+    run(api.url(), {"template", "build", "py", "--from", "base", "--run", "pip install x", "--run",
+                    "true", "--env", "A=1", "--ready-cmd", "python3 -V", "--wait"});
+  EXPECT_EQ(result.code, 0) << result.err;
+  {
+    std::lock_guard guard(lock);
+    EXPECT_EQ(posted["name"], "py");
+    EXPECT_EQ(posted["from"]["template"], "base");
+    EXPECT_EQ(posted["run"], json::array({"pip install x", "true"})) << "in the order given";
+    EXPECT_EQ(posted["env"]["A"], "1");
+    EXPECT_EQ(posted["ready_cmd"], "python3 -V");
+    EXPECT_FALSE(posted.contains("egress"));
+  }
+  // Not a terminal: one line per step, in order, not one per poll.
+  EXPECT_EQ(result.err, "progress: 20% run 1/2\nprogress: 60% run 2/2\n");
+  EXPECT_EQ(result.out.rfind("op_7\n", 0), 0u) << result.out;
+
+  auto neither = run(api.url(), {"template", "build", "py", "--run", "true"});
+  EXPECT_EQ(neither.code, 2);
+  EXPECT_NE(neither.err.find("--from TEMPLATE or --debootstrap SUITE"), std::string::npos)
+    << neither.err;
+  auto both = run(api.url(), {"template", "build", "py", "--from", "a", "--debootstrap", "b"});
+  EXPECT_EQ(both.code, 2);
+}
+
 TEST(cli_integration, ls_follows_next_cursor_and_prints_a_table) {
   fake_api api([](const request_t& req, socket_t& s) {
     bool second = req.target().find("cursor=c2") != std::string::npos;

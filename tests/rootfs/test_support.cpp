@@ -83,15 +83,6 @@ std::optional<std::string> overlay_unavailable_reason() {
   return std::nullopt;
 }
 
-std::filesystem::path guest_binary_for_tests(const std::filesystem::path& dir) {
-  std::filesystem::path built = AIRLOCK_GUEST_BINARY;
-  if (!built.empty() && path_exists(built))
-    return built;
-  auto dummy = dir / "airlock-guest";
-  (void)write_file(dummy, "#!/bin/sh\necho dummy airlock-guest\n", 0755);
-  return dummy;
-}
-
 std::string run_in_chroot(const std::filesystem::path& root, const std::vector<std::string>& argv) {
   std::vector<std::string> full{"chroot", root.string()};
   full.insert(full.end(), argv.begin(), argv.end());
@@ -141,7 +132,6 @@ base_template ensure_base_template() {
   }
   base_template_lock lock;
   scratch_dir scratch;
-  templates.guest_binary = guest_binary_for_tests(scratch.path());
   rootfs_options options;
   options.data_dir = base_template_cache_dir();
   auto driver = overlay_driver::open(options);

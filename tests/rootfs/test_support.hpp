@@ -38,10 +38,6 @@ std::optional<std::string> btrfs_unavailable_reason();
 /// Why the overlay driver cannot be tested here, or nullopt.
 std::optional<std::string> overlay_unavailable_reason();
 
-/// The built airlock-guest when it exists, else a dummy executable file
-/// created in `dir` (the templates only copy it).
-std::filesystem::path guest_binary_for_tests(const std::filesystem::path& dir);
-
 /// Output of `chroot root argv...` with trailing newlines removed, or the
 /// error text prefixed by "error: ".
 std::string run_in_chroot(const std::filesystem::path& root, const std::vector<std::string>& argv);

@@ -117,6 +117,10 @@ node_actor::behavior_type stub_node(node_actor::pointer, std::shared_ptr<stub_no
       return make_error(errc::unimplemented, "the stub node builds no templates");
     },
     [](actors::nd_tdel_atom, std::string&) { return true; },
+    [](actors::nd_twatch_atom, std::string& name, uint64_t,
+       bool) -> caf::result<schema::template_progress> {
+      return make_error(errc::not_found, "no build of " + name + " on the stub node");
+    },
     [](actors::nd_claim_atom, schema::sandbox_record& record) -> caf::result<node_sandbox> {
       return make_error(errc::not_found, "the stub node holds no pool member " + record.id);
     },

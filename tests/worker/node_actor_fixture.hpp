@@ -53,7 +53,6 @@ protected:
     node_context context;
     context.worker = worker_;
     context.rootfs = host_.rootfs;
-    context.templates.guest_binary = AIRLOCK_GUEST_BINARY;
     context.clock = clock_;
     node_ = spawn_node(*system_, context);
   }

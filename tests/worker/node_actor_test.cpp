@@ -154,7 +154,6 @@ TEST_F(node_actor_test, an_upload_is_spooled_in_order_and_a_new_node_starts_with
   node_context context;
   context.worker = worker_;
   context.rootfs = host_.rootfs;
-  context.templates.guest_binary = AIRLOCK_GUEST_BINARY;
   context.clock = clock_;
   node_ = spawn_node(*system_, context);
   EXPECT_FALSE(path_exists(dir / "tpl_up_v1.part"));

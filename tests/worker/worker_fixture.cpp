@@ -66,7 +66,6 @@ result<worker_host> worker_host::open(const std::string& data_dir, bool build_mi
   if (!build_minimal)
     return host;
   template_options templates;
-  templates.guest_binary = AIRLOCK_GUEST_BINARY;
   template_builder builder(*host.rootfs, templates);
   if (auto built = builder.ensure("minimal"); !built)
     return built.error();
@@ -74,7 +73,10 @@ result<worker_host> worker_host::open(const std::string& data_dir, bool build_mi
 }
 
 worker_context worker_host::context(worker_options options) const {
-  return worker_context{runtime, rootfs, store, nullptr, std::move(options)};
+  auto guest = open_guest_binary(AIRLOCK_GUEST_BINARY);
+  EXPECT_TRUE(guest) << guest.error().message;
+  return worker_context{
+    runtime, rootfs, store, nullptr, std::move(options), guest ? *guest : nullptr};
 }
 
 void real_worker_test::open_host(bool build_minimal) {

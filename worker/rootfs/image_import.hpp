@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -96,6 +97,12 @@ struct import_progress {
 /// the importing thread. It may throw; the import then stops with the
 /// exception after deleting its temporary directory.
 using import_progress_fn = std::function<void(const import_progress&)>;
+
+/// What a progress function throws to stop an import that is no longer
+/// wanted (its build was cancelled).
+struct import_stopped : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 /// Unpacks `archive` (a tar, plain or compressed with gzip, zstd, xz or bzip2,
 /// detected from its content) laid out as `format` into `root`.

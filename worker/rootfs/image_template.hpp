@@ -1,7 +1,8 @@
 #pragma once
 // Template versions made from an uploaded image (OCI layout, `docker save`
-// or a root filesystem tar): unpacked into a staging tree, given the guest
-// agent, described by a manifest that carries the image's defaults, sealed.
+// or a root filesystem tar): unpacked into a staging tree, described by a
+// manifest that carries the image's defaults, sealed. The guest agent is not
+// put in: the worker runs its own file as every sandbox's init.
 // Synchronous; the worker runs it on a helper thread.
 
 #include <filesystem>
@@ -26,21 +27,15 @@ struct image_template_request {
 
 /// Builds template `request.name` from the archive. Idempotent: a sealed
 /// template of that name answers its manifest without reading the archive.
-/// Errors: those of import_image, and of the driver; on failure nothing of
-/// the template is left.
+/// Errors: those of import_image, cancelled when `progress` throws
+/// import_stopped, and of the driver; on failure nothing of the template is
+/// left.
 result<template_manifest> build_image_template(rootfs_driver& driver,
-                                               const template_options& options,
                                                const image_template_request& request,
                                                const import_progress_fn& progress = {});
 
 /// The shell line that runs an image's Entrypoint followed by its Cmd, each
 /// word single-quoted; empty when both are.
 std::string start_cmd_of_image(const image_config& image);
-
-/// Copies the guest agent to /sbin/airlock-guest inside `root` resolving
-/// every path inside it: an image's /sbin that is a symlink (absolute or
-/// not) leads somewhere within the image, never to the host's files.
-status install_guest_in_root(const std::filesystem::path& root,
-                             const std::filesystem::path& guest_binary);
 
 } // namespace airlock::worker

@@ -41,17 +41,6 @@ status check_cancel(const build_control& control) {
   return status::ok();
 }
 
-status check_guest(const template_options& options) {
-  struct stat st {};
-  if (!options.guest_binary.empty() && ::stat(options.guest_binary.c_str(), &st) == 0
-      && S_ISREG(st.st_mode))
-    return status::ok();
-  return make_status(errc::not_found,
-                     "the guest agent binary '" + options.guest_binary.string()
-                       + "' does not exist: build target airlock-guest (ninja -C build "
-                         "airlock-guest) and set template_options.guest_binary to its path");
-}
-
 status copy_executable(const std::filesystem::path& from, const std::filesystem::path& to) {
   std::error_code ec;
   std::filesystem::copy_file(from, to, std::filesystem::copy_options::overwrite_existing, ec);
@@ -61,12 +50,6 @@ status copy_executable(const std::filesystem::path& from, const std::filesystem:
   if (::chmod(to.c_str(), 0755) != 0)
     return errno_status("cannot make " + to.string() + " executable");
   return status::ok();
-}
-
-status install_guest(const std::filesystem::path& dir, const template_options& options) {
-  if (auto made = make_dirs(dir / "sbin"); !made)
-    return made;
-  return copy_executable(options.guest_binary, dir / "sbin" / "airlock-guest");
 }
 
 // A dynamically linked busybox would find no libc inside the minimal template.
@@ -213,7 +196,6 @@ std::string manifest_to_json(const template_manifest& manifest) {
     {"size_bytes", manifest.size_bytes},
     {"files", manifest.files},
     {"source", manifest.source},
-    {"guest_binary", manifest.guest_binary},
   };
   if (!manifest.start_cmd.empty())
     json["start_cmd"] = manifest.start_cmd;
@@ -255,8 +237,6 @@ result<template_manifest> parse_manifest(std::string_view text) {
   out.source = json["source"].get<std::string>();
   if (has("files", &nlohmann::json::is_number_unsigned))
     out.files = json["files"].get<uint64_t>();
-  if (has("guest_binary", &nlohmann::json::is_string))
-    out.guest_binary = json["guest_binary"].get<std::string>();
   if (has("start_cmd", &nlohmann::json::is_string))
     out.start_cmd = json["start_cmd"].get<std::string>();
   if (json.contains("env") && json["env"].is_array())
@@ -339,8 +319,6 @@ debootstrap_progress::report debootstrap_progress::feed(std::string_view line) {
 
 status populate_minimal(const std::filesystem::path& dir, const template_options& options,
                         const build_control& control) {
-  if (auto guest = check_guest(options); !guest)
-    return guest;
   report(control, "busybox", 5);
   for (const char* sub : {"bin", "sbin", "usr/bin", "usr/sbin"})
     if (auto made = make_dirs(dir / sub); !made)
@@ -356,8 +334,7 @@ status populate_minimal(const std::filesystem::path& dir, const template_options
     return cancelled;
   if (auto written = write_minimal_files(dir); !written)
     return written;
-  report(control, "guest", 80);
-  return install_guest(dir, options);
+  return status::ok();
 }
 
 // ---- base -------------------------------------------------------------------
@@ -419,8 +396,6 @@ private:
 
 status populate_base(const std::filesystem::path& dir, const template_options& options,
                      const build_control& control) {
-  if (auto guest = check_guest(options); !guest)
-    return guest;
   build_mount devices_allowed(dir);
   if (!devices_allowed.failure())
     return devices_allowed.failure();
@@ -460,8 +435,7 @@ status populate_base(const std::filesystem::path& dir, const template_options& o
     return written;
   if (auto cleaned = remove_downloaded_packages(dir); !cleaned)
     return cleaned;
-  report(control, "guest", 99);
-  return install_guest(dir, options);
+  return status::ok();
 }
 
 // ---- builder ----------------------------------------------------------------
@@ -541,7 +515,6 @@ result<template_manifest> template_builder::build(std::string_view name,
     manifest.size_bytes = size ? size->apparent_bytes : 0;
     manifest.files = size ? size->files : 0;
     manifest.source = describe_source(name, options);
-    manifest.guest_binary = options.guest_binary.string();
     report(control, "seal", 99);
     built = write_file_atomically(manifest_path(driver_.templates_dir(), name).string(),
                                   manifest_to_json(manifest), 0644);

@@ -32,9 +32,6 @@ namespace airlock::worker {
 using progress_fn = std::function<void(std::string_view phase, int percent, std::string_view line)>;
 
 struct template_options {
-  /// The airlock-guest binary copied to /sbin/airlock-guest in every template.
-  /// Default: empty (a build fails and says to build target airlock-guest).
-  std::filesystem::path guest_binary;
   /// A statically linked busybox (package busybox-static). Default: /bin/busybox.
   std::filesystem::path busybox = "/bin/busybox";
   /// The debootstrap program. Default: "debootstrap".
@@ -76,10 +73,9 @@ struct template_manifest {
   uint32_t format_version = 1;
   std::string name;
   int64_t created_unix_s = 0;
-  uint64_t size_bytes = 0;  ///< apparent size of its regular files
-  uint64_t files = 0;       ///< entries of any type
-  std::string source;       ///< e.g. "busybox /bin/busybox" or "debootstrap bookworm <mirror>"
-  std::string guest_binary; ///< where /sbin/airlock-guest was copied from
+  uint64_t size_bytes = 0; ///< apparent size of its regular files
+  uint64_t files = 0;      ///< entries of any type
+  std::string source;      ///< e.g. "busybox /bin/busybox" or "debootstrap bookworm <mirror>"
   /// A shell line started (as root, in the background) each time a sandbox
   /// of this template starts: create, restore, fork and a restart's bring-
   /// back. Empty: none. An imported image's Entrypoint and Cmd give it.

@@ -97,6 +97,10 @@ void run_child(const child_plan& plan) noexcept {
   const int sync = ::fcntl(plan.sync_fd, F_DUPFD_CLOEXEC, 10);
   if (sync < 0)
     ::_exit(126);
+  // Lifted too: the init's fds 0-3 must not land on it.
+  const int exec_fd = plan.exec_fd < 0 ? -1 : ::fcntl(plan.exec_fd, F_DUPFD_CLOEXEC, 10);
+  if (plan.exec_fd >= 0 && exec_fd < 0)
+    ::_exit(126);
   int rootfs_fd = receive_go(sync);
   // Raw system calls: glibc's wrappers would broadcast the change to every
   // thread it believes exists, and after clone3 its list still names all the
@@ -133,7 +137,12 @@ void run_child(const child_plan& plan) noexcept {
     fail(sync, child_step::seccomp, err);
   reset_signal_handlers();
   ::sigprocmask(SIG_SETMASK, &plan.signal_mask, nullptr);
-  ::execve(plan.argv[0], plan.argv, plan.envp);
+  // A static binary runs from a close-on-exec descriptor; the descriptor
+  // is gone once it runs.
+  if (exec_fd >= 0)
+    ::syscall(SYS_execveat, exec_fd, "", plan.argv, plan.envp, AT_EMPTY_PATH);
+  else
+    ::execve(plan.argv[0], plan.argv, plan.envp);
   fail(sync, child_step::exec, errno);
 }
 

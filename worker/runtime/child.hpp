@@ -78,6 +78,9 @@ struct child_plan {
   /// The mask the init execs with; the child runs with every signal blocked
   /// until then. Filled in by the clone.
   sigset_t signal_mask{};
+  /// When set, the init is this executable on the host (execveat), and
+  /// argv[0] only its name; else argv[0] is resolved inside the new root.
+  int exec_fd = -1;
 };
 
 /// Runs steps 1-12; never returns (exec or _exit).

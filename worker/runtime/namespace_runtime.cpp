@@ -293,7 +293,7 @@ status namespace_runtime::start(const sandbox_launch_spec& spec, sandbox& box) {
                   &mounts.ops(),   mounts.host_steps(), spec.channel_fd,
                   spec.stdout_fd,  spec.stderr_fd,      docker_default_capabilities,
                   seccomp_.view(), exec.argv.data(),    exec.envp.data(),
-                  sigset_t{}};
+                  sigset_t{},      spec.init_fd};
   child_stack stack;
   if (!stack.valid())
     return sys_error(errc::resource_exhausted, "mmap a stack for the sandbox init", errno);

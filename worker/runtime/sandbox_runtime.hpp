@@ -43,8 +43,13 @@ struct sandbox_launch_spec {
   /// An existing directory that becomes the sandbox's /. The runtime does not
   /// modify it on the host; the sandbox sees it through an id-mapped mount.
   std::string rootfs_path;
-  /// argv of the sandbox's init (pid 1), resolved inside the rootfs.
+  /// argv of the sandbox's init (pid 1), resolved inside the rootfs unless
+  /// init_fd is set.
   std::vector<std::string> init_argv;
+  /// Borrowed; when set, the init is this static executable on the host (one
+  /// file, read-only, shared by every sandbox, never copied into a root), and
+  /// init_argv[0] is only its name. -1: init_argv[0] inside the rootfs.
+  int init_fd = -1;
   /// Environment of the init, as "KEY=value". Default: PATH only.
   std::vector<std::string> init_env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
   /// Borrowed; becomes fd 3 of the init (the guest channel). -1: none.
