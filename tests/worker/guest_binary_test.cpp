@@ -17,7 +17,10 @@ namespace {
 TEST(guest_binary, an_executable_file_opens_and_anything_else_is_refused_clearly) {
   temp_dir dir("airlock-guest-binary");
   const std::string agent = dir.path() + "/airlock-guest";
-  ASSERT_TRUE(worker::write_file(agent, "\x7f" "ELF", 0755));
+  ASSERT_TRUE(worker::write_file(agent,
+                                 "\x7f"
+                                 "ELF",
+                                 0755));
   auto opened = worker::open_guest_binary(agent);
   ASSERT_TRUE(opened) << opened.error().message;
   ASSERT_TRUE(*opened);
