@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -526,16 +527,12 @@ void get_build_log(api_ptr api, exchange_ptr ex, caller who) {
       ec != std::errc{} || end != number.data() + number.size() || version == 0)
     return ex->respond(json_error(http::status::bad_request, "invalid_argument",
                                   "the version must be a positive number"));
-  uint64_t offset = 0;
-  if (auto given = ex->query("offset")) {
-    if (auto [end, ec] = std::from_chars(given->data(), given->data() + given->size(), offset);
-        ec != std::errc{} || end != given->data() + given->size())
-      return ex->respond(json_error(http::status::bad_request, "invalid_argument",
-                                    "?offset= must be a byte offset"));
-  }
+  auto offset = query_uint(*ex, "offset", std::numeric_limits<uint64_t>::max());
+  if (!offset)
+    return ex->respond(error_response(offset.error()));
   call_actor(
     *api->deps.system, api->deps.registry, api->call_timeout(),
-    [api, ex, name, version, offset](schema::template_record& record) {
+    [api, ex, name, version, offset = offset->value_or(0)](schema::template_record& record) {
       const auto* found = record.find(version);
       if (found == nullptr || found->worker_id.empty())
         return ex->respond(json_error(http::status::not_found, "not_found",
