@@ -1,26 +1,19 @@
 // api_bench's HTTP side: a child `airlockd serve` driven over keep-alive
 // connections, its output read through the SSE stream.
 
-#include <fcntl.h>
 #include <sys/mount.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <csignal>
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "bench/api/http_client.hpp"
+#include "bench/api/serve_daemon.hpp"
 #include "bench/api/sides.hpp"
 
 namespace airlock::api_bench {
@@ -28,93 +21,9 @@ namespace {
 
 using nlohmann::json;
 
-/// A child `airlockd serve` with stdout on a pipe.
-struct serve_daemon {
-  pid_t pid = -1;
-  FILE* out = nullptr;
-  uint16_t port = 0;
-  std::string key;
-
-  void stop() {
-    if (pid > 0) {
-      ::kill(pid, SIGTERM);
-      ::waitpid(pid, nullptr, 0);
-      pid = -1;
-    }
-    if (out != nullptr)
-      ::fclose(out);
-    out = nullptr;
-  }
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-/// Starts the child with `env`, stdout on a pipe and stderr into `err_path`.
-bool spawn_child(serve_daemon& daemon, const std::vector<std::string>& args,
-                 const std::vector<std::string>& env, const std::string& err_path) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0)
-    return false;
-  std::vector<char*> argv;
-  std::vector<char*> envp;
-  for (const auto& a : args)
-    argv.push_back(const_cast<char*>(a.c_str()));
-  for (const auto& e : env)
-    envp.push_back(const_cast<char*>(e.c_str()));
-  argv.push_back(nullptr);
-  envp.push_back(nullptr);
-  daemon.pid = ::fork();
-  if (daemon.pid == 0) {
-    ::dup2(fds[1], 1);
-    int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    ::dup2(err, 2);
-    ::execve(argv[0], argv.data(), envp.data());
-    ::_exit(127);
-  }
-  ::close(fds[1]);
-  daemon.out = ::fdopen(fds[0], "r");
-  return daemon.pid > 0 && daemon.out != nullptr;
-}
-
-std::optional<serve_daemon> start_serve(const bench_options& opt) {
-  std::string dir = opt.data_dir + "/serve";
-  std::filesystem::create_directories(dir);
-  std::string cli_config = dir + "/cli.json";
-  serve_daemon daemon;
-  if (!spawn_child(daemon,
-                   {opt.airlockd, "serve", "--data-dir", dir + "/data", "--listen", "127.0.0.1:0",
-                    "--instance", "apibench", "--veth-prefix", "ab", "--address-pool",
-                    "10.206.0.0/16", "--uid-base", "600000000", "--log-level", "warn"},
-                   {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                    "HOME=" + dir, "AIRLOCK_CLI_CONFIG=" + cli_config},
-                   dir + "/stderr.log"))
-    return std::nullopt;
-  char line[512];
-  while (::fgets(line, sizeof line, daemon.out) != nullptr) {
-    std::string_view text(line);
-    constexpr std::string_view prefix = "listening on 127.0.0.1:";
-    if (!text.starts_with(prefix))
-      continue;
-    daemon.port = static_cast<uint16_t>(std::stoi(std::string(text.substr(prefix.size()))));
-    // The first start wrote the key here; later starts print none.
-    auto config = json::parse(slurp(cli_config), nullptr, false);
-    if (config.is_object())
-      daemon.key = config.value("api_key", "");
-    return daemon;
-  }
-  std::cerr << "airlockd serve did not start:\n" << slurp(dir + "/stderr.log");
-  daemon.stop();
-  return std::nullopt;
-}
-
-json parse(const http_answer& answer) {
-  auto out = json::parse(answer.body, nullptr, false);
-  return out.is_discarded() ? json(nullptr) : out;
+std::optional<serve_daemon> start_api_serve(const bench_options& opt) {
+  return start_serve(opt.airlockd, opt.data_dir + "/serve",
+                     {"apibench", "ab", "10.206.0.0/16", "600000000"});
 }
 
 /// POST + wait; the sandbox id, or "" on failure.
@@ -128,27 +37,8 @@ std::string http_create(keepalive_client& client, int cpu_millis = 50) {
     return "";
   }
   auto body = parse(posted);
-  std::string op = body["operation_id"];
-  for (;;) {
-    auto done = parse(client.send(http::verb::get, "/v1/operations/" + op + "?wait=60"));
-    if (!done.is_object())
-      return "";
-    if (done["state"] == "succeeded")
-      return body["sandbox_id"];
-    if (done["state"] != "pending" && done["state"] != "running") {
-      std::cerr << "create: " << done.dump() << "\n";
-      return "";
-    }
-  }
-}
-
-bool http_delete(keepalive_client& client, const std::string& id) {
-  auto posted = client.send(http::verb::delete_, "/v1/sandboxes/" + id);
-  if (posted.status != 202)
-    return false;
-  std::string op = parse(posted)["operation_id"];
-  auto done = parse(client.send(http::verb::get, "/v1/operations/" + op + "?wait=60"));
-  return done.is_object() && done["state"] == "succeeded";
+  return wait_operation(client, body["operation_id"]) ? body["sandbox_id"].get<std::string>()
+                                                      : std::string();
 }
 
 /// exec `true` and wait until it exited, through the attach URL and token.
@@ -203,7 +93,7 @@ private:
 } // namespace
 
 void run_http(const bench_options& opt, results& out) {
-  auto daemon = start_serve(opt);
+  auto daemon = start_api_serve(opt);
   if (!daemon || daemon->key.empty()) {
     if (daemon)
       daemon->stop();

@@ -11,6 +11,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <thread>
+#include <vector>
 
 #include "sandbox_fixture.hpp"
 #include "worker/runtime/net.hpp"
@@ -185,6 +188,87 @@ TEST_F(lifecycle, a_restarted_runtime_adopts_live_sandboxes_and_cleans_dead_ones
   auto destroyed = runtime_->destroy(live_handle.id);
   ASSERT_TRUE(destroyed) << destroyed.message;
   expect_no_leftovers(live_handle, state_->path());
+}
+
+// One sandbox's start or teardown runs outside the runtime's lock: creates and
+// destroys on several threads at once must still get distinct slots and
+// addresses, refuse a second create of an id that is starting, and leave
+// nothing behind.
+TEST_F(lifecycle, concurrent_creates_and_destroys_get_distinct_slots_and_leave_nothing) {
+  constexpr size_t count = 6;
+  std::vector<sandbox_under_test> boxes(count);
+  {
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < count; ++i)
+      threads.emplace_back(
+        [this, &boxes, i] { boxes[i] = start_sandbox(unique_id("par-" + std::to_string(i))); });
+    for (auto& thread : threads)
+      thread.join();
+  }
+  std::set<uint32_t> slots;
+  std::set<std::string> addresses;
+  for (auto& box : boxes) {
+    ASSERT_NE(box.runtime, nullptr) << "a create failed";
+    slots.insert(box.handle.slot);
+    addresses.insert(box.handle.sandbox_address);
+    EXPECT_EQ(box.shell.run("echo ok").output, "ok\n");
+  }
+  EXPECT_EQ(slots.size(), count);
+  EXPECT_EQ(addresses.size(), count);
+  EXPECT_EQ(runtime_->list().size(), count);
+
+  // The same id twice at once: one create wins, the other is told it exists.
+  busybox_rootfs rootfs;
+  const std::string twin = unique_id("par-twin");
+  std::vector<status> outcomes(2);
+  std::vector<sandbox_handle> made(2);
+  std::vector<unique_fd> ours(2);
+  {
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < 2; ++i) {
+      int pair[2];
+      ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
+      ours[i].reset(pair[0]);
+      threads.emplace_back([&, i, theirs = pair[1]] {
+        sandbox_launch_spec spec;
+        spec.id = twin;
+        spec.rootfs_path = rootfs.path();
+        spec.init_argv = command_loop_argv();
+        spec.channel_fd = theirs;
+        spec.stderr_fd = 2;
+        auto created = runtime_->create(spec);
+        ::close(theirs);
+        if (created)
+          made[i] = *created;
+        else
+          outcomes[i] = created.error();
+      });
+    }
+    for (auto& thread : threads)
+      thread.join();
+  }
+  const size_t won = outcomes[0].is_ok() ? 0 : 1;
+  ASSERT_TRUE(outcomes[won].is_ok()) << outcomes[won].message;
+  EXPECT_EQ(outcomes[1 - won].code, errc::already_exists) << outcomes[1 - won].message;
+  EXPECT_EQ(runtime_->list().size(), count + 1);
+  auto twin_destroyed = runtime_->destroy(twin);
+  ASSERT_TRUE(twin_destroyed) << twin_destroyed.message;
+  expect_no_leftovers(made[won], state_->path());
+
+  {
+    std::vector<std::thread> threads;
+    for (auto& box : boxes)
+      threads.emplace_back([this, &box] {
+        auto destroyed = runtime_->destroy(box.handle.id);
+        EXPECT_TRUE(destroyed) << destroyed.message;
+        box.runtime = nullptr;
+      });
+    for (auto& thread : threads)
+      thread.join();
+  }
+  for (const auto& box : boxes)
+    expect_no_leftovers(box.handle, state_->path());
+  EXPECT_TRUE(runtime_->list().empty());
 }
 
 } // namespace

@@ -246,26 +246,36 @@ result<sandbox_record> namespace_runtime::plan_record(const sandbox_launch_spec&
 }
 
 result<sandbox_handle> namespace_runtime::create(const sandbox_launch_spec& spec) {
-  std::lock_guard lock(mutex_);
   if (auto valid = validate(spec); !valid)
     return valid;
-  if (find(spec.id) != nullptr)
-    return make_status(errc::already_exists, "sandbox " + spec.id + " already exists");
-  auto record = plan_record(spec);
-  if (!record)
-    return with_context(spec.id, record.error());
-  sandbox box{std::move(*record), unique_fd(), false};
-  slots_in_use_.insert(box.record.slot);
+  sandbox box;
+  {
+    std::lock_guard lock(mutex_);
+    if (sandboxes_.count(spec.id) != 0)
+      return make_status(errc::already_exists, "sandbox " + spec.id + " already exists");
+    auto record = plan_record(spec);
+    if (!record)
+      return with_context(spec.id, record.error());
+    box.record = std::move(*record);
+    slots_in_use_.insert(box.record.slot);
+    // Holds the id, slot and interface name while the start runs unlocked.
+    sandboxes_.emplace(spec.id, sandbox{box.record, unique_fd(), false, phase::starting});
+  }
   // The record goes to disk before any resource exists: a crash at any later
   // point leaves something adopt() can find and clean.
   auto started = save_record(options_.state_dir, box.record);
   if (started)
     started = start(spec, box);
-  if (!started) {
+  if (!started)
     (void)teardown(box);
+  std::lock_guard lock(mutex_);
+  auto it = sandboxes_.find(spec.id);
+  if (!started) {
+    slots_in_use_.erase(box.record.slot);
+    sandboxes_.erase(it);
     return with_context(spec.id, started);
   }
-  auto [it, inserted] = sandboxes_.emplace(spec.id, std::move(box));
+  it->second = std::move(box);
   return handle_of(it->second);
 }
 
@@ -393,34 +403,53 @@ status namespace_runtime::teardown(sandbox& box) {
   if (auto removed = remove_record(options_.state_dir, rec.id); !removed)
     return removed;
   box.pidfd.reset();
-  slots_in_use_.erase(rec.slot);
   return status::ok();
 }
 
 status namespace_runtime::destroy(std::string_view id) {
+  sandbox box;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = sandboxes_.find(id);
+    if (it == sandboxes_.end())
+      return status::ok();
+    if (it->second.state != phase::running)
+      return make_status(errc::wrong_state, "sandbox " + std::string(id)
+                                              + " is being started or destroyed: retry");
+    box = std::move(it->second);
+    it->second = sandbox{box.record, unique_fd(), box.adopted, phase::stopping};
+  }
+  auto done = teardown(box);
   std::lock_guard lock(mutex_);
   auto it = sandboxes_.find(id);
-  if (it == sandboxes_.end())
-    return status::ok();
-  if (auto done = teardown(it->second); !done)
+  if (!done) {
+    it->second = std::move(box); // still there: a retry tears down again
     return with_context(id, done);
+  }
+  slots_in_use_.erase(box.record.slot);
   sandboxes_.erase(it);
   return status::ok();
 }
 
-status namespace_runtime::pause(std::string_view id) {
+status namespace_runtime::check_running(std::string_view id) const {
   std::lock_guard lock(mutex_);
-  if (find(id) == nullptr)
+  auto it = sandboxes_.find(id);
+  if (it == sandboxes_.end() || it->second.state != phase::running)
     return make_status(errc::not_found, "no sandbox " + std::string(id));
+  return status::ok();
+}
+
+status namespace_runtime::pause(std::string_view id) {
+  if (auto found = check_running(id); !found)
+    return found;
   if (auto frozen = cgroups_->freeze(id, options_.freeze_timeout_ms); !frozen)
     return with_context(id, frozen);
   return status::ok();
 }
 
 status namespace_runtime::resume(std::string_view id) {
-  std::lock_guard lock(mutex_);
-  if (find(id) == nullptr)
-    return make_status(errc::not_found, "no sandbox " + std::string(id));
+  if (auto found = check_running(id); !found)
+    return found;
   if (auto thawed = cgroups_->thaw(id, options_.freeze_timeout_ms); !thawed)
     return with_context(id, thawed);
   return status::ok();
@@ -430,9 +459,8 @@ status namespace_runtime::set_limits(std::string_view id, uint32_t cpu_millis, u
   if (cpu_millis == 0 || memory_mb == 0)
     return make_status(errc::invalid_argument,
                        "sandbox " + std::string(id) + ": CPU and memory limits must be above 0");
-  std::lock_guard lock(mutex_);
-  if (find(id) == nullptr)
-    return make_status(errc::not_found, "no sandbox " + std::string(id));
+  if (auto found = check_running(id); !found)
+    return found;
   // Only the two limits: a driver leaves what is 0 here as it is.
   cgroup_limits limits;
   limits.memory_bytes = uint64_t{memory_mb} << 20;
@@ -443,9 +471,8 @@ status namespace_runtime::set_limits(std::string_view id, uint32_t cpu_millis, u
 }
 
 result<sandbox_stats> namespace_runtime::stats(std::string_view id) {
-  std::lock_guard lock(mutex_);
-  if (find(id) == nullptr)
-    return make_status(errc::not_found, "no sandbox " + std::string(id));
+  if (auto found = check_running(id); !found)
+    return found;
   auto usage = cgroups_->usage(id);
   if (!usage)
     return with_context(id, usage.error());
@@ -467,7 +494,8 @@ std::vector<sandbox_handle> namespace_runtime::list() const {
   std::lock_guard lock(mutex_);
   std::vector<sandbox_handle> out;
   for (const auto& [id, box] : sandboxes_)
-    out.push_back(handle_of(box));
+    if (box.state == phase::running)
+      out.push_back(handle_of(box));
   return out;
 }
 
@@ -513,10 +541,10 @@ status namespace_runtime::adopt_one(const sandbox_record& record, adopt_report& 
       }
     }
   }
-  if (auto cleaned = teardown(box); !cleaned) {
-    slots_in_use_.erase(record.slot);
+  auto cleaned = teardown(box);
+  slots_in_use_.erase(record.slot);
+  if (!cleaned)
     return cleaned;
-  }
   report.cleaned.push_back(record.id);
   return status::ok();
 }
@@ -542,11 +570,6 @@ sandbox_handle namespace_runtime::handle_of(const sandbox& box) const {
   }
   h.adopted = box.adopted;
   return h;
-}
-
-namespace_runtime::sandbox* namespace_runtime::find(std::string_view id) {
-  auto it = sandboxes_.find(id);
-  return it == sandboxes_.end() ? nullptr : &it->second;
 }
 
 } // namespace airlock::worker

@@ -79,7 +79,11 @@ struct namespace_runtime_options {
   int init_oom_score_adj = -900;
 };
 
-/// sandbox_runtime on Linux namespaces. Thread-safe; calls are serialized.
+/// sandbox_runtime on Linux namespaces. Thread-safe: the lock guards only the
+/// table of sandboxes, so one sandbox's start or teardown (tens of
+/// milliseconds) never holds up a call on another (a warm pool claim's limits,
+/// a pause). Calls on one id are expected one at a time (the worker's sandbox
+/// actor); a call on an id still starting or being torn down finds nothing.
 /// Destroying the object leaves the sandboxes running (see adopt()).
 class namespace_runtime final : public sandbox_runtime {
 public:
@@ -104,10 +108,16 @@ public:
   std::string_view cgroup_driver_name() const { return cgroups_->name(); }
 
 private:
+  /// Where a table entry is: only a running one is visible to callers; the
+  /// others hold their id, slot and interface name while the work is done
+  /// outside the lock.
+  enum class phase : uint8_t { starting, running, stopping };
+
   struct sandbox {
     sandbox_record record;
     unique_fd pidfd;
     bool adopted = false;
+    phase state = phase::running;
   };
 
   namespace_runtime(namespace_runtime_options options, std::unique_ptr<cgroup_driver> cgroups,
@@ -120,7 +130,8 @@ private:
   status teardown(sandbox& box);
   status adopt_one(const sandbox_record& record, adopt_report& report);
   sandbox_handle handle_of(const sandbox& box) const;
-  sandbox* find(std::string_view id);
+  /// not_found unless `id` is running (takes the lock).
+  status check_running(std::string_view id) const;
 
   namespace_runtime_options options_;
   std::unique_ptr<cgroup_driver> cgroups_;
