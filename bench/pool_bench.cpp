@@ -258,8 +258,9 @@ int run(const pool_options& opt) {
         return false;
       rows.push_back({"cold", clients, *cold, true, ""});
       char line[160];
-      std::snprintf(line, sizeof line, "refills so far (after the %d-client rounds): %.0f, mean %.0f ms each",
-                    clients, count, count > 0 ? sum / count * 1000 : 0.0);
+      std::snprintf(line, sizeof line,
+                    "refills so far (after the %d-client rounds): %.0f, mean %.0f ms each", clients,
+                    count, count > 0 ? sum / count * 1000 : 0.0);
       refills.emplace_back(line);
     }
     return true;

@@ -71,9 +71,8 @@ std::optional<serve_daemon> start_serve(const std::string& airlockd, const std::
   serve_daemon daemon;
   if (!spawn_child(daemon,
                    {airlockd, "serve", "--data-dir", dir + "/data", "--listen", "127.0.0.1:0",
-                    "--instance", who.instance, "--veth-prefix", who.veth_prefix,
-                    "--address-pool", who.address_pool, "--uid-base", who.uid_base,
-                    "--log-level", "warn"},
+                    "--instance", who.instance, "--veth-prefix", who.veth_prefix, "--address-pool",
+                    who.address_pool, "--uid-base", who.uid_base, "--log-level", "warn"},
                    {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                     "HOME=" + dir, "AIRLOCK_CLI_CONFIG=" + cli_config},
                    dir + "/stderr.log"))

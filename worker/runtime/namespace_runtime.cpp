@@ -414,8 +414,8 @@ status namespace_runtime::destroy(std::string_view id) {
     if (it == sandboxes_.end())
       return status::ok();
     if (it->second.state != phase::running)
-      return make_status(errc::wrong_state, "sandbox " + std::string(id)
-                                              + " is being started or destroyed: retry");
+      return make_status(errc::wrong_state,
+                         "sandbox " + std::string(id) + " is being started or destroyed: retry");
     box = std::move(it->second);
     it->second = sandbox{box.record, unique_fd(), box.adopted, phase::stopping};
   }
