@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "actors/build_progress.hpp"
 #include "actors/errors.hpp"
 #include "actors/procedure_steps.hpp"
 
@@ -193,14 +194,29 @@ void step_context::start(sandbox_record record, std::string from_snapshot,
     // The worker reads where the root comes from off the record it is sent.
     auto sent = record;
     sent.spec.from_checkpoint = from_snapshot;
+    // A template's first use on a worker builds it (debootstrap for base:
+    // minutes): its progress shows in the create's operation meanwhile.
+    caf::actor relay;
+    if (ctx->request.operation && from_snapshot.empty()) {
+      progress_relay_options relayed;
+      relayed.every = milliseconds(ctx->deps.options.progress_poll_ms);
+      relayed.call_timeout = ctx->control_timeout();
+      relayed.lifetime = timeout;
+      relayed.forward_cancel = false; // other creates wait for the same build
+      relayed.step_prefix = "building template " + record.spec.template_name + ": ";
+      relay = spawn_progress_relay(ctx->self->home_system(), node, worker_template_of(record.spec),
+                                   ctx->request.operation, relayed);
+    }
     ctx->self->request(node, timeout, nd_create_atom::value, sent)
       .then(
-        [ctx, record, started](node_sandbox&) mutable {
+        [ctx, record, started, relay](node_sandbox&) mutable {
+          stop_progress_relay(relay);
           record.state = sandbox_state::running;
           record.error_reason.reset();
           ctx->save(std::move(record), started);
         },
-        [ctx, record, refused](caf::error& error) {
+        [ctx, record, refused, relay](caf::error& error) {
+          stop_progress_relay(relay);
           auto failure = to_status(error);
           if (failure.code == errc::timeout || failure.code == errc::outcome_unknown)
             return ctx->deliver_unknown(error);

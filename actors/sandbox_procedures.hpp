@@ -51,6 +51,9 @@ struct sandbox_procedure_options {
   uint32_t worker_wait_ms = 15'000;
   /// Pause between two such polls. Default: 250.
   uint32_t worker_poll_ms = 250;
+  /// While a create waits for its template's first build on the worker, how
+  /// often that build's progress is read into the operation. Default: 1000.
+  uint32_t progress_poll_ms = 1000;
 };
 
 /// What a sandbox asks the scheduler for; `snapshot_worker` holds the

@@ -1,18 +1,16 @@
 #include "actors/template_procedures.hpp"
 
-#include <caf/event_based_actor.hpp>
-#include <caf/send.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
 #include <chrono>
 #include <functional>
-#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
 
 #include <nlohmann/json.hpp>
 
+#include "actors/build_progress.hpp"
 #include "actors/errors.hpp"
 
 namespace airlock::actors {
@@ -79,54 +77,6 @@ struct template_step : std::enable_shared_from_this<template_step> {
   }
 };
 
-// Atom of the progress relay's poll (at most 10 characters, unique in airlock).
-using tp_poll_atom = caf::atom_constant<caf::atom("tppoll")>;
-
-json progress_json(const schema::template_progress& at) {
-  return {{"step", at.step},
-          {"percent", at.percent < 0 ? json(nullptr) : json(at.percent)},
-          {"bytes_done", at.bytes_done},
-          {"bytes_total", at.bytes_total},
-          {"log_bytes", at.log_end}};
-}
-
-/// While one run of the build step waits for the worker, relays the build's
-/// progress to the operation (its events) and the operation's cancel request
-/// to the worker. Ends when the step's wait does (told, or at `lifetime`).
-caf::behavior progress_relay(caf::event_based_actor* self, node_actor node, std::string worker_name,
-                             caf::actor operation, milliseconds every, milliseconds call_timeout,
-                             milliseconds lifetime) {
-  auto cancel = std::make_shared<bool>(false);
-  self->delayed_send(self, every / 4, tp_poll_atom::value);
-  const auto until = std::chrono::steady_clock::now() + lifetime;
-  auto next = [self, every, until] {
-    if (std::chrono::steady_clock::now() >= until)
-      return self->quit();
-    self->delayed_send(self, every, tp_poll_atom::value);
-  };
-  return {
-    [=](tp_poll_atom) {
-      self
-        ->request(node, call_timeout, nd_twatch_atom::value, worker_name,
-                  std::numeric_limits<uint64_t>::max(), *cancel)
-        .then(
-          [=](schema::template_progress& at) {
-            if (!at.building)
-              return next();
-            self
-              ->request(operation, call_timeout, op_progress_atom::value, progress_json(at).dump())
-              .then(
-                [=](bool cancel_requested) {
-                  *cancel = cancel_requested;
-                  next();
-                },
-                [=](caf::error&) { next(); });
-          },
-          [=](caf::error&) { next(); });
-    },
-  };
-}
-
 json version_json(const template_version& v) {
   json out{{"version", v.version}, {"state", std::string(schema::to_string(v.state))},
            {"digest", v.digest},   {"size_bytes", v.size_bytes},
@@ -167,14 +117,15 @@ void build_on_worker(std::shared_ptr<template_step> step, template_record record
   step->with_node(version.worker_id, [step, record, version, build](node_actor node) {
     const milliseconds wait{step->deps.options.build_wait_ms};
     caf::actor relay;
-    if (step->request.operation)
-      relay = step->self->spawn(progress_relay, node, build.worker_name, step->request.operation,
-                                milliseconds(step->deps.options.progress_poll_ms),
-                                step->control_timeout(), wait);
-    auto stop_relay = [relay] {
-      if (relay)
-        caf::anon_send_exit(relay, caf::exit_reason::user_shutdown);
-    };
+    if (step->request.operation) {
+      progress_relay_options relayed;
+      relayed.every = milliseconds(step->deps.options.progress_poll_ms);
+      relayed.call_timeout = step->control_timeout();
+      relayed.lifetime = wait;
+      relay = spawn_progress_relay(step->self->home_system(), node, build.worker_name,
+                                   step->request.operation, relayed);
+    }
+    auto stop_relay = [relay] { stop_progress_relay(relay); };
     step->self->request(node, wait, nd_tbuild_atom::value, build)
       .then(
         [step, record, version, stop_relay](template_built& built) mutable {

@@ -29,10 +29,10 @@ std::chrono::milliseconds ms(uint64_t value) { return std::chrono::milliseconds(
 
 /// Blocking (a build runs for seconds to minutes): on a helper thread only.
 template_outcome prepare_template(rootfs_driver& driver, const template_options& options,
-                                  const std::string& name) {
+                                  const std::string& name, const build_control& control) {
   if (template_builder::is_known(name)) {
     template_builder builder(driver, options);
-    auto built = builder.ensure(name);
+    auto built = builder.ensure(name, control);
     if (!built)
       return {name, built.error(), {}};
     return {name, status::ok(), defaults_from_manifest(driver, name)};
@@ -62,15 +62,24 @@ void ensure_template(self_ptr self, const std::string& name,
     then(status::ok());
     return;
   }
-  auto& waiting = st.builds[name];
-  waiting.push_back(std::move(then));
-  if (waiting.size() > 1)
+  auto& build = st.builds[name];
+  build.waiters.push_back(std::move(then));
+  if (build.waiters.size() > 1)
     return;
+  build.watch = std::make_shared<build_watch>();
+  build_control control;
+  control.progress = [watch = build.watch](std::string_view phase, int percent,
+                                           std::string_view line) {
+    watch->set_step(std::string(phase), percent);
+    if (!line.empty())
+      watch->append(std::string(line) + "\n");
+  };
+  // Not cancellable: every create that needs the template waits for it.
   auto rootfs = st.context.rootfs;
   auto options = st.context.templates;
   node_impl_actor me = self;
-  self->home_system().spawn([rootfs, options, name, me](caf::blocking_actor*) {
-    caf::anon_send(me, nd_built_atom::value, prepare_template(*rootfs, options, name));
+  self->home_system().spawn([rootfs, options, name, control, me](caf::blocking_actor*) {
+    caf::anon_send(me, nd_built_atom::value, prepare_template(*rootfs, options, name, control));
   });
 }
 
@@ -81,7 +90,7 @@ void on_built(self_ptr self, const template_outcome& done) {
   auto it = st.builds.find(done.name);
   if (it == st.builds.end())
     return;
-  auto waiting = std::move(it->second);
+  auto waiting = std::move(it->second.waiters);
   st.builds.erase(it);
   if (done.outcome)
     st.ready_templates[done.name] = done.defaults;

@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "actors/build_progress.hpp"
 #include "actors/inspect_fields.hpp"
 #include "worker/build_watch.hpp"
 #include "worker/node_actor.hpp"
@@ -87,8 +88,14 @@ struct node_state {
   std::map<std::string, tracked_sandbox> sandboxes;
   /// Templates ready on this worker, with what each sets for processes.
   std::map<std::string, template_defaults> ready_templates;
-  /// Template builds under way, by name: what to do when each ends.
-  std::map<std::string, std::vector<std::function<void(const status&)>>> builds;
+  /// A template's first build on this worker (minimal, base), which the
+  /// creates that need it wait for.
+  struct first_build {
+    std::vector<std::function<void(const status&)>> waiters; ///< run when it ends
+    std::shared_ptr<build_watch> watch;                      ///< its progress, read by nd_twatch
+  };
+  /// First builds under way, by template name.
+  std::map<std::string, first_build> builds;
   size_t waiting_creates = 0;
   /// Template versions being made on this worker (uploads and recipes), by name.
   std::map<std::string, image_build> image_builds;
@@ -102,10 +109,7 @@ inline const node_options& opts(self_ptr self) { return self->state.context.opti
 
 create_sandbox_request to_create_request(const schema::sandbox_record& record);
 
-/// The name of the sandbox's template in this worker's rootfs.
-inline const std::string& worker_template_of(const schema::sandbox_spec& spec) {
-  return spec.template_worker_name.empty() ? spec.template_name : spec.template_worker_name;
-}
+using actors::worker_template_of;
 
 /// What template `name`'s manifest sets for processes (nothing without
 /// one). Blocking: reads the manifest file.

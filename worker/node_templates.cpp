@@ -10,8 +10,6 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/send.hpp>
 
-#include <cstdio>
-
 #include "actors/errors.hpp"
 #include "worker/node_state.hpp"
 #include "worker/rootfs/fs_util.hpp"
@@ -39,13 +37,10 @@ void report_import(build_watch& watch, const import_progress& at) {
     throw import_stopped("the build was cancelled");
   const double part = at.bytes_total == 0 ? 1.0 : double(at.bytes_done) / double(at.bytes_total);
   double percent = 97;
-  unsigned layer = 0;
-  unsigned layers = 0;
   if (at.step == "unpack")
     percent = 20 * part;
-  else if (std::sscanf(at.step.c_str(), "layer %u/%u", &layer, &layers) == 2 && layers > 0
-           && layer > 0)
-    percent = 20 + 75 * ((layer - 1) + part) / layers;
+  else if (at.layers > 0 && at.layer > 0)
+    percent = 20 + 75 * ((at.layer - 1) + part) / at.layers;
   watch.set_step(at.step, static_cast<int32_t>(percent), at.bytes_done, at.bytes_total);
   if (at.bytes_done == 0)
     watch.append("# " + at.step + ": " + std::to_string(at.bytes_total) + " bytes\n");
@@ -229,6 +224,9 @@ caf::result<actors::template_progress> handle_template_watch(self_ptr self, cons
     }
     return build.watch->read(log_offset);
   }
+  // A first build is shared by the creates waiting for it: never cancelled.
+  if (auto first = self->state.builds.find(name); first != self->state.builds.end())
+    return first->second.watch->read(log_offset);
   auto rootfs = self->state.context.rootfs;
   if (!rootfs)
     return make_error(errc::not_found, "this worker has no templates");

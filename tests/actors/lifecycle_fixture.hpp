@@ -16,6 +16,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "actors/operation_engine.hpp"
@@ -53,6 +54,13 @@ struct node_script {
   /// used a sandbox (-1: none).
   std::atomic<int64_t> quiet_ms{-1};
   std::atomic<uint64_t> snapshot_size{4096}; ///< what nd_ckpt answers
+  /// Above 0: creates wait for a first build of their template, which
+  /// reports progress to this many watches (nd_twatch) and ends at the next.
+  std::atomic<int> build_watches_to_finish{0};
+  std::atomic<int> build_watches{0};
+  std::atomic<bool> build_watch_cancelled{false}; ///< a watch asked to cancel
+  /// Creates waiting for that build, by sandbox id; guarded by mutex.
+  std::vector<std::pair<std::string, caf::typed_response_promise<node_sandbox>>> held_creates;
 
   void note(const std::string& call) {
     std::lock_guard<std::mutex> lock(mutex);
@@ -64,13 +72,19 @@ inline node_actor spawn_fake_node(caf::actor_system& system, std::shared_ptr<nod
   auto reply = [](const std::string& id, schema::sandbox_state state) {
     return node_sandbox{id, state};
   };
-  return system.spawn([script, reply](node_actor::pointer) -> node_actor::behavior_type {
+  return system.spawn([script, reply](node_actor::pointer self) -> node_actor::behavior_type {
     return {
-      [script, reply](nd_create_atom, schema::sandbox_record& record) -> caf::result<node_sandbox> {
+      [script, reply, self](nd_create_atom,
+                            schema::sandbox_record& record) -> caf::result<node_sandbox> {
         ++script->creates;
         if (auto code = script->create_error.load(); code != errc::none)
           return make_error(code, "the fake worker refuses");
         std::lock_guard<std::mutex> lock(script->mutex);
+        if (script->build_watches_to_finish.load() > 0) {
+          auto promise = self->make_response_promise<node_sandbox>();
+          script->held_creates.emplace_back(record.id, promise);
+          return promise;
+        }
         if (record.id == script->refused_id)
           return make_error(errc::resource_exhausted, "the fake worker refuses " + record.id);
         if (!record.spec.from_checkpoint.empty()
@@ -158,9 +172,26 @@ inline node_actor spawn_fake_node(caf::actor_system& system, std::shared_ptr<nod
         return make_error(errc::unimplemented, "the fake worker builds no templates");
       },
       [](nd_tdel_atom, std::string&) { return true; },
-      [](nd_twatch_atom, std::string& name, uint64_t,
-         bool) -> caf::result<schema::template_progress> {
-        return make_error(errc::not_found, "no build of " + name + " on the stub node");
+      [script](nd_twatch_atom, std::string& name, uint64_t,
+               bool cancel) -> caf::result<schema::template_progress> {
+        const int finish_at = script->build_watches_to_finish.load();
+        if (finish_at == 0)
+          return make_error(errc::not_found, "no build of " + name + " on the stub node");
+        script->build_watch_cancelled = script->build_watch_cancelled || cancel;
+        schema::template_progress at;
+        const int watch = ++script->build_watches;
+        if (watch > finish_at) { // the build ends: its creates go on
+          std::lock_guard<std::mutex> lock(script->mutex);
+          script->build_watches_to_finish = 0;
+          for (auto& [id, held] : script->held_creates)
+            held.deliver(node_sandbox{id, schema::sandbox_state::running});
+          script->held_creates.clear();
+          return at; // not building any more
+        }
+        at.building = true;
+        at.step = "download " + name;
+        at.percent = 10 * watch;
+        return at;
       },
       [script, reply](nd_claim_atom, schema::sandbox_record& record) -> caf::result<node_sandbox> {
         if (auto code = script->claim_error.load(); code != errc::none)
@@ -184,7 +215,8 @@ protected:
     deps.entropy = &entropy_;
     scheduler_ = scheduler::spawn_scheduler(system_, {}, deps);
     sandbox_procedure_options options;
-    options.worker_wait_ms = 300; // how long a step waits for an absent worker
+    options.worker_wait_ms = 300;  // how long a step waits for an absent worker
+    options.progress_poll_ms = 20; // a held create's build progress, read quickly
     procedures_ = spawn_sandbox_procedures(system_, registry_, scheduler_, options);
     operation_engine_deps engine_deps{store_.get(), &journal_, &clock_, &entropy_, procedures_, {}};
     engine_ = spawn_operation_engine(system_, {}, std::move(engine_deps));

@@ -3,6 +3,8 @@
 // each test chooses. Checks what clients see: operation outcomes and the
 // sandbox record's state after each verb, failures included.
 
+#include <nlohmann/json.hpp>
+
 #include "tests/actors/lifecycle_fixture.hpp"
 
 namespace airlock::actors {
@@ -27,6 +29,25 @@ TEST_F(lifecycle, create_places_and_runs_the_sandbox_then_delete_destroys_it) {
   EXPECT_EQ(sandbox("sb_a").state, schema::sandbox_state::destroyed);
   EXPECT_EQ(script_->destroys.load(), 1);
   EXPECT_EQ(workers()[0].reserved.memory_mb, 0u) << "the reservation is released";
+}
+
+// A create whose template is being built on its worker for the first time
+// shows that build's progress in its own operation, and never cancels it
+// (other creates wait for the same build).
+TEST_F(lifecycle, create_waiting_for_its_templates_first_build_reports_the_builds_progress) {
+  register_worker();
+  add_sandbox("sb_wait");
+  script_->build_watches_to_finish = 3;
+  auto created = run(kind_sandbox_create, "sb_wait");
+  EXPECT_EQ(created.state, schema::operation_state::succeeded)
+    << (created.error ? created.error->message : "");
+  EXPECT_EQ(script_->build_watches.load(), 4); // three while building, one that saw it end
+  auto progress = nlohmann::json::parse(created.progress_json, nullptr, false);
+  ASSERT_TRUE(progress.is_object()) << created.progress_json;
+  EXPECT_EQ(progress["step"], "building template minimal: download minimal");
+  EXPECT_EQ(progress["percent"], 30);
+  EXPECT_FALSE(script_->build_watch_cancelled.load());
+  EXPECT_EQ(sandbox("sb_wait").state, schema::sandbox_state::running);
 }
 
 TEST_F(lifecycle, create_without_any_worker_fails_and_ends_the_sandbox_destroyed_with_why) {

@@ -557,6 +557,14 @@ TEST_F(image_import, reports_progress_per_step_ending_at_the_total) {
     EXPECT_LE(report.bytes_done, report.bytes_total) << report.step;
   }
   EXPECT_EQ(steps, (std::vector<std::string>{"unpack", "layer 1/2", "layer 2/2", "finish"}));
+  for (const auto& report : reports) {
+    const bool layer_step = report.step.rfind("layer ", 0) == 0;
+    EXPECT_EQ(report.layers, layer_step ? 2u : 0u) << report.step;
+    if (layer_step)
+      EXPECT_EQ(report.step, "layer " + std::to_string(report.layer) + "/2");
+    else
+      EXPECT_EQ(report.layer, 0u) << report.step;
+  }
   size_t in_big_layer = 0;
   for (size_t i = 0; i + 1 < reports.size(); ++i) {
     if (reports[i].step == reports[i + 1].step) {

@@ -283,7 +283,13 @@ public:
   explicit progress_reporter(const import_progress_fn& fn) : fn_(fn) {}
 
   void start(std::string step, uint64_t bytes_total) {
-    report_ = {std::move(step), 0, bytes_total};
+    report_ = {std::move(step), 0, bytes_total, 0, 0};
+    emit();
+  }
+  /// Layer `layer` (from 1) of `layers`: the step "layer <layer>/<layers>".
+  void start_layer(uint32_t layer, uint32_t layers, uint64_t bytes_total) {
+    report_ = {"layer " + std::to_string(layer) + "/" + std::to_string(layers), 0, bytes_total,
+               layer, layers};
     emit();
   }
   void update(uint64_t bytes_done) {
@@ -878,9 +884,9 @@ status tree_writer::finish() {
   return status::ok();
 }
 
-status apply_layer(tree_writer& writer, file_source& source, const std::string& step,
+status apply_layer(tree_writer& writer, file_source& source, uint32_t layer, uint32_t layers,
                    progress_reporter& progress) {
-  progress.start(step, source.size());
+  progress.start_layer(layer, layers, source.size());
   writer.begin_layer();
   tick_fn tick = [&] { progress.update(source.bytes_read()); };
   auto applied = for_each_entry(source, [&](archive* a, archive_entry* entry) {
@@ -1504,7 +1510,7 @@ result<image_config> import_tar(const std::filesystem::path& archive, int root_f
   if (auto fits = check_archive_size(source, limits); !fits)
     return fits;
   tree_writer writer(root_fd, limits, ::geteuid() == 0);
-  if (auto applied = apply_layer(writer, source, "layer 1/1", progress); !applied)
+  if (auto applied = apply_layer(writer, source, 1, 1, progress); !applied)
     return in_context("the archive " + printable(archive.filename().string()), applied);
   if (auto drained = source.drain(); !drained)
     return drained;
@@ -1545,8 +1551,9 @@ result<image_config> import_layout(const std::filesystem::path& archive, archive
     file_source layer;
     if (auto opened = layer.open(plan->layers[i]->path); !opened)
       return opened;
-    auto step = "layer " + std::to_string(i + 1) + "/" + std::to_string(count);
-    if (auto applied = apply_layer(writer, layer, step, progress); !applied)
+    if (auto applied = apply_layer(writer, layer, static_cast<uint32_t>(i + 1),
+                                   static_cast<uint32_t>(count), progress);
+        !applied)
       return in_context(plan->layer_names[i], applied);
   }
   progress.start("finish", 0);

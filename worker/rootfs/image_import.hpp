@@ -91,6 +91,8 @@ struct import_progress {
   std::string step;
   uint64_t bytes_done = 0;
   uint64_t bytes_total = 0;
+  uint32_t layer = 0;  ///< in a layer step: which one, from 1; else 0
+  uint32_t layers = 0; ///< in a layer step: how many the image has; else 0
 };
 
 /// Called at the start and end of each step and about every 4 MiB of input, on
