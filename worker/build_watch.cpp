@@ -26,6 +26,12 @@ void build_watch::append(std::string_view text) {
   }
 }
 
+void build_watch::report_phase(std::string step, int32_t percent, std::string_view line) {
+  set_step(std::move(step), percent);
+  if (!line.empty())
+    append(std::string(line) + "\n");
+}
+
 std::string build_watch::tail(size_t bytes) const {
   std::lock_guard guard(lock_);
   return log_.size() <= bytes ? log_ : log_.substr(log_.size() - bytes);

@@ -30,6 +30,10 @@ public:
 
   void append(std::string_view text);
 
+  /// A builder's phase report (rootfs progress_fn): the step, and the output
+  /// line that caused it, if any, as a line of the log.
+  void report_phase(std::string step, int32_t percent, std::string_view line);
+
   /// The last `bytes` of the log.
   std::string tail(size_t bytes) const;
 

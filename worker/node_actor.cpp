@@ -70,9 +70,7 @@ void ensure_template(self_ptr self, const std::string& name,
   build_control control;
   control.progress = [watch = build.watch](std::string_view phase, int percent,
                                            std::string_view line) {
-    watch->set_step(std::string(phase), percent);
-    if (!line.empty())
-      watch->append(std::string(line) + "\n");
+    watch->report_phase(std::string(phase), percent, line);
   };
   // Not cancellable: every create that needs the template waits for it.
   auto rootfs = st.context.rootfs;

@@ -192,9 +192,7 @@ struct recipe_build : std::enable_shared_from_this<recipe_build> {
     control.cancel = watch->cancel_flag();
     control.progress = [watch = watch, share = start_share()](std::string_view phase, int percent,
                                                               std::string_view line) {
-      watch->set_step("debootstrap " + std::string(phase), percent * share / 100);
-      if (!line.empty())
-        watch->append(std::string(line) + "\n");
+      watch->report_phase("debootstrap " + std::string(phase), percent * share / 100, line);
     };
     off_the_node<bool>(
       self,

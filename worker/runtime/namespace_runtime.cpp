@@ -266,12 +266,14 @@ result<sandbox_handle> namespace_runtime::create(const sandbox_launch_spec& spec
   auto started = save_record(options_.state_dir, box.record);
   if (started)
     started = start(spec, box);
-  if (!started)
-    (void)teardown(box);
+  // A teardown that fails part-way may leave the slot's addresses on a veth:
+  // the slot then stays taken.
+  const bool torn_down = !started && teardown(box).is_ok();
   std::lock_guard lock(mutex_);
   auto it = sandboxes_.find(spec.id);
   if (!started) {
-    slots_in_use_.erase(box.record.slot);
+    if (torn_down)
+      slots_in_use_.erase(box.record.slot);
     sandboxes_.erase(it);
     return with_context(spec.id, started);
   }
