@@ -13,8 +13,6 @@ namespace {
 using nlohmann::json;
 using steady = std::chrono::steady_clock;
 
-constexpr int exit_api_error = 1;
-constexpr int exit_usage = 2;
 /// The API holds a ?wait= request at most this long.
 /// How long one poll of an operation waits on the server: short, so that its
 /// progress shows as it comes (the answer comes at once when it ends).
@@ -55,9 +53,9 @@ void print_table(std::ostream& out, const std::vector<std::string>& headers,
     line(row);
 }
 
-std::string path_id(const std::string& id) { return url_encode(id); }
+} // namespace
 
-using query_params = std::vector<std::pair<std::string, std::string>>;
+std::string path_id(const std::string& id) { return url_encode(id); }
 
 std::string with_query(std::string path, const query_params& query) {
   char separator = '?';
@@ -67,6 +65,8 @@ std::string with_query(std::string path, const query_params& query) {
   }
   return path;
 }
+
+namespace {
 
 /// Every item of a paged list, following next_cursor up to `limit` items (0: all).
 result<json> list_all(context& ctx, const std::string& path, query_params query, uint64_t limit) {
@@ -98,11 +98,7 @@ result<json> list_all(context& ctx, const std::string& path, query_params query,
                                                  + " pages; narrow it with --state or --limit");
 }
 
-/// One column of a listing: its header and the item field it shows.
-struct column {
-  std::string header;
-  std::string field;
-};
+} // namespace
 
 /// Lists every page of `path` (up to --limit items) and prints it: the JSON
 /// with --json, else a table of `columns`.
@@ -130,6 +126,8 @@ int print_listing(context& ctx, const std::string& path, query_params query,
   print_table(ctx.io.out, headers, rows);
   return 0;
 }
+
+namespace {
 
 /// 0 for a succeeded operation; 1 after printing the error of another.
 int operation_outcome(context& ctx, const json& operation) {
@@ -229,14 +227,14 @@ std::vector<std::string> result_lines(const json& result, const char* field) {
   return lines;
 }
 
+} // namespace
+
 /// What every verb that starts an operation (a 202 {"operation_id"}) does:
 /// prints the operation id, or the answer with --json. With --wait it waits
 /// for the operation, prints its id (the operation with --json) and, once it
 /// succeeded, the lines of its result's `result_field` (when one is named);
 /// exits 1 when the operation did not succeed.
-/// Prints the operation a 202 named, or with --wait waits for it and prints
-/// its id and then the result's `result_field`.
-int follow_operation(context& ctx, const json& answer, const char* result_field = nullptr) {
+int follow_operation(context& ctx, const json& answer, const char* result_field) {
   std::string operation_id = answer.value("operation_id", "");
   if (!ctx.inv.has("wait")) {
     ctx.io.out << (ctx.inv.json ? answer.dump(2) : operation_id) << "\n";
@@ -255,13 +253,15 @@ int follow_operation(context& ctx, const json& answer, const char* result_field 
   return 0;
 }
 
-int run_operation(context& ctx, std::string_view method, const std::string& path,
-                  const json* body = nullptr, const char* result_field = nullptr) {
+int run_operation(context& ctx, std::string_view method, const std::string& path, const json* body,
+                  const char* result_field) {
   auto answer = ctx.api.call(method, path, body);
   if (!answer)
     return report(ctx, answer.error());
   return follow_operation(ctx, *answer, result_field);
 }
+
+namespace {
 
 /// /v1/sandboxes/{ID} for the command's first argument.
 std::string sandbox_path(const context& ctx) {
@@ -321,161 +321,6 @@ int run_ops(context& ctx) {
                         {"TARGET", "target_id"},
                         {"STATE", "state"},
                         {"UPDATED", "updated_at"}});
-}
-
-/// The POST /v1/templates body of `template build NAME` from its flags.
-result<json> recipe_body(context& ctx, const std::string& name) {
-  const auto& inv = ctx.inv;
-  auto all = [&inv](std::string_view flag) {
-    auto found = inv.flags.find(flag);
-    return found == inv.flags.end() ? std::vector<std::string>{} : found->second;
-  };
-  json body = {{"name", name}};
-  if (inv.has("from") == inv.has("debootstrap"))
-    return make_status(errc::invalid_argument,
-                       "template build needs one of --from TEMPLATE or --debootstrap SUITE");
-  if (auto from = inv.value("from"))
-    body["from"] = {{"template", *from}};
-  else
-    body["from"] = {
-      {"debootstrap", {{"suite", *inv.value("debootstrap")}, {"packages", all("package")}}}};
-  if (inv.has("package") && inv.has("from"))
-    return make_status(errc::invalid_argument, "--package goes with --debootstrap");
-  body["run"] = all("run");
-  if (inv.has("env"))
-    body["env"] = inv.pairs("env");
-  for (const auto& [flag, field] :
-       {std::pair{"workdir", "workdir"}, std::pair{"user", "user"},
-        std::pair{"start-cmd", "start_cmd"}, std::pair{"ready-cmd", "ready_cmd"}})
-    if (auto value = inv.value(flag))
-      body[field] = *value;
-  if (auto egress = inv.value("egress"))
-    body["egress"] = {{"profile", *egress}, {"allow", all("allow")}};
-  else if (inv.has("allow"))
-    return make_status(errc::invalid_argument, "--allow goes with --egress allowlist");
-  return body;
-}
-
-/// `template ls | get NAME | build NAME ... | push NAME FILE --format F | log NAME VERSION |
-/// rm NAME | pool NAME [SIZE]`.
-int run_template(context& ctx) {
-  const auto& args = ctx.inv.positionals;
-  const std::string& verb = args[0];
-  auto needs = [&ctx, &args, &verb](size_t count, const char* usage) {
-    if (args.size() == count)
-      return 0;
-    ctx.io.err << "airlock: usage: airlock template " << verb << usage << "\n";
-    return exit_usage;
-  };
-  if (verb == "ls") {
-    if (int bad = needs(1, ""); bad != 0)
-      return bad;
-    return print_listing(ctx, "/v1/templates", {},
-                         {{"NAME", "name"},
-                          {"VERSION", "version"},
-                          {"STATE", "state"},
-                          {"SIZE", "size_bytes"},
-                          {"UPDATED", "updated_at"}});
-  }
-  if (verb == "get") {
-    if (int bad = needs(2, " NAME"); bad != 0)
-      return bad;
-    auto answer = ctx.api.call("GET", "/v1/templates/" + path_id(args[1]));
-    if (!answer)
-      return report(ctx, answer.error());
-    ctx.io.out << answer->dump(2) << "\n";
-    return 0;
-  }
-  if (verb == "rm") {
-    if (int bad = needs(2, " NAME [--version N]"); bad != 0)
-      return bad;
-    query_params query;
-    if (auto version = ctx.inv.number("version"))
-      query.emplace_back("version", std::to_string(*version));
-    return run_operation(ctx, "DELETE", with_query("/v1/templates/" + path_id(args[1]), query));
-  }
-  if (verb == "push") {
-    if (int bad = needs(3, " NAME FILE --format oci|docker|tar"); bad != 0)
-      return bad;
-    auto format = ctx.inv.value("format");
-    if (!format) {
-      ctx.io.err << "airlock: template push needs --format oci, docker or tar\n";
-      return exit_usage;
-    }
-    query_params query{{"format", *format}};
-    if (auto start = ctx.inv.value("start-cmd"))
-      query.emplace_back("start_cmd", *start);
-    auto answer = put_local_file(
-      ctx, with_query("/v1/templates/" + path_id(args[1]) + "/archive", query), args[2]);
-    if (!answer)
-      return report(ctx, answer.error());
-    return follow_operation(ctx, *answer, "version");
-  }
-  if (verb == "build") {
-    if (int bad = needs(2, " NAME --from T[:N] | --debootstrap SUITE [--run CMD]..."); bad != 0)
-      return bad;
-    auto body = recipe_body(ctx, args[1]);
-    if (!body) {
-      ctx.io.err << "airlock: " << body.error().message << "\n";
-      return exit_usage;
-    }
-    return run_operation(ctx, "POST", "/v1/templates", &*body, "version");
-  }
-  if (verb == "log") {
-    if (int bad = needs(3, " NAME VERSION"); bad != 0)
-      return bad;
-    auto log = ctx.api.send({"GET",
-                             ctx.api.absolute("/v1/templates/" + path_id(args[1]) + "/versions/"
-                                              + path_id(args[2]) + "/log"),
-                             {},
-                             {}});
-    if (!log)
-      return report(ctx, log.error());
-    if (log->status != 200)
-      return report(ctx, api_failure(log->status, log->body));
-    ctx.io.out << log->body;
-    return 0;
-  }
-  if (verb == "pool") {
-    if (args.size() != 2 && args.size() != 3) {
-      ctx.io.err << "airlock: usage: airlock template pool NAME [SIZE] [--cpu M] [--memory MB] "
-                    "[--disk MB]\n";
-      return exit_usage;
-    }
-    const std::string path = "/v1/templates/" + path_id(args[1]) + "/pool";
-    result<nlohmann::json> answer = make_status(errc::internal, "no answer");
-    if (args.size() == 2) {
-      answer = ctx.api.call("GET", path);
-    } else {
-      uint64_t size = 0;
-      auto [end, ec] = std::from_chars(args[2].data(), args[2].data() + args[2].size(), size);
-      if (ec != std::errc{} || end != args[2].data() + args[2].size()) {
-        ctx.io.err << "airlock: the pool SIZE is a number of sandboxes per worker\n";
-        return exit_usage;
-      }
-      nlohmann::json body = {{"size", size}};
-      for (const auto& [flag, field] :
-           {std::pair{"cpu", "cpu_millis"}, std::pair{"memory", "memory_mb"},
-            std::pair{"disk", "disk_mb"}})
-        if (auto value = ctx.inv.number(flag))
-          body[field] = *value;
-      answer = ctx.api.call("PUT", path, &body);
-    }
-    if (!answer)
-      return report(ctx, answer.error());
-    if (ctx.inv.json) {
-      ctx.io.out << answer->dump(2) << "\n";
-      return 0;
-    }
-    ctx.io.out << "size " << answer->value("size", 0) << " ready " << answer->value("ready", 0)
-               << " creating " << answer->value("creating", 0) << " hits "
-               << answer->value("hits_total", 0) << " misses " << answer->value("misses_total", 0)
-               << "\n";
-    return 0;
-  }
-  ctx.io.err << "airlock: template takes ls, get, build, push, log, rm or pool, not '" << verb
-             << "'\n";
-  return exit_usage;
 }
 
 int run_wait(context& ctx) {

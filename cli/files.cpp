@@ -15,7 +15,6 @@ namespace airlock::cli {
 namespace {
 
 using nlohmann::json;
-constexpr int exit_usage = 2;
 
 std::string files_path(const remote_path& remote, std::string_view suffix = {}) {
   return "/v1/sandboxes/" + url_encode(remote.sandbox_id) + "/files" + std::string(suffix)
