@@ -260,6 +260,8 @@ json to_json(const schema::sandbox_record& record) {
     {"snapshot_id", record.snapshot_id.empty() ? json(nullptr) : json(record.snapshot_id)},
     {"on_idle", std::string(schema::to_string(spec.on_idle))},
     {"max_lifetime_s", spec.max_lifetime_s},
+    {"lifetime_used_s", record.lifetime_used_ms / 1000},
+    {"running_since", timestamp_json(record.running_since_ms)},
     {"checkpoint_interval_s", spec.checkpoint_interval_s},
     {"checkpoints_max", spec.checkpoints_max},
     {"from_checkpoint", spec.from_checkpoint.empty() ? json(nullptr) : json(spec.from_checkpoint)}};

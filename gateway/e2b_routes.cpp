@@ -1,0 +1,450 @@
+#include "gateway/e2b_routes.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <ctime>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "gateway/exchange.hpp"
+#include "gateway/internal_call.hpp"
+
+namespace airlock::gateway {
+
+namespace {
+
+using nlohmann::json;
+
+struct e2b_api {
+  std::shared_ptr<const route_table> inner;
+  const wall_clock* clock = nullptr;
+  e2b_options options;
+};
+
+using e2b_ptr = std::shared_ptr<const e2b_api>;
+using exchange_ptr = std::shared_ptr<exchange>;
+
+/// E2B's error shape: the SDK reads the body's numeric code, which must equal
+/// the HTTP status.
+http_response e2b_error(unsigned status, std::string_view message) {
+  return json_response(static_cast<http::status>(status),
+                       json{{"code", status}, {"message", message}});
+}
+
+http_response e2b_error_of(const http_response& answer) {
+  auto body = json::parse(answer.body(), nullptr, false);
+  std::string message = "airlock answered " + std::to_string(answer.result_int());
+  if (body.is_object() && body.contains("error") && body["error"].is_object())
+    message = body["error"].value("message", message);
+  return e2b_error(answer.result_int(), message);
+}
+
+/// RFC 3986 percent-encoding of everything but the unreserved characters.
+std::string url_encode(std::string_view text) {
+  static constexpr char hex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : text) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out.push_back('%');
+      out.push_back(hex[c >> 4]);
+      out.push_back(hex[c & 15]);
+    }
+  }
+  return out;
+}
+
+http_response no_content() {
+  http_response response{http::status::no_content, 11};
+  return response;
+}
+
+/// The HTTP status E2B's SDK expects for an operation that failed with `code`.
+unsigned status_of_failure(const std::string& code) {
+  if (code == "not_found")
+    return 404;
+  if (code == "invalid_argument")
+    return 400;
+  if (code == "wrong_state" || code == "conflict")
+    return 409;
+  if (code == "unavailable" || code == "resource_exhausted" || code == "no_capacity")
+    return 503;
+  return 500;
+}
+
+/// Unix ms of the API's "YYYY-MM-DDTHH:MM:SS.mmmZ"; 0 for null or malformed.
+int64_t unix_ms_of(const json& stamp) {
+  if (!stamp.is_string())
+    return 0;
+  std::tm utc{};
+  int millis = 0;
+  if (std::sscanf(stamp.get<std::string>().c_str(), "%d-%d-%dT%d:%d:%d.%dZ", &utc.tm_year,
+                  &utc.tm_mon, &utc.tm_mday, &utc.tm_hour, &utc.tm_min, &utc.tm_sec, &millis)
+      != 7)
+    return 0;
+  utc.tm_year -= 1900;
+  utc.tm_mon -= 1;
+  return static_cast<int64_t>(timegm(&utc)) * 1000 + millis;
+}
+
+std::string rfc3339(int64_t unix_ms) {
+  std::time_t seconds = unix_ms / 1000;
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
+/// airlock's states as E2B's two: a paused or suspended sandbox is E2B's
+/// paused; nullopt for one that E2B would not list (creating, ended, failed).
+std::optional<std::string> e2b_state(const std::string& state) {
+  if (state == "running")
+    return "running";
+  if (state == "paused" || state == "suspended")
+    return "paused";
+  return std::nullopt;
+}
+
+/// Running time so far, in seconds: completed stretches plus the current one.
+int64_t lifetime_used_s(const e2b_api& api, const json& sandbox) {
+  int64_t used = sandbox.value("lifetime_used_s", int64_t{0});
+  if (auto since = unix_ms_of(sandbox.value("running_since", json())); since > 0)
+    used += std::max<int64_t>(0, api.clock->now_ms() - since) / 1000;
+  return used;
+}
+
+/// When E2B's timeout ends the sandbox: its lifetime's end for one created
+/// to be killed, its idle deadline for one created to pause.
+int64_t end_at_ms(const e2b_api& api, const json& sandbox) {
+  const auto now = api.clock->now_ms();
+  if (auto lifetime = sandbox.value("max_lifetime_s", int64_t{0}); lifetime > 0)
+    return now + std::max<int64_t>(0, lifetime - lifetime_used_s(api, sandbox)) * 1000;
+  return unix_ms_of(sandbox.value("last_active_at", json()))
+         + sandbox.value("idle_timeout_s", int64_t{0}) * 1000;
+}
+
+json sandbox_json(const e2b_api& api, const json& sandbox) {
+  return {{"sandboxID", sandbox["id"]},
+          {"templateID", sandbox["template"]},
+          {"alias", sandbox["template"]},
+          {"clientID", "airlock"},
+          {"envdVersion", api.options.envd_version},
+          {"domain", nullptr}};
+}
+
+json detail_json(const e2b_api& api, const json& sandbox) {
+  auto out = sandbox_json(api, sandbox);
+  const auto cpu_millis = sandbox.value("cpu_millis", 1000);
+  out["startedAt"] = rfc3339(unix_ms_of(sandbox.value("created_at", json())));
+  out["endAt"] = rfc3339(end_at_ms(api, sandbox));
+  out["state"] = e2b_state(sandbox.value("state", "")).value_or("paused");
+  out["cpuCount"] = std::max(1, (cpu_millis + 999) / 1000);
+  out["memoryMB"] = sandbox.value("memory_mb", 0);
+  out["diskSizeMB"] = sandbox.value("disk_mb", 0);
+  out["metadata"] = sandbox.value("metadata", json::object());
+  out["lifecycle"] = {{"onTimeout", sandbox.value("max_lifetime_s", 0) > 0 ? "kill" : "pause"},
+                      {"autoResume", false}};
+  return out;
+}
+
+/// The X-API-Key header, which E2B's SDK sends instead of a bearer token.
+std::optional<std::string> api_key_of(const exchange& ex) {
+  auto found = ex.request().find("X-API-Key");
+  if (found == ex.request().end() || found->value().empty())
+    return std::nullopt;
+  return std::string(found->value());
+}
+
+/// One E2B request: its exchange, the caller's key and the /v1 calls it makes.
+struct e2b_call {
+  e2b_ptr api;
+  exchange_ptr ex;
+  std::string key;
+
+  void v1(http::verb method, std::string target, const json& body,
+          std::function<void(http_response)> then) const {
+    call_route(*api->inner, method, std::move(target), body.is_null() ? "" : body.dump(), key,
+               std::move(then));
+  }
+
+  /// Calls /v1 and, on a 2xx, `then` with its JSON; else answers E2B's error.
+  void v1_json(http::verb method, std::string target, const json& body,
+               std::function<void(json)> then) const {
+    auto self = *this;
+    v1(method, std::move(target), body, [self, then](http_response answer) {
+      if (answer.result_int() >= 300)
+        return self.ex->respond(e2b_error_of(answer));
+      then(json::parse(answer.body(), nullptr, false));
+    });
+  }
+
+  /// The sandbox of the path as /v1 shows it; a destroyed one is E2B's 404.
+  void sandbox(std::function<void(json)> then) const {
+    auto self = *this;
+    const std::string id(ex->path_param("id"));
+    v1_json(http::verb::get, "/v1/sandboxes/" + id, nullptr, [self, id, then](json sandbox) {
+      if (!e2b_state(sandbox.value("state", "")) && sandbox.value("state", "") != "creating")
+        return self.ex->respond(e2b_error(404, "sandbox \"" + id + "\" not found"));
+      then(std::move(sandbox));
+    });
+  }
+
+  /// Waits (bounded) for operation `id` to end; `then` once it succeeded,
+  /// else E2B's error with the operation's reason.
+  void await_operation(const std::string& id, int64_t deadline_ms,
+                       std::function<void()> then) const {
+    auto self = *this;
+    auto target = "/v1/operations/" + id + "?wait=" + std::to_string(api->options.operation_poll_s);
+    v1_json(http::verb::get, target, nullptr, [self, id, deadline_ms, then](json operation) {
+      const auto state = operation.value("state", "");
+      if (state == "succeeded")
+        return then();
+      if (state == "failed" || state == "cancelled") {
+        auto error = operation.value("error", json::object());
+        if (!error.is_object())
+          error = json::object();
+        return self.ex->respond(
+          e2b_error(status_of_failure(error.value("code", "")),
+                    "operation " + id + " " + state + ": " + error.value("message", "")));
+      }
+      if (self.api->clock->now_ms() >= deadline_ms)
+        return self.ex->respond(e2b_error(504, "operation " + id + " is still " + state
+                                                 + "; GET /v1/operations/" + id
+                                                 + " shows how it goes"));
+      self.await_operation(id, deadline_ms, then);
+    });
+  }
+
+  /// Starts a /v1 call that answers 202 with an operation, then waits for it.
+  void run_operation(http::verb method, std::string target, const json& body,
+                     std::function<void()> then) const {
+    auto self = *this;
+    v1_json(method, std::move(target), body, [self, then](json accepted) {
+      auto deadline =
+        self.api->clock->now_ms() + int64_t{self.api->options.operation_wait_s} * 1000;
+      self.await_operation(accepted.value("operation_id", ""), deadline, then);
+    });
+  }
+};
+
+/// Wraps a handler: the caller must send X-API-Key (checked by /v1 as a key).
+template <class Handler>
+async_route_handler with_key(const e2b_ptr& api, Handler handler) {
+  return [api, handler](exchange_ptr ex) {
+    auto key = api_key_of(*ex);
+    if (!key)
+      return ex->respond(e2b_error(401, "send your airlock API key in the X-API-Key header"));
+    handler(e2b_call{api, ex, *key});
+  };
+}
+
+/// A JSON object body (empty: {}); nullopt after answering 400.
+std::optional<json> object_body(const e2b_call& call) {
+  const auto& text = call.ex->request().body();
+  if (text.empty())
+    return json::object();
+  auto body = json::parse(text, nullptr, false);
+  if (!body.is_object()) {
+    call.ex->respond(e2b_error(400, "the body must be a JSON object"));
+    return std::nullopt;
+  }
+  return body;
+}
+
+/// A timeout in seconds from `body` (`field`), within 1..max; nullopt after answering 400.
+std::optional<uint32_t> timeout_of(const e2b_call& call, const json& body, uint32_t fallback) {
+  auto found = body.find("timeout");
+  if (found == body.end() || found->is_null())
+    return fallback;
+  const auto max = call.api->options.max_timeout_s;
+  if (!found->is_number_unsigned() || found->get<uint64_t>() < 1 || found->get<uint64_t>() > max) {
+    call.ex->respond(
+      e2b_error(400, "timeout must be whole seconds from 1 to " + std::to_string(max)));
+    return std::nullopt;
+  }
+  return found->get<uint32_t>();
+}
+
+/// What E2B's create asks that airlock cannot do yet; "" when nothing.
+std::string unsupported_create_fields(const json& body) {
+  for (const char* field : {"mcp", "volumeMounts", "network", "autoResume"}) {
+    auto found = body.find(field);
+    if (found != body.end() && !found->is_null() && !(found->is_array() && found->empty())
+        && !(found->is_object() && found->empty()))
+      return std::string(field) + " is not supported by airlock's E2B front (docs/e2b.md)";
+  }
+  return {};
+}
+
+void create(e2b_call call) {
+  auto body = object_body(call);
+  if (!body)
+    return;
+  auto template_id = body->find("templateID");
+  if (template_id == body->end() || !template_id->is_string() || template_id->empty())
+    return call.ex->respond(e2b_error(400, "templateID (a template's name) is required"));
+  if (auto unsupported = unsupported_create_fields(*body); !unsupported.empty())
+    return call.ex->respond(e2b_error(400, unsupported));
+  auto timeout = timeout_of(call, *body, call.api->options.default_timeout_s);
+  if (!timeout)
+    return;
+  json spec = {{"template", *template_id}};
+  if (auto metadata = body->find("metadata"); metadata != body->end() && !metadata->is_null())
+    spec["metadata"] = *metadata;
+  if (auto env = body->find("envVars"); env != body->end() && !env->is_null())
+    spec["env"] = *env;
+  // E2B's timeout: the sandbox is killed when it passes, or paused with
+  // autoPause (airlock suspends it when it has been idle that long).
+  if (body->value("autoPause", false)) {
+    spec["idle_timeout_s"] = *timeout;
+    spec["on_idle"] = "suspend";
+  } else {
+    spec["max_lifetime_s"] = *timeout;
+  }
+  if (auto internet = body->find("allow_internet_access");
+      internet != body->end() && internet->is_boolean() && !internet->get<bool>())
+    spec["egress"] = {{"profile", "none"}};
+  call.v1_json(http::verb::post, "/v1/sandboxes", spec, [call](json accepted) {
+    auto id = accepted.value("sandbox_id", "");
+    auto deadline = call.api->clock->now_ms() + int64_t{call.api->options.operation_wait_s} * 1000;
+    call.await_operation(accepted.value("operation_id", ""), deadline, [call, id] {
+      call.v1_json(http::verb::get, "/v1/sandboxes/" + id, nullptr, [call](json sandbox) {
+        call.ex->respond(json_response(http::status::created, sandbox_json(*call.api, sandbox)));
+      });
+    });
+  });
+}
+
+void get_sandbox(e2b_call call) {
+  call.sandbox([call](json sandbox) {
+    call.ex->respond(json_response(http::status::ok, detail_json(*call.api, sandbox)));
+  });
+}
+
+void kill_sandbox(e2b_call call) {
+  call.sandbox([call](json sandbox) {
+    call.run_operation(http::verb::delete_, "/v1/sandboxes/" + sandbox["id"].get<std::string>(),
+                       nullptr, [call] { call.ex->respond(no_content()); });
+  });
+}
+
+/// The SDK's metadata filter: one query value holding a form ("k=v&k2=v2"),
+/// each key and value percent-encoded.
+std::string metadata_filter(const std::string& form) {
+  std::string out;
+  size_t start = 0;
+  while (start < form.size()) {
+    auto end = form.find('&', start);
+    if (end == std::string::npos)
+      end = form.size();
+    auto pair = std::string_view(form).substr(start, end - start);
+    auto eq = pair.find('=');
+    if (eq != std::string_view::npos && eq > 0)
+      out += "&metadata." + url_encode(percent_decode(pair.substr(0, eq), false)) + "="
+             + url_encode(percent_decode(pair.substr(eq + 1), false));
+    start = end + 1;
+  }
+  return out;
+}
+
+void list_sandboxes(e2b_call call) {
+  const auto& ex = *call.ex;
+  auto limit = ex.query("limit").value_or("100");
+  std::string target = "/v1/sandboxes?limit=" + url_encode(limit);
+  if (auto token = ex.query("nextToken"); token && !token->empty())
+    target += "&cursor=" + url_encode(*token);
+  if (auto metadata = ex.query("metadata"))
+    target += metadata_filter(*metadata);
+  std::string wanted = ex.query("state").value_or("running,paused");
+  call.v1_json(http::verb::get, target, nullptr, [call, wanted](json page) {
+    json items = json::array();
+    for (const auto& sandbox : page.value("items", json::array())) {
+      auto state = e2b_state(sandbox.value("state", ""));
+      if (!state || ("," + wanted + ",").find("," + *state + ",") == std::string::npos)
+        continue;
+      auto listed = detail_json(*call.api, sandbox);
+      listed.erase("lifecycle");
+      items.push_back(std::move(listed));
+    }
+    auto response = json_response(http::status::ok, items);
+    if (auto next = page.value("next_cursor", json()); next.is_string() && !next.empty())
+      response.set("X-Next-Token", next.get<std::string>());
+    call.ex->respond(std::move(response));
+  });
+}
+
+/// E2B's setTimeout: the sandbox now ends `timeout` seconds from now.
+void set_timeout(e2b_call call) {
+  auto body = object_body(call);
+  if (!body)
+    return;
+  if (!body->contains("timeout"))
+    return call.ex->respond(e2b_error(400, "timeout (seconds) is required"));
+  auto timeout = timeout_of(call, *body, 0);
+  if (!timeout)
+    return;
+  call.sandbox([call, timeout = *timeout](json sandbox) {
+    json patch;
+    if (sandbox.value("max_lifetime_s", int64_t{0}) > 0)
+      patch = {{"max_lifetime_s", lifetime_used_s(*call.api, sandbox) + timeout}};
+    else
+      patch = {{"idle_timeout_s", timeout}};
+    call.v1_json(http::verb::patch, "/v1/sandboxes/" + sandbox["id"].get<std::string>(), patch,
+                 [call](json) { call.ex->respond(no_content()); });
+  });
+}
+
+/// E2B's pause is airlock's suspend: files kept, processes end.
+void pause_sandbox(e2b_call call) {
+  call.sandbox([call](json sandbox) {
+    auto id = sandbox["id"].get<std::string>();
+    if (sandbox.value("state", "") != "running")
+      return call.ex->respond(e2b_error(409, "sandbox \"" + id + "\" is already paused"));
+    call.run_operation(http::verb::post, "/v1/sandboxes/" + id + "/suspend", nullptr,
+                       [call] { call.ex->respond(no_content()); });
+  });
+}
+
+/// Connect: 200 with the sandbox when it runs, 201 after resuming a paused one.
+void connect_sandbox(e2b_call call) {
+  auto body = object_body(call);
+  if (!body)
+    return;
+  call.sandbox([call](json sandbox) {
+    auto id = sandbox["id"].get<std::string>();
+    auto answer = [call, id](http::status status) {
+      call.v1_json(http::verb::get, "/v1/sandboxes/" + id, nullptr, [call, status](json now) {
+        call.ex->respond(json_response(status, sandbox_json(*call.api, now)));
+      });
+    };
+    const auto state = sandbox.value("state", "");
+    if (state == "running")
+      return answer(http::status::ok);
+    const char* verb = state == "paused" ? "/resume" : "/restore";
+    call.run_operation(http::verb::post, "/v1/sandboxes/" + id + verb, nullptr,
+                       [answer] { answer(http::status::created); });
+  });
+}
+
+} // namespace
+
+void add_e2b_routes(route_table& routes, std::shared_ptr<const route_table> inner,
+                    const wall_clock* clock, e2b_options options) {
+  auto api = std::make_shared<const e2b_api>(e2b_api{std::move(inner), clock, options});
+  using http::verb;
+  routes.add_async(verb::post, "/e2b/v2/sandboxes", with_key(api, create));
+  routes.add_async(verb::get, "/e2b/v2/sandboxes", with_key(api, list_sandboxes));
+  routes.add_async(verb::get, "/e2b/sandboxes/{id}", with_key(api, get_sandbox));
+  routes.add_async(verb::delete_, "/e2b/sandboxes/{id}", with_key(api, kill_sandbox));
+  routes.add_async(verb::post, "/e2b/sandboxes/{id}/timeout", with_key(api, set_timeout));
+  routes.add_async(verb::post, "/e2b/sandboxes/{id}/pause", with_key(api, pause_sandbox));
+  routes.add_async(verb::post, "/e2b/v2/sandboxes/{id}/connect", with_key(api, connect_sandbox));
+}
+
+} // namespace airlock::gateway

@@ -1,0 +1,157 @@
+// The E2B REST surface (/e2b/) against the real daemon, with the requests the
+// e2b SDK sends (docs/e2b.md): X-API-Key auth, create with metadata and env,
+// get, list with the SDK's metadata filter and paging, setTimeout ending the
+// sandbox, pause (airlock's suspend) and connect bringing it back with its
+// files, kill, and E2B's error shape ({"code": status, "message"}).
+
+#include <set>
+#include <string>
+
+#include "tests/api/api_fixture.hpp"
+#include "tests/support/wait.hpp"
+
+namespace airlock::test {
+namespace {
+
+using nlohmann::json;
+
+class api_e2b : public api_suite {
+protected:
+  /// A client that authenticates as the e2b SDK does: X-API-Key, no bearer.
+  static api_reply e2b(const std::string& method, const std::string& target,
+                       const json& body = nullptr, const std::string& key = {}) {
+    return as("").call(method, "/e2b" + target, body.is_null() ? std::string() : body.dump(),
+                       {{"X-API-Key", key.empty() ? server().admin_key() : key}});
+  }
+
+  /// POST /e2b/v2/sandboxes; the sandbox's id, or "" after a failure.
+  static std::string create(const json& body) {
+    auto created = e2b("POST", "/v2/sandboxes", body);
+    EXPECT_EQ(created.status, 201) << created.body;
+    return created.json.value("sandboxID", "");
+  }
+
+  static void expect_e2b_error(const api_reply& reply, int status) {
+    EXPECT_EQ(reply.status, status) << reply.body;
+    EXPECT_EQ(reply.json.value("code", 0), status) << "E2B's SDK reads the body's code";
+    EXPECT_FALSE(reply.json.value("message", "").empty()) << reply.body;
+  }
+};
+
+TEST_F(api_e2b, create_answers_the_running_sandbox_with_metadata_and_env_applied) {
+  auto created = e2b("POST", "/v2/sandboxes",
+                     {{"templateID", "minimal"},
+                      {"timeout", 600},
+                      {"metadata", {{"suite", "e2b-create"}}},
+                      {"envVars", {{"GREETING", "hello from e2b"}}}});
+  ASSERT_EQ(created.status, 201) << created.body;
+  const auto id = created.json.value("sandboxID", "");
+  ASSERT_FALSE(id.empty());
+  EXPECT_EQ(created.json["templateID"], "minimal");
+  EXPECT_EQ(created.json["envdVersion"], "0.6.4");
+  EXPECT_TRUE(created.json["domain"].is_null()) << "no E2B domain: envd goes to E2B_SANDBOX_URL";
+
+  auto api = admin();
+  auto mine = api.get("/v1/sandboxes/" + id);
+  EXPECT_EQ(mine.json["state"], "running") << "201 comes once it runs";
+  EXPECT_EQ(mine.json["metadata"]["suite"], "e2b-create");
+  EXPECT_EQ(mine.json["max_lifetime_s"], 600) << "E2B's timeout is the sandbox's lifetime";
+  auto greeting = api.run(id, "echo \"$GREETING\"");
+  EXPECT_EQ(greeting.stdout_bytes, "hello from e2b\n");
+
+  auto detail = e2b("GET", "/sandboxes/" + id);
+  ASSERT_EQ(detail.status, 200) << detail.body;
+  EXPECT_EQ(detail.json["state"], "running");
+  EXPECT_EQ(detail.json["metadata"]["suite"], "e2b-create");
+  EXPECT_EQ(detail.json["lifecycle"]["onTimeout"], "kill");
+  EXPECT_FALSE(detail.json.value("startedAt", "").empty());
+  EXPECT_GT(detail.json.value("endAt", ""), detail.json.value("startedAt", ""));
+  EXPECT_EQ(e2b("DELETE", "/sandboxes/" + id).status, 204);
+}
+
+TEST_F(api_e2b, errors_have_e2b_shape_and_say_what_to_do) {
+  auto no_key = as("").call("GET", "/e2b/sandboxes/sb_nope");
+  expect_e2b_error(no_key, 401);
+  expect_e2b_error(e2b("GET", "/sandboxes/sb_nope", nullptr, "ak_wrong"), 401);
+  expect_e2b_error(e2b("GET", "/sandboxes/sb_nope"), 404);
+  expect_e2b_error(e2b("DELETE", "/sandboxes/sb_nope"), 404);
+  expect_e2b_error(e2b("POST", "/v2/sandboxes", json{{"timeout", 60}}), 400);
+  expect_e2b_error(e2b("POST", "/v2/sandboxes", json{{"templateID", "minimal"}, {"timeout", 0}}),
+                   400);
+  auto volumes =
+    e2b("POST", "/v2/sandboxes",
+        {{"templateID", "minimal"}, {"volumeMounts", {{{"name", "v"}, {"path", "/v"}}}}});
+  expect_e2b_error(volumes, 400);
+  EXPECT_NE(volumes.json.value("message", "").find("volumeMounts"), std::string::npos);
+  expect_e2b_error(e2b("POST", "/v2/sandboxes", json{{"templateID", "no-such-template"}}), 404);
+}
+
+TEST_F(api_e2b, list_filters_by_metadata_as_the_sdk_encodes_it_and_pages) {
+  const json tag = {{"suite", "e2b list"}, {"run", "a&b=c"}};
+  std::set<std::string> made;
+  for (int i = 0; i < 2; ++i)
+    made.insert(create({{"templateID", "minimal"}, {"metadata", tag}}));
+  auto other = create({{"templateID", "minimal"}, {"metadata", {{"suite", "other"}}}});
+  // The SDK percent-encodes each key and value, joins them as a form and
+  // sends the form as one value: metadata=run%3Da%2526b%253Dc%26suite%3De2b%2520list.
+  const std::string filter = "run%3Da%2526b%253Dc%26suite%3De2b%2520list";
+  std::set<std::string> listed;
+  std::string token;
+  for (int page = 0; page < 5; ++page) {
+    auto reply = e2b("GET", "/v2/sandboxes?metadata=" + filter + "&state=running&limit=1"
+                              + (token.empty() ? "" : "&nextToken=" + token));
+    ASSERT_EQ(reply.status, 200) << reply.body;
+    for (const auto& item : reply.json) {
+      listed.insert(item["sandboxID"].get<std::string>());
+      EXPECT_EQ(item["state"], "running");
+      EXPECT_EQ(item["metadata"], tag);
+    }
+    token = reply.headers["x-next-token"];
+    if (token.empty())
+      break;
+  }
+  EXPECT_EQ(listed, made) << "both of ours, over pages of one, and not the other";
+  for (const auto& id : made)
+    EXPECT_EQ(e2b("DELETE", "/sandboxes/" + id).status, 204);
+  EXPECT_EQ(e2b("DELETE", "/sandboxes/" + other).status, 204);
+}
+
+TEST_F(api_e2b, set_timeout_ends_the_sandbox_when_it_passes) {
+  auto id = create({{"templateID", "minimal"}, {"timeout", 3600}});
+  ASSERT_FALSE(id.empty());
+  expect_e2b_error(e2b("POST", "/sandboxes/" + id + "/timeout", json::object()), 400);
+  ASSERT_EQ(e2b("POST", "/sandboxes/" + id + "/timeout", json{{"timeout", 2}}).status, 204);
+  auto api = admin();
+  EXPECT_LT(api.get("/v1/sandboxes/" + id).json.value("max_lifetime_s", 0), 3600);
+  EXPECT_TRUE(wait_for([&] { return e2b("GET", "/sandboxes/" + id).status == 404; },
+                       std::chrono::seconds(90), std::chrono::milliseconds(200)))
+    << "gone once its new timeout passed";
+  EXPECT_EQ(api.get("/v1/sandboxes/" + id).json["state"], "destroyed");
+}
+
+TEST_F(api_e2b, pause_then_connect_brings_it_back_with_its_files) {
+  auto id = create({{"templateID", "minimal"}});
+  ASSERT_FALSE(id.empty());
+  auto api = admin();
+  auto put = api.call("PUT", "/v1/sandboxes/" + id + "/files?path=/root/kept.txt", "still here");
+  ASSERT_EQ(put.status / 100, 2) << put.body;
+
+  EXPECT_EQ(e2b("POST", "/sandboxes/" + id + "/pause", json::object()).status, 204);
+  EXPECT_EQ(e2b("GET", "/sandboxes/" + id).json["state"], "paused");
+  expect_e2b_error(e2b("POST", "/sandboxes/" + id + "/pause", json::object()), 409);
+
+  auto resumed = e2b("POST", "/v2/sandboxes/" + id + "/connect", json{{"timeout", 300}});
+  EXPECT_EQ(resumed.status, 201) << "resumed: " << resumed.body;
+  EXPECT_EQ(resumed.json["sandboxID"], id);
+  EXPECT_EQ(api.get("/v1/sandboxes/" + id).json["state"], "running");
+  EXPECT_EQ(api.run(id, "cat /root/kept.txt").stdout_bytes, "still here");
+  auto again = e2b("POST", "/v2/sandboxes/" + id + "/connect", json::object());
+  EXPECT_EQ(again.status, 200) << "already running: " << again.body;
+
+  EXPECT_EQ(e2b("DELETE", "/sandboxes/" + id).status, 204);
+  expect_e2b_error(e2b("GET", "/sandboxes/" + id), 404);
+  expect_e2b_error(e2b("DELETE", "/sandboxes/" + id), 404);
+}
+
+} // namespace
+} // namespace airlock::test
