@@ -11,6 +11,7 @@
 
 #include "gateway/api_common.hpp"
 #include "gateway/data_plane_internal.hpp"
+#include "gateway/e2b_envd_routes.hpp"
 
 namespace airlock::gateway {
 
@@ -568,6 +569,8 @@ void add_data_routes(route_table& routes, const data_plane_deps& deps) {
   routes.add_async(verb::get, files + "/list", with_target(api, "files", list_files));
   routes.add_async(verb::get, files + "/stat", with_target(api, "files", stat_file));
   routes.add_async(verb::post, files + "/mkdir", with_target(api, "files", make_directory));
+  // Last: envd's calls are made of the routes above, through a copy of the table.
+  add_e2b_envd_routes(routes, std::make_shared<const route_table>(routes));
 }
 
 } // namespace airlock::gateway

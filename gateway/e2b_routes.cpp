@@ -195,6 +195,21 @@ struct e2b_call {
     });
   }
 
+  /// Answers `status` with sandbox `id` as E2B's Sandbox, with a data-plane
+  /// token for envd (the SDK sends it back as X-Access-Token).
+  void answer_sandbox(const std::string& id, http::status status) const {
+    auto self = *this;
+    v1_json(http::verb::get, "/v1/sandboxes/" + id, nullptr, [self, id, status](json sandbox) {
+      json scope = {{"scope", "all"}, {"ttl_s", self.api->options.envd_token_ttl_s}};
+      self.v1_json(http::verb::post, "/v1/sandboxes/" + id + "/token", scope,
+                   [self, status, sandbox](json token) {
+                     auto out = sandbox_json(*self.api, sandbox);
+                     out["envdAccessToken"] = token.value("token", "");
+                     self.ex->respond(json_response(status, out));
+                   });
+    });
+  }
+
   /// Waits (bounded) for operation `id` to end; `then` once it succeeded,
   /// else E2B's error with the operation's reason.
   void await_operation(const std::string& id, int64_t deadline_ms,
@@ -313,11 +328,8 @@ void create(e2b_call call) {
   call.v1_json(http::verb::post, "/v1/sandboxes", spec, [call](json accepted) {
     auto id = accepted.value("sandbox_id", "");
     auto deadline = call.api->clock->now_ms() + int64_t{call.api->options.operation_wait_s} * 1000;
-    call.await_operation(accepted.value("operation_id", ""), deadline, [call, id] {
-      call.v1_json(http::verb::get, "/v1/sandboxes/" + id, nullptr, [call](json sandbox) {
-        call.ex->respond(json_response(http::status::created, sandbox_json(*call.api, sandbox)));
-      });
-    });
+    call.await_operation(accepted.value("operation_id", ""), deadline,
+                         [call, id] { call.answer_sandbox(id, http::status::created); });
   });
 }
 
@@ -418,11 +430,7 @@ void connect_sandbox(e2b_call call) {
     return;
   call.sandbox([call](json sandbox) {
     auto id = sandbox["id"].get<std::string>();
-    auto answer = [call, id](http::status status) {
-      call.v1_json(http::verb::get, "/v1/sandboxes/" + id, nullptr, [call, status](json now) {
-        call.ex->respond(json_response(status, sandbox_json(*call.api, now)));
-      });
-    };
+    auto answer = [call, id](http::status status) { call.answer_sandbox(id, status); };
     const auto state = sandbox.value("state", "");
     if (state == "running")
       return answer(http::status::ok);

@@ -26,6 +26,9 @@ struct e2b_options {
   uint32_t default_timeout_s = 300;
   /// The longest timeout a create or setTimeout may ask for (24 h, as E2B's Pro tier).
   uint32_t max_timeout_s = 86'400;
+  /// Lifetime of the envd access token a create or connect hands out: the
+  /// longest a sandbox runs without a connect (which hands out a new one).
+  uint32_t envd_token_ttl_s = 86'400;
 };
 
 /// Adds the /e2b/ REST routes to `routes`. `inner` is the table of /v1 routes

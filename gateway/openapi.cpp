@@ -43,6 +43,12 @@ const std::map<doc_key, route_doc>& docs() {
      {"E2B: pause (airlock's suspend); 409 if already paused.", "api_key", 204, "json", "none"}},
     {{"POST", "/e2b/v2/sandboxes/{id}/connect"},
      {"E2B: 200 if running, 201 after resuming a paused one.", "api_key", 200, "json", "json"}},
+    {{"POST", "/e2b/envd/{service}/{method}"},
+     {"E2B envd: a Connect call of process.Process or filesystem.Filesystem (E2b-Sandbox-Id, "
+      "X-Access-Token).",
+      "data_plane", 200, "json", "json"}},
+    {{"GET", "/e2b/envd/health"},
+     {"E2B envd: 204 while the sandbox runs, 502 otherwise.", "data_plane", 204, "none", "none"}},
     {{"GET", "/v1/operations"},
      {"List operations (?target_id, ?state, ?limit, ?cursor).", "api_key", 200, "none", "json"}},
     {{"GET", "/v1/operations/{id}"},

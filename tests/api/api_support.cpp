@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <filesystem>
 
@@ -135,7 +136,9 @@ api_reply api_client::call(const std::string& method, const std::string& target,
   request.body = body;
   if (!credential_.empty())
     request.headers.emplace_back("Authorization", "Bearer " + credential_);
-  if (!body.empty())
+  const bool typed = std::any_of(headers.begin(), headers.end(),
+                                 [](const auto& header) { return header.first == "Content-Type"; });
+  if (!body.empty() && !typed)
     request.headers.emplace_back("Content-Type", "application/json");
   for (auto& header : headers)
     request.headers.push_back(std::move(header));

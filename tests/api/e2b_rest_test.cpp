@@ -153,5 +153,113 @@ TEST_F(api_e2b, pause_then_connect_brings_it_back_with_its_files) {
   expect_e2b_error(e2b("DELETE", "/sandboxes/" + id), 404);
 }
 
+class api_e2b_envd : public api_e2b {
+protected:
+  struct sandbox_access {
+    std::string id;
+    std::string token;
+  };
+
+  static sandbox_access create_with_token() {
+    auto created = e2b("POST", "/v2/sandboxes", {{"templateID", "minimal"}});
+    EXPECT_EQ(created.status, 201) << created.body;
+    return {created.json.value("sandboxID", ""), created.json.value("envdAccessToken", "")};
+  }
+
+  /// A Connect call as the SDK makes it: JSON, the sandbox and its token in headers.
+  static api_reply rpc(const sandbox_access& box, const std::string& method, const json& body,
+                       const std::string& content_type = "application/json") {
+    return as("").call("POST", "/e2b/envd/" + method, body.dump(),
+                       {{"Content-Type", content_type},
+                        {"Connect-Protocol-Version", "1"},
+                        {"E2b-Sandbox-Id", box.id},
+                        {"X-Access-Token", box.token}});
+  }
+};
+
+TEST_F(api_e2b_envd, filesystem_calls_make_stat_list_and_remove_as_envd_does) {
+  auto box = create_with_token();
+  ASSERT_FALSE(box.token.empty()) << "create hands out envd's access token";
+
+  auto made = rpc(box, "filesystem.Filesystem/MakeDir", {{"path", "proj/sub"}});
+  ASSERT_EQ(made.status, 200) << made.body;
+  EXPECT_EQ(made.json["entry"]["path"], "/root/proj/sub") << "relative to the user's home";
+  EXPECT_EQ(made.json["entry"]["type"], "FILE_TYPE_DIRECTORY");
+  auto again = rpc(box, "filesystem.Filesystem/MakeDir", {{"path", "/root/proj/sub"}});
+  EXPECT_EQ(again.status, 409) << again.body;
+  EXPECT_EQ(again.json["code"], "already_exists") << "makeDir() returns false on it";
+
+  auto api = admin();
+  ASSERT_EQ(
+    api.call("PUT", "/v1/sandboxes/" + box.id + "/files?path=/root/proj/a.txt&mode=0640", "four")
+        .status
+      / 100,
+    2);
+  auto stat = rpc(box, "filesystem.Filesystem/Stat", {{"path", "/root/proj/a.txt"}});
+  ASSERT_EQ(stat.status, 200) << stat.body;
+  EXPECT_EQ(stat.json["entry"]["type"], "FILE_TYPE_FILE");
+  EXPECT_EQ(stat.json["entry"]["size"], "4") << "int64 as proto3 JSON writes it";
+  EXPECT_EQ(stat.json["entry"]["mode"], 0640);
+  EXPECT_EQ(stat.json["entry"]["permissions"], "-rw-r-----");
+
+  auto listed = rpc(box, "filesystem.Filesystem/ListDir", {{"path", "/root/proj"}, {"depth", 1}});
+  ASSERT_EQ(listed.status, 200) << listed.body;
+  std::set<std::string> paths;
+  for (const auto& entry : listed.json["entries"])
+    paths.insert(entry["path"].get<std::string>());
+  EXPECT_EQ(paths, (std::set<std::string>{"/root/proj/a.txt", "/root/proj/sub"}));
+
+  auto missing = rpc(box, "filesystem.Filesystem/Stat", {{"path", "/root/none"}});
+  EXPECT_EQ(missing.status, 404) << missing.body;
+  EXPECT_EQ(missing.json["code"], "not_found") << "exists() is false on it";
+
+  EXPECT_EQ(rpc(box, "filesystem.Filesystem/Remove", {{"path", "proj"}}).status, 200);
+  EXPECT_EQ(rpc(box, "filesystem.Filesystem/Remove", {{"path", "proj"}}).status, 200)
+    << "removing what is not there succeeds";
+  EXPECT_EQ(rpc(box, "filesystem.Filesystem/Stat", {{"path", "/root/proj"}}).status, 404);
+  EXPECT_EQ(e2b("DELETE", "/sandboxes/" + box.id).status, 204);
+}
+
+TEST_F(api_e2b_envd, health_tells_a_running_sandbox_from_a_killed_one) {
+  auto box = create_with_token();
+  auto health = [&box] {
+    return as("").call("GET", "/e2b/envd/health", {},
+                       {{"E2b-Sandbox-Id", box.id}, {"X-Access-Token", box.token}});
+  };
+  EXPECT_EQ(health().status, 204);
+  ASSERT_EQ(e2b("DELETE", "/sandboxes/" + box.id).status, 204);
+  EXPECT_EQ(health().status, 502) << "isRunning() is false only on 502";
+}
+
+TEST_F(api_e2b_envd, refusals_are_connect_errors) {
+  auto box = create_with_token();
+  auto no_token = as("").call("POST", "/e2b/envd/filesystem.Filesystem/Stat", R"({"path":"/"})",
+                              {{"Content-Type", "application/json"}, {"E2b-Sandbox-Id", box.id}});
+  EXPECT_EQ(no_token.status, 401);
+  EXPECT_EQ(no_token.json["code"], "unauthenticated");
+  auto forged = rpc({box.id, "not-a-token"}, "filesystem.Filesystem/Stat", {{"path", "/"}});
+  EXPECT_EQ(forged.status, 401) << forged.body;
+  EXPECT_EQ(rpc(box, "filesystem.Filesystem/Stat", {{"path", "/"}}, "text/plain").status, 415);
+  auto unknown = rpc(box, "filesystem.Filesystem/Chmod", {{"path", "/"}});
+  EXPECT_EQ(unknown.json["code"], "unimplemented") << unknown.body;
+  auto bad_body = as("").call("POST", "/e2b/envd/filesystem.Filesystem/Stat", "{\"path\":",
+                              {{"Content-Type", "application/json"},
+                               {"E2b-Sandbox-Id", box.id},
+                               {"X-Access-Token", box.token}});
+  EXPECT_EQ(bad_body.status, 400);
+  EXPECT_EQ(bad_body.json["code"], "invalid_argument");
+  // A stream that is not served yet: 200, and the error in the end-of-stream envelope.
+  std::string envelope = std::string("\0\0\0\0\2{}", 7);
+  auto start = as("").call("POST", "/e2b/envd/process.Process/Start", envelope,
+                           {{"Content-Type", "application/connect+json"},
+                            {"E2b-Sandbox-Id", box.id},
+                            {"X-Access-Token", box.token}});
+  EXPECT_EQ(start.status, 200);
+  ASSERT_GE(start.body.size(), 5u);
+  EXPECT_EQ(start.body[0], '\2') << "only the end-of-stream envelope";
+  EXPECT_NE(start.body.find("unimplemented"), std::string::npos) << start.body;
+  EXPECT_EQ(e2b("DELETE", "/sandboxes/" + box.id).status, 204);
+}
+
 } // namespace
 } // namespace airlock::test

@@ -1,0 +1,337 @@
+#include "gateway/e2b_envd_routes.hpp"
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "e2b/connect.hpp"
+#include "e2b/envd/filesystem/filesystem.pb.h"
+#include "e2b/envd_methods.hpp"
+#include "gateway/exchange.hpp"
+#include "gateway/internal_call.hpp"
+
+namespace airlock::gateway {
+
+namespace {
+
+using e2b::connect_code;
+using e2b::connect_error;
+using nlohmann::json;
+using exchange_ptr = std::shared_ptr<exchange>;
+namespace pb = google::protobuf;
+
+struct envd_api {
+  std::shared_ptr<const route_table> inner;
+  e2b_envd_options options;
+};
+
+using envd_ptr = std::shared_ptr<const envd_api>;
+
+std::optional<std::string> header(const exchange& ex, std::string_view name) {
+  auto found = ex.request().find(boost::beast::string_view(name.data(), name.size()));
+  if (found == ex.request().end() || found->value().empty())
+    return std::nullopt;
+  return std::string(found->value());
+}
+
+http_response connect_failure(const connect_error& error) {
+  http_response response{static_cast<http::status>(e2b::http_status_of(error.code)), 11};
+  response.set(http::field::content_type, "application/json");
+  response.body() = e2b::unary_error_body(error);
+  return response;
+}
+
+/// Connect's code for a /v1 answer that failed, by its status.
+connect_code code_of_status(unsigned status) {
+  switch (status) {
+    case 400: return connect_code::invalid_argument;
+    case 401: return connect_code::unauthenticated;
+    case 403: return connect_code::permission_denied;
+    case 404: return connect_code::not_found;
+    case 409: return connect_code::failed_precondition;
+    case 413: return connect_code::resource_exhausted;
+    case 429: return connect_code::resource_exhausted;
+    case 501: return connect_code::unimplemented;
+    case 503: return connect_code::unavailable;
+    case 504: return connect_code::deadline_exceeded;
+    default: return connect_code::internal;
+  }
+}
+
+connect_error error_of(const http_response& answer) {
+  auto body = json::parse(answer.body(), nullptr, false);
+  std::string message = "airlock answered " + std::to_string(answer.result_int());
+  if (body.is_object() && body.contains("error") && body["error"].is_object())
+    message = body["error"].value("message", message);
+  return {code_of_status(answer.result_int()), message};
+}
+
+/// RFC 3986 percent-encoding of everything but the unreserved characters.
+std::string query_encode(std::string_view text) {
+  static constexpr char hex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : text) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == '/') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out.push_back('%');
+      out.push_back(hex[c >> 4]);
+      out.push_back(hex[c & 15]);
+    }
+  }
+  return out;
+}
+
+/// "-rwxr-xr-x" for a type and permission bits.
+std::string permissions_text(filesystem::FileType type, uint32_t mode) {
+  std::string out = type == filesystem::FILE_TYPE_DIRECTORY ? "d"
+                    : type == filesystem::FILE_TYPE_SYMLINK ? "l"
+                                                            : "-";
+  const char* letters = "rwxrwxrwx";
+  for (int bit = 8; bit >= 0; --bit)
+    out.push_back((mode >> bit) & 1 ? letters[8 - bit] : '-');
+  return out;
+}
+
+filesystem::FileType file_type_of(const std::string& type) {
+  if (type == "file")
+    return filesystem::FILE_TYPE_FILE;
+  if (type == "dir")
+    return filesystem::FILE_TYPE_DIRECTORY;
+  if (type == "symlink")
+    return filesystem::FILE_TYPE_SYMLINK;
+  return filesystem::FILE_TYPE_UNSPECIFIED;
+}
+
+/// The /v1 file entry `entry` (at `path`) as envd's EntryInfo.
+void fill_entry(const json& entry, const std::string& path, filesystem::EntryInfo& out) {
+  out.set_name(entry.value("name", path.substr(path.rfind('/') + 1)));
+  out.set_type(file_type_of(entry.value("type", "")));
+  out.set_path(path);
+  out.set_size(entry.value("size_bytes", int64_t{0}));
+  const uint32_t mode = entry.value("mode", 0u) & 07777;
+  out.set_mode(mode);
+  out.set_permissions(permissions_text(out.type(), mode));
+}
+
+/// One envd call: its exchange, sandbox, token and codec.
+struct envd_call {
+  envd_ptr api;
+  exchange_ptr ex;
+  std::string sandbox_id;
+  std::string token;
+  e2b::connect_content content;
+
+  std::string files(std::string_view suffix, const std::string& path) const {
+    return "/v1/sandboxes/" + sandbox_id + "/files" + std::string(suffix)
+           + "?path=" + query_encode(path);
+  }
+
+  /// A path as the sandbox's default user means it: a relative one is under
+  /// the user's home.
+  std::string resolve(const std::string& path) const {
+    if (!path.empty() && path.front() == '/')
+      return path;
+    return api->options.home + (path.empty() ? "" : "/" + path);
+  }
+
+  void fail(connect_error error) const { ex->respond(connect_failure(error)); }
+
+  void reply(const pb::Message& message) const {
+    auto bytes = e2b::encode_message(content.codec, message);
+    if (!bytes)
+      return fail(e2b::to_connect_error(bytes.error()));
+    http_response response{http::status::ok, 11};
+    response.set(http::field::content_type, std::string(e2b::content_type_of(content)));
+    response.body() = std::move(*bytes);
+    ex->respond(std::move(response));
+  }
+
+  /// Calls /v1 with the token; `then` with the answer (any status).
+  void v1(http::verb method, std::string target, std::string body,
+          std::function<void(http_response)> then) const {
+    call_route(*api->inner, method, std::move(target), std::move(body), token, std::move(then));
+  }
+
+  /// Calls /v1; `then` with its JSON on a 2xx, else the Connect error.
+  void v1_json(http::verb method, std::string target, std::function<void(json)> then) const {
+    auto self = *this;
+    v1(method, std::move(target), {}, [self, then](http_response answer) {
+      if (answer.result_int() >= 300)
+        return self.fail(error_of(answer));
+      then(json::parse(answer.body(), nullptr, false));
+    });
+  }
+
+  /// Stat of `path`, then `then` with it as EntryInfo.
+  void stat(const std::string& path, std::function<void(filesystem::EntryInfo)> then) const {
+    v1_json(http::verb::get, files("/stat", path), [path, then](json entry) {
+      filesystem::EntryInfo info;
+      fill_entry(entry, path, info);
+      then(std::move(info));
+    });
+  }
+};
+
+void fs_stat(const envd_call& call, const pb::Message& message) {
+  const auto& request = static_cast<const filesystem::StatRequest&>(message);
+  call.stat(call.resolve(request.path()), [call](filesystem::EntryInfo info) {
+    filesystem::StatResponse response;
+    *response.mutable_entry() = std::move(info);
+    call.reply(response);
+  });
+}
+
+void fs_list(const envd_call& call, const pb::Message& message) {
+  const auto& request = static_cast<const filesystem::ListDirRequest&>(message);
+  if (request.depth() > 1)
+    return call.fail({connect_code::unimplemented,
+                      "ListDir with depth above 1 is not supported yet by airlock's envd"});
+  auto path = call.resolve(request.path());
+  call.v1_json(http::verb::get, call.files("/list", path), [call, path](json listing) {
+    filesystem::ListDirResponse response;
+    for (const auto& entry : listing.value("items", json::array())) {
+      auto name = entry.value("name", "");
+      auto* info = response.add_entries();
+      fill_entry(entry, path == "/" ? "/" + name : path + "/" + name, *info);
+      if (info->type() == filesystem::FILE_TYPE_UNSPECIFIED)
+        response.mutable_entries()->RemoveLast(); // envd lists files, directories and links
+    }
+    call.reply(response);
+  });
+}
+
+void fs_make_dir(const envd_call& call, const pb::Message& message) {
+  const auto& request = static_cast<const filesystem::MakeDirRequest&>(message);
+  auto path = call.resolve(request.path());
+  call.v1(http::verb::get, call.files("/stat", path), {}, [call, path](http_response existing) {
+    if (existing.result_int() == 200)
+      return call.fail({connect_code::already_exists, path + " already exists"});
+    call.v1(http::verb::post, call.files("/mkdir", path), {}, [call, path](http_response made) {
+      if (made.result_int() >= 300)
+        return call.fail(error_of(made));
+      call.stat(path, [call](filesystem::EntryInfo info) {
+        filesystem::MakeDirResponse response;
+        *response.mutable_entry() = std::move(info);
+        call.reply(response);
+      });
+    });
+  });
+}
+
+void fs_remove(const envd_call& call, const pb::Message& message) {
+  const auto& request = static_cast<const filesystem::RemoveRequest&>(message);
+  auto target = call.files("", call.resolve(request.path())) + "&recursive=true";
+  call.v1(http::verb::delete_, target, {}, [call](http_response removed) {
+    // Removing what is not there succeeds, as envd's does.
+    if (removed.result_int() >= 300 && removed.result_int() != 404)
+      return call.fail(error_of(removed));
+    call.reply(filesystem::RemoveResponse{});
+  });
+}
+
+using unary_handler = void (*)(const envd_call&, const pb::Message&);
+
+std::optional<unary_handler> unary_handler_for(std::string_view service, std::string_view name) {
+  if (service == "filesystem.Filesystem") {
+    if (name == "Stat")
+      return fs_stat;
+    if (name == "ListDir")
+      return fs_list;
+    if (name == "MakeDir")
+      return fs_make_dir;
+    if (name == "Remove")
+      return fs_remove;
+  }
+  return std::nullopt;
+}
+
+/// A stream's answer when the method is not served: 200, then only the
+/// end-of-stream envelope with the error (Connect puts a stream's errors there).
+void refuse_stream(const exchange_ptr& ex, e2b::connect_content content, connect_error error) {
+  http_response response{http::status::ok, 11};
+  response.set(http::field::content_type, std::string(e2b::content_type_of(content)));
+  response.body() = e2b::end_of_stream(error);
+  ex->respond(std::move(response));
+}
+
+void serve_rpc(const envd_ptr& api, const exchange_ptr& ex) {
+  const std::string path =
+    "/" + std::string(ex->path_param("service")) + "/" + std::string(ex->path_param("method"));
+  auto method = e2b::find_envd_method(path);
+  if (!method)
+    return ex->respond(
+      connect_failure({connect_code::unimplemented, "envd has no method " + path}));
+  auto content = e2b::parse_content_type(header(*ex, "Content-Type").value_or("application/json"));
+  if (!content) {
+    auto response = connect_failure({connect_code::invalid_argument, content.error().message});
+    response.result(http::status::unsupported_media_type);
+    return ex->respond(std::move(response));
+  }
+  const bool streams = method->kind != e2b::rpc_kind::unary;
+  if (content->streaming != streams) {
+    auto response = connect_failure(
+      {connect_code::invalid_argument, path
+                                         + (streams ? " streams: send application/connect+json"
+                                                    : " is unary: send application/json")});
+    response.result(http::status::unsupported_media_type);
+    return ex->respond(std::move(response));
+  }
+  auto sandbox = header(*ex, "E2b-Sandbox-Id");
+  if (!sandbox)
+    return ex->respond(connect_failure(
+      {connect_code::invalid_argument, "send the sandbox's id in the E2b-Sandbox-Id header"}));
+  auto token = header(*ex, "X-Access-Token");
+  if (!token)
+    return ex->respond(connect_failure(
+      {connect_code::unauthenticated,
+       "send the sandbox's envdAccessToken (from create or connect) in X-Access-Token"}));
+  envd_call call{api, ex, *sandbox, *token, *content};
+  auto handler = unary_handler_for(method->service(), method->name());
+  if (!handler) {
+    connect_error error{connect_code::unimplemented,
+                        path + " is not served yet by airlock's envd (docs/e2b.md)"};
+    if (streams)
+      return refuse_stream(ex, *content, error);
+    return call.fail(error);
+  }
+  auto request = method->new_request();
+  if (auto decoded = e2b::decode_message(content->codec, ex->request().body(), *request); !decoded)
+    return call.fail(e2b::to_connect_error(decoded));
+  (*handler)(call, *request);
+}
+
+/// envd's /health: 204 while the sandbox runs, 502 otherwise (the SDK's
+/// isRunning() is false on 502 only).
+void health(const envd_ptr& api, const exchange_ptr& ex) {
+  auto sandbox = header(*ex, "E2b-Sandbox-Id");
+  auto token = header(*ex, "X-Access-Token");
+  if (!sandbox || !token)
+    return ex->respond(json_error(http::status::bad_gateway, "unavailable",
+                                  "no sandbox named (E2b-Sandbox-Id, X-Access-Token)"));
+  call_route(*api->inner, http::verb::get, "/v1/sandboxes/" + *sandbox + "/files/stat?path=%2F", {},
+             *token, [ex](http_response answer) {
+               if (answer.result_int() == 200)
+                 return ex->respond(http_response{http::status::no_content, 11});
+               ex->respond(
+                 json_response(http::status::bad_gateway,
+                               json{{"code", 502}, {"message", "the sandbox is not running"}}));
+             });
+}
+
+} // namespace
+
+void add_e2b_envd_routes(route_table& routes, std::shared_ptr<const route_table> inner,
+                         e2b_envd_options options) {
+  auto api = std::make_shared<const envd_api>(envd_api{std::move(inner), std::move(options)});
+  route_options rpc_body;
+  rpc_body.body_bytes_max = api->options.message_bytes_max;
+  routes.add_async(
+    http::verb::post, "/e2b/envd/{service}/{method}",
+    [api](exchange_ptr ex) { serve_rpc(api, ex); }, rpc_body);
+  routes.add_async(http::verb::get, "/e2b/envd/health",
+                   [api](exchange_ptr ex) { health(api, ex); });
+}
+
+} // namespace airlock::gateway

@@ -1,0 +1,30 @@
+#pragma once
+// envd, E2B's in-sandbox API, served by airlock's data plane under
+// /e2b/envd/ (docs/e2b.md): Connect calls of process.Process and
+// filesystem.Filesystem (POST /e2b/envd/<package.Service>/<Method>, JSON or
+// binary protobuf) and /health. The sandbox is the E2b-Sandbox-Id header's,
+// the X-Access-Token header is its data-plane token, and each call is made of
+// the data plane's own /v1 calls, in-process.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "gateway/router.hpp"
+
+namespace airlock::gateway {
+
+struct e2b_envd_options {
+  /// The largest Connect request body. Default: 4 MiB.
+  uint64_t message_bytes_max = 4 << 20;
+  /// Where a relative path points: the default user's home. Default: /root,
+  /// until templates carry E2B's `user` account.
+  std::string home = "/root";
+};
+
+/// Adds /e2b/envd/ to `routes`; `inner` is the table of the data plane's
+/// /v1 routes that the calls are made of.
+void add_e2b_envd_routes(route_table& routes, std::shared_ptr<const route_table> inner,
+                         e2b_envd_options options = {});
+
+} // namespace airlock::gateway
