@@ -291,6 +291,7 @@ json to_json(const actors::process_view& process) {
   // Killed by a signal: there is no exit code, only the signal.
   bool has_code = exited && process.signal == 0;
   return {{"process_id", process.process_id},
+          {"pid", process.pid},
           {"state", exited ? "exited" : "running"},
           {"exit_code", has_code ? json(process.exit_code) : json(nullptr)},
           {"signal", exited && process.signal != 0 ? json(process.signal) : json(nullptr)},

@@ -184,6 +184,7 @@ void start_process(api_ptr api, exchange_ptr ex, target t) {
       }
       ex->respond(json_response(http::status::created,
                                 {{"process_id", process.process_id},
+                                 {"pid", process.pid},
                                  {"attach_url", t.data_url + process_path(t, process.process_id)},
                                  {"attach_token", token},
                                  {"expires_at", timestamp_json(expires)}}));

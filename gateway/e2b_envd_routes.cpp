@@ -1,5 +1,6 @@
 #include "gateway/e2b_envd_routes.hpp"
 
+#include <atomic>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -7,9 +8,11 @@
 
 #include "e2b/connect.hpp"
 #include "e2b/envd/filesystem/filesystem.pb.h"
+#include "e2b/envd/process/process.pb.h"
 #include "e2b/envd_methods.hpp"
 #include "gateway/exchange.hpp"
 #include "gateway/internal_call.hpp"
+#include "schema/base64.hpp"
 
 namespace airlock::gateway {
 
@@ -231,6 +234,179 @@ void fs_remove(const envd_call& call, const pb::Message& message) {
   });
 }
 
+// ---- process.Process/Start: a process's events as a Connect stream ----------
+
+/// The user an RPC names: Basic auth "<user>:" (the SDK's `user` option).
+std::optional<std::string> rpc_user(const exchange& ex) {
+  auto value = header(ex, "Authorization");
+  if (!value || value->rfind("Basic ", 0) != 0)
+    return std::nullopt;
+  auto decoded = base64_decode(std::string_view(*value).substr(6));
+  if (!decoded)
+    return std::nullopt;
+  auto user = decoded->substr(0, decoded->find(':'));
+  if (user.empty())
+    return std::nullopt;
+  return user;
+}
+
+/// The v1 exec body for envd's StartRequest.
+json exec_body(const envd_call& call, const process::StartRequest& request) {
+  const auto& config = request.process();
+  json argv = json::array({config.cmd()});
+  for (const auto& arg : config.args())
+    argv.push_back(arg);
+  json env = json::object();
+  for (const auto& [key, value] : config.envs())
+    env[key] = value;
+  json body = {{"argv", argv}, {"env", env}};
+  body["cwd"] = config.has_cwd() ? call.resolve(config.cwd()) : call.api->options.home;
+  if (request.has_pty())
+    body["pty"] = {{"rows", request.pty().size().rows()}, {"cols", request.pty().size().cols()}};
+  // envd keeps stdin open unless told otherwise (older SDKs do not say).
+  body["stdin"] = request.has_stdin() ? request.stdin() : true;
+  if (auto user = rpc_user(*call.ex))
+    body["user"] = *user;
+  return body;
+}
+
+/// Streams a started process's events to the client until it ends.
+class process_events : public std::enable_shared_from_this<process_events> {
+public:
+  process_events(envd_call call, std::shared_ptr<sse_stream> out, bool pty)
+      : call_(std::move(call)), out_(std::move(out)), pty_(pty) {}
+
+  void start(const std::string& process_id, uint32_t pid) {
+    process::StartResponse started;
+    started.mutable_event()->mutable_start()->set_pid(pid);
+    send(started);
+    auto self = shared_from_this();
+    internal_stream_handlers handlers;
+    handlers.event = [self](internal_event event) { self->on_event(event); };
+    handlers.answered = [self](http_response answer) { self->finish(error_of(answer)); };
+    handlers.ended = [self](std::string_view reason) {
+      if (!self->ended_)
+        self->finish(connect_error{connect_code::unavailable, "the process's output ended ("
+                                                                + std::string(reason)
+                                                                + ") before it exited"});
+    };
+    handlers.pace = [self](std::function<void()> resume) {
+      self->out_->when_drained(std::move(resume));
+    };
+    const auto target =
+      "/v1/sandboxes/" + call_.sandbox_id + "/processes/" + process_id + "/output";
+    input_ = call_stream_route(*call_.api->inner, http::verb::get, target, call_.token, handlers);
+    out_->on_close([self](std::string_view) {
+      if (auto input = self->input_)
+        input->stop();
+    });
+  }
+
+private:
+  void send(const pb::Message& message) {
+    auto bytes = e2b::encode_message(call_.content.codec, message);
+    if (bytes)
+      out_->send_bytes(e2b::envelope(0, *bytes));
+  }
+
+  void on_event(const internal_event& event) {
+    if (event.event == "stdout" || event.event == "stderr") {
+      auto chunk = json::parse(event.data, nullptr, false);
+      if (!chunk.is_object())
+        return;
+      std::string bytes = chunk.value("data", "");
+      if (chunk.value("encoding", "") == "base64")
+        bytes = base64_decode(bytes).value_or("");
+      process::StartResponse data;
+      auto* output = data.mutable_event()->mutable_data();
+      if (pty_)
+        output->set_pty(std::move(bytes));
+      else if (event.event == "stdout")
+        output->set_stdout(std::move(bytes));
+      else
+        output->set_stderr(std::move(bytes));
+      return send(data);
+    }
+    if (event.event != "exit")
+      return;
+    auto exit = json::parse(event.data, nullptr, false);
+    process::StartResponse ended;
+    auto* end = ended.mutable_event()->mutable_end();
+    end->set_exited(true);
+    if (exit.is_object() && exit.value("exit_code", json()).is_number_integer()) {
+      const int code = exit["exit_code"].get<int>();
+      end->set_exit_code(code);
+      end->set_status("exit status " + std::to_string(code));
+      if (code != 0)
+        end->set_error("exit status " + std::to_string(code));
+    } else {
+      const int signal = exit.is_object() ? exit.value("signal", 0) : 0;
+      end->set_exit_code(-1);
+      end->set_status("signal: " + std::to_string(signal));
+      end->set_error("killed by signal " + std::to_string(signal));
+    }
+    send(ended);
+    finish(std::nullopt);
+  }
+
+  void finish(std::optional<connect_error> error) {
+    if (ended_)
+      return;
+    ended_ = true;
+    out_->send_bytes(e2b::end_of_stream(error));
+    out_->close();
+  }
+
+  envd_call call_;
+  std::shared_ptr<sse_stream> out_;
+  bool pty_;
+  std::shared_ptr<internal_stream> input_;
+  std::atomic<bool> ended_{false};
+};
+
+void process_start(const envd_call& call, const process::StartRequest& request) {
+  call.v1(http::verb::post, "/v1/sandboxes/" + call.sandbox_id + "/processes",
+          exec_body(call, request).dump(), [call, pty = request.has_pty()](http_response answer) {
+            if (answer.result_int() >= 300) {
+              // Before any event: the error goes in the end-of-stream envelope.
+              http_response response{http::status::ok, 11};
+              response.set(http::field::content_type,
+                           std::string(e2b::content_type_of(call.content)));
+              response.body() = e2b::end_of_stream(error_of(answer));
+              return call.ex->respond(std::move(response));
+            }
+            auto started = json::parse(answer.body(), nullptr, false);
+            http_response head{http::status::ok, 11};
+            head.set(http::field::content_type, std::string(e2b::content_type_of(call.content)));
+            sse_options paced;
+            paced.heartbeat_ms = 0;
+            auto out = call.ex->open_body_stream(std::move(head), paced);
+            auto events = std::make_shared<process_events>(call, out, pty);
+            events->start(started.value("process_id", ""), started.value("pid", 0u));
+          });
+}
+
+/// The first message of a stream request (one envelope: the SDK sends its
+/// request whole).
+template <class Message>
+std::optional<Message> stream_request(const envd_call& call) {
+  e2b::envelope_reader reader(call.api->options.message_bytes_max);
+  reader.feed(call.ex->request().body());
+  auto frame = reader.next();
+  Message message;
+  if (!frame || !*frame) {
+    call.fail({connect_code::invalid_argument,
+               frame ? "the request holds no whole envelope" : frame.error().message});
+    return std::nullopt;
+  }
+  if (auto decoded = e2b::decode_message(call.content.codec, (*frame)->payload, message);
+      !decoded) {
+    call.fail(e2b::to_connect_error(decoded));
+    return std::nullopt;
+  }
+  return message;
+}
+
 using unary_handler = void (*)(const envd_call&, const pb::Message&);
 
 std::optional<unary_handler> unary_handler_for(std::string_view service, std::string_view name) {
@@ -288,6 +464,11 @@ void serve_rpc(const envd_ptr& api, const exchange_ptr& ex) {
       {connect_code::unauthenticated,
        "send the sandbox's envdAccessToken (from create or connect) in X-Access-Token"}));
   envd_call call{api, ex, *sandbox, *token, *content};
+  if (path == "/process.Process/Start") {
+    if (auto request = stream_request<process::StartRequest>(call))
+      process_start(call, *request);
+    return;
+  }
   auto handler = unary_handler_for(method->service(), method->name());
   if (!handler) {
     connect_error error{connect_code::unimplemented,

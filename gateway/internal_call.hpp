@@ -25,4 +25,40 @@ using internal_answer = std::function<void(http_response)>;
 void call_route(const route_table& routes, http::verb method, std::string target, std::string body,
                 std::string_view api_key, internal_answer then);
 
+/// One server-sent event of a streaming route.
+struct internal_event {
+  std::string event;
+  std::string data;
+  std::string id;
+};
+
+/// What a streaming internal call reports. Each runs on whatever thread
+/// produced it; `answered` or `ended` comes once, last.
+struct internal_stream_handlers {
+  /// The route answered without a stream (an error, say).
+  std::function<void(http_response)> answered;
+  /// One event, in order.
+  std::function<void(internal_event)> event;
+  /// The stream ended: "closed" (the route finished it), "client_gone"
+  /// (stopped), "slow_consumer".
+  std::function<void(std::string_view reason)> ended;
+  /// Called after each batch of events with `resume`: the route's stream
+  /// stays full (and its producer paced) until `resume` runs. Absent: at once.
+  std::function<void(std::function<void()> resume)> pace;
+};
+
+/// A streaming internal call in flight.
+class internal_stream {
+public:
+  virtual ~internal_stream() = default;
+  /// Ends the stream as if its client had gone; `ended` follows.
+  virtual void stop() = 0;
+};
+
+/// Like call_route, for a route that answers with server-sent events (a
+/// process's output): the events come to `handlers` as the route sends them.
+std::shared_ptr<internal_stream> call_stream_route(const route_table& routes, http::verb method,
+                                                   std::string target, std::string_view api_key,
+                                                   internal_stream_handlers handlers);
+
 } // namespace airlock::gateway

@@ -250,7 +250,7 @@ TEST_F(api_e2b_envd, refusals_are_connect_errors) {
   EXPECT_EQ(bad_body.json["code"], "invalid_argument");
   // A stream that is not served yet: 200, and the error in the end-of-stream envelope.
   std::string envelope = std::string("\0\0\0\0\2{}", 7);
-  auto start = as("").call("POST", "/e2b/envd/process.Process/Start", envelope,
+  auto start = as("").call("POST", "/e2b/envd/filesystem.Filesystem/WatchDir", envelope,
                            {{"Content-Type", "application/connect+json"},
                             {"E2b-Sandbox-Id", box.id},
                             {"X-Access-Token", box.token}});
@@ -258,6 +258,88 @@ TEST_F(api_e2b_envd, refusals_are_connect_errors) {
   ASSERT_GE(start.body.size(), 5u);
   EXPECT_EQ(start.body[0], '\2') << "only the end-of-stream envelope";
   EXPECT_NE(start.body.find("unimplemented"), std::string::npos) << start.body;
+  EXPECT_EQ(e2b("DELETE", "/sandboxes/" + box.id).status, 204);
+}
+
+/// The JSON messages of a Connect stream's body, the end-of-stream one last
+/// (its flag in `end_flags`).
+struct connect_stream {
+  std::vector<json> messages;
+  json end;
+  bool ended = false;
+};
+
+connect_stream read_envelopes(const std::string& body) {
+  connect_stream out;
+  size_t at = 0;
+  while (at + 5 <= body.size()) {
+    const auto* bytes = reinterpret_cast<const unsigned char*>(body.data() + at);
+    const size_t size = (size_t{bytes[1]} << 24) | (size_t{bytes[2]} << 16)
+                        | (size_t{bytes[3]} << 8) | size_t{bytes[4]};
+    auto message = json::parse(body.substr(at + 5, size), nullptr, false);
+    if (bytes[0] & 2) {
+      out.end = message;
+      out.ended = true;
+    } else {
+      out.messages.push_back(message);
+    }
+    at += 5 + size;
+  }
+  return out;
+}
+
+std::string envelope_of(const json& message) {
+  auto text = message.dump();
+  std::string out(5, '\0');
+  out[3] = static_cast<char>((text.size() >> 8) & 0xff);
+  out[4] = static_cast<char>(text.size() & 0xff);
+  return out + text;
+}
+
+TEST_F(api_e2b_envd, start_streams_a_commands_output_and_exit_as_envd_events) {
+  auto box = create_with_token();
+  // What commands.run() sends, with /bin/sh: the minimal template has no bash.
+  json request = {{"process",
+                   {{"cmd", "/bin/sh"},
+                    {"args", {"-c", "echo out; echo \"$E2B_VAR\" >&2; pwd; exit 3"}},
+                    {"envs", {{"E2B_VAR", "from envs"}}}}},
+                  {"stdin", false}};
+  auto started = as("").call("POST", "/e2b/envd/process.Process/Start", envelope_of(request),
+                             {{"Content-Type", "application/connect+json"},
+                              {"Connect-Protocol-Version", "1"},
+                              {"E2b-Sandbox-Id", box.id},
+                              {"X-Access-Token", box.token}});
+  ASSERT_EQ(started.status, 200) << started.body;
+  EXPECT_EQ(started.headers["content-type"], "application/connect+json");
+  auto stream = read_envelopes(started.body);
+  ASSERT_TRUE(stream.ended) << "a stream ends with its end-of-stream envelope";
+  EXPECT_EQ(stream.end, json::object()) << stream.end.dump();
+  ASSERT_GE(stream.messages.size(), 2u) << started.body;
+  EXPECT_GT(stream.messages.front()["event"]["start"].value("pid", 0), 1)
+    << "the first event is start, with the sandbox's pid";
+  std::string out, err;
+  for (const auto& message : stream.messages) {
+    const auto& data = message["event"].value("data", json::object());
+    if (data.contains("stdout"))
+      out += base64_decode(data["stdout"].get<std::string>()).value_or("?");
+    if (data.contains("stderr"))
+      err += base64_decode(data["stderr"].get<std::string>()).value_or("?");
+  }
+  EXPECT_EQ(out, "out\n/root\n") << "stdout, in the user's home";
+  EXPECT_EQ(err, "from envs\n");
+  const auto& end = stream.messages.back()["event"]["end"];
+  EXPECT_EQ(end.value("exitCode", 0), 3) << stream.messages.back().dump();
+  EXPECT_TRUE(end.value("exited", false));
+  EXPECT_EQ(end.value("error", ""), "exit status 3") << "CommandExitError's message";
+
+  auto missing = as("").call("POST", "/e2b/envd/process.Process/Start",
+                             envelope_of({{"process", {{"cmd", "/no/such/program"}}}}),
+                             {{"Content-Type", "application/connect+json"},
+                              {"E2b-Sandbox-Id", box.id},
+                              {"X-Access-Token", box.token}});
+  ASSERT_EQ(missing.status, 200) << missing.body;
+  auto failed = read_envelopes(missing.body);
+  ASSERT_TRUE(failed.ended);
   EXPECT_EQ(e2b("DELETE", "/sandboxes/" + box.id).status, 204);
 }
 
