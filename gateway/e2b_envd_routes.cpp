@@ -118,6 +118,15 @@ void fill_entry(const json& entry, const std::string& path, filesystem::EntryInf
   out.set_permissions(permissions_text(out.type(), mode));
 }
 
+/// A stream's answer when it fails before its first message: 200, then only
+/// the end-of-stream envelope with the error (Connect puts a stream's errors there).
+void refuse_stream(const exchange_ptr& ex, e2b::connect_content content, connect_error error) {
+  http_response response{http::status::ok, 11};
+  response.set(http::field::content_type, std::string(e2b::content_type_of(content)));
+  response.body() = e2b::end_of_stream(error);
+  ex->respond(std::move(response));
+}
+
 /// One envd call: its exchange, sandbox, token and codec.
 struct envd_call {
   envd_ptr api;
@@ -139,7 +148,11 @@ struct envd_call {
     return api->options.home + (path.empty() ? "" : "/" + path);
   }
 
-  void fail(connect_error error) const { ex->respond(connect_failure(error)); }
+  void fail(connect_error error) const {
+    if (content.streaming)
+      return refuse_stream(ex, content, std::move(error));
+    ex->respond(connect_failure(error));
+  }
 
   void reply(const pb::Message& message) const {
     auto bytes = e2b::encode_message(content.codec, message);
@@ -276,7 +289,9 @@ public:
   process_events(envd_call call, std::shared_ptr<sse_stream> out, bool pty)
       : call_(std::move(call)), out_(std::move(out)), pty_(pty) {}
 
-  void start(const std::string& process_id, uint32_t pid) {
+  /// Sends start{pid}, then the process's output from `offset` (its
+  /// combined stdout and stderr) to its exit.
+  void start(const std::string& process_id, uint32_t pid, uint64_t offset = 0) {
     process::StartResponse started;
     started.mutable_event()->mutable_start()->set_pid(pid);
     send(started);
@@ -295,7 +310,11 @@ public:
     };
     const auto target =
       "/v1/sandboxes/" + call_.sandbox_id + "/processes/" + process_id + "/output";
-    input_ = call_stream_route(*call_.api->inner, http::verb::get, target, call_.token, handlers);
+    std::vector<std::pair<std::string, std::string>> from;
+    if (offset > 0)
+      from.emplace_back("Last-Event-ID", std::to_string(offset));
+    input_ =
+      call_stream_route(*call_.api->inner, http::verb::get, target, call_.token, handlers, from);
     out_->on_close([self](std::string_view) {
       if (auto input = self->input_)
         input->stop();
@@ -386,6 +405,107 @@ void process_start(const envd_call& call, const process::StartRequest& request) 
           });
 }
 
+/// The running process with sandbox pid `pid`, as /v1 lists it; then `then`.
+void with_process(const envd_call& call, uint32_t pid, std::function<void(json)> then) {
+  call.v1_json(http::verb::get, "/v1/sandboxes/" + call.sandbox_id + "/processes",
+               [call, pid, then](json listing) {
+                 for (const auto& process : listing.value("items", json::array()))
+                   if (process.value("pid", 0u) == pid && process.value("state", "") == "running")
+                     return then(process);
+                 call.fail({connect_code::not_found, "no running process " + std::to_string(pid)});
+               });
+}
+
+std::string process_path(const envd_call& call, const json& process, std::string_view suffix) {
+  return "/v1/sandboxes/" + call.sandbox_id + "/processes/" + process.value("process_id", "")
+         + std::string(suffix);
+}
+
+/// Calls `suffix` of the process a selector names with `body`, then answers `reply`.
+void process_action(const envd_call& call, const process::ProcessSelector& selector,
+                    std::string suffix, std::string body, const pb::Message& reply) {
+  if (selector.selector_case() != process::ProcessSelector::kPid)
+    return call.fail(
+      {connect_code::unimplemented, "processes are found by pid; tags are not kept"});
+  std::shared_ptr<pb::Message> answer(reply.New());
+  with_process(call, selector.pid(), [call, suffix, body, answer](json process) {
+    call.v1(http::verb::post, process_path(call, process, suffix), body,
+            [call, answer](http_response done) {
+              if (done.result_int() >= 300)
+                return call.fail(error_of(done));
+              call.reply(*answer);
+            });
+  });
+}
+
+void process_list(const envd_call& call, const pb::Message&) {
+  call.v1_json(http::verb::get, "/v1/sandboxes/" + call.sandbox_id + "/processes",
+               [call](json listing) {
+                 process::ListResponse response;
+                 // A process still starting has no pid yet: it is not listed.
+                 for (const auto& process : listing.value("items", json::array()))
+                   if (process.value("state", "") == "running" && process.value("pid", 0u) > 0)
+                     response.add_processes()->set_pid(process.value("pid", 0u));
+                 call.reply(response);
+               });
+}
+
+void process_send_input(const envd_call& call, const pb::Message& message) {
+  const auto& request = static_cast<const process::SendInputRequest&>(message);
+  const auto& input = request.input();
+  std::string bytes =
+    input.input_case() == process::ProcessInput::kPty ? input.pty() : input.stdin();
+  process_action(call, request.process(), "/stdin", std::move(bytes), process::SendInputResponse{});
+}
+
+void process_close_stdin(const envd_call& call, const pb::Message& message) {
+  const auto& request = static_cast<const process::CloseStdinRequest&>(message);
+  process_action(call, request.process(), "/stdin/close", {}, process::CloseStdinResponse{});
+}
+
+void process_send_signal(const envd_call& call, const pb::Message& message) {
+  const auto& request = static_cast<const process::SendSignalRequest&>(message);
+  int signal = request.signal() == process::SIGNAL_SIGTERM ? 15 : 9;
+  if (request.signal() == process::SIGNAL_UNSPECIFIED)
+    return call.fail({connect_code::invalid_argument, "signal: SIGNAL_SIGKILL or SIGNAL_SIGTERM"});
+  process_action(call, request.process(), "/signal", json{{"signal", signal}}.dump(),
+                 process::SendSignalResponse{});
+}
+
+void process_update(const envd_call& call, const pb::Message& message) {
+  const auto& request = static_cast<const process::UpdateRequest&>(message);
+  if (!request.has_pty())
+    return call.reply(process::UpdateResponse{});
+  json size = {{"rows", request.pty().size().rows()}, {"cols", request.pty().size().cols()}};
+  process_action(call, request.process(), "/resize", size.dump(), process::UpdateResponse{});
+}
+
+/// Connect: the events of a running process from now on, start{pid} first.
+void process_connect(const envd_call& call, const process::ConnectRequest& request) {
+  if (request.process().selector_case() != process::ProcessSelector::kPid)
+    return call.fail(
+      {connect_code::unimplemented, "processes are found by pid; tags are not kept"});
+  const uint32_t pid = request.process().pid();
+  call.v1_json(
+    http::verb::get, "/v1/sandboxes/" + call.sandbox_id + "/processes", [call, pid](json listing) {
+      for (const auto& process : listing.value("items", json::array())) {
+        if (process.value("pid", 0u) != pid || process.value("state", "") != "running")
+          continue;
+        http_response head{http::status::ok, 11};
+        head.set(http::field::content_type, std::string(e2b::content_type_of(call.content)));
+        sse_options paced;
+        paced.heartbeat_ms = 0;
+        auto out = call.ex->open_body_stream(std::move(head), paced);
+        auto events = std::make_shared<process_events>(call, out, process.value("pty", false));
+        const uint64_t now =
+          process.value("stdout_bytes", uint64_t{0}) + process.value("stderr_bytes", uint64_t{0});
+        return events->start(process.value("process_id", ""), pid, now);
+      }
+      refuse_stream(call.ex, call.content,
+                    {connect_code::not_found, "no running process " + std::to_string(pid)});
+    });
+}
+
 /// The first message of a stream request (one envelope: the SDK sends its
 /// request whole).
 template <class Message>
@@ -410,6 +530,18 @@ std::optional<Message> stream_request(const envd_call& call) {
 using unary_handler = void (*)(const envd_call&, const pb::Message&);
 
 std::optional<unary_handler> unary_handler_for(std::string_view service, std::string_view name) {
+  if (service == "process.Process") {
+    if (name == "List")
+      return process_list;
+    if (name == "SendInput")
+      return process_send_input;
+    if (name == "CloseStdin")
+      return process_close_stdin;
+    if (name == "SendSignal")
+      return process_send_signal;
+    if (name == "Update")
+      return process_update;
+  }
   if (service == "filesystem.Filesystem") {
     if (name == "Stat")
       return fs_stat;
@@ -421,15 +553,6 @@ std::optional<unary_handler> unary_handler_for(std::string_view service, std::st
       return fs_remove;
   }
   return std::nullopt;
-}
-
-/// A stream's answer when the method is not served: 200, then only the
-/// end-of-stream envelope with the error (Connect puts a stream's errors there).
-void refuse_stream(const exchange_ptr& ex, e2b::connect_content content, connect_error error) {
-  http_response response{http::status::ok, 11};
-  response.set(http::field::content_type, std::string(e2b::content_type_of(content)));
-  response.body() = e2b::end_of_stream(error);
-  ex->respond(std::move(response));
 }
 
 void serve_rpc(const envd_ptr& api, const exchange_ptr& ex) {
@@ -467,6 +590,11 @@ void serve_rpc(const envd_ptr& api, const exchange_ptr& ex) {
   if (path == "/process.Process/Start") {
     if (auto request = stream_request<process::StartRequest>(call))
       process_start(call, *request);
+    return;
+  }
+  if (path == "/process.Process/Connect") {
+    if (auto request = stream_request<process::ConnectRequest>(call))
+      process_connect(call, *request);
     return;
   }
   auto handler = unary_handler_for(method->service(), method->name());

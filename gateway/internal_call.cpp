@@ -290,12 +290,15 @@ http_request internal_request(http::verb method, const std::string& target, std:
 
 } // namespace
 
-std::shared_ptr<internal_stream> call_stream_route(const route_table& routes, http::verb method,
-                                                   std::string target, std::string_view api_key,
-                                                   internal_stream_handlers handlers) {
+std::shared_ptr<internal_stream>
+call_stream_route(const route_table& routes, http::verb method, std::string target,
+                  std::string_view api_key, internal_stream_handlers handlers,
+                  const std::vector<std::pair<std::string, std::string>>& headers) {
   auto reader = std::make_shared<internal_reader>(std::move(handlers));
   reader->hold();
   auto request = internal_request(method, target, {}, api_key);
+  for (const auto& [name, value] : headers)
+    request.set(name, value);
   const auto path = std::string(path_of(target));
   const std::string method_name(http::to_string(method));
   auto match = routes.match(method, path);

@@ -8,6 +8,8 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "gateway/router.hpp"
 
@@ -57,8 +59,10 @@ public:
 
 /// Like call_route, for a route that answers with server-sent events (a
 /// process's output): the events come to `handlers` as the route sends them.
-std::shared_ptr<internal_stream> call_stream_route(const route_table& routes, http::verb method,
-                                                   std::string target, std::string_view api_key,
-                                                   internal_stream_handlers handlers);
+/// `headers` go with the request (Last-Event-ID, say).
+std::shared_ptr<internal_stream>
+call_stream_route(const route_table& routes, http::verb method, std::string target,
+                  std::string_view api_key, internal_stream_handlers handlers,
+                  const std::vector<std::pair<std::string, std::string>>& headers = {});
 
 } // namespace airlock::gateway

@@ -6,6 +6,7 @@
 
 #include <set>
 #include <string>
+#include <thread>
 
 #include "tests/api/api_fixture.hpp"
 #include "tests/support/wait.hpp"
@@ -340,6 +341,96 @@ TEST_F(api_e2b_envd, start_streams_a_commands_output_and_exit_as_envd_events) {
   ASSERT_EQ(missing.status, 200) << missing.body;
   auto failed = read_envelopes(missing.body);
   ASSERT_TRUE(failed.ended);
+  EXPECT_EQ(e2b("DELETE", "/sandboxes/" + box.id).status, 204);
+}
+
+TEST_F(api_e2b_envd, background_processes_take_input_list_reattach_and_die_by_signal) {
+  auto box = create_with_token();
+  auto stream_call = [&box](const std::string& method, const json& request) {
+    return as("").call("POST", "/e2b/envd/process.Process/" + method, envelope_of(request),
+                       {{"Content-Type", "application/connect+json"},
+                        {"E2b-Sandbox-Id", box.id},
+                        {"X-Access-Token", box.token}});
+  };
+  auto running_pids = [&box] {
+    std::set<int> pids;
+    auto listed = rpc(box, "process.Process/List", json::object());
+    for (const auto& process : listed.json["processes"])
+      pids.insert(process.value("pid", 0));
+    return pids;
+  };
+  // A command that echoes its stdin, left running as commands.run({background: true}) does.
+  api_reply cat_reply;
+  std::jthread cat([&] {
+    cat_reply = stream_call("Start", {{"process", {{"cmd", "/bin/cat"}}}, {"stdin", true}});
+  });
+  std::set<int> pids;
+  ASSERT_TRUE(wait_for([&] { return !(pids = running_pids()).empty(); }, std::chrono::seconds(30),
+                       std::chrono::milliseconds(50)))
+    << "List shows the running process";
+  const int pid = *pids.begin();
+  // Re-attach (commands.connect) on a socket of its own, and read its start
+  // event before sending input: the stream is attached from then on.
+  auto watcher = http_connection::open(server().host(), server().port());
+  ASSERT_TRUE(watcher);
+  const auto connect_body = envelope_of({{"process", {{"pid", pid}}}});
+  ASSERT_TRUE(watcher->send("POST /e2b/envd/process.Process/Connect HTTP/1.1\r\nHost: test\r\n"
+                            "Content-Type: application/connect+json\r\nE2b-Sandbox-Id: "
+                            + box.id + "\r\nX-Access-Token: " + box.token + "\r\nContent-Length: "
+                            + std::to_string(connect_body.size()) + "\r\n\r\n" + connect_body));
+  auto watch_head = watcher->read_head();
+  ASSERT_TRUE(watch_head);
+  EXPECT_EQ(watch_head->status, 200);
+  auto watch_start = watcher->read_until("}}}");
+  ASSERT_TRUE(watch_start) << "the start event of Connect";
+
+  auto input = rpc(box, "process.Process/SendInput",
+                   {{"process", {{"pid", pid}}}, {"input", {{"stdin", "aGVsbG8K"}}}});
+  EXPECT_EQ(input.status, 200) << input.body;
+  EXPECT_EQ(rpc(box, "process.Process/CloseStdin", {{"process", {{"pid", pid}}}}).status, 200);
+  cat.join();
+  auto started = read_envelopes(cat_reply.body);
+  ASSERT_TRUE(started.ended) << cat_reply.body;
+  std::string echoed;
+  for (const auto& message : started.messages)
+    if (message["event"].contains("data"))
+      echoed += base64_decode(message["event"]["data"].value("stdout", "")).value_or("?");
+  EXPECT_EQ(echoed, "hello\n") << "stdin reached it";
+  const auto& cat_end = started.messages.back()["event"]["end"];
+  EXPECT_TRUE(cat_end.value("exited", false)) << started.messages.back().dump();
+  EXPECT_EQ(cat_end.value("exitCode", 0), 0) << "0 is proto3's default: left out";
+
+  ASSERT_TRUE(watcher->read_body(*watch_head));
+  auto connected = read_envelopes(*watch_start + watch_head->body);
+  ASSERT_TRUE(connected.ended) << watch_head->body;
+  ASSERT_FALSE(connected.messages.empty());
+  EXPECT_EQ(connected.messages.front()["event"]["start"].value("pid", 0), pid);
+  std::string seen;
+  for (const auto& message : connected.messages)
+    if (message["event"].contains("data"))
+      seen += base64_decode(message["event"]["data"].value("stdout", "")).value_or("?");
+  EXPECT_EQ(seen, "hello\n") << "what came after it attached";
+  EXPECT_TRUE(connected.messages.back()["event"].contains("end")) << "it saw the exit too";
+
+  api_reply sleep_reply;
+  std::jthread sleeper([&] {
+    sleep_reply = stream_call("Start", {{"process", {{"cmd", "/bin/sleep"}, {"args", {"600"}}}}});
+  });
+  ASSERT_TRUE(wait_for([&] { return !(pids = running_pids()).empty(); }, std::chrono::seconds(30),
+                       std::chrono::milliseconds(50)));
+  auto killed = rpc(box, "process.Process/SendSignal",
+                    {{"process", {{"pid", *pids.begin()}}}, {"signal", "SIGNAL_SIGKILL"}});
+  EXPECT_EQ(killed.status, 200) << killed.body;
+  sleeper.join();
+  auto slept = read_envelopes(sleep_reply.body);
+  ASSERT_FALSE(slept.messages.empty()) << sleep_reply.body;
+  EXPECT_NE(slept.messages.back()["event"]["end"].value("error", "").find("signal 9"),
+            std::string::npos)
+    << slept.messages.back().dump();
+  EXPECT_TRUE(running_pids().empty()) << "a killed process is gone, not a zombie";
+  auto none = rpc(box, "process.Process/SendSignal",
+                  {{"process", {{"pid", 99999}}}, {"signal", "SIGNAL_SIGKILL"}});
+  EXPECT_EQ(none.json["code"], "not_found") << "kill() returns false";
   EXPECT_EQ(e2b("DELETE", "/sandboxes/" + box.id).status, 204);
 }
 
