@@ -202,6 +202,8 @@ caf::result<actors::template_built> handle_recipe_build(self_ptr self,
 /// when it is a built-in one), or with why it is not.
 void ensure_template(self_ptr self, const std::string& name,
                      std::function<void(const status&)> then);
+/// A first build that ensure_template started ended: its waiters go on.
+void on_built(self_ptr self, const template_outcome& done);
 
 actors::output_batch to_batch(output_reply& reply);
 file_request to_file_request(actors::file_spec& spec);
