@@ -444,8 +444,12 @@ void process_list(const envd_call& call, const pb::Message&) {
                  process::ListResponse response;
                  // A process still starting has no pid yet: it is not listed.
                  for (const auto& process : listing.value("items", json::array()))
-                   if (process.value("state", "") == "running" && process.value("pid", 0u) > 0)
-                     response.add_processes()->set_pid(process.value("pid", 0u));
+                   if (process.value("state", "") == "running" && process.value("pid", 0u) > 0) {
+                     auto* info = response.add_processes();
+                     info->set_pid(process.value("pid", 0u));
+                     // The SDK reads config's fields: it must be there, even empty.
+                     info->mutable_config();
+                   }
                  call.reply(response);
                });
 }
