@@ -17,6 +17,9 @@ namespace airlock::gateway {
 struct e2b_envd_options {
   /// The largest Connect request body. Default: 4 MiB.
   uint64_t message_bytes_max = 4 << 20;
+  /// The largest POST /files body (held whole while its files are written).
+  /// Default: 64 MiB.
+  uint64_t upload_bytes_max = uint64_t{64} << 20;
   /// Where a relative path points: the default user's home. Default: /root,
   /// until templates carry E2B's `user` account.
   std::string home = "/root";

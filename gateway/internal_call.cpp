@@ -84,6 +84,17 @@ public:
     wake();
   }
 
+  /// A byte body (a file download): its head first, then its bytes as they come.
+  void attach_bytes(std::shared_ptr<sse_stream> stream, http_response head) {
+    {
+      std::lock_guard lock(mutex_);
+      bytes_ = true;
+    }
+    if (handlers_.head)
+      handlers_.head(std::move(head));
+    attach(std::move(stream));
+  }
+
   /// The route answered without a stream.
   void answered(http_response response) {
     auto keep = release();
@@ -147,7 +158,17 @@ private:
     if (step.finish_slow_consumer)
       stream->finish("slow_consumer");
     if (!step.bytes.empty()) {
-      parse(step.bytes);
+      bool raw = false;
+      {
+        std::lock_guard lock(mutex_);
+        raw = bytes_;
+      }
+      if (raw) {
+        if (handlers_.bytes)
+          handlers_.bytes(std::move(step.bytes));
+      } else {
+        parse(step.bytes);
+      }
       if (!handlers_.pace) {
         stream->write_done();
         {
@@ -242,6 +263,7 @@ private:
   bool again_ = false;
   bool waiting_ = false;
   bool ended_ = false;
+  bool bytes_ = false; ///< a byte body, not events
 };
 
 /// The transport of a streaming internal call: the route's stream goes to
@@ -261,11 +283,12 @@ public:
     return stream;
   }
 
-  std::shared_ptr<sse_stream> deliver_body_stream(uint64_t, http_response,
+  std::shared_ptr<sse_stream> deliver_body_stream(uint64_t, http_response head,
                                                   const sse_options& options) override {
-    reader_->answered(streaming_refused());
-    return std::make_shared<sse_stream>(options, std::weak_ptr<detail::sse_writer>{},
-                                        stream_body::bytes);
+    auto stream = std::make_shared<sse_stream>(options, std::weak_ptr<detail::sse_writer>(reader_),
+                                               stream_body::bytes);
+    reader_->attach_bytes(stream, std::move(head));
+    return stream;
   }
 
   void read_body_chunk(uint64_t, size_t, body_chunk_handler then) override {
@@ -331,8 +354,12 @@ void call_route(const route_table& routes, http::verb method, std::string target
   const auto& route = *match.route;
   if (!route.async_handler)
     return then(route.handler(request));
-  if (route.options.stream_body)
-    return then(streaming_refused());
+  // A route that streams its body reads it in chunks from the exchange,
+  // which slices them from the buffered body here.
+  if (route.options.body_bytes_max != 0 && request.body().size() > route.options.body_bytes_max)
+    return then(json_error(http::status::payload_too_large, "too_large",
+                           "the body is over the route's limit of "
+                             + std::to_string(route.options.body_bytes_max) + " bytes"));
   auto transport = std::make_shared<internal_transport>(std::move(then));
   transport->hold();
   auto ex = std::make_shared<exchange>(std::move(request), route.pattern, std::move(match.params),

@@ -22,8 +22,8 @@ using internal_answer = std::function<void(http_response)>;
 /// Sends `method target` (target may carry a query string) with `body` (JSON,
 /// or empty) and `api_key` as the bearer token through `routes`, and calls
 /// `then` with the answer: 404/405 like the server when no route matches.
-/// Routes that stream (SSE, byte bodies, streamed request bodies) are not
-/// for this: they answer 500 internal.
+/// A route that reads its body in chunks gets them from `body`; routes that
+/// answer with a stream are for call_stream_route (here: 500 internal).
 void call_route(const route_table& routes, http::verb method, std::string target, std::string body,
                 std::string_view api_key, internal_answer then);
 
@@ -41,6 +41,9 @@ struct internal_stream_handlers {
   std::function<void(http_response)> answered;
   /// One event, in order.
   std::function<void(internal_event)> event;
+  /// A byte body instead (a file download): its head, then its bytes in order.
+  std::function<void(http_response head)> head;
+  std::function<void(std::string bytes)> bytes;
   /// The stream ended: "closed" (the route finished it), "client_gone"
   /// (stopped), "slow_consumer".
   std::function<void(std::string_view reason)> ended;
@@ -58,7 +61,8 @@ public:
 };
 
 /// Like call_route, for a route that answers with server-sent events (a
-/// process's output): the events come to `handlers` as the route sends them.
+/// process's output) or a byte body (a file): they come to `handlers` as the
+/// route sends them. A route that answers whole goes to `answered`.
 /// `headers` go with the request (Last-Event-ID, say).
 std::shared_ptr<internal_stream>
 call_stream_route(const route_table& routes, http::verb method, std::string target,

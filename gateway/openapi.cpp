@@ -47,6 +47,12 @@ const std::map<doc_key, route_doc>& docs() {
      {"E2B envd: a Connect call of process.Process or filesystem.Filesystem (E2b-Sandbox-Id, "
       "X-Access-Token).",
       "data_plane", 200, "json", "json"}},
+    {{"GET", "/e2b/envd/files"},
+     {"E2B envd: download ?path= (E2b-Sandbox-Id, X-Access-Token).", "data_plane", 200, "none",
+      "bytes"}},
+    {{"POST", "/e2b/envd/files"},
+     {"E2B envd: upload (multipart parts named by path, or octet-stream with ?path=).",
+      "data_plane", 200, "bytes", "json"}},
     {{"GET", "/e2b/envd/health"},
      {"E2B envd: 204 while the sandbox runs, 502 otherwise.", "data_plane", 204, "none", "none"}},
     {{"GET", "/v1/operations"},

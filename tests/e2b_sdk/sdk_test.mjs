@@ -2,8 +2,8 @@
 // serve`: E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY point it at airlock;
 // AIRLOCK_SDK_TEMPLATE names a template with bash (the SDK runs commands as
 // `/bin/bash -l -c`). Run by tests/api/e2b_sdk_test.cpp, which starts the
-// daemon and installs the SDK. What is not served yet (/files, WatchDir) is
-// listed in docs/e2b.md and not called here.
+// daemon and installs the SDK. What is not served yet (WatchDir, rename,
+// signed URLs) is listed in docs/e2b.md and not called here.
 
 import { test, after } from 'node:test'
 import assert from 'node:assert/strict'
@@ -90,6 +90,31 @@ test('files: makeDir, exists, list, getInfo, remove', async () => {
   assert.equal(info.path, '/root/work/a.txt')
   await sandbox.files.remove('/root/work')
   assert.equal(await sandbox.files.exists('/root/work'), false)
+})
+
+test('files: write and read text and binary, several at once, relative paths', async () => {
+  const sandbox = await create()
+  await sandbox.files.write('/root/notes/hello.txt', 'hello files\n')
+  assert.equal(await sandbox.files.read('/root/notes/hello.txt'), 'hello files\n')
+  assert.equal((await sandbox.commands.run('cat /root/notes/hello.txt')).stdout, 'hello files\n')
+
+  const big = new Uint8Array(3 * 1024 * 1024)
+  for (let i = 0; i < big.length; i++) big[i] = (i * 7 + 3) & 0xff
+  await sandbox.files.write('/root/blob.bin', big.buffer)
+  const back = await sandbox.files.read('/root/blob.bin', { format: 'bytes' })
+  assert.equal(back.length, big.length)
+  assert.ok(Buffer.from(back).equals(Buffer.from(big)), 'the same bytes came back')
+
+  const infos = await sandbox.files.write([
+    { path: '/root/many/a.txt', data: 'A' },
+    { path: 'relative.txt', data: 'R' },
+  ])
+  assert.deepEqual(infos.map((i) => i.path), ['/root/many/a.txt', '/root/relative.txt'])
+  assert.equal(await sandbox.files.read('/root/relative.txt'), 'R')
+  await assert.rejects(sandbox.files.read('/root/none.txt'), (error) => {
+    assert.equal(error.constructor.name, 'FileNotFoundError')
+    return true
+  })
 })
 
 test('Sandbox.list filters by metadata', async () => {
