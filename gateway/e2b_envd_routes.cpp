@@ -70,22 +70,6 @@ connect_error error_of(const http_response& answer) {
   return {code_of_status(answer.result_int()), message};
 }
 
-/// RFC 3986 percent-encoding of everything but the unreserved characters.
-std::string query_encode(std::string_view text) {
-  static constexpr char hex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : text) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == '/') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out.push_back('%');
-      out.push_back(hex[c >> 4]);
-      out.push_back(hex[c & 15]);
-    }
-  }
-  return out;
-}
-
 /// "-rwxr-xr-x" for a type and permission bits.
 std::string permissions_text(filesystem::FileType type, uint32_t mode) {
   std::string out = type == filesystem::FILE_TYPE_DIRECTORY ? "d"
@@ -127,6 +111,14 @@ void refuse_stream(const exchange_ptr& ex, e2b::connect_content content, connect
   ex->respond(std::move(response));
 }
 
+/// A path as the sandbox's default user means it: a relative one is under
+/// the user's home.
+std::string resolve_path(const envd_api& api, const std::string& path) {
+  if (!path.empty() && path.front() == '/')
+    return path;
+  return api.options.home + (path.empty() ? "" : "/" + path);
+}
+
 /// One envd call: its exchange, sandbox, token and codec.
 struct envd_call {
   envd_ptr api;
@@ -137,16 +129,10 @@ struct envd_call {
 
   std::string files(std::string_view suffix, const std::string& path) const {
     return "/v1/sandboxes/" + sandbox_id + "/files" + std::string(suffix)
-           + "?path=" + query_encode(path);
+           + "?path=" + percent_encode(path, true);
   }
 
-  /// A path as the sandbox's default user means it: a relative one is under
-  /// the user's home.
-  std::string resolve(const std::string& path) const {
-    if (!path.empty() && path.front() == '/')
-      return path;
-    return api->options.home + (path.empty() ? "" : "/" + path);
-  }
+  std::string resolve(const std::string& path) const { return resolve_path(*api, path); }
 
   void fail(connect_error error) const {
     if (content.streaming)
@@ -640,12 +626,6 @@ std::optional<std::pair<std::string, std::string>> files_access(const exchange_p
   return std::pair{*sandbox, *token};
 }
 
-std::string resolve_path(const envd_api& api, const std::string& path) {
-  if (!path.empty() && path.front() == '/')
-    return path;
-  return api.options.home + (path.empty() ? "" : "/" + path);
-}
-
 void download(const envd_ptr& api, const exchange_ptr& ex) {
   auto access = files_access(ex);
   if (!access)
@@ -653,8 +633,8 @@ void download(const envd_ptr& api, const exchange_ptr& ex) {
   auto path = ex->query("path");
   if (!path || path->empty())
     return ex->respond(files_error(400, "path is required"));
-  const auto target =
-    "/v1/sandboxes/" + access->first + "/files?path=" + query_encode(resolve_path(*api, *path));
+  const auto target = "/v1/sandboxes/" + access->first
+                      + "/files?path=" + percent_encode(resolve_path(*api, *path), true);
   struct state {
     std::shared_ptr<sse_stream> out;
     std::shared_ptr<internal_stream> input;
@@ -757,7 +737,7 @@ void write_parts(const envd_ptr& api, const exchange_ptr& ex, std::string sandbo
     return ex->respond(json_response(http::status::ok, written));
   auto& part = (*parts)[next];
   const auto path = resolve_path(*api, part.path);
-  const auto target = "/v1/sandboxes/" + sandbox + "/files?path=" + query_encode(path);
+  const auto target = "/v1/sandboxes/" + sandbox + "/files?path=" + percent_encode(path, true);
   call_route(*api->inner, http::verb::put, target, std::move(part.bytes), token,
              [api, ex, sandbox, token, parts, next, path,
               written = std::move(written)](http_response answer) mutable {

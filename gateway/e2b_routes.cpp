@@ -43,22 +43,6 @@ http_response e2b_error_of(const http_response& answer) {
   return e2b_error(answer.result_int(), message);
 }
 
-/// RFC 3986 percent-encoding of everything but the unreserved characters.
-std::string url_encode(std::string_view text) {
-  static constexpr char hex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : text) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out.push_back('%');
-      out.push_back(hex[c >> 4]);
-      out.push_back(hex[c & 15]);
-    }
-  }
-  return out;
-}
-
 http_response no_content() {
   http_response response{http::status::no_content, 11};
   return response;
@@ -358,8 +342,8 @@ std::string metadata_filter(const std::string& form) {
     auto pair = std::string_view(form).substr(start, end - start);
     auto eq = pair.find('=');
     if (eq != std::string_view::npos && eq > 0)
-      out += "&metadata." + url_encode(percent_decode(pair.substr(0, eq), false)) + "="
-             + url_encode(percent_decode(pair.substr(eq + 1), false));
+      out += "&metadata." + percent_encode(percent_decode(pair.substr(0, eq), false)) + "="
+             + percent_encode(percent_decode(pair.substr(eq + 1), false));
     start = end + 1;
   }
   return out;
@@ -368,9 +352,9 @@ std::string metadata_filter(const std::string& form) {
 void list_sandboxes(e2b_call call) {
   const auto& ex = *call.ex;
   auto limit = ex.query("limit").value_or("100");
-  std::string target = "/v1/sandboxes?limit=" + url_encode(limit);
+  std::string target = "/v1/sandboxes?limit=" + percent_encode(limit);
   if (auto token = ex.query("nextToken"); token && !token->empty())
-    target += "&cursor=" + url_encode(*token);
+    target += "&cursor=" + percent_encode(*token);
   if (auto metadata = ex.query("metadata"))
     target += metadata_filter(*metadata);
   std::string wanted = ex.query("state").value_or("running,paused");

@@ -1,5 +1,7 @@
 #include "gateway/router.hpp"
 
+#include <cctype>
+
 #include <algorithm>
 #include <set>
 
@@ -88,6 +90,22 @@ http_response json_error(http::status status, std::string_view code, std::string
 }
 
 std::string_view path_of(std::string_view target) { return target.substr(0, target.find('?')); }
+
+std::string percent_encode(std::string_view text, bool keep_slash) {
+  static constexpr char hex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : text) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~'
+        || (keep_slash && c == '/')) {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out.push_back('%');
+      out.push_back(hex[c >> 4]);
+      out.push_back(hex[c & 15]);
+    }
+  }
+  return out;
+}
 
 std::string percent_decode(std::string_view text, bool plus_is_space) {
   std::string out;

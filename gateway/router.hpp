@@ -63,6 +63,10 @@ std::string_view path_of(std::string_view target);
 /// escape is kept as it is.
 std::string percent_decode(std::string_view text, bool plus_is_space);
 
+/// RFC 3986 percent-encoding of all but the unreserved characters (and '/'
+/// when `keep_slash`, for a path in a query value).
+std::string percent_encode(std::string_view text, bool keep_slash = false);
+
 /// The query parameters of `target` in order, names and values decoded
 /// ('+' is a space); a parameter without '=' has the value "".
 std::vector<std::pair<std::string, std::string>> parse_query(std::string_view target);
