@@ -76,6 +76,27 @@ test('background commands: list, stdin, connect, kill', async () => {
   assert.equal(check.stdout, 'gone\n', 'reaped, not a zombie')
 })
 
+test('a PTY session: input, output, resize, kill', async () => {
+  const sandbox = await create()
+  let seen = ''
+  const decoder = new TextDecoder()
+  const terminal = await sandbox.pty.create({
+    cols: 80,
+    rows: 24,
+    onData: (data) => { seen += decoder.decode(data) },
+  })
+  assert.ok(terminal.pid > 1)
+  await sandbox.pty.resize(terminal.pid, { cols: 120, rows: 40 })
+  await sandbox.pty.sendInput(terminal.pid, new TextEncoder().encode('stty size; echo pty-$((6*7))\n'))
+  const deadline = Date.now() + 30_000
+  while (!seen.includes('pty-42') && Date.now() < deadline)
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  assert.ok(seen.includes('pty-42'), `the shell answered: ${JSON.stringify(seen)}`)
+  assert.ok(seen.includes('40 120'), `the new size: ${JSON.stringify(seen)}`)
+  assert.equal(await sandbox.pty.kill(terminal.pid), true)
+  await assert.rejects(terminal.wait())
+})
+
 test('files: makeDir, exists, list, getInfo, remove', async () => {
   const sandbox = await create()
   assert.equal(await sandbox.files.makeDir('/root/work/sub'), true)
