@@ -1,0 +1,243 @@
+// envd's filesystem calls and /files, made of the data plane's own file routes.
+
+#include "gateway/e2b_envd_internal.hpp"
+
+namespace airlock::gateway::envd_detail {
+
+void fs_stat(const envd_call& call, const pb::Message& message) {
+  const auto& request = static_cast<const filesystem::StatRequest&>(message);
+  call.stat(call.resolve(request.path()), [call](filesystem::EntryInfo info) {
+    filesystem::StatResponse response;
+    *response.mutable_entry() = std::move(info);
+    call.reply(response);
+  });
+}
+
+void fs_list(const envd_call& call, const pb::Message& message) {
+  const auto& request = static_cast<const filesystem::ListDirRequest&>(message);
+  if (request.depth() > 1)
+    return call.fail({connect_code::unimplemented,
+                      "ListDir with depth above 1 is not supported yet by airlock's envd"});
+  auto path = call.resolve(request.path());
+  call.v1_json(http::verb::get, call.files("/list", path), [call, path](json listing) {
+    filesystem::ListDirResponse response;
+    for (const auto& entry : listing.value("items", json::array())) {
+      auto name = entry.value("name", "");
+      auto* info = response.add_entries();
+      fill_entry(entry, path == "/" ? "/" + name : path + "/" + name, *info);
+      if (info->type() == filesystem::FILE_TYPE_UNSPECIFIED)
+        response.mutable_entries()->RemoveLast(); // envd lists files, directories and links
+    }
+    call.reply(response);
+  });
+}
+
+void fs_make_dir(const envd_call& call, const pb::Message& message) {
+  const auto& request = static_cast<const filesystem::MakeDirRequest&>(message);
+  auto path = call.resolve(request.path());
+  call.v1(http::verb::get, call.files("/stat", path), {}, [call, path](http_response existing) {
+    if (existing.result_int() == 200)
+      return call.fail({connect_code::already_exists, path + " already exists"});
+    call.v1(http::verb::post, call.files("/mkdir", path), {}, [call, path](http_response made) {
+      if (made.result_int() >= 300)
+        return call.fail(error_of(made));
+      call.stat(path, [call](filesystem::EntryInfo info) {
+        filesystem::MakeDirResponse response;
+        *response.mutable_entry() = std::move(info);
+        call.reply(response);
+      });
+    });
+  });
+}
+
+void fs_remove(const envd_call& call, const pb::Message& message) {
+  const auto& request = static_cast<const filesystem::RemoveRequest&>(message);
+  auto target = call.files("", call.resolve(request.path())) + "&recursive=true";
+  call.v1(http::verb::delete_, target, {}, [call](http_response removed) {
+    // Removing what is not there succeeds, as envd's does.
+    if (removed.result_int() >= 300 && removed.result_int() != 404)
+      return call.fail(error_of(removed));
+    call.reply(filesystem::RemoveResponse{});
+  });
+}
+
+// ---- /files: downloads and uploads ------------------------------------------
+
+/// envd's plain HTTP error: {"code": status, "message"}.
+http_response files_error(unsigned status, std::string_view message) {
+  return json_response(static_cast<http::status>(status),
+                       json{{"code", status}, {"message", message}});
+}
+
+http_response files_error_of(const http_response& answer) {
+  auto error = error_of(answer);
+  return files_error(answer.result_int(), error.message);
+}
+
+/// The sandbox and token of a /files request; nullopt after answering.
+std::optional<std::pair<std::string, std::string>> files_access(const exchange_ptr& ex) {
+  auto sandbox = header(*ex, "E2b-Sandbox-Id");
+  auto token = header(*ex, "X-Access-Token");
+  if (!sandbox || !token) {
+    ex->respond(files_error(401, "send E2b-Sandbox-Id and X-Access-Token (signed URLs are not "
+                                 "supported by airlock's envd yet)"));
+    return std::nullopt;
+  }
+  return std::pair{*sandbox, *token};
+}
+
+void download(const envd_ptr& api, const exchange_ptr& ex) {
+  auto access = files_access(ex);
+  if (!access)
+    return;
+  auto path = ex->query("path");
+  if (!path || path->empty())
+    return ex->respond(files_error(400, "path is required"));
+  const auto target = "/v1/sandboxes/" + access->first
+                      + "/files?path=" + percent_encode(resolve_path(*api, *path), true);
+  struct state {
+    std::shared_ptr<sse_stream> out;
+    std::shared_ptr<internal_stream> input;
+  };
+  auto shared = std::make_shared<state>();
+  internal_stream_handlers handlers;
+  handlers.answered = [ex](http_response answer) {
+    if (answer.result_int() >= 300)
+      return ex->respond(files_error_of(answer));
+    http_response response{http::status::ok, 11};
+    response.set(http::field::content_type, "application/octet-stream");
+    response.body() = std::move(answer.body());
+    ex->respond(std::move(response));
+  };
+  handlers.head = [ex, shared](http_response head) {
+    http_response out{http::status::ok, 11};
+    out.set(http::field::content_type, "application/octet-stream");
+    if (auto length = head.find(http::field::content_length); length != head.end())
+      out.set(http::field::content_length, length->value());
+    sse_options paced;
+    paced.heartbeat_ms = 0;
+    shared->out = ex->open_body_stream(std::move(out), paced);
+    shared->out->on_close([shared](std::string_view) {
+      if (auto input = shared->input)
+        input->stop();
+    });
+  };
+  handlers.bytes = [shared](std::string bytes) {
+    if (shared->out)
+      shared->out->send_bytes(bytes);
+  };
+  handlers.pace = [shared](std::function<void()> resume) {
+    if (shared->out)
+      shared->out->when_drained(std::move(resume));
+    else
+      resume();
+  };
+  handlers.ended = [shared](std::string_view) {
+    if (shared->out)
+      shared->out->close();
+  };
+  shared->input =
+    call_stream_route(*api->inner, http::verb::get, target, access->second, std::move(handlers));
+}
+
+struct upload_part {
+  std::string path;
+  std::string bytes;
+};
+
+/// The parts of a multipart/form-data body: each part's filename (the SDK
+/// puts the destination path there) and content. invalid_argument when it
+/// is not well formed.
+result<std::vector<upload_part>> multipart_parts(std::string_view content_type,
+                                                 std::string_view body) {
+  auto at = content_type.find("boundary=");
+  if (at == std::string_view::npos)
+    return make_status(errc::invalid_argument, "multipart/form-data needs a boundary");
+  auto boundary = content_type.substr(at + 9);
+  boundary = boundary.substr(0, boundary.find(';'));
+  if (boundary.size() >= 2 && boundary.front() == '"' && boundary.back() == '"')
+    boundary = boundary.substr(1, boundary.size() - 2);
+  const std::string delimiter = "--" + std::string(boundary);
+  std::vector<upload_part> parts;
+  size_t pos = body.find(delimiter);
+  while (pos != std::string_view::npos) {
+    pos += delimiter.size();
+    if (body.substr(pos, 2) == "--")
+      return parts;
+    if (body.substr(pos, 2) != "\r\n")
+      break;
+    pos += 2;
+    auto headers_end = body.find("\r\n\r\n", pos);
+    if (headers_end == std::string_view::npos)
+      break;
+    auto headers = body.substr(pos, headers_end - pos);
+    auto content_start = headers_end + 4;
+    auto next = body.find("\r\n" + delimiter, content_start);
+    if (next == std::string_view::npos)
+      break;
+    upload_part part;
+    auto name_at = headers.find("filename=\"");
+    if (name_at != std::string_view::npos) {
+      auto name_end = headers.find('"', name_at + 10);
+      if (name_end != std::string_view::npos)
+        part.path = std::string(headers.substr(name_at + 10, name_end - name_at - 10));
+    }
+    part.bytes = std::string(body.substr(content_start, next - content_start));
+    parts.push_back(std::move(part));
+    pos = next + 2;
+  }
+  return make_status(errc::invalid_argument, "the multipart/form-data body is not well formed");
+}
+
+/// Writes the parts one after the other, then answers envd's list of entries.
+void write_parts(const envd_ptr& api, const exchange_ptr& ex, std::string sandbox,
+                 std::string token, std::shared_ptr<std::vector<upload_part>> parts, size_t next,
+                 json written) {
+  if (next == parts->size())
+    return ex->respond(json_response(http::status::ok, written));
+  auto& part = (*parts)[next];
+  const auto path = resolve_path(*api, part.path);
+  const auto target = "/v1/sandboxes/" + sandbox + "/files?path=" + percent_encode(path, true);
+  call_route(*api->inner, http::verb::put, target, std::move(part.bytes), token,
+             [api, ex, sandbox, token, parts, next, path,
+              written = std::move(written)](http_response answer) mutable {
+               if (answer.result_int() >= 300)
+                 return ex->respond(files_error_of(answer));
+               written.push_back(
+                 {{"name", path.substr(path.rfind('/') + 1)}, {"path", path}, {"type", "file"}});
+               write_parts(api, ex, sandbox, token, parts, next + 1, std::move(written));
+             });
+}
+
+void upload(const envd_ptr& api, const exchange_ptr& ex) {
+  auto access = files_access(ex);
+  if (!access)
+    return;
+  if (header(*ex, "Content-Encoding"))
+    return ex->respond(files_error(400, "compressed uploads are not supported by airlock's envd "
+                                        "yet: send the bytes uncompressed"));
+  const auto content_type = header(*ex, "Content-Type").value_or("");
+  auto parts = std::make_shared<std::vector<upload_part>>();
+  auto query_path = ex->query("path");
+  if (content_type.rfind("multipart/form-data", 0) == 0) {
+    auto parsed = multipart_parts(content_type, ex->request().body());
+    if (!parsed)
+      return ex->respond(files_error(400, parsed.error().message));
+    *parts = std::move(*parsed);
+    // One file with ?path=: that is where it goes.
+    if (parts->size() == 1 && query_path && !query_path->empty())
+      parts->front().path = *query_path;
+  } else {
+    if (!query_path || query_path->empty())
+      return ex->respond(files_error(400, "path is required for an octet-stream upload"));
+    parts->push_back({*query_path, ex->request().body()});
+  }
+  for (const auto& part : *parts)
+    if (part.path.empty())
+      return ex->respond(files_error(400, "a part has no filename: name its destination path"));
+  write_parts(api, ex, access->first, access->second, parts, 0, json::array());
+}
+
+/// envd's /health: 204 while the sandbox runs, 502 otherwise (the SDK's
+
+} // namespace airlock::gateway::envd_detail

@@ -1,0 +1,224 @@
+#pragma once
+// Internal to gateway/: what envd's route files share (e2b_envd_routes.cpp
+// dispatches, e2b_envd_process.cpp serves process.Process,
+// e2b_envd_files.cpp the filesystem calls and /files). e2b_envd_routes.hpp
+// is the contract.
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "e2b/connect.hpp"
+#include "e2b/envd/filesystem/filesystem.pb.h"
+#include "e2b/envd/process/process.pb.h"
+#include "gateway/e2b_envd_routes.hpp"
+#include "gateway/exchange.hpp"
+#include "gateway/internal_call.hpp"
+
+namespace airlock::gateway::envd_detail {
+
+using e2b::connect_code;
+using e2b::connect_error;
+using nlohmann::json;
+using exchange_ptr = std::shared_ptr<exchange>;
+namespace pb = google::protobuf;
+
+struct envd_api {
+  std::shared_ptr<const route_table> inner;
+  e2b_envd_options options;
+};
+
+using envd_ptr = std::shared_ptr<const envd_api>;
+
+inline std::optional<std::string> header(const exchange& ex, std::string_view name) {
+  auto found = ex.request().find(boost::beast::string_view(name.data(), name.size()));
+  if (found == ex.request().end() || found->value().empty())
+    return std::nullopt;
+  return std::string(found->value());
+}
+
+inline http_response connect_failure(const connect_error& error) {
+  http_response response{static_cast<http::status>(e2b::http_status_of(error.code)), 11};
+  response.set(http::field::content_type, "application/json");
+  response.body() = e2b::unary_error_body(error);
+  return response;
+}
+
+/// Connect's code for a /v1 answer that failed, by its status.
+inline connect_code code_of_status(unsigned status) {
+  switch (status) {
+    case 400: return connect_code::invalid_argument;
+    case 401: return connect_code::unauthenticated;
+    case 403: return connect_code::permission_denied;
+    case 404: return connect_code::not_found;
+    case 409: return connect_code::failed_precondition;
+    case 413: return connect_code::resource_exhausted;
+    case 429: return connect_code::resource_exhausted;
+    case 501: return connect_code::unimplemented;
+    case 503: return connect_code::unavailable;
+    case 504: return connect_code::deadline_exceeded;
+    default: return connect_code::internal;
+  }
+}
+
+inline connect_error error_of(const http_response& answer) {
+  auto body = json::parse(answer.body(), nullptr, false);
+  std::string message = "airlock answered " + std::to_string(answer.result_int());
+  if (body.is_object() && body.contains("error") && body["error"].is_object())
+    message = body["error"].value("message", message);
+  return {code_of_status(answer.result_int()), message};
+}
+
+/// "-rwxr-xr-x" for a type and permission bits.
+inline std::string permissions_text(filesystem::FileType type, uint32_t mode) {
+  std::string out = type == filesystem::FILE_TYPE_DIRECTORY ? "d"
+                    : type == filesystem::FILE_TYPE_SYMLINK ? "l"
+                                                            : "-";
+  const char* letters = "rwxrwxrwx";
+  for (int bit = 8; bit >= 0; --bit)
+    out.push_back((mode >> bit) & 1 ? letters[8 - bit] : '-');
+  return out;
+}
+
+inline filesystem::FileType file_type_of(const std::string& type) {
+  if (type == "file")
+    return filesystem::FILE_TYPE_FILE;
+  if (type == "dir")
+    return filesystem::FILE_TYPE_DIRECTORY;
+  if (type == "symlink")
+    return filesystem::FILE_TYPE_SYMLINK;
+  return filesystem::FILE_TYPE_UNSPECIFIED;
+}
+
+/// The /v1 file entry `entry` (at `path`) as envd's EntryInfo.
+inline void fill_entry(const json& entry, const std::string& path, filesystem::EntryInfo& out) {
+  out.set_name(entry.value("name", path.substr(path.rfind('/') + 1)));
+  out.set_type(file_type_of(entry.value("type", "")));
+  out.set_path(path);
+  out.set_size(entry.value("size_bytes", int64_t{0}));
+  const uint32_t mode = entry.value("mode", 0u) & 07777;
+  out.set_mode(mode);
+  out.set_permissions(permissions_text(out.type(), mode));
+}
+
+/// A stream's answer when it fails before its first message: 200, then only
+/// the end-of-stream envelope with the error (Connect puts a stream's errors there).
+inline void refuse_stream(const exchange_ptr& ex, e2b::connect_content content,
+                          connect_error error) {
+  http_response response{http::status::ok, 11};
+  response.set(http::field::content_type, std::string(e2b::content_type_of(content)));
+  response.body() = e2b::end_of_stream(error);
+  ex->respond(std::move(response));
+}
+
+/// A path as the sandbox's default user means it: a relative one is under
+/// the user's home.
+inline std::string resolve_path(const envd_api& api, const std::string& path) {
+  if (!path.empty() && path.front() == '/')
+    return path;
+  return api.options.home + (path.empty() ? "" : "/" + path);
+}
+
+/// One envd call: its exchange, sandbox, token and codec.
+struct envd_call {
+  envd_ptr api;
+  exchange_ptr ex;
+  std::string sandbox_id;
+  std::string token;
+  e2b::connect_content content;
+
+  std::string files(std::string_view suffix, const std::string& path) const {
+    return "/v1/sandboxes/" + sandbox_id + "/files" + std::string(suffix)
+           + "?path=" + percent_encode(path, true);
+  }
+
+  std::string resolve(const std::string& path) const { return resolve_path(*api, path); }
+
+  void fail(connect_error error) const {
+    if (content.streaming)
+      return refuse_stream(ex, content, std::move(error));
+    ex->respond(connect_failure(error));
+  }
+
+  void reply(const pb::Message& message) const {
+    auto bytes = e2b::encode_message(content.codec, message);
+    if (!bytes)
+      return fail(e2b::to_connect_error(bytes.error()));
+    http_response response{http::status::ok, 11};
+    response.set(http::field::content_type, std::string(e2b::content_type_of(content)));
+    response.body() = std::move(*bytes);
+    ex->respond(std::move(response));
+  }
+
+  /// Calls /v1 with the token; `then` with the answer (any status).
+  void v1(http::verb method, std::string target, std::string body,
+          std::function<void(http_response)> then) const {
+    call_route(*api->inner, method, std::move(target), std::move(body), token, std::move(then));
+  }
+
+  /// Calls /v1; `then` with its JSON on a 2xx, else the Connect error.
+  void v1_json(http::verb method, std::string target, std::function<void(json)> then) const {
+    auto self = *this;
+    v1(method, std::move(target), {}, [self, then](http_response answer) {
+      if (answer.result_int() >= 300)
+        return self.fail(error_of(answer));
+      then(json::parse(answer.body(), nullptr, false));
+    });
+  }
+
+  /// Stat of `path`, then `then` with it as EntryInfo.
+  void stat(const std::string& path, std::function<void(filesystem::EntryInfo)> then) const {
+    v1_json(http::verb::get, files("/stat", path), [path, then](json entry) {
+      filesystem::EntryInfo info;
+      fill_entry(entry, path, info);
+      then(std::move(info));
+    });
+  }
+};
+
+/// The first message of a stream request (one envelope: the SDK sends its
+/// request whole).
+template <class Message>
+std::optional<Message> stream_request(const envd_call& call) {
+  e2b::envelope_reader reader(call.api->options.message_bytes_max);
+  reader.feed(call.ex->request().body());
+  auto frame = reader.next();
+  Message message;
+  if (!frame || !*frame) {
+    call.fail({connect_code::invalid_argument,
+               frame ? "the request holds no whole envelope" : frame.error().message});
+    return std::nullopt;
+  }
+  if (auto decoded = e2b::decode_message(call.content.codec, (*frame)->payload, message);
+      !decoded) {
+    call.fail(e2b::to_connect_error(decoded));
+    return std::nullopt;
+  }
+  return message;
+}
+
+// filesystem.Filesystem's unary calls and /files (e2b_envd_files.cpp).
+void fs_stat(const envd_call& call, const pb::Message& message);
+void fs_list(const envd_call& call, const pb::Message& message);
+void fs_make_dir(const envd_call& call, const pb::Message& message);
+void fs_remove(const envd_call& call, const pb::Message& message);
+/// GET /e2b/envd/files: the file, streamed from the data plane's download.
+void download(const envd_ptr& api, const exchange_ptr& ex);
+/// POST /e2b/envd/files: multipart or octet-stream, written file by file.
+void upload(const envd_ptr& api, const exchange_ptr& ex);
+
+// process.Process (e2b_envd_process.cpp).
+void process_start(const envd_call& call, const process::StartRequest& request);
+void process_connect(const envd_call& call, const process::ConnectRequest& request);
+void process_list(const envd_call& call, const pb::Message& message);
+void process_send_input(const envd_call& call, const pb::Message& message);
+void process_close_stdin(const envd_call& call, const pb::Message& message);
+void process_send_signal(const envd_call& call, const pb::Message& message);
+void process_update(const envd_call& call, const pb::Message& message);
+
+} // namespace airlock::gateway::envd_detail

@@ -1,0 +1,272 @@
+// envd's process.Process, made of the data plane's own process routes.
+
+#include "gateway/e2b_envd_internal.hpp"
+
+#include "schema/base64.hpp"
+
+namespace airlock::gateway::envd_detail {
+
+// ---- process.Process/Start: a process's events as a Connect stream ----------
+
+/// The user an RPC names: Basic auth "<user>:" (the SDK's `user` option).
+std::optional<std::string> rpc_user(const exchange& ex) {
+  auto value = header(ex, "Authorization");
+  if (!value || value->rfind("Basic ", 0) != 0)
+    return std::nullopt;
+  auto decoded = base64_decode(std::string_view(*value).substr(6));
+  if (!decoded)
+    return std::nullopt;
+  auto user = decoded->substr(0, decoded->find(':'));
+  if (user.empty())
+    return std::nullopt;
+  return user;
+}
+
+/// The v1 exec body for envd's StartRequest.
+json exec_body(const envd_call& call, const process::StartRequest& request) {
+  const auto& config = request.process();
+  json argv = json::array({config.cmd()});
+  for (const auto& arg : config.args())
+    argv.push_back(arg);
+  json env = json::object();
+  for (const auto& [key, value] : config.envs())
+    env[key] = value;
+  json body = {{"argv", argv}, {"env", env}};
+  body["cwd"] = config.has_cwd() ? call.resolve(config.cwd()) : call.api->options.home;
+  if (request.has_pty())
+    body["pty"] = {{"rows", request.pty().size().rows()}, {"cols", request.pty().size().cols()}};
+  // envd keeps stdin open unless told otherwise (older SDKs do not say).
+  body["stdin"] = request.has_stdin() ? request.stdin() : true;
+  if (auto user = rpc_user(*call.ex))
+    body["user"] = *user;
+  return body;
+}
+
+/// Streams a started process's events to the client until it ends.
+class process_events : public std::enable_shared_from_this<process_events> {
+public:
+  process_events(envd_call call, std::shared_ptr<sse_stream> out, bool pty)
+      : call_(std::move(call)), out_(std::move(out)), pty_(pty) {}
+
+  /// Sends start{pid}, then the process's output from `offset` (its
+  /// combined stdout and stderr) to its exit.
+  void start(const std::string& process_id, uint32_t pid, uint64_t offset = 0) {
+    process::StartResponse started;
+    started.mutable_event()->mutable_start()->set_pid(pid);
+    send(started);
+    auto self = shared_from_this();
+    internal_stream_handlers handlers;
+    handlers.event = [self](internal_event event) { self->on_event(event); };
+    handlers.answered = [self](http_response answer) { self->finish(error_of(answer)); };
+    handlers.ended = [self](std::string_view reason) {
+      if (!self->ended_)
+        self->finish(connect_error{connect_code::unavailable, "the process's output ended ("
+                                                                + std::string(reason)
+                                                                + ") before it exited"});
+    };
+    handlers.pace = [self](std::function<void()> resume) {
+      self->out_->when_drained(std::move(resume));
+    };
+    const auto target =
+      "/v1/sandboxes/" + call_.sandbox_id + "/processes/" + process_id + "/output";
+    std::vector<std::pair<std::string, std::string>> from;
+    if (offset > 0)
+      from.emplace_back("Last-Event-ID", std::to_string(offset));
+    input_ =
+      call_stream_route(*call_.api->inner, http::verb::get, target, call_.token, handlers, from);
+    out_->on_close([self](std::string_view) {
+      if (auto input = self->input_)
+        input->stop();
+    });
+  }
+
+private:
+  void send(const pb::Message& message) {
+    auto bytes = e2b::encode_message(call_.content.codec, message);
+    if (bytes)
+      out_->send_bytes(e2b::envelope(0, *bytes));
+  }
+
+  void on_event(const internal_event& event) {
+    if (event.event == "stdout" || event.event == "stderr") {
+      auto chunk = json::parse(event.data, nullptr, false);
+      if (!chunk.is_object())
+        return;
+      std::string bytes = chunk.value("data", "");
+      if (chunk.value("encoding", "") == "base64")
+        bytes = base64_decode(bytes).value_or("");
+      process::StartResponse data;
+      auto* output = data.mutable_event()->mutable_data();
+      if (pty_)
+        output->set_pty(std::move(bytes));
+      else if (event.event == "stdout")
+        output->set_stdout(std::move(bytes));
+      else
+        output->set_stderr(std::move(bytes));
+      return send(data);
+    }
+    if (event.event != "exit")
+      return;
+    auto exit = json::parse(event.data, nullptr, false);
+    process::StartResponse ended;
+    auto* end = ended.mutable_event()->mutable_end();
+    end->set_exited(true);
+    if (exit.is_object() && exit.value("exit_code", json()).is_number_integer()) {
+      const int code = exit["exit_code"].get<int>();
+      end->set_exit_code(code);
+      end->set_status("exit status " + std::to_string(code));
+      if (code != 0)
+        end->set_error("exit status " + std::to_string(code));
+    } else {
+      const int signal = exit.is_object() ? exit.value("signal", 0) : 0;
+      end->set_exit_code(-1);
+      end->set_status("signal: " + std::to_string(signal));
+      end->set_error("killed by signal " + std::to_string(signal));
+    }
+    send(ended);
+    finish(std::nullopt);
+  }
+
+  void finish(std::optional<connect_error> error) {
+    if (ended_)
+      return;
+    ended_ = true;
+    out_->send_bytes(e2b::end_of_stream(error));
+    out_->close();
+  }
+
+  envd_call call_;
+  std::shared_ptr<sse_stream> out_;
+  bool pty_;
+  std::shared_ptr<internal_stream> input_;
+  std::atomic<bool> ended_{false};
+};
+
+void process_start(const envd_call& call, const process::StartRequest& request) {
+  call.v1(http::verb::post, "/v1/sandboxes/" + call.sandbox_id + "/processes",
+          exec_body(call, request).dump(), [call, pty = request.has_pty()](http_response answer) {
+            if (answer.result_int() >= 300) {
+              // Before any event: the error goes in the end-of-stream envelope.
+              http_response response{http::status::ok, 11};
+              response.set(http::field::content_type,
+                           std::string(e2b::content_type_of(call.content)));
+              response.body() = e2b::end_of_stream(error_of(answer));
+              return call.ex->respond(std::move(response));
+            }
+            auto started = json::parse(answer.body(), nullptr, false);
+            http_response head{http::status::ok, 11};
+            head.set(http::field::content_type, std::string(e2b::content_type_of(call.content)));
+            sse_options paced;
+            paced.heartbeat_ms = 0;
+            auto out = call.ex->open_body_stream(std::move(head), paced);
+            auto events = std::make_shared<process_events>(call, out, pty);
+            events->start(started.value("process_id", ""), started.value("pid", 0u));
+          });
+}
+
+/// The running process with sandbox pid `pid`, as /v1 lists it; then `then`.
+void with_process(const envd_call& call, uint32_t pid, std::function<void(json)> then) {
+  call.v1_json(http::verb::get, "/v1/sandboxes/" + call.sandbox_id + "/processes",
+               [call, pid, then](json listing) {
+                 for (const auto& process : listing.value("items", json::array()))
+                   if (process.value("pid", 0u) == pid && process.value("state", "") == "running")
+                     return then(process);
+                 call.fail({connect_code::not_found, "no running process " + std::to_string(pid)});
+               });
+}
+
+std::string process_path(const envd_call& call, const json& process, std::string_view suffix) {
+  return "/v1/sandboxes/" + call.sandbox_id + "/processes/" + process.value("process_id", "")
+         + std::string(suffix);
+}
+
+/// Calls `suffix` of the process a selector names with `body`, then answers `reply`.
+void process_action(const envd_call& call, const process::ProcessSelector& selector,
+                    std::string suffix, std::string body, const pb::Message& reply) {
+  if (selector.selector_case() != process::ProcessSelector::kPid)
+    return call.fail(
+      {connect_code::unimplemented, "processes are found by pid; tags are not kept"});
+  std::shared_ptr<pb::Message> answer(reply.New());
+  with_process(call, selector.pid(), [call, suffix, body, answer](json process) {
+    call.v1(http::verb::post, process_path(call, process, suffix), body,
+            [call, answer](http_response done) {
+              if (done.result_int() >= 300)
+                return call.fail(error_of(done));
+              call.reply(*answer);
+            });
+  });
+}
+
+void process_list(const envd_call& call, const pb::Message&) {
+  call.v1_json(http::verb::get, "/v1/sandboxes/" + call.sandbox_id + "/processes",
+               [call](json listing) {
+                 process::ListResponse response;
+                 // A process still starting has no pid yet: it is not listed.
+                 for (const auto& process : listing.value("items", json::array()))
+                   if (process.value("state", "") == "running" && process.value("pid", 0u) > 0) {
+                     auto* info = response.add_processes();
+                     info->set_pid(process.value("pid", 0u));
+                     // The SDK reads config's fields: it must be there, even empty.
+                     info->mutable_config();
+                   }
+                 call.reply(response);
+               });
+}
+
+void process_send_input(const envd_call& call, const pb::Message& message) {
+  const auto& request = static_cast<const process::SendInputRequest&>(message);
+  const auto& input = request.input();
+  std::string bytes =
+    input.input_case() == process::ProcessInput::kPty ? input.pty() : input.stdin();
+  process_action(call, request.process(), "/stdin", std::move(bytes), process::SendInputResponse{});
+}
+
+void process_close_stdin(const envd_call& call, const pb::Message& message) {
+  const auto& request = static_cast<const process::CloseStdinRequest&>(message);
+  process_action(call, request.process(), "/stdin/close", {}, process::CloseStdinResponse{});
+}
+
+void process_send_signal(const envd_call& call, const pb::Message& message) {
+  const auto& request = static_cast<const process::SendSignalRequest&>(message);
+  int signal = request.signal() == process::SIGNAL_SIGTERM ? 15 : 9;
+  if (request.signal() == process::SIGNAL_UNSPECIFIED)
+    return call.fail({connect_code::invalid_argument, "signal: SIGNAL_SIGKILL or SIGNAL_SIGTERM"});
+  process_action(call, request.process(), "/signal", json{{"signal", signal}}.dump(),
+                 process::SendSignalResponse{});
+}
+
+void process_update(const envd_call& call, const pb::Message& message) {
+  const auto& request = static_cast<const process::UpdateRequest&>(message);
+  if (!request.has_pty())
+    return call.reply(process::UpdateResponse{});
+  json size = {{"rows", request.pty().size().rows()}, {"cols", request.pty().size().cols()}};
+  process_action(call, request.process(), "/resize", size.dump(), process::UpdateResponse{});
+}
+
+/// Connect: the events of a running process from now on, start{pid} first.
+void process_connect(const envd_call& call, const process::ConnectRequest& request) {
+  if (request.process().selector_case() != process::ProcessSelector::kPid)
+    return call.fail(
+      {connect_code::unimplemented, "processes are found by pid; tags are not kept"});
+  const uint32_t pid = request.process().pid();
+  call.v1_json(
+    http::verb::get, "/v1/sandboxes/" + call.sandbox_id + "/processes", [call, pid](json listing) {
+      for (const auto& process : listing.value("items", json::array())) {
+        if (process.value("pid", 0u) != pid || process.value("state", "") != "running")
+          continue;
+        http_response head{http::status::ok, 11};
+        head.set(http::field::content_type, std::string(e2b::content_type_of(call.content)));
+        sse_options paced;
+        paced.heartbeat_ms = 0;
+        auto out = call.ex->open_body_stream(std::move(head), paced);
+        auto events = std::make_shared<process_events>(call, out, process.value("pty", false));
+        const uint64_t now =
+          process.value("stdout_bytes", uint64_t{0}) + process.value("stderr_bytes", uint64_t{0});
+        return events->start(process.value("process_id", ""), pid, now);
+      }
+      refuse_stream(call.ex, call.content,
+                    {connect_code::not_found, "no running process " + std::to_string(pid)});
+    });
+}
+
+} // namespace airlock::gateway::envd_detail
