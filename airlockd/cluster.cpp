@@ -54,6 +54,7 @@ int run_control(const control_options& options, stop_signals& signals, std::ostr
     data.api_keys = control.api_keys();
     data.scheduler = control.scheduler();
     data.signer = &control.signer();
+    data.envd_tokens = control.envd_tokens();
     data.metrics = &control.metrics();
     gateway::add_data_routes(routes, data);
   };

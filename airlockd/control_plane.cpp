@@ -140,6 +140,7 @@ void control_plane::add_routes(gateway::route_table& routes,
   deps.api_keys = api_keys_;
   deps.scheduler = scheduler_;
   deps.signer = &*signer_;
+  deps.envd_tokens = envd_tokens_;
   deps.clock = &clock_;
   deps.entropy = &entropy_;
   deps.metrics = &metrics_;

@@ -24,6 +24,7 @@
 #include "actors/sandbox_registry.hpp"
 #include "airlockd/options.hpp"
 #include "gateway/attach_token.hpp"
+#include "gateway/e2b_token_book.hpp"
 #include "gateway/endpoint.hpp"
 #include "gateway/router.hpp"
 #include "metrics/metrics.hpp"
@@ -86,6 +87,9 @@ public:
   const actors::api_key_actor& api_keys() const noexcept { return api_keys_; }
   const actors::scheduler_actor& scheduler() const noexcept { return scheduler_; }
   const gateway::token_signer& signer() const { return *signer_; }
+  /// The envd tokens the E2B front hands out; the data routes of the same
+  /// listener find signed file URLs' sandboxes with them.
+  std::shared_ptr<gateway::envd_token_book> envd_tokens() const { return envd_tokens_; }
   const actors::audit_actor& audit() const noexcept { return audit_; }
   const actors::credential_actor& credentials() const noexcept { return credentials_; }
   metrics::metrics_registry& metrics() noexcept { return metrics_; }
@@ -96,6 +100,8 @@ private:
   system_wall_clock clock_;
   system_entropy entropy_;
   std::optional<gateway::token_signer> signer_;
+  std::shared_ptr<gateway::envd_token_book> envd_tokens_ =
+    std::make_shared<gateway::envd_token_book>();
   metrics::metrics_registry metrics_;
   actors::sandbox_registry_actor registry_;
   actors::api_key_actor api_keys_;

@@ -91,6 +91,7 @@ void add_serve_routes(serve_parts& parts, gateway::route_table& routes) {
   data.api_keys = parts.control.api_keys();
   data.scheduler = parts.control.scheduler();
   data.signer = &parts.control.signer();
+  data.envd_tokens = parts.control.envd_tokens();
   data.metrics = &parts.control.metrics();
   data.public_url = [&parts] { return parts.url.get(); };
   gateway::add_data_routes(routes, data);

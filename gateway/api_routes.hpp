@@ -26,6 +26,7 @@
 #include "actors/sandbox_registry.hpp"
 #include "gateway/api_json.hpp"
 #include "gateway/attach_token.hpp"
+#include "gateway/e2b_token_book.hpp"
 #include "gateway/router.hpp"
 #include "metrics/metrics.hpp"
 
@@ -96,6 +97,9 @@ struct control_api_deps {
   /// Warm pools (PUT /v1/templates/{name}/pool, creates that claim a
   /// member); absent: pools answer 503 and every create starts a sandbox.
   std::optional<actors::pool_actor> pools;
+  /// The envd tokens the E2B front hands out, shared with the data plane's
+  /// envd routes (signed file URLs); absent: not kept.
+  std::shared_ptr<envd_token_book> envd_tokens;
   api_options options;
 };
 

@@ -530,6 +530,21 @@ void make_directory(api_ptr api, exchange_ptr ex, target t) {
   });
 }
 
+void move_file(api_ptr api, exchange_ptr ex, target t) {
+  actors::file_spec spec;
+  spec.verb = actors::file_verb::rename;
+  auto to = ex->query("to");
+  if (!to || to->empty() || (*to)[0] != '/' || to->size() > path_bytes_max
+      || to->find('\0') != std::string::npos)
+    return ex->respond(json_error(http::status::bad_request, "invalid_argument",
+                                  "?to= is required: the new absolute path, at most "
+                                    + std::to_string(path_bytes_max) + " bytes"));
+  spec.to = *to;
+  file_call(api, ex, t, spec, [to = *to](actors::file_result&, const std::string& path) {
+    return json_response(http::status::ok, {{"path", to}, {"from", path}});
+  });
+}
+
 } // namespace
 
 void add_data_routes(route_table& routes, const data_plane_deps& deps) {
@@ -570,8 +585,10 @@ void add_data_routes(route_table& routes, const data_plane_deps& deps) {
   routes.add_async(verb::get, files + "/list", with_target(api, "files", list_files));
   routes.add_async(verb::get, files + "/stat", with_target(api, "files", stat_file));
   routes.add_async(verb::post, files + "/mkdir", with_target(api, "files", make_directory));
+  routes.add_async(verb::post, files + "/move", with_target(api, "files", move_file));
   // Last: envd's calls are made of the routes above, through a copy of the table.
-  add_e2b_envd_routes(routes, std::make_shared<const route_table>(routes));
+  add_e2b_envd_routes(routes, std::make_shared<const route_table>(routes), deps.envd_tokens,
+                      deps.clock);
 }
 
 } // namespace airlock::gateway

@@ -17,6 +17,7 @@
 #include "actors/sandbox_registry.hpp"
 #include "gateway/api_json.hpp"
 #include "gateway/attach_token.hpp"
+#include "gateway/e2b_token_book.hpp"
 #include "gateway/router.hpp"
 #include "gateway/sse.hpp"
 #include "metrics/metrics.hpp"
@@ -74,6 +75,9 @@ struct data_plane_deps {
   /// The base URL written into attach_url for token callers (a worker's
   /// data_url); API-key callers get the sandbox record's data_url.
   std::function<std::string()> public_url;
+  /// Control plane: the envd tokens its E2B front handed out, to find the
+  /// sandbox of a signed file URL; absent: signed URLs are refused.
+  std::shared_ptr<const envd_token_book> envd_tokens;
   data_plane_options options;
 };
 

@@ -1,5 +1,8 @@
 // envd's filesystem calls and /files, made of the data plane's own file routes.
 
+#include <algorithm>
+#include <charconv>
+
 #include "gateway/e2b_envd_internal.hpp"
 
 namespace airlock::gateway::envd_detail {
@@ -13,22 +16,68 @@ void fs_stat(const envd_call& call, const pb::Message& message) {
   });
 }
 
+namespace {
+
+/// ListDir's walk: directories listed one at a time through the data plane,
+/// to `depth` levels, at most `entries_max` entries in all.
+struct list_walk : std::enable_shared_from_this<list_walk> {
+  envd_call call;
+  uint32_t depth = 1;
+  size_t entries_max = 0;
+  std::vector<std::pair<std::string, uint32_t>> pending; ///< directory, its level
+  filesystem::ListDirResponse response;
+
+  void next() {
+    if (pending.empty())
+      return call.reply(response);
+    auto [dir, level] = std::move(pending.back());
+    pending.pop_back();
+    auto self = shared_from_this();
+    call.v1_json(http::verb::get, call.files("/list", dir), [self, dir, level](json listing) {
+      for (const auto& entry : listing.value("items", json::array())) {
+        auto name = entry.value("name", "");
+        filesystem::EntryInfo info;
+        fill_entry(entry, dir == "/" ? "/" + name : dir + "/" + name, info);
+        if (info.type() == filesystem::FILE_TYPE_UNSPECIFIED)
+          continue; // envd lists files, directories and links
+        if (self->response.entries_size() >= static_cast<int>(self->entries_max))
+          return self->call.fail({connect_code::resource_exhausted,
+                                  "the listing holds more than " + std::to_string(self->entries_max)
+                                    + " entries: list with a smaller depth or a deeper path"});
+        if (info.type() == filesystem::FILE_TYPE_DIRECTORY && level < self->depth)
+          self->pending.emplace_back(info.path(), level + 1);
+        *self->response.add_entries() = std::move(info);
+      }
+      self->next();
+    });
+  }
+};
+
+} // namespace
+
 void fs_list(const envd_call& call, const pb::Message& message) {
   const auto& request = static_cast<const filesystem::ListDirRequest&>(message);
-  if (request.depth() > 1)
-    return call.fail({connect_code::unimplemented,
-                      "ListDir with depth above 1 is not supported yet by airlock's envd"});
-  auto path = call.resolve(request.path());
-  call.v1_json(http::verb::get, call.files("/list", path), [call, path](json listing) {
-    filesystem::ListDirResponse response;
-    for (const auto& entry : listing.value("items", json::array())) {
-      auto name = entry.value("name", "");
-      auto* info = response.add_entries();
-      fill_entry(entry, path == "/" ? "/" + name : path + "/" + name, *info);
-      if (info->type() == filesystem::FILE_TYPE_UNSPECIFIED)
-        response.mutable_entries()->RemoveLast(); // envd lists files, directories and links
-    }
-    call.reply(response);
+  auto walk = std::make_shared<list_walk>();
+  walk->call = call;
+  walk->depth = std::max<uint32_t>(request.depth(), 1);
+  walk->entries_max = call.api->options.list_entries_max;
+  walk->pending.emplace_back(call.resolve(request.path()), 1);
+  walk->next();
+}
+
+void fs_move(const envd_call& call, const pb::Message& message) {
+  const auto& request = static_cast<const filesystem::MoveRequest&>(message);
+  auto from = call.resolve(request.source());
+  auto to = call.resolve(request.destination());
+  auto target = call.files("/move", from) + "&to=" + percent_encode(to, true);
+  call.v1(http::verb::post, target, {}, [call, to](http_response moved) {
+    if (moved.result_int() >= 300)
+      return call.fail(error_of(moved));
+    call.stat(to, [call](filesystem::EntryInfo info) {
+      filesystem::MoveResponse response;
+      *response.mutable_entry() = std::move(info);
+      call.reply(response);
+    });
   });
 }
 
@@ -74,20 +123,51 @@ http_response files_error_of(const http_response& answer) {
   return files_error(answer.result_int(), error.message);
 }
 
-/// The sandbox and token of a /files request; nullopt after answering.
-std::optional<std::pair<std::string, std::string>> files_access(const exchange_ptr& ex) {
+/// The sandbox and token of a /files request, from its headers or from its
+/// signature (`operation` is what a signature must allow: "read" or "write");
+/// nullopt after answering.
+std::optional<std::pair<std::string, std::string>>
+files_access(const envd_api& api, const exchange_ptr& ex, std::string_view operation) {
   auto sandbox = header(*ex, "E2b-Sandbox-Id");
   auto token = header(*ex, "X-Access-Token");
-  if (!sandbox || !token) {
-    ex->respond(files_error(401, "send E2b-Sandbox-Id and X-Access-Token (signed URLs are not "
-                                 "supported by airlock's envd yet)"));
+  if (sandbox && token)
+    return std::pair{*sandbox, *token};
+  auto signature = ex->query("signature");
+  if (!signature) {
+    ex->respond(files_error(401, "send E2b-Sandbox-Id and X-Access-Token, or use a signed URL "
+                                 "(the SDK's uploadUrl or downloadUrl)"));
     return std::nullopt;
   }
-  return std::pair{*sandbox, *token};
+  signed_file_request request{std::string(ex->query("path").value_or("")), std::string(operation),
+                              std::string(ex->query("username").value_or("")), *signature,
+                              std::string(ex->query("signature_expiration").value_or(""))};
+  const int64_t now_ms = api.clock ? api.clock->now_ms() : 0;
+  if (!request.expiration.empty()) {
+    int64_t expires_s = 0;
+    auto [end, failed] = std::from_chars(
+      request.expiration.data(), request.expiration.data() + request.expiration.size(), expires_s);
+    if (failed != std::errc{} || end != request.expiration.data() + request.expiration.size()) {
+      ex->respond(files_error(400, "signature_expiration must be Unix seconds"));
+      return std::nullopt;
+    }
+    if (expires_s * 1000 <= now_ms) {
+      ex->respond(files_error(401, "signature is already expired"));
+      return std::nullopt;
+    }
+  }
+  auto found = api.tokens ? api.tokens->find(request, now_ms) : std::nullopt;
+  if (!found) {
+    ex->respond(files_error(
+      401, "the signature matches no envd token this server handed out: sign the URL again with "
+           "the token of a current Sandbox.create or Sandbox.connect (tokens handed out before "
+           "the control plane restarted are not kept)"));
+    return std::nullopt;
+  }
+  return std::pair{found->sandbox_id, found->token};
 }
 
 void download(const envd_ptr& api, const exchange_ptr& ex) {
-  auto access = files_access(ex);
+  auto access = files_access(*api, ex, "read");
   if (!access)
     return;
   auto path = ex->query("path");
@@ -210,7 +290,7 @@ void write_parts(const envd_ptr& api, const exchange_ptr& ex, std::string sandbo
 }
 
 void upload(const envd_ptr& api, const exchange_ptr& ex) {
-  auto access = files_access(ex);
+  auto access = files_access(*api, ex, "write");
   if (!access)
     return;
   if (header(*ex, "Content-Encoding"))

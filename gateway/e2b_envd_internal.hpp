@@ -17,6 +17,7 @@
 #include "e2b/envd/filesystem/filesystem.pb.h"
 #include "e2b/envd/process/process.pb.h"
 #include "gateway/e2b_envd_routes.hpp"
+#include "gateway/e2b_token_book.hpp"
 #include "gateway/exchange.hpp"
 #include "gateway/internal_call.hpp"
 
@@ -31,6 +32,9 @@ namespace pb = google::protobuf;
 struct envd_api {
   std::shared_ptr<const route_table> inner;
   e2b_envd_options options;
+  /// The tokens the E2B front handed out (signed URLs); may be null.
+  std::shared_ptr<const envd_token_book> tokens;
+  const wall_clock* clock = nullptr;
 };
 
 using envd_ptr = std::shared_ptr<const envd_api>;
@@ -207,6 +211,7 @@ void fs_stat(const envd_call& call, const pb::Message& message);
 void fs_list(const envd_call& call, const pb::Message& message);
 void fs_make_dir(const envd_call& call, const pb::Message& message);
 void fs_remove(const envd_call& call, const pb::Message& message);
+void fs_move(const envd_call& call, const pb::Message& message);
 /// GET /e2b/envd/files: the file, streamed from the data plane's download.
 void download(const envd_ptr& api, const exchange_ptr& ex);
 /// POST /e2b/envd/files: multipart or octet-stream, written file by file.

@@ -33,6 +33,8 @@ std::optional<unary_handler> unary_handler_for(std::string_view service, std::st
       return fs_make_dir;
     if (name == "Remove")
       return fs_remove;
+    if (name == "Move")
+      return fs_move;
   }
   return std::nullopt;
 }
@@ -113,8 +115,10 @@ void health(const envd_ptr& api, const exchange_ptr& ex) {
 } // namespace
 
 void add_e2b_envd_routes(route_table& routes, std::shared_ptr<const route_table> inner,
+                         std::shared_ptr<const envd_token_book> tokens, const wall_clock* clock,
                          e2b_envd_options options) {
-  auto api = std::make_shared<const envd_api>(envd_api{std::move(inner), std::move(options)});
+  auto api = std::make_shared<const envd_api>(
+    envd_api{std::move(inner), std::move(options), std::move(tokens), clock});
   route_options rpc_body;
   rpc_body.body_bytes_max = api->options.message_bytes_max;
   routes.add_async(
@@ -128,6 +132,11 @@ void add_e2b_envd_routes(route_table& routes, std::shared_ptr<const route_table>
   upload_body.body_bytes_max = api->options.upload_bytes_max;
   routes.add_async(
     http::verb::post, "/e2b/envd/files", [api](exchange_ptr ex) { upload(api, ex); }, upload_body);
+  // The SDK's signed URLs are built as new URL("/files", E2B_SANDBOX_URL),
+  // which drops the base's path: they arrive at the listener's root.
+  routes.add_async(http::verb::get, "/files", [api](exchange_ptr ex) { download(api, ex); });
+  routes.add_async(
+    http::verb::post, "/files", [api](exchange_ptr ex) { upload(api, ex); }, upload_body);
 }
 
 } // namespace airlock::gateway

@@ -10,6 +10,8 @@
 #include <memory>
 #include <string>
 
+#include "actors/clock.hpp"
+#include "gateway/e2b_token_book.hpp"
 #include "gateway/router.hpp"
 
 namespace airlock::gateway {
@@ -20,6 +22,9 @@ struct e2b_envd_options {
   /// The largest POST /files body (held whole while its files are written).
   /// Default: 64 MiB.
   uint64_t upload_bytes_max = uint64_t{64} << 20;
+  /// The most entries one ListDir answers (all its levels together); a
+  /// deeper listing is refused with resource_exhausted. Default: 10000.
+  size_t list_entries_max = 10000;
   /// Where a relative path points: the default user's home. Default: /root,
   /// until templates carry E2B's `user` account.
   std::string home = "/root";
@@ -27,7 +32,11 @@ struct e2b_envd_options {
 
 /// Adds /e2b/envd/ to `routes`; `inner` is the table of the data plane's
 /// /v1 routes that the calls are made of.
+/// `tokens` (may be null) are the envd tokens the E2B front handed out:
+/// with them, GET and POST /files with a signature (the SDK's signed URLs,
+/// which name no sandbox) find their sandbox; `clock` checks expiries.
 void add_e2b_envd_routes(route_table& routes, std::shared_ptr<const route_table> inner,
+                         std::shared_ptr<const envd_token_book> tokens, const wall_clock* clock,
                          e2b_envd_options options = {});
 
 } // namespace airlock::gateway

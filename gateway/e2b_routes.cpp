@@ -22,6 +22,7 @@ using nlohmann::json;
 struct e2b_api {
   std::shared_ptr<const route_table> inner;
   const wall_clock* clock = nullptr;
+  std::shared_ptr<envd_token_book> tokens;
   e2b_options options;
 };
 
@@ -186,9 +187,14 @@ struct e2b_call {
     v1_json(http::verb::get, "/v1/sandboxes/" + id, nullptr, [self, id, status](json sandbox) {
       json scope = {{"scope", "all"}, {"ttl_s", self.api->options.envd_token_ttl_s}};
       self.v1_json(http::verb::post, "/v1/sandboxes/" + id + "/token", scope,
-                   [self, status, sandbox](json token) {
+                   [self, id, status, sandbox](json token) {
                      auto out = sandbox_json(*self.api, sandbox);
                      out["envdAccessToken"] = token.value("token", "");
+                     if (self.api->tokens && self.api->clock)
+                       self.api->tokens->remember(id, token.value("token", ""),
+                                                  self.api->clock->now_ms()
+                                                    + int64_t{self.api->options.envd_token_ttl_s}
+                                                        * 1000);
                      self.ex->respond(json_response(status, out));
                    });
     });
@@ -427,8 +433,10 @@ void connect_sandbox(e2b_call call) {
 } // namespace
 
 void add_e2b_routes(route_table& routes, std::shared_ptr<const route_table> inner,
-                    const wall_clock* clock, e2b_options options) {
-  auto api = std::make_shared<const e2b_api>(e2b_api{std::move(inner), clock, options});
+                    const wall_clock* clock, std::shared_ptr<envd_token_book> tokens,
+                    e2b_options options) {
+  auto api =
+    std::make_shared<const e2b_api>(e2b_api{std::move(inner), clock, std::move(tokens), options});
   using http::verb;
   routes.add_async(verb::post, "/e2b/v2/sandboxes", with_key(api, create));
   routes.add_async(verb::get, "/e2b/v2/sandboxes", with_key(api, list_sandboxes));

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "actors/clock.hpp"
+#include "gateway/e2b_token_book.hpp"
 #include "gateway/router.hpp"
 
 namespace airlock::gateway {
@@ -34,7 +35,9 @@ struct e2b_options {
 /// Adds the /e2b/ REST routes to `routes`. `inner` is the table of /v1 routes
 /// they call (a copy of the control plane's, taken after it is complete);
 /// `clock` times lifetimes.
+/// `tokens` (may be null) keeps the envd tokens handed out.
 void add_e2b_routes(route_table& routes, std::shared_ptr<const route_table> inner,
-                    const wall_clock* clock, e2b_options options = {});
+                    const wall_clock* clock, std::shared_ptr<envd_token_book> tokens,
+                    e2b_options options = {});
 
 } // namespace airlock::gateway

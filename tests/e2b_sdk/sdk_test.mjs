@@ -2,8 +2,8 @@
 // serve`: E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY point it at airlock;
 // AIRLOCK_SDK_TEMPLATE names a template with bash (the SDK runs commands as
 // `/bin/bash -l -c`). Run by tests/api/e2b_sdk_test.cpp, which starts the
-// daemon and installs the SDK. What is not served yet (WatchDir, rename,
-// signed URLs) is listed in docs/e2b.md and not called here.
+// daemon and installs the SDK. What is not served yet is listed in
+// docs/e2b.md and not called here.
 
 import { test, after } from 'node:test'
 import assert from 'node:assert/strict'
@@ -136,6 +136,45 @@ test('files: write and read text and binary, several at once, relative paths', a
     assert.equal(error.constructor.name, 'FileNotFoundError')
     return true
   })
+})
+
+test('files: rename, a deeper list, upload and download URLs', async () => {
+  const sandbox = await create()
+  await sandbox.files.write('/root/mv/a.txt', 'moved')
+  const moved = await sandbox.files.rename('/root/mv/a.txt', '/root/mv/b.txt')
+  assert.equal(moved.path, '/root/mv/b.txt')
+  assert.equal(moved.type, 'file')
+  assert.equal(await sandbox.files.exists('/root/mv/a.txt'), false)
+  assert.equal(await sandbox.files.read('/root/mv/b.txt'), 'moved')
+  await assert.rejects(sandbox.files.rename('/root/mv/none', '/root/mv/c'))
+
+  await sandbox.files.write('/root/mv/d1/d2/deep.txt', 'x')
+  const paths = async (depth) =>
+    (await sandbox.files.list('/root/mv', depth ? { depth } : undefined)).map((e) => e.path).sort()
+  assert.deepEqual(await paths(), ['/root/mv/b.txt', '/root/mv/d1'])
+  assert.deepEqual(await paths(3), ['/root/mv/b.txt', '/root/mv/d1', '/root/mv/d1/d2', '/root/mv/d1/d2/deep.txt'])
+
+  const upload = await sandbox.uploadUrl('/root/up/u.txt')
+  const form = new FormData()
+  form.append('file', new Blob(['uploaded by url']), 'u.txt')
+  const posted = await fetch(upload, { method: 'POST', body: form })
+  assert.equal(posted.status, 200, await posted.clone().text())
+  assert.equal(await sandbox.files.read('/root/up/u.txt'), 'uploaded by url')
+
+  const download = await sandbox.downloadUrl('/root/up/u.txt')
+  const got = await fetch(download)
+  assert.equal(got.status, 200)
+  assert.equal(await got.text(), 'uploaded by url')
+  const expiring = await sandbox.downloadUrl('/root/up/u.txt', { useSignatureExpiration: 120 })
+  assert.equal(await (await fetch(expiring)).text(), 'uploaded by url')
+
+  const expired = await fetch(await sandbox.downloadUrl('/root/up/u.txt', { useSignatureExpiration: -10 }))
+  assert.equal(expired.status, 401)
+  assert.match((await expired.json()).message, /expired/)
+  const tampered = await fetch(download.replace('u.txt', 'other.txt'))
+  assert.equal(tampered.status, 401, 'a signature covers its path')
+  const asUpload = await fetch(download, { method: 'POST', body: form })
+  assert.equal(asUpload.status, 401, 'a download signature does not allow an upload')
 })
 
 test('Sandbox.list filters by metadata', async () => {
