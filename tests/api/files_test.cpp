@@ -1,5 +1,5 @@
 // Files through the data plane of `airlockd serve`: round trips (small and
-// 100 MiB), modes, list, stat, mkdir, delete, errors, and paths that try to
+// 100 MiB), modes, list, stat, mkdir, move, delete, errors, and paths that try to
 // leave the sandbox.
 
 #include <filesystem>
@@ -118,6 +118,27 @@ TEST_F(api_files, mkdir_list_stat_and_recursive_delete) {
   EXPECT_EQ(removed.status, 200) << removed.body;
   EXPECT_EQ(api.get(files("/stat?path=/tree")).status, 404);
   EXPECT_EQ(api.get(files("/stat?path=/tree/sub/two")).status, 404);
+}
+
+TEST_F(api_files, move_renames_within_the_sandbox_and_refuses_bad_targets) {
+  auto api = admin();
+  ASSERT_EQ(api.call("PUT", files("?path=/moving/a.txt"), "payload").status, 201);
+  auto moved = api.call("POST", files("/move?path=/moving/a.txt&to=/moving/b.txt"));
+  ASSERT_EQ(moved.status, 200) << moved.body;
+  EXPECT_EQ(moved.json["path"], "/moving/b.txt");
+  EXPECT_EQ(moved.json["from"], "/moving/a.txt");
+  EXPECT_EQ(api.get(files("?path=/moving/a.txt")).status, 404);
+  EXPECT_EQ(api.get(files("?path=/moving/b.txt")).body, "payload");
+
+  auto missing = api.call("POST", files("/move?path=/moving/none&to=/moving/c"));
+  EXPECT_EQ(missing.status, 404) << missing.body;
+  for (const auto* to : {"", "&to=", "&to=relative"}) {
+    auto bad = api.call("POST", files(std::string("/move?path=/moving/b.txt") + to));
+    EXPECT_EQ(bad.status, 400) << to << ": " << bad.body;
+    EXPECT_EQ(bad.json["error"]["code"], "invalid_argument") << bad.body;
+  }
+  EXPECT_EQ(api.get(files("?path=/moving/b.txt")).body, "payload")
+    << "a refused move moves nothing";
 }
 
 TEST_F(api_files, missing_files_directories_and_bad_paths_get_json_errors) {
