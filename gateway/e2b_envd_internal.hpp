@@ -4,7 +4,9 @@
 // e2b_envd_files.cpp the filesystem calls and /files). e2b_envd_routes.hpp
 // is the contract.
 
+#include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -184,6 +186,27 @@ struct envd_call {
     });
   }
 };
+
+/// A stream's options: no SSE heartbeat, but `keepalive` (a whole envelope of
+/// the stream's codec) after `Keepalive-Ping-Interval` seconds of silence (the
+/// SDK sends 50; default 50, 1..3600), so that clients whose body timeout
+/// ends silent streams (undici: 300 s) keep a quiet command's stream.
+inline sse_options stream_keepalive(const envd_call& call, const pb::Message& keepalive) {
+  sse_options options;
+  uint32_t seconds = 50;
+  if (auto asked = header(*call.ex, "Keepalive-Ping-Interval")) {
+    uint32_t value = 0;
+    auto [end, failed] = std::from_chars(asked->data(), asked->data() + asked->size(), value);
+    if (failed == std::errc{} && end == asked->data() + asked->size())
+      seconds = std::clamp<uint32_t>(value, 1, 3600);
+  }
+  options.heartbeat_ms = seconds * 1000;
+  if (auto bytes = e2b::encode_message(call.content.codec, keepalive))
+    options.heartbeat_bytes = e2b::envelope(0, *bytes);
+  else
+    options.heartbeat_ms = 0;
+  return options;
+}
 
 /// The first message of a stream request (one envelope: the SDK sends its
 /// request whole).

@@ -42,6 +42,13 @@ json exec_body(const envd_call& call, const process::StartRequest& request) {
   return body;
 }
 
+/// process.Process's streams: a keepalive event on a quiet stream.
+sse_options keepalive_options(const envd_call& call) {
+  process::StartResponse keepalive;
+  keepalive.mutable_event()->mutable_keepalive();
+  return stream_keepalive(call, keepalive);
+}
+
 /// Streams a started process's events to the client until it ends.
 class process_events : public std::enable_shared_from_this<process_events> {
 public:
@@ -156,9 +163,7 @@ void process_start(const envd_call& call, const process::StartRequest& request) 
             auto started = json::parse(answer.body(), nullptr, false);
             http_response head{http::status::ok, 11};
             head.set(http::field::content_type, std::string(e2b::content_type_of(call.content)));
-            sse_options paced;
-            paced.heartbeat_ms = 0;
-            auto out = call.ex->open_body_stream(std::move(head), paced);
+            auto out = call.ex->open_body_stream(std::move(head), keepalive_options(call));
             auto events = std::make_shared<process_events>(call, out, pty);
             events->start(started.value("process_id", ""), started.value("pid", 0u));
           });
@@ -256,9 +261,7 @@ void process_connect(const envd_call& call, const process::ConnectRequest& reque
           continue;
         http_response head{http::status::ok, 11};
         head.set(http::field::content_type, std::string(e2b::content_type_of(call.content)));
-        sse_options paced;
-        paced.heartbeat_ms = 0;
-        auto out = call.ex->open_body_stream(std::move(head), paced);
+        auto out = call.ex->open_body_stream(std::move(head), keepalive_options(call));
         auto events = std::make_shared<process_events>(call, out, process.value("pty", false));
         const uint64_t now =
           process.value("stdout_bytes", uint64_t{0}) + process.value("stderr_bytes", uint64_t{0});

@@ -16,7 +16,8 @@ std::string envd_file_signature(const signed_file_request& request, std::string_
   unsigned int length = 0;
   if (EVP_Digest(text.data(), text.size(), digest, &length, EVP_sha256(), nullptr) != 1)
     return {};
-  auto encoded = airlock::base64_encode(std::string_view(reinterpret_cast<const char*>(digest), length));
+  auto encoded =
+    airlock::base64_encode(std::string_view(reinterpret_cast<const char*>(digest), length));
   while (!encoded.empty() && encoded.back() == '=')
     encoded.pop_back();
   return "v1_" + encoded;

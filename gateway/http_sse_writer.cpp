@@ -136,7 +136,7 @@ void connection::fail_sse(const beast::error_code& ec) {
 }
 
 void connection::arm_heartbeat() {
-  // A byte body has no heartbeats (queue_heartbeat refuses them).
+  // A byte body without heartbeat_bytes has none (queue_heartbeat refuses them).
   if (phase_ != phase::streaming || sse_->options().heartbeat_ms == 0)
     return;
   heartbeat_timer_.expires_after(milliseconds(sse_->options().heartbeat_ms));

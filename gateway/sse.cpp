@@ -178,9 +178,14 @@ void sse_stream::write_done() {
 
 bool sse_stream::queue_heartbeat() {
   std::lock_guard<std::mutex> guard(mutex_);
-  if (body_ != stream_body::events || writing_ || !queued_.empty() || end_requested_)
+  if (writing_ || !queued_.empty() || end_requested_)
     return false;
-  queued_ = heartbeat_comment;
+  if (body_ == stream_body::events)
+    queued_ = heartbeat_comment;
+  else if (!options_.heartbeat_bytes.empty())
+    queued_ = options_.heartbeat_bytes;
+  else
+    return false;
   return true;
 }
 

@@ -21,6 +21,9 @@ struct sse_options {
   size_t queue_bytes_max = size_t{4} << 20;
   /// A `: heartbeat` comment line is written after this long without an event. Default: 15000.
   uint32_t heartbeat_ms = 15'000;
+  /// A byte stream's heartbeat: written as it is after heartbeat_ms without
+  /// bytes (a protocol's own keepalive message, whole). Empty: none.
+  std::string heartbeat_bytes;
 };
 
 namespace detail {
@@ -36,8 +39,9 @@ public:
 
 /// What a stream's body is: server-sent events (open_sse), or plain bytes
 /// of a response whose header the handler chose (open_body_stream: a file
-/// download sent chunk by chunk). A byte stream gets no heartbeats and no
-/// error event: a producer that overflows it just ends it.
+/// download sent chunk by chunk). A byte stream gets no error event (a
+/// producer that overflows it just ends it) and no heartbeats unless its
+/// options give heartbeat_bytes.
 enum class stream_body { events, bytes };
 
 /// One streamed response: server-sent events, or a byte body. Thread-safe.

@@ -344,6 +344,29 @@ TEST_F(api_e2b_envd, start_streams_a_commands_output_and_exit_as_envd_events) {
   EXPECT_EQ(e2b("DELETE", "/sandboxes/" + box.id).status, 204);
 }
 
+TEST_F(api_e2b_envd, a_quiet_stream_gets_keepalive_events_at_the_asked_interval) {
+  auto box = create_with_token();
+  // The process is quiet for three seconds: the subject, not a synchronisation.
+  json request = {{"process", {{"cmd", "/bin/sh"}, {"args", {"-c", "sleep 3; echo done"}}}},
+                  {"stdin", false}};
+  auto reply = as("").call("POST", "/e2b/envd/process.Process/Start", envelope_of(request),
+                           {{"Content-Type", "application/connect+json"},
+                            {"Keepalive-Ping-Interval", "1"},
+                            {"E2b-Sandbox-Id", box.id},
+                            {"X-Access-Token", box.token}});
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  auto stream = read_envelopes(reply.body);
+  ASSERT_TRUE(stream.ended) << reply.body;
+  size_t keepalives = 0;
+  for (const auto& message : stream.messages)
+    keepalives += message["event"].contains("keepalive") ? 1 : 0;
+  EXPECT_GE(keepalives, 1u) << "a stream quiet for 3 s at a 1 s interval: " << reply.body;
+  const auto& end = stream.messages.back()["event"]["end"];
+  EXPECT_TRUE(end.value("exited", false)) << reply.body;
+  EXPECT_EQ(end.value("exitCode", 0), 0) << "proto3 JSON leaves a zero code out: " << reply.body;
+  EXPECT_EQ(e2b("DELETE", "/sandboxes/" + box.id).status, 204);
+}
+
 TEST_F(api_e2b_envd, background_processes_take_input_list_reattach_and_die_by_signal) {
   auto box = create_with_token();
   auto stream_call = [&box](const std::string& method, const json& request) {

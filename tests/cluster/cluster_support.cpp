@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <strings.h>
 #include <sys/mount.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <thread>
@@ -34,7 +36,10 @@ cli::http_request make_request(const std::string& method, const std::string& url
   request.headers = headers;
   if (!bearer.empty())
     request.headers.emplace_back("Authorization", "Bearer " + bearer);
-  if (!body.empty())
+  const bool typed = std::any_of(headers.begin(), headers.end(), [](const auto& header) {
+    return strcasecmp(header.first.c_str(), "Content-Type") == 0;
+  });
+  if (!body.empty() && !typed)
     request.headers.emplace_back("Content-Type", "application/json");
   return request;
 }

@@ -128,6 +128,20 @@ TEST_F(body_stream_test, a_byte_body_takes_no_events_and_gets_no_heartbeats) {
   EXPECT_EQ(client->unread().substr(head_end + 4), "hello");
 }
 
+TEST_F(body_stream_test, a_byte_body_with_heartbeat_bytes_writes_them_while_it_is_quiet) {
+  announced_ = 1000; // more than is sent: the client reads until the close
+  options_.heartbeat_ms = 1;
+  options_.heartbeat_bytes = "<keepalive>";
+  std::shared_ptr<sse_stream> stream;
+  auto client = ask(stream);
+  ASSERT_TRUE(client && stream);
+  EXPECT_TRUE(stream->send_bytes("hello"));
+  EXPECT_TRUE(client->read_until("hello<keepalive><keepalive>"))
+    << "a quiet byte body gets its heartbeat, whole, again and again: " << client->unread();
+  stream->close();
+  ASSERT_TRUE(client->wait_closed());
+}
+
 TEST_F(body_stream_test, a_producer_that_overflows_ends_the_body_short_without_an_error_event) {
   announced_ = 1 << 20;
   options_.queue_events_max = 1;

@@ -1,0 +1,156 @@
+#pragma once
+// The split-mode fixture: `airlockd control` and `airlockd worker` as child
+// processes on loopback, one cluster test at a time on this host.
+
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tests/cluster/cluster_support.hpp"
+#include "tests/support/environment.hpp"
+
+namespace airlock::test::cluster {
+
+using namespace std::chrono_literals;
+
+constexpr const char* airlockd_path = AIRLOCK_AIRLOCKD_PATH;
+/// The scheduler's heartbeat_timeout_ms (5 s) plus generous slack.
+constexpr milliseconds lost_within = 20s;
+/// A create or another lifecycle operation on an idle machine takes well
+/// under a second; CI hosts are slow and the first create builds a template.
+constexpr milliseconds operation_bound = 120s;
+/// Reconnect backoff doubles up to 30 s; a rejoin may wait for one of those.
+constexpr milliseconds rejoin_bound = 60s;
+
+class cluster_e2e : public ::testing::Test {
+protected:
+  void SetUp() override {
+    AIRLOCK_REQUIRE_ROOT("workers create namespaces, btrfs images and nftables rules");
+    // One cluster test at a time on this host: they share the clue2e
+    // instance (nftables table, cgroup parent, veth prefix, address pool).
+    lock_fd_ = ::open("/run/airlock-cluster-e2e.lock", O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+    ASSERT_GE(lock_fd_, 0);
+    ASSERT_EQ(::flock(lock_fd_, LOCK_EX), 0);
+    paths_.airlockd = airlockd_path;
+    paths_.scratch = dir_.path();
+  }
+
+  void TearDown() override {
+    for (auto& worker : workers_) {
+      if (worker.process)
+        stop_process(*worker.process);
+      unmount_worker_rootfs(worker.data_dir);
+    }
+    if (control_ && control_->process)
+      stop_process(*control_->process);
+    // Every worker of this test has exited: its table and cgroups can go.
+    for (const auto& failure : remove_instance_leftovers("clue2e"))
+      ADD_FAILURE() << "cleanup: " << failure;
+    if (lock_fd_ >= 0)
+      ::close(lock_fd_); // drops the flock
+  }
+
+  std::string control_dir() const { return dir_.path() + "/control"; }
+  std::string worker_dir(int n = 0) const { return dir_.path() + "/worker" + std::to_string(n); }
+
+  /// Starts the control plane; remembers the admin key of the first start.
+  void start_control(uint16_t cluster_port = 0) {
+    control_ = cluster::start_control(paths_, control_dir(), cluster_port);
+    ASSERT_TRUE(control_);
+    if (!control_->admin_key.empty())
+      key_ = control_->admin_key;
+    ASSERT_FALSE(key_.empty()) << "the first start prints the admin key";
+  }
+
+  /// Starts a worker joining the current control plane (or `join_port`).
+  worker_daemon& start_worker(int n = 0, uint16_t join_port = 0) {
+    auto port = join_port != 0 ? join_port : control_->cluster_port;
+    auto started =
+      cluster::start_worker(paths_, worker_dir(n), port, "clue2e-" + std::to_string(n));
+    EXPECT_TRUE(started);
+    workers_.push_back(started ? std::move(*started) : worker_daemon{});
+    workers_.back().data_dir = worker_dir(n);
+    return workers_.back();
+  }
+
+  /// Workers as GET /v1/workers lists them, by name.
+  std::map<std::string, json> workers() {
+    auto answer = call("GET", control_->url() + "/v1/workers", key_);
+    std::map<std::string, json> out;
+    if (answer.status != 200)
+      return out;
+    for (const auto& item : answer.body["items"])
+      out[item.value("name", "")] = item;
+    return out;
+  }
+
+  bool worker_in_state(const std::string& name, const std::string& state) {
+    auto all = workers();
+    auto found = all.find(name);
+    return found != all.end() && found->second["state"] == state;
+  }
+
+  /// POST /v1/sandboxes for `minimal` (with `extra` fields); the (sandbox
+  /// id, operation id).
+  std::pair<std::string, std::string> post_create(const json& extra = json::object()) {
+    json body{{"template", "minimal"},
+              {"cpu_millis", 100}, // the host may have only 2 CPUs
+              {"memory_mb", 256},
+              {"disk_mb", 512}};
+    body.update(extra);
+    auto answer = call("POST", control_->url() + "/v1/sandboxes", key_, body.dump());
+    EXPECT_EQ(answer.status, 202) << answer.raw;
+    if (answer.status != 202)
+      return {};
+    return {answer.body["sandbox_id"], answer.body["operation_id"]};
+  }
+
+  /// Creates a sandbox and waits until it runs; its id.
+  std::string create_running(const json& extra = json::object()) {
+    auto [sandbox, operation] = post_create(extra);
+    auto done = wait_operation(control_->url(), key_, operation, operation_bound);
+    EXPECT_EQ(done["state"], "succeeded") << done.dump();
+    return sandbox;
+  }
+
+  json sandbox(const std::string& id) {
+    return call("GET", control_->url() + "/v1/sandboxes/" + id, key_).body;
+  }
+
+  /// POST a lifecycle verb (or DELETE); the operation id.
+  std::string post_verb(const std::string& id, const std::string& verb) {
+    auto answer =
+      verb == "delete"
+        ? call("DELETE", control_->url() + "/v1/sandboxes/" + id, key_)
+        : call("POST", control_->url() + "/v1/sandboxes/" + id + "/" + verb, key_, "{}");
+    EXPECT_EQ(answer.status, 202) << verb << " " << id << ": " << answer.raw;
+    return answer.status == 202 ? answer.body["operation_id"].get<std::string>() : "";
+  }
+
+  /// Starts `cmd` at `base` (a worker's or the control plane's URL) with
+  /// `bearer`; the 201 body.
+  json exec(const std::string& base, const std::string& sandbox_id, const std::string& bearer,
+            const std::string& cmd) {
+    auto answer = call("POST", base + "/v1/sandboxes/" + sandbox_id + "/processes", bearer,
+                       json{{"cmd", cmd}}.dump());
+    EXPECT_EQ(answer.status, 201) << answer.raw;
+    return answer.body;
+  }
+
+  temp_dir dir_;
+  cluster_paths paths_;
+  int lock_fd_ = -1;
+  std::optional<control_daemon> control_;
+  std::vector<worker_daemon> workers_;
+  std::string key_;
+};
+
+} // namespace airlock::test::cluster
