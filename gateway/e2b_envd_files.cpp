@@ -90,10 +90,14 @@ void fs_make_dir(const envd_call& call, const pb::Message& message) {
     call.v1(http::verb::post, call.files("/mkdir", path), {}, [call, path](http_response made) {
       if (made.result_int() >= 300)
         return call.fail(error_of(made));
-      call.stat(path, [call](filesystem::EntryInfo info) {
-        filesystem::MakeDirResponse response;
-        *response.mutable_entry() = std::move(info);
-        call.reply(response);
+      give_to_account(call, path, [call, path](std::optional<connect_error> failed) {
+        if (failed)
+          return call.fail(*failed);
+        call.stat(path, [call](filesystem::EntryInfo info) {
+          filesystem::MakeDirResponse response;
+          *response.mutable_entry() = std::move(info);
+          call.reply(response);
+        });
       });
     });
   });
@@ -166,15 +170,34 @@ files_access(const envd_api& api, const exchange_ptr& ex, std::string_view opera
   return std::pair{found->sandbox_id, found->token};
 }
 
-void download(const envd_ptr& api, const exchange_ptr& ex) {
-  auto access = files_access(*api, ex, "read");
+/// The call of a /files request, as the account its ?username= names (else
+/// the default one); nullopt after answering.
+void files_call(const envd_ptr& api, const exchange_ptr& ex, std::string_view operation,
+                std::function<void(envd_call)> then) {
+  auto access = files_access(*api, ex, operation);
   if (!access)
     return;
+  envd_call call{api, ex, access->first, access->second, {}, {}};
+  auto username = ex->query("username");
+  with_account(std::move(call),
+               username && !username->empty() ? std::optional<std::string>(*username)
+                                              : std::nullopt,
+               std::move(then));
+}
+
+void download_as(const envd_call& call, const std::string& path);
+
+void download(const envd_ptr& api, const exchange_ptr& ex) {
   auto path = ex->query("path");
   if (!path || path->empty())
     return ex->respond(files_error(400, "path is required"));
-  const auto target = "/v1/sandboxes/" + access->first
-                      + "/files?path=" + percent_encode(resolve_path(*api, *path), true);
+  files_call(api, ex, "read", [path = *path](envd_call call) { download_as(call, path); });
+}
+
+void download_as(const envd_call& call, const std::string& path) {
+  const auto& api = call.api;
+  const auto& ex = call.ex;
+  const auto target = call.files("", call.resolve(path));
   struct state {
     std::shared_ptr<sse_stream> out;
     std::shared_ptr<internal_stream> input;
@@ -217,7 +240,7 @@ void download(const envd_ptr& api, const exchange_ptr& ex) {
       shared->out->close();
   };
   shared->input =
-    call_stream_route(*api->inner, http::verb::get, target, access->second, std::move(handlers));
+    call_stream_route(*api->inner, http::verb::get, target, call.token, std::move(handlers));
 }
 
 struct upload_part {
@@ -269,30 +292,32 @@ result<std::vector<upload_part>> multipart_parts(std::string_view content_type,
   return make_status(errc::invalid_argument, "the multipart/form-data body is not well formed");
 }
 
-/// Writes the parts one after the other, then answers envd's list of entries.
-void write_parts(const envd_ptr& api, const exchange_ptr& ex, std::string sandbox,
-                 std::string token, std::shared_ptr<std::vector<upload_part>> parts, size_t next,
-                 json written) {
+/// Writes the parts one after the other (each given to the call's account),
+/// then answers envd's list of entries.
+void write_parts(const envd_call& call, std::shared_ptr<std::vector<upload_part>> parts,
+                 size_t next, json written) {
   if (next == parts->size())
-    return ex->respond(json_response(http::status::ok, written));
+    return call.ex->respond(json_response(http::status::ok, written));
   auto& part = (*parts)[next];
-  const auto path = resolve_path(*api, part.path);
-  const auto target = "/v1/sandboxes/" + sandbox + "/files?path=" + percent_encode(path, true);
-  call_route(*api->inner, http::verb::put, target, std::move(part.bytes), token,
-             [api, ex, sandbox, token, parts, next, path,
-              written = std::move(written)](http_response answer) mutable {
-               if (answer.result_int() >= 300)
-                 return ex->respond(files_error_of(answer));
-               written.push_back(
-                 {{"name", path.substr(path.rfind('/') + 1)}, {"path", path}, {"type", "file"}});
-               write_parts(api, ex, sandbox, token, parts, next + 1, std::move(written));
-             });
+  const auto path = call.resolve(part.path);
+  call.v1(http::verb::put, call.files("", path), std::move(part.bytes),
+          [call, parts, next, path, written = std::move(written)](http_response answer) mutable {
+            if (answer.result_int() >= 300)
+              return call.ex->respond(files_error_of(answer));
+            give_to_account(
+              call, path,
+              [call, parts, next, path,
+               written = std::move(written)](std::optional<connect_error> failed) mutable {
+                if (failed)
+                  return call.ex->respond(files_error(500, failed->message));
+                written.push_back(
+                  {{"name", path.substr(path.rfind('/') + 1)}, {"path", path}, {"type", "file"}});
+                write_parts(call, parts, next + 1, std::move(written));
+              });
+          });
 }
 
 void upload(const envd_ptr& api, const exchange_ptr& ex) {
-  auto access = files_access(*api, ex, "write");
-  if (!access)
-    return;
   if (header(*ex, "Content-Encoding"))
     return ex->respond(files_error(400, "compressed uploads are not supported by airlock's envd "
                                         "yet: send the bytes uncompressed"));
@@ -315,7 +340,8 @@ void upload(const envd_ptr& api, const exchange_ptr& ex) {
   for (const auto& part : *parts)
     if (part.path.empty())
       return ex->respond(files_error(400, "a part has no filename: name its destination path"));
-  write_parts(api, ex, access->first, access->second, parts, 0, json::array());
+  files_call(api, ex, "write",
+             [parts](envd_call call) { write_parts(call, parts, 0, json::array()); });
 }
 
 /// envd's /health: 204 while the sandbox runs, 502 otherwise (the SDK's

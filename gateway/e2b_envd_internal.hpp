@@ -9,9 +9,11 @@
 #include <charconv>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -31,13 +33,52 @@ using nlohmann::json;
 using exchange_ptr = std::shared_ptr<exchange>;
 namespace pb = google::protobuf;
 
+/// Whether each sandbox has the default user's account (its home exists),
+/// learnt once per sandbox; bounded (forgotten wholesale when full).
+class default_user_cache {
+public:
+  std::optional<bool> get(const std::string& sandbox_id) const {
+    std::lock_guard lock(mutex_);
+    auto found = known_.find(sandbox_id);
+    return found == known_.end() ? std::nullopt : std::optional<bool>(found->second);
+  }
+  void put(const std::string& sandbox_id, bool has_user) {
+    std::lock_guard lock(mutex_);
+    if (known_.size() >= entries_max)
+      known_.clear();
+    known_[sandbox_id] = has_user;
+  }
+  static constexpr size_t entries_max = 10000;
+
+private:
+  mutable std::mutex mutex_;
+  std::unordered_map<std::string, bool> known_;
+};
+
 struct envd_api {
   std::shared_ptr<const route_table> inner;
   e2b_envd_options options;
   /// The tokens the E2B front handed out (signed URLs); may be null.
   std::shared_ptr<const envd_token_book> tokens;
   const wall_clock* clock = nullptr;
+  std::shared_ptr<default_user_cache> accounts = std::make_shared<default_user_cache>();
 };
+
+/// Whose call it is: the Linux user it runs as and where its relative paths
+/// point. Root unless the call names a user or the sandbox has the default one.
+struct envd_account {
+  std::string user = "root";
+  std::string home = "/root";
+  bool is_root() const { return user == "root"; }
+};
+
+/// The account of a user name: root's, or a home under /home (as E2B's
+/// templates make them).
+inline envd_account account_named(const std::string& user) {
+  if (user.empty() || user == "root")
+    return {};
+  return {user, "/home/" + user};
+}
 
 using envd_ptr = std::shared_ptr<const envd_api>;
 
@@ -122,12 +163,11 @@ inline void refuse_stream(const exchange_ptr& ex, e2b::connect_content content,
   ex->respond(std::move(response));
 }
 
-/// A path as the sandbox's default user means it: a relative one is under
-/// the user's home.
-inline std::string resolve_path(const envd_api& api, const std::string& path) {
+/// A path as a user with home `home` means it: a relative one is under the home.
+inline std::string resolve_under(const std::string& home, const std::string& path) {
   if (!path.empty() && path.front() == '/')
     return path;
-  return api.options.home + (path.empty() ? "" : "/" + path);
+  return home + (path.empty() ? "" : "/" + path);
 }
 
 /// One envd call: its exchange, sandbox, token and codec.
@@ -137,13 +177,14 @@ struct envd_call {
   std::string sandbox_id;
   std::string token;
   e2b::connect_content content;
+  envd_account account; ///< set by with_account before the call is served
 
   std::string files(std::string_view suffix, const std::string& path) const {
     return "/v1/sandboxes/" + sandbox_id + "/files" + std::string(suffix)
            + "?path=" + percent_encode(path, true);
   }
 
-  std::string resolve(const std::string& path) const { return resolve_path(*api, path); }
+  std::string resolve(const std::string& path) const { return resolve_under(account.home, path); }
 
   void fail(connect_error error) const {
     if (content.streaming)
@@ -228,6 +269,19 @@ std::optional<Message> stream_request(const envd_call& call) {
   }
   return message;
 }
+
+// Accounts (e2b_envd_routes.cpp).
+/// The user an RPC names: Basic auth "<user>:" (the SDK's `user` option).
+std::optional<std::string> rpc_user(const exchange& ex);
+/// `then` with `call` whose account is `asked`'s, else the default user's
+/// when the sandbox has that account, else root's.
+void with_account(envd_call call, std::optional<std::string> asked,
+                  std::function<void(envd_call)> then);
+/// Gives `path` (and its new ancestors inside the account's home) to the
+/// call's account when it is not root: the data plane writes as root, and
+/// E2B code expects to own what it wrote. `then` with the error, if any.
+void give_to_account(const envd_call& call, const std::string& path,
+                     std::function<void(std::optional<connect_error>)> then);
 
 // filesystem.Filesystem's unary calls and /files (e2b_envd_files.cpp).
 void fs_stat(const envd_call& call, const pb::Message& message);

@@ -8,20 +8,6 @@ namespace airlock::gateway::envd_detail {
 
 // ---- process.Process/Start: a process's events as a Connect stream ----------
 
-/// The user an RPC names: Basic auth "<user>:" (the SDK's `user` option).
-std::optional<std::string> rpc_user(const exchange& ex) {
-  auto value = header(ex, "Authorization");
-  if (!value || value->rfind("Basic ", 0) != 0)
-    return std::nullopt;
-  auto decoded = base64_decode(std::string_view(*value).substr(6));
-  if (!decoded)
-    return std::nullopt;
-  auto user = decoded->substr(0, decoded->find(':'));
-  if (user.empty())
-    return std::nullopt;
-  return user;
-}
-
 /// The v1 exec body for envd's StartRequest.
 json exec_body(const envd_call& call, const process::StartRequest& request) {
   const auto& config = request.process();
@@ -32,13 +18,13 @@ json exec_body(const envd_call& call, const process::StartRequest& request) {
   for (const auto& [key, value] : config.envs())
     env[key] = value;
   json body = {{"argv", argv}, {"env", env}};
-  body["cwd"] = config.has_cwd() ? call.resolve(config.cwd()) : call.api->options.home;
+  body["cwd"] = config.has_cwd() ? call.resolve(config.cwd()) : call.account.home;
   if (request.has_pty())
     body["pty"] = {{"rows", request.pty().size().rows()}, {"cols", request.pty().size().cols()}};
   // envd keeps stdin open unless told otherwise (older SDKs do not say).
   body["stdin"] = request.has_stdin() ? request.stdin() : true;
-  if (auto user = rpc_user(*call.ex))
-    body["user"] = *user;
+  if (!call.account.is_root())
+    body["user"] = call.account.user;
   return body;
 }
 

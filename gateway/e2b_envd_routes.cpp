@@ -2,6 +2,7 @@
 
 #include "e2b/envd_methods.hpp"
 #include "gateway/e2b_envd_internal.hpp"
+#include "schema/base64.hpp"
 
 namespace airlock::gateway {
 
@@ -39,6 +40,8 @@ std::optional<unary_handler> unary_handler_for(std::string_view service, std::st
   return std::nullopt;
 }
 
+void serve_rpc_as(const envd_call& call, const std::string& path, const e2b::envd_method& method);
+
 void serve_rpc(const envd_ptr& api, const exchange_ptr& ex) {
   const std::string path =
     "/" + std::string(ex->path_param("service")) + "/" + std::string(ex->path_param("method"));
@@ -70,7 +73,15 @@ void serve_rpc(const envd_ptr& api, const exchange_ptr& ex) {
     return ex->respond(connect_failure(
       {connect_code::unauthenticated,
        "send the sandbox's envdAccessToken (from create or connect) in X-Access-Token"}));
-  envd_call call{api, ex, *sandbox, *token, *content};
+  envd_call unresolved{api, ex, *sandbox, *token, *content, {}};
+  with_account(std::move(unresolved), rpc_user(*ex),
+               [path, method = *method](envd_call call) { serve_rpc_as(call, path, method); });
+}
+
+void serve_rpc_as(const envd_call& call, const std::string& path, const e2b::envd_method& method) {
+  const auto& ex = call.ex;
+  const auto& content = call.content;
+  const bool streams = method.kind != e2b::rpc_kind::unary;
   if (path == "/process.Process/Start") {
     if (auto request = stream_request<process::StartRequest>(call))
       process_start(call, *request);
@@ -81,16 +92,16 @@ void serve_rpc(const envd_ptr& api, const exchange_ptr& ex) {
       process_connect(call, *request);
     return;
   }
-  auto handler = unary_handler_for(method->service(), method->name());
+  auto handler = unary_handler_for(method.service(), method.name());
   if (!handler) {
     connect_error error{connect_code::unimplemented,
                         path + " is not served yet by airlock's envd (docs/e2b.md)"};
     if (streams)
-      return refuse_stream(ex, *content, error);
+      return refuse_stream(ex, content, error);
     return call.fail(error);
   }
-  auto request = method->new_request();
-  if (auto decoded = e2b::decode_message(content->codec, ex->request().body(), *request); !decoded)
+  auto request = method.new_request();
+  if (auto decoded = e2b::decode_message(content.codec, ex->request().body(), *request); !decoded)
     return call.fail(e2b::to_connect_error(decoded));
   (*handler)(call, *request);
 }
@@ -113,6 +124,81 @@ void health(const envd_ptr& api, const exchange_ptr& ex) {
 }
 
 } // namespace
+
+namespace envd_detail {
+
+std::optional<std::string> rpc_user(const exchange& ex) {
+  auto value = header(ex, "Authorization");
+  if (!value || value->rfind("Basic ", 0) != 0)
+    return std::nullopt;
+  auto decoded = base64_decode(std::string_view(*value).substr(6));
+  if (!decoded)
+    return std::nullopt;
+  auto user = decoded->substr(0, decoded->find(':'));
+  if (user.empty())
+    return std::nullopt;
+  return user;
+}
+
+void with_account(envd_call call, std::optional<std::string> asked,
+                  std::function<void(envd_call)> then) {
+  if (asked) {
+    call.account = account_named(*asked);
+    return then(std::move(call));
+  }
+  const auto name = call.api->options.default_user;
+  if (auto known = call.api->accounts->get(call.sandbox_id)) {
+    call.account = *known ? account_named(name) : envd_account{};
+    return then(std::move(call));
+  }
+  const auto target = call.files("/stat", account_named(name).home);
+  auto probe = call;
+  probe.v1(http::verb::get, target, {},
+           [call = std::move(call), then, name](http_response answer) mutable {
+             auto entry = json::parse(answer.body(), nullptr, false);
+             const bool has_user =
+               answer.result_int() == 200 && entry.is_object() && entry.value("type", "") == "dir";
+             // Only a sure answer is kept: a sandbox not running yet is asked again.
+             if (answer.result_int() == 200 || answer.result_int() == 404)
+               call.api->accounts->put(call.sandbox_id, has_user);
+             call.account = has_user ? account_named(name) : envd_account{};
+             then(std::move(call));
+           });
+}
+
+void give_to_account(const envd_call& call, const std::string& path,
+                     std::function<void(std::optional<connect_error>)> then) {
+  if (call.account.is_root())
+    return then(std::nullopt);
+  // The path and the directories above it that are inside the home.
+  json argv = json::array({"chown", "--no-dereference", call.account.user + ":"});
+  const auto& home = call.account.home;
+  if (path.rfind(home + "/", 0) == 0)
+    for (auto slash = path.find('/', home.size() + 1); slash != std::string::npos;
+         slash = path.find('/', slash + 1))
+      argv.push_back(path.substr(0, slash));
+  argv.push_back(path);
+  json body = {{"argv", argv}, {"stdin", false}};
+  const auto processes = "/v1/sandboxes/" + call.sandbox_id + "/processes";
+  call.v1(http::verb::post, processes, body.dump(),
+          [call, processes, path, then](http_response started) {
+            if (started.result_int() >= 300)
+              return then(error_of(started));
+            auto id = json::parse(started.body(), nullptr, false).value("process_id", "");
+            call.v1(http::verb::get, processes + "/" + id + "?wait=30", {},
+                    [call, path, then](http_response ended) {
+                      auto state = json::parse(ended.body(), nullptr, false);
+                      if (ended.result_int() == 200 && state.is_object()
+                          && state.value("exit_code", json()) == json(0))
+                        return then(std::nullopt);
+                      then(connect_error{connect_code::internal, "could not give " + path + " to "
+                                                                   + call.account.user + ": "
+                                                                   + ended.body()});
+                    });
+          });
+}
+
+} // namespace envd_detail
 
 void add_e2b_envd_routes(route_table& routes, std::shared_ptr<const route_table> inner,
                          std::shared_ptr<const envd_token_book> tokens, const wall_clock* clock,

@@ -25,9 +25,10 @@ struct e2b_envd_options {
   /// The most entries one ListDir answers (all its levels together); a
   /// deeper listing is refused with resource_exhausted. Default: 10000.
   size_t list_entries_max = 10000;
-  /// Where a relative path points: the default user's home. Default: /root,
-  /// until templates carry E2B's `user` account.
-  std::string home = "/root";
+  /// The user a call runs as when it names none, if the sandbox has that
+  /// account (its home, /home/<user>, exists); else root. E2B's templates
+  /// and airlock's `base` have `user`.
+  std::string default_user = "user";
 };
 
 /// Adds /e2b/envd/ to `routes`; `inner` is the table of the data plane's

@@ -8,6 +8,7 @@
 #include <string>
 #include <thread>
 
+#include "schema/base64.hpp"
 #include "tests/api/api_fixture.hpp"
 #include "tests/support/wait.hpp"
 
@@ -455,6 +456,76 @@ TEST_F(api_e2b_envd, background_processes_take_input_list_reattach_and_die_by_si
                   {{"process", {{"pid", 99999}}}, {"signal", "SIGNAL_SIGKILL"}});
   EXPECT_EQ(none.json["code"], "not_found") << "kill() returns false";
   EXPECT_EQ(e2b("DELETE", "/sandboxes/" + box.id).status, 204);
+}
+
+TEST_F(api_e2b_envd, calls_run_as_the_default_user_when_the_sandbox_has_it_else_as_root) {
+  // The stdout of `script` run through envd's Start (as `user` when given,
+  // through Basic auth as the SDK sends it).
+  auto envd_run = [](const std::string& sandbox, const std::string& token,
+                     const std::string& script, const std::string& user = {}) {
+    json request = {{"process", {{"cmd", "/bin/sh"}, {"args", {"-c", script}}}}, {"stdin", false}};
+    std::vector<std::pair<std::string, std::string>> headers = {
+      {"Content-Type", "application/connect+json"},
+      {"E2b-Sandbox-Id", sandbox},
+      {"X-Access-Token", token}};
+    if (!user.empty())
+      headers.emplace_back("Authorization", "Basic " + base64_encode(user + ":"));
+    auto reply =
+      as("").call("POST", "/e2b/envd/process.Process/Start", envelope_of(request), headers);
+    std::string out;
+    for (const auto& message : read_envelopes(reply.body).messages) {
+      const auto& data = message["event"].value("data", json::object());
+      if (data.contains("stdout"))
+        out += base64_decode(data["stdout"].get<std::string>()).value_or("?");
+    }
+    return out;
+  };
+  // minimal has no `user`: calls are root's, relative paths under /root.
+  auto rootish = create_with_token();
+  EXPECT_EQ(envd_run(rootish.id, rootish.token, "id -u; pwd"), "0\n/root\n");
+  EXPECT_EQ(e2b("DELETE", "/sandboxes/" + rootish.id).status, 204);
+
+  // A sandbox given E2B's account before its first envd call.
+  auto created = e2b("POST", "/v2/sandboxes", {{"templateID", "minimal"}});
+  ASSERT_EQ(created.status, 201) << created.body;
+  const std::string id = created.json["sandboxID"];
+  const std::string token = created.json["envdAccessToken"];
+  auto api = admin();
+  auto passwd = api.get("/v1/sandboxes/" + id + "/files?path=/etc/passwd");
+  ASSERT_EQ(passwd.status, 200);
+  ASSERT_EQ(api
+              .call("PUT", "/v1/sandboxes/" + id + "/files?path=/etc/passwd",
+                    passwd.body + "user:x:1000:1000::/home/user:/bin/sh\n")
+              .status,
+            201);
+  ASSERT_EQ(api.call("POST", "/v1/sandboxes/" + id + "/files/mkdir?path=/home/user").status, 201);
+  EXPECT_EQ(envd_run(id, token, "chown 1000:1000 /home/user && echo ok", "root"), "ok\n");
+
+  EXPECT_EQ(envd_run(id, token, "id -u; pwd"), "1000\n/home/user\n") << "the default user";
+  EXPECT_EQ(envd_run(id, token, "id -u", "root"), "0\n") << "Basic auth picks root";
+
+  // Files written for the user are the user's, parents inside the home too.
+  auto written = as("").call("POST", "/e2b/envd/files?path=notes/today.txt", "mine\n",
+                             {{"Content-Type", "application/octet-stream"},
+                              {"E2b-Sandbox-Id", id},
+                              {"X-Access-Token", token}});
+  ASSERT_EQ(written.status, 200) << written.body;
+  EXPECT_EQ(written.json[0]["path"], "/home/user/notes/today.txt");
+  EXPECT_EQ(envd_run(id, token,
+                     "stat -c %u /home/user/notes /home/user/notes/today.txt; "
+                     "echo more >> notes/today.txt && cat notes/today.txt"),
+            "1000\n1000\nmine\nmore\n");
+  auto made = rpc({id, token}, "filesystem.Filesystem/MakeDir", {{"path", "work/a"}});
+  ASSERT_EQ(made.status, 200) << made.body;
+  EXPECT_EQ(made.json["entry"]["path"], "/home/user/work/a");
+  EXPECT_EQ(envd_run(id, token, "touch work/a/b && stat -c %u work work/a/b"), "1000\n1000\n");
+  auto as_root = as("").call("POST", "/e2b/envd/files?path=/tmp/r.txt&username=root", "r",
+                             {{"Content-Type", "application/octet-stream"},
+                              {"E2b-Sandbox-Id", id},
+                              {"X-Access-Token", token}});
+  ASSERT_EQ(as_root.status, 200) << as_root.body;
+  EXPECT_EQ(envd_run(id, token, "stat -c %u /tmp/r.txt"), "0\n") << "username=root writes as root";
+  EXPECT_EQ(e2b("DELETE", "/sandboxes/" + id).status, 204);
 }
 
 } // namespace
