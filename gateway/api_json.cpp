@@ -164,6 +164,14 @@ result<std::optional<schema::egress_policy>> read_egress(const json& body,
   return std::optional<schema::egress_policy>(std::move(policy));
 }
 
+/// Key-value pairs as a JSON object.
+json env_json(const std::vector<std::pair<std::string, std::string>>& pairs) {
+  json out = json::object();
+  for (const auto& [key, value] : pairs)
+    out[key] = value;
+  return out;
+}
+
 } // namespace
 
 json to_json(const schema::operation_record& record) {
@@ -182,16 +190,13 @@ json to_json(const schema::operation_record& record) {
 }
 
 json to_json(const schema::template_version& v) {
-  json env = json::object();
-  for (const auto& [key, value] : v.env)
-    env[key] = value;
   json out = {{"version", v.version},
               {"state", std::string(schema::to_string(v.state))},
               {"source", json::parse(v.source_json, nullptr, false)},
               {"digest", v.digest.empty() ? json(nullptr) : json(v.digest)},
               {"size_bytes", v.size_bytes},
               {"files", v.files},
-              {"env", env},
+              {"env", env_json(v.env)},
               {"workdir", v.workdir.empty() ? json(nullptr) : json(v.workdir)},
               {"user", v.user.empty() ? json(nullptr) : json(v.user)},
               {"start_cmd", v.start_cmd.empty() ? json(nullptr) : json(v.start_cmd)},
@@ -296,6 +301,11 @@ json to_json(const actors::process_view& process) {
           {"stdout_bytes", process.stdout_bytes},
           {"stderr_bytes", process.stderr_bytes},
           {"pty", process.pty},
+          {"argv", process.argv},
+          {"cmd", process.cmd.empty() ? json(nullptr) : json(process.cmd)},
+          {"cwd", process.cwd},
+          {"env", env_json(process.env)},
+          {"tag", process.tag.empty() ? json(nullptr) : json(process.tag)},
           {"exit_code", has_code ? json(process.exit_code) : json(nullptr)},
           {"signal", exited && process.signal != 0 ? json(process.signal) : json(nullptr)},
           {"error", process.error.empty() ? json(nullptr) : json(process.error)},
@@ -512,6 +522,10 @@ result<actors::exec_spec> parse_exec_spec(const json& body, const spec_limits& l
   if (!timeout)
     return timeout.error();
   spec.timeout_s = static_cast<uint32_t>(timeout->value_or(0));
+  auto tag = read_text(body, "tag", limits);
+  if (!tag)
+    return tag.error();
+  spec.tag = tag->value_or("");
   return spec;
 }
 

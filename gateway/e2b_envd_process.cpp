@@ -25,6 +25,8 @@ json exec_body(const envd_call& call, const process::StartRequest& request) {
   body["stdin"] = request.has_stdin() ? request.stdin() : true;
   if (!call.account.is_root())
     body["user"] = call.account.user;
+  if (request.has_tag() && !request.tag().empty())
+    body["tag"] = request.tag();
   return body;
 }
 
@@ -155,14 +157,32 @@ void process_start(const envd_call& call, const process::StartRequest& request) 
           });
 }
 
-/// The running process with sandbox pid `pid`, as /v1 lists it; then `then`.
-void with_process(const envd_call& call, uint32_t pid, std::function<void(json)> then) {
+/// Whether the /v1 process `process` is the running one `selector` names
+/// (by sandbox pid, or by the tag it was started with).
+bool selects(const process::ProcessSelector& selector, const json& process) {
+  if (process.value("state", "") != "running")
+    return false;
+  if (selector.selector_case() == process::ProcessSelector::kTag)
+    return process.value("tag", json()) == json(selector.tag());
+  return selector.selector_case() == process::ProcessSelector::kPid
+         && process.value("pid", 0u) == selector.pid();
+}
+
+std::string describe(const process::ProcessSelector& selector) {
+  return selector.selector_case() == process::ProcessSelector::kTag
+           ? "tag \"" + selector.tag() + "\""
+           : std::to_string(selector.pid());
+}
+
+/// The running process `selector` names, as /v1 lists it; then `then`.
+void with_process(const envd_call& call, const process::ProcessSelector& selector,
+                  std::function<void(json)> then) {
   call.v1_json(http::verb::get, "/v1/sandboxes/" + call.sandbox_id + "/processes",
-               [call, pid, then](json listing) {
+               [call, selector, then](json listing) {
                  for (const auto& process : listing.value("items", json::array()))
-                   if (process.value("pid", 0u) == pid && process.value("state", "") == "running")
+                   if (selects(selector, process))
                      return then(process);
-                 call.fail({connect_code::not_found, "no running process " + std::to_string(pid)});
+                 call.fail({connect_code::not_found, "no running process " + describe(selector)});
                });
 }
 
@@ -174,11 +194,8 @@ std::string process_path(const envd_call& call, const json& process, std::string
 /// Calls `suffix` of the process a selector names with `body`, then answers `reply`.
 void process_action(const envd_call& call, const process::ProcessSelector& selector,
                     std::string suffix, std::string body, const pb::Message& reply) {
-  if (selector.selector_case() != process::ProcessSelector::kPid)
-    return call.fail(
-      {connect_code::unimplemented, "processes are found by pid; tags are not kept"});
   std::shared_ptr<pb::Message> answer(reply.New());
-  with_process(call, selector.pid(), [call, suffix, body, answer](json process) {
+  with_process(call, selector, [call, suffix, body, answer](json process) {
     call.v1(http::verb::post, process_path(call, process, suffix), body,
             [call, answer](http_response done) {
               if (done.result_int() >= 300)
@@ -186,6 +203,27 @@ void process_action(const envd_call& call, const process::ProcessSelector& selec
               call.reply(*answer);
             });
   });
+}
+
+/// envd's config of a /v1 process: argv as cmd and args (a shell line as
+/// /bin/sh -c), the client's envs, the working directory.
+void fill_config(const json& process, process::ProcessConfig& config) {
+  auto argv = process.value("argv", json::array());
+  if (argv.is_array() && !argv.empty()) {
+    config.set_cmd(argv[0].get<std::string>());
+    for (size_t i = 1; i < argv.size(); ++i)
+      config.add_args(argv[i].get<std::string>());
+  } else if (process.value("cmd", json()).is_string()) {
+    config.set_cmd("/bin/sh");
+    config.add_args("-c");
+    config.add_args(process["cmd"].get<std::string>());
+  }
+  if (auto env = process.find("env"); env != process.end() && env->is_object())
+    for (auto item = env->begin(); item != env->end(); ++item)
+      if (item->is_string())
+        (*config.mutable_envs())[item.key()] = item->get<std::string>();
+  if (process.value("cwd", json()).is_string() && !process["cwd"].get<std::string>().empty())
+    config.set_cwd(process["cwd"].get<std::string>());
 }
 
 void process_list(const envd_call& call, const pb::Message&) {
@@ -197,8 +235,9 @@ void process_list(const envd_call& call, const pb::Message&) {
                    if (process.value("state", "") == "running" && process.value("pid", 0u) > 0) {
                      auto* info = response.add_processes();
                      info->set_pid(process.value("pid", 0u));
-                     // The SDK reads config's fields: it must be there, even empty.
-                     info->mutable_config();
+                     fill_config(process, *info->mutable_config());
+                     if (process.value("tag", json()).is_string())
+                       info->set_tag(process["tag"].get<std::string>());
                    }
                  call.reply(response);
                });
@@ -236,14 +275,12 @@ void process_update(const envd_call& call, const pb::Message& message) {
 
 /// Connect: the events of a running process from now on, start{pid} first.
 void process_connect(const envd_call& call, const process::ConnectRequest& request) {
-  if (request.process().selector_case() != process::ProcessSelector::kPid)
-    return call.fail(
-      {connect_code::unimplemented, "processes are found by pid; tags are not kept"});
-  const uint32_t pid = request.process().pid();
+  // with_process would answer a unary error; a stream's goes in its end envelope.
   call.v1_json(
-    http::verb::get, "/v1/sandboxes/" + call.sandbox_id + "/processes", [call, pid](json listing) {
+    http::verb::get, "/v1/sandboxes/" + call.sandbox_id + "/processes",
+    [call, selector = request.process()](json listing) {
       for (const auto& process : listing.value("items", json::array())) {
-        if (process.value("pid", 0u) != pid || process.value("state", "") != "running")
+        if (!selects(selector, process))
           continue;
         http_response head{http::status::ok, 11};
         head.set(http::field::content_type, std::string(e2b::content_type_of(call.content)));
@@ -251,10 +288,10 @@ void process_connect(const envd_call& call, const process::ConnectRequest& reque
         auto events = std::make_shared<process_events>(call, out, process.value("pty", false));
         const uint64_t now =
           process.value("stdout_bytes", uint64_t{0}) + process.value("stderr_bytes", uint64_t{0});
-        return events->start(process.value("process_id", ""), pid, now);
+        return events->start(process.value("process_id", ""), process.value("pid", 0u), now);
       }
       refuse_stream(call.ex, call.content,
-                    {connect_code::not_found, "no running process " + std::to_string(pid)});
+                    {connect_code::not_found, "no running process " + describe(selector)});
     });
 }
 

@@ -30,6 +30,8 @@ struct ExecSpec {
   # Filled in by the worker before its sandbox actor runs the spec:
   runAs @11 :ProcessUser;       # `user` resolved in the sandbox's /etc/passwd
   reportStartFailure @12 :Bool; # a program that cannot run: a failed process, not an error
+  tag @13 :Text;                # the client's name for the process (E2B's tag); may be empty
+  requestEnv @14 :List(Common.KeyValue); # the client's env, kept for listings (env is merged)
 }
 
 struct ProcessUser {
@@ -53,6 +55,12 @@ struct ProcessView {
   stdoutBytes @10 :UInt64;
   stderrBytes @11 :UInt64;
   pty @12 :Bool;
+  # What was asked to run (listings show it):
+  argv @13 :List(Text);
+  cmd @14 :Text;
+  cwd @15 :Text;
+  env @16 :List(Common.KeyValue); # the client's env only
+  tag @17 :Text;
 }
 
 struct OutputRequest {

@@ -73,6 +73,8 @@ std::string encode(const exec_spec& x) {
     run_as.setGid(x.run_as.gid);
     run_as.setHome(x.run_as.home);
     b.setReportStartFailure(x.report_start_failure);
+    b.setTag(x.tag);
+    detail::fill_pairs(b.initRequestEnv(detail::count(x.request_env.size())), x.request_env);
   });
 }
 
@@ -96,6 +98,8 @@ result<exec_spec> decode_exec_spec(std::string_view bytes) {
       x.run_as.gid = run_as.getGid();
       x.run_as.home = detail::text(run_as.getHome());
       x.report_start_failure = b.getReportStartFailure();
+      x.tag = detail::text(b.getTag());
+      x.request_env = detail::read_pairs<decltype(x.request_env)>(b.getRequestEnv());
       return x;
     });
 }
@@ -134,6 +138,11 @@ std::string encode(const process_view& x) {
     b.setStdoutBytes(x.stdout_bytes);
     b.setStderrBytes(x.stderr_bytes);
     b.setPty(x.pty);
+    detail::fill_texts(b.initArgv(detail::count(x.argv.size())), x.argv);
+    b.setCmd(x.cmd);
+    b.setCwd(x.cwd);
+    detail::fill_pairs(b.initEnv(detail::count(x.env.size())), x.env);
+    b.setTag(x.tag);
   });
 }
 
@@ -157,6 +166,11 @@ result<process_view> decode_process_view(std::string_view bytes) {
       x.stdout_bytes = b.getStdoutBytes();
       x.stderr_bytes = b.getStderrBytes();
       x.pty = b.getPty();
+      x.argv = detail::read_texts(b.getArgv());
+      x.cmd = detail::text(b.getCmd());
+      x.cwd = detail::text(b.getCwd());
+      x.env = detail::read_pairs<decltype(x.env)>(b.getEnv());
+      x.tag = detail::text(b.getTag());
       return x;
     });
 }

@@ -61,6 +61,9 @@ struct exec_spec {
   /// io_error), the worker replies with the process anyway: `failed`, exit
   /// code 127, the reason in `error`. False: it replies with the error.
   bool report_start_failure = false;
+  std::string tag{}; ///< the client's name for the process (E2B's tag); may be empty
+  /// The client's env as asked, kept for listings once `env` is merged (set by the worker).
+  std::vector<std::pair<std::string, std::string>> request_env{};
   bool operator==(const exec_spec&) const = default;
 };
 
@@ -90,6 +93,12 @@ struct process_view {
   uint64_t stdout_bytes = 0;
   uint64_t stderr_bytes = 0;
   bool pty = false;
+  // What was asked to run, as the client gave it:
+  std::vector<std::string> argv{};
+  std::string cmd{};
+  std::string cwd{};
+  std::vector<std::pair<std::string, std::string>> env{}; ///< the client's only
+  std::string tag{};
   bool operator==(const process_view&) const = default;
 };
 

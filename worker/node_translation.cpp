@@ -132,6 +132,7 @@ std::vector<std::pair<std::string, std::string>> merged_env(self_ptr self,
 
 actors::exec_spec resolve_exec(self_ptr self, const std::string& sandbox_id, actors::exec_spec spec,
                                const schema::process_user& user) {
+  spec.request_env = spec.env;
   spec.env = merged_env(self, sandbox_id, spec, user);
   spec.run_as = user;
   spec.report_start_failure = true;

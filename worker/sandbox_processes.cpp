@@ -271,6 +271,11 @@ caf::result<std::string> handle_exec(self_ptr self, const exec_spec& request) {
       entry.info.process_id = id;
       entry.info.started_at_ms = now_ms(self);
       entry.info.pty = request.pty;
+      entry.info.argv = request.argv;
+      entry.info.cmd = request.cmd;
+      entry.info.cwd = request.cwd;
+      entry.info.env = request.request_env;
+      entry.info.tag = request.tag;
       entry.stream = done.stream;
       entry.stdin_open = request.stdin_open;
       entry.timeout_ms =

@@ -528,5 +528,38 @@ TEST_F(api_e2b_envd, calls_run_as_the_default_user_when_the_sandbox_has_it_else_
   EXPECT_EQ(e2b("DELETE", "/sandboxes/" + id).status, 204);
 }
 
+TEST_F(api_e2b_envd, list_shows_configs_and_tags_and_calls_find_processes_by_tag) {
+  auto box = create_with_token();
+  auto api = admin();
+  auto started = api.exec(
+    box.id,
+    {{"argv", {"sleep", "100"}}, {"env", {{"ASKED", "yes"}}}, {"cwd", "/tmp"}, {"tag", "sleeper"}});
+  ASSERT_TRUE(started);
+  // Listed once it has a pid (bounded: the start is asynchronous).
+  json listed;
+  ASSERT_TRUE(wait_for(
+    [&] {
+      auto list = rpc(box, "process.Process/List", json::object());
+      for (const auto& process : list.json.value("processes", json::array()))
+        if (process.value("tag", "") == "sleeper")
+          listed = process;
+      return !listed.is_null();
+    },
+    std::chrono::seconds(30), std::chrono::milliseconds(50)));
+  EXPECT_EQ(listed["config"]["cmd"], "sleep");
+  EXPECT_EQ(listed["config"]["args"], json({"100"}));
+  EXPECT_EQ(listed["config"]["envs"], json({{"ASKED", "yes"}}));
+  EXPECT_EQ(listed["config"]["cwd"], "/tmp");
+  auto killed = rpc(box, "process.Process/SendSignal",
+                    {{"process", {{"tag", "sleeper"}}}, {"signal", "SIGNAL_SIGKILL"}});
+  EXPECT_EQ(killed.status, 200) << killed.body;
+  auto ended = api.get(started->attach_path + "?wait=30");
+  EXPECT_EQ(ended.json["state"], "exited") << ended.body;
+  auto again = rpc(box, "process.Process/SendSignal",
+                   {{"process", {{"tag", "sleeper"}}}, {"signal", "SIGNAL_SIGKILL"}});
+  EXPECT_EQ(again.status, 404) << "no running process has the tag now: " << again.body;
+  EXPECT_EQ(e2b("DELETE", "/sandboxes/" + box.id).status, 204);
+}
+
 } // namespace
 } // namespace airlock::test

@@ -247,5 +247,29 @@ TEST_F(api_processes, get_waits_for_the_exit_and_the_list_shows_running_and_ende
   EXPECT_EQ(api.get("/v1/sandboxes/" + sandbox_ + "/processes/proc_nosuch").status, 404);
 }
 
+TEST_F(api_processes, a_process_shows_what_it_was_asked_to_run_and_its_tag) {
+  auto api = admin();
+  auto tagged = api.exec(
+    sandbox_,
+    {{"argv", {"sleep", "100"}}, {"env", {{"ASKED", "yes"}}}, {"cwd", "/tmp"}, {"tag", "sleeper"}});
+  auto shell = api.exec(sandbox_, {{"cmd", "exit 0"}});
+  ASSERT_TRUE(tagged && shell);
+  auto shown = api.get(tagged->attach_path);
+  ASSERT_EQ(shown.status, 200) << shown.body;
+  EXPECT_EQ(shown.json["argv"], json({"sleep", "100"}));
+  EXPECT_TRUE(shown.json["cmd"].is_null());
+  EXPECT_EQ(shown.json["cwd"], "/tmp");
+  EXPECT_EQ(shown.json["env"], json({{"ASKED", "yes"}})) << "the client's env, not the merged one";
+  EXPECT_EQ(shown.json["tag"], "sleeper");
+  auto line = api.get(shell->attach_path + "?wait=30");
+  EXPECT_EQ(line.json["cmd"], "exit 0");
+  EXPECT_EQ(line.json["argv"], json::array());
+  EXPECT_TRUE(line.json["tag"].is_null());
+  auto too_long = api.call("POST", "/v1/sandboxes/" + sandbox_ + "/processes",
+                           json{{"argv", {"true"}}, {"tag", std::string(5000, 't')}}.dump());
+  EXPECT_EQ(too_long.status, 400) << too_long.body;
+  EXPECT_EQ(api.post(tagged->attach_path + "/signal", {{"signal", "KILL"}}).status, 200);
+}
+
 } // namespace
 } // namespace airlock::test

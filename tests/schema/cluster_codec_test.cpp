@@ -26,6 +26,8 @@ exec_spec sample_exec() {
   x.timeout_s = 30;
   x.run_as = {true, 1000, 1000, "/home/user"};
   x.report_start_failure = true;
+  x.tag = "server";
+  x.request_env = {{"EMPTY", ""}};
   return x;
 }
 
@@ -86,9 +88,31 @@ void expect_round_trip(const T& value, Decode decode) {
 TEST(cluster_codec, round_trips_every_node_and_data_plane_message) {
   expect_round_trip(node_sandbox{"sb_1", sandbox_state::paused}, decode_node_sandbox);
   expect_round_trip(sample_exec(), decode_exec_spec);
-  expect_round_trip(process_view{"proc_1", process_state::failed, 127, 15, 1700000000000,
-                                 1700000000500, "no such file: python4", 0, 0, 0, false},
-                    decode_process_view);
+  process_view failed;
+  failed.process_id = "proc_1";
+  failed.state = process_state::failed;
+  failed.exit_code = 127;
+  failed.signal = 15;
+  failed.started_at_ms = 1700000000000;
+  failed.ended_at_ms = 1700000000500;
+  failed.error = "no such file: python4";
+  expect_round_trip(failed, decode_process_view);
+  process_view asked;
+  asked.process_id = "proc_2";
+  asked.state = process_state::running;
+  asked.started_at_ms = 1700000000000;
+  asked.pid = 42;
+  asked.stdout_bytes = 3;
+  asked.stderr_bytes = 4;
+  asked.pty = true;
+  asked.argv = {"/bin/bash", "-l", "-c", "sleep 1"};
+  asked.cwd = "/home/user";
+  asked.env = {{"A", "1"}, {"EMPTY", ""}};
+  asked.tag = "sleeper";
+  expect_round_trip(asked, decode_process_view);
+  asked.argv.clear();
+  asked.cmd = "sleep 1";
+  expect_round_trip(asked, decode_process_view);
   expect_round_trip(output_request{"proc_1", 4096, false, true, 65536, 250}, decode_output_request);
   expect_round_trip(output_segment{2, 99, "err"}, decode_output_segment);
   expect_round_trip(sample_batch(), decode_output_batch);
