@@ -33,6 +33,12 @@ std::optional<unary_handler> unary_handler_for(std::string_view service, std::st
       return fs_make_dir;
     if (name == "Remove")
       return fs_remove;
+    if (name == "CreateWatcher")
+      return fs_create_watcher;
+    if (name == "GetWatcherEvents")
+      return fs_get_watcher_events;
+    if (name == "RemoveWatcher")
+      return fs_remove_watcher;
   }
   return std::nullopt;
 }
@@ -74,6 +80,11 @@ void serve_rpc(const envd_ptr& api, const exchange_ptr& ex) {
       process_start(call, *request);
     return;
   }
+  if (path == "/filesystem.Filesystem/WatchDir") {
+    if (auto request = stream_request<filesystem::WatchDirRequest>(call))
+      fs_watch_dir(call, *request);
+    return;
+  }
   if (path == "/process.Process/Connect") {
     if (auto request = stream_request<process::ConnectRequest>(call))
       process_connect(call, *request);
@@ -113,8 +124,10 @@ void health(const envd_ptr& api, const exchange_ptr& ex) {
 } // namespace
 
 void add_e2b_envd_routes(route_table& routes, std::shared_ptr<const route_table> inner,
-                         e2b_envd_options options) {
-  auto api = std::make_shared<const envd_api>(envd_api{std::move(inner), std::move(options)});
+                         const wall_clock& clock, e2b_envd_options options) {
+  auto watchers = std::make_shared<watcher_table>(clock, options);
+  auto api = std::make_shared<const envd_api>(
+    envd_api{std::move(inner), std::move(options), std::move(watchers)});
   route_options rpc_body;
   rpc_body.body_bytes_max = api->options.message_bytes_max;
   routes.add_async(

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "actors/clock.hpp"
 #include "gateway/router.hpp"
 
 namespace airlock::gateway {
@@ -23,11 +24,20 @@ struct e2b_envd_options {
   /// Where a relative path points: the default user's home. Default: /root,
   /// until templates carry E2B's `user` account.
   std::string home = "/root";
+  /// CreateWatcher's watchers kept at once (each holds a watch in its
+  /// sandbox). Default: 64.
+  size_t watchers_max = 64;
+  /// Events a watcher holds for GetWatcherEvents; one more ends it
+  /// (resource_exhausted at the next call). Default: 4096.
+  size_t watcher_events_max = 4096;
+  /// A watcher nobody polls for this long is stopped. Default: 60000.
+  uint32_t watcher_idle_ms = 60'000;
 };
 
 /// Adds /e2b/envd/ to `routes`; `inner` is the table of the data plane's
-/// /v1 routes that the calls are made of.
+/// /v1 routes that the calls are made of; `clock` (which must outlive the
+/// routes) times watchers out.
 void add_e2b_envd_routes(route_table& routes, std::shared_ptr<const route_table> inner,
-                         e2b_envd_options options = {});
+                         const wall_clock& clock, e2b_envd_options options = {});
 
 } // namespace airlock::gateway

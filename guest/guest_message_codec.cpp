@@ -11,8 +11,6 @@ namespace {
 
 using namespace codec;
 
-constexpr errc last_errc = errc::too_large;
-
 void fill(cs::GuestLimits::Builder b, const limits_info& l) {
   b.setFrameBytesMax(l.frame_bytes_max);
   b.setStreamsMax(l.streams_max);
@@ -321,15 +319,6 @@ std::string_view to_string(watch_kind kind) noexcept {
     case watch_kind::chmod: return "chmod";
   }
   return "write";
-}
-
-errc errc_from_string(std::string_view name) noexcept {
-  for (auto i = 0; i <= static_cast<int>(last_errc); ++i) {
-    auto code = static_cast<errc>(i);
-    if (airlock::to_string(code) == name)
-      return code;
-  }
-  return errc::internal;
 }
 
 result<guest_message> decode_guest_message(std::string_view payload) {

@@ -307,7 +307,6 @@ std::string encode_payload(const guest_message& message);
 result<host_message> decode_host_message(std::string_view payload);
 result<guest_message> decode_guest_message(std::string_view payload);
 
-/// errc from its snake_case name; internal for names this build does not know.
-errc errc_from_string(std::string_view name) noexcept;
+/// errc names are read with airlock::errc_from_string (schema/errc.hpp).
 
 } // namespace airlock::guest
