@@ -2,10 +2,12 @@
 // GET /v1/sandboxes/{id}/files/watch as server-sent events, against the
 // guest's inotify in a real sandbox. Waits are for events, each bounded.
 
+#include <algorithm>
 #include <functional>
 #include <set>
 
 #include "tests/api/api_fixture.hpp"
+#include "tests/support/wait.hpp"
 
 namespace airlock::test {
 namespace {
