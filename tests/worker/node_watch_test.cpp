@@ -61,14 +61,14 @@ TEST_F(node_watch_test, a_read_waits_for_changes_and_a_closed_watch_is_gone) {
   EXPECT_FALSE(quiet->ended);
 
   sh("sbwatch1", "echo x > /data/w/sub/f.txt");
-  std::vector<actors::watch_change> seen;
+  std::vector<schema::watch_change> seen;
   for (int round = 0; round < 20 && seen.empty(); ++round) {
     auto batch = read("sbwatch1", watch, 5000);
     ASSERT_TRUE(batch) << batch.error().message;
     seen.insert(seen.end(), batch->changes.begin(), batch->changes.end());
   }
   ASSERT_FALSE(seen.empty());
-  EXPECT_EQ(seen.front(), (actors::watch_change{"sub/f.txt", "create"}));
+  EXPECT_EQ(seen.front(), (schema::watch_change{"sub/f.txt", "create"}));
 
   auto closed = call("sbwatch1", watch_request{watch_verb::close, watch, "", false, 0});
   ASSERT_TRUE(closed);
