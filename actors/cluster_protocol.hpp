@@ -173,6 +173,16 @@ typename Inspector::result_type inspect(Inspector& f, template_version& x) {
                           [](std::string_view bytes) { return decode_template_version(bytes); });
 }
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, watch_request& x) {
+  return inspect_as_capnp(f, x, "watch_request",
+                          [](std::string_view bytes) { return decode_watch_request(bytes); });
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, watch_batch& x) {
+  return inspect_as_capnp(f, x, "watch_batch",
+                          [](std::string_view bytes) { return decode_watch_batch(bytes); });
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, placement_request& x) {
   return inspect_as_capnp(f, x, "placement_request",
                           [](std::string_view bytes) { return decode_placement_request(bytes); });
@@ -258,6 +268,7 @@ using nd_tbuild_atom = caf::atom_constant<caf::atom("ndtbuild")>;
 using nd_tdel_atom = caf::atom_constant<caf::atom("ndtdel")>;
 using nd_twatch_atom = caf::atom_constant<caf::atom("ndtwatch")>;
 using nd_claim_atom = caf::atom_constant<caf::atom("ndclaim")>;
+using dp_watch_atom = caf::atom_constant<caf::atom("dpwatch")>;
 
 /// The owner of warm pool members until a create claims one (nd_claim).
 /// Tenant ids may not start with '_', so no API key acts as it.
@@ -278,6 +289,9 @@ using schema::process_view;
 using schema::template_build;
 using schema::template_built;
 using schema::template_progress;
+using schema::watch_batch;
+using schema::watch_request;
+using schema::watch_verb;
 
 using node_actor = caf::typed_actor<
   /// Creates the sandbox `record` describes (id, tenant, spec) and replies
@@ -376,7 +390,15 @@ using node_actor = caf::typed_actor<
   /// not_found (no such sandbox here), wrong_state (not a running member),
   /// already_exists (claimed by another tenant). A repeat of the same claim
   /// answers running.
-  caf::replies_to<nd_claim_atom, schema::sandbox_record>::with<node_sandbox>>;
+  caf::replies_to<nd_claim_atom, schema::sandbox_record>::with<node_sandbox>,
+  /// A directory watch in sandbox `id` (schema::watch_request: open, read
+  /// with a wait, close). Open answers the watch id once the sandbox's guest
+  /// watches; a read answers the changes since the last one, and `ended`
+  /// (with the reason) once, last. Errors: not_found (sandbox, directory, or
+  /// an unknown or expired watch), invalid_argument (not a directory, a
+  /// relative path), resource_exhausted (too many watches), wrong_state
+  /// (paused). Close is idempotent.
+  caf::replies_to<dp_watch_atom, std::string, watch_request>::with<watch_batch>>;
 
 using schema::placement_request;
 using schema::registration_ack;

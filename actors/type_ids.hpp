@@ -78,4 +78,7 @@ CAF_ADD_TYPE_ID(airlock, (airlock::schema::template_version))
 CAF_ADD_TYPE_ID(airlock, (airlock::schema::pool_settings))
 CAF_ADD_TYPE_ID(airlock, (airlock::actors::pool_view))
 CAF_ADD_TYPE_ID(airlock, (std::map<std::string, airlock::actors::pool_view>))
+// Directory watches (the data plane's /files/watch).
+CAF_ADD_TYPE_ID(airlock, (airlock::schema::watch_request))
+CAF_ADD_TYPE_ID(airlock, (airlock::schema::watch_batch))
 CAF_END_TYPE_ID_BLOCK(airlock)

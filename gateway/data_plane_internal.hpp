@@ -45,6 +45,19 @@ void count_forwarded(const data_api& api, const target& t, std::string_view dire
 /// ?path= as an absolute path; invalid_argument otherwise.
 result<std::string> path_of_query(const exchange& ex);
 
+/// ?NAME= as a flag: absent, 1 or true is true; 0 or false is false;
+/// anything else invalid_argument.
+result<bool> flag(const exchange& ex, std::string_view name);
+
+/// While `stream` is open, sandbox `sandbox_id` counts as active for the
+/// idle policy (control listeners only: they have the registry).
+void keep_active_while_open(const data_api& api, const std::shared_ptr<sse_stream>& stream,
+                            const std::string& sandbox_id);
+
+/// GET .../files/watch?path=&recursive=: a directory watch as SSE
+/// (data_watch.cpp).
+void watch_files(api_ptr api, detail::exchange_ptr ex, target t);
+
 /// PUT .../files?path=&mode=: the body is read as it is sent (the route
 /// streams it); a body of at most one chunk goes to the worker in one
 /// message, a larger one through a write session, a chunk at a time.

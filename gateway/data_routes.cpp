@@ -38,6 +38,26 @@ result<std::string> path_of_query(const exchange& ex) {
   return *path;
 }
 
+result<bool> flag(const exchange& ex, std::string_view name) {
+  auto value = ex.query(name);
+  if (!value || *value == "1" || *value == "true")
+    return true;
+  if (*value == "0" || *value == "false")
+    return false;
+  return make_status(errc::invalid_argument,
+                     "?" + std::string(name) + "= must be 0 or 1 (or false or true)");
+}
+
+void keep_active_while_open(const data_api& api, const std::shared_ptr<sse_stream>& stream,
+                            const std::string& sandbox_id) {
+  if (!api.deps.registry)
+    return;
+  caf::anon_send(*api.deps.registry, actors::rg_attach_atom::value, sandbox_id, int32_t{1});
+  stream->on_close([registry = *api.deps.registry, id = sandbox_id](std::string_view) {
+    caf::anon_send(registry, actors::rg_attach_atom::value, id, int32_t{-1});
+  });
+}
+
 } // namespace data_detail
 
 namespace {
@@ -278,15 +298,6 @@ void pump_output(api_ptr api, std::shared_ptr<sse_stream> stream, target t,
     actors::dp_output_atom::value, t.sandbox_id, request);
 }
 
-result<bool> flag(const exchange& ex, std::string_view name) {
-  auto value = ex.query(name);
-  if (!value || *value == "1" || *value == "true")
-    return true;
-  if (*value == "0" || *value == "false")
-    return false;
-  return make_status(errc::invalid_argument, "?" + std::string(name) + "= must be 0 or 1");
-}
-
 void stream_output(api_ptr api, exchange_ptr ex, target t) {
   actors::output_request request;
   request.process_id = std::string(ex->path_param("pid"));
@@ -311,14 +322,7 @@ void stream_output(api_ptr api, exchange_ptr ex, target t) {
     *api->deps.system, t.node, api->timeout(),
     [api, ex, t, request](actors::output_batch& batch) {
       auto stream = ex->open_sse(api->deps.options.sse);
-      // While the stream is open the sandbox is active (the idle policy).
-      if (api->deps.registry) {
-        caf::anon_send(*api->deps.registry, actors::rg_attach_atom::value, t.sandbox_id,
-                       int32_t{1});
-        stream->on_close([registry = *api->deps.registry, id = t.sandbox_id](std::string_view) {
-          caf::anon_send(registry, actors::rg_attach_atom::value, id, int32_t{-1});
-        });
-      }
+      keep_active_while_open(*api, stream, t.sandbox_id);
       forward_batch(api, stream, t, request, batch);
     },
     answer_error(ex), actors::dp_output_atom::value, t.sandbox_id, request);
@@ -586,6 +590,7 @@ void add_data_routes(route_table& routes, const data_plane_deps& deps) {
   routes.add_async(verb::get, files + "/stat", with_target(api, "files", stat_file));
   routes.add_async(verb::post, files + "/mkdir", with_target(api, "files", make_directory));
   routes.add_async(verb::post, files + "/move", with_target(api, "files", move_file));
+  routes.add_async(verb::get, files + "/watch", with_target(api, "files", watch_files));
   // Last: envd's calls are made of the routes above, through a copy of the table.
   add_e2b_envd_routes(routes, std::make_shared<const route_table>(routes), deps.envd_tokens,
                       deps.clock);

@@ -32,6 +32,10 @@ struct data_plane_options {
   /// Longest a process output read waits for bytes before the SSE stream
   /// gets a heartbeat instead. Default: 10000.
   uint32_t output_wait_ms = 10'000;
+  /// A directory watch stream with no change for this long gets a
+  /// `keepalive` event (envd's clients need an event, not an SSE comment,
+  /// within their 300 s body timeout). Default: 50000.
+  uint32_t watch_keepalive_ms = 50'000;
   /// Bytes one output read returns at most. Default: 65536.
   uint32_t output_read_bytes = 65'536;
   /// Largest file upload (PUT) and download. Default: 268435456 (256 MiB).

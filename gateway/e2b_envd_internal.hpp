@@ -8,6 +8,7 @@
 #include <atomic>
 #include <charconv>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -17,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "actors/clock.hpp"
 #include "e2b/connect.hpp"
 #include "e2b/envd/filesystem/filesystem.pb.h"
 #include "e2b/envd/process/process.pb.h"
@@ -54,6 +56,8 @@ private:
   mutable std::mutex mutex_;
   std::unordered_map<std::string, bool> known_;
 };
+struct envd_call;
+class watcher_table;
 
 struct envd_api {
   std::shared_ptr<const route_table> inner;
@@ -62,6 +66,8 @@ struct envd_api {
   std::shared_ptr<const envd_token_book> tokens;
   const wall_clock* clock = nullptr;
   std::shared_ptr<default_user_cache> accounts = std::make_shared<default_user_cache>();
+  /// CreateWatcher's watchers (e2b_envd_watch.cpp).
+  std::shared_ptr<watcher_table> watchers;
 };
 
 /// Whose call it is: the Linux user it runs as and where its relative paths
@@ -293,6 +299,43 @@ void fs_move(const envd_call& call, const pb::Message& message);
 void download(const envd_ptr& api, const exchange_ptr& ex);
 /// POST /e2b/envd/files: multipart or octet-stream, written file by file.
 void upload(const envd_ptr& api, const exchange_ptr& ex);
+
+// filesystem.Filesystem's watches (e2b_envd_watch.cpp).
+void fs_watch_dir(const envd_call& call, const filesystem::WatchDirRequest& request);
+void fs_create_watcher(const envd_call& call, const pb::Message& message);
+void fs_get_watcher_events(const envd_call& call, const pb::Message& message);
+void fs_remove_watcher(const envd_call& call, const pb::Message& message);
+
+/// The watchers of CreateWatcher: each an in-process /v1 watch whose
+/// changes wait (at most watcher_events_max) for GetWatcherEvents. A watcher
+/// belongs to the sandbox and token that created it; one not polled for
+/// watcher_idle_ms is stopped at the next call of any watcher. Thread-safe.
+class watcher_table : public std::enable_shared_from_this<watcher_table> {
+public:
+  watcher_table(const wall_clock& clock, e2b_envd_options options);
+  ~watcher_table();
+  /// Answers {watcherId} once the directory is watched, or the error.
+  void create(const envd_call& call, const filesystem::CreateWatcherRequest& request);
+  /// Answers the events since the last call; once the watch ended and they
+  /// were taken, the reason (and the watcher is gone).
+  void events(const envd_call& call, const std::string& id);
+  void remove(const envd_call& call, const std::string& id);
+  size_t size() const;
+
+private:
+  struct watcher;
+  void on_event(const std::string& id, const internal_event& event);
+  void on_end(const std::string& id, std::optional<connect_error> error);
+  /// Takes the watchers idle past their time out of the table.
+  std::vector<std::shared_ptr<internal_stream>> sweep_locked(int64_t now);
+  static void stop_all(const std::vector<std::shared_ptr<internal_stream>>& streams);
+
+  const wall_clock& clock_;
+  const e2b_envd_options options_;
+  mutable std::mutex mutex_;
+  std::map<std::string, watcher> watchers_;
+  uint64_t next_id_ = 0;
+};
 
 // process.Process (e2b_envd_process.cpp).
 void process_start(const envd_call& call, const process::StartRequest& request);

@@ -36,6 +36,12 @@ std::optional<unary_handler> unary_handler_for(std::string_view service, std::st
       return fs_remove;
     if (name == "Move")
       return fs_move;
+    if (name == "CreateWatcher")
+      return fs_create_watcher;
+    if (name == "GetWatcherEvents")
+      return fs_get_watcher_events;
+    if (name == "RemoveWatcher")
+      return fs_remove_watcher;
   }
   return std::nullopt;
 }
@@ -85,6 +91,11 @@ void serve_rpc_as(const envd_call& call, const std::string& path, const e2b::env
   if (path == "/process.Process/Start") {
     if (auto request = stream_request<process::StartRequest>(call))
       process_start(call, *request);
+    return;
+  }
+  if (path == "/filesystem.Filesystem/WatchDir") {
+    if (auto request = stream_request<filesystem::WatchDirRequest>(call))
+      fs_watch_dir(call, *request);
     return;
   }
   if (path == "/process.Process/Connect") {
@@ -203,8 +214,13 @@ void give_to_account(const envd_call& call, const std::string& path,
 void add_e2b_envd_routes(route_table& routes, std::shared_ptr<const route_table> inner,
                          std::shared_ptr<const envd_token_book> tokens, const wall_clock* clock,
                          e2b_envd_options options) {
+  // A clock for watchers' expiries when the deps name none (a route listing).
+  static const system_wall_clock system_clock;
+  const wall_clock& timer = clock ? *clock : system_clock;
+  auto watchers = std::make_shared<watcher_table>(timer, options);
   auto api = std::make_shared<const envd_api>(
-    envd_api{std::move(inner), std::move(options), std::move(tokens), clock});
+    envd_api{std::move(inner), std::move(options), std::move(tokens), clock,
+             std::make_shared<default_user_cache>(), std::move(watchers)});
   route_options rpc_body;
   rpc_body.body_bytes_max = api->options.message_bytes_max;
   routes.add_async(

@@ -29,13 +29,22 @@ struct e2b_envd_options {
   /// account (its home, /home/<user>, exists); else root. E2B's templates
   /// and airlock's `base` have `user`.
   std::string default_user = "user";
+  /// CreateWatcher's watchers kept at once (each holds a watch in its
+  /// sandbox). Default: 64.
+  size_t watchers_max = 64;
+  /// Events a watcher holds for GetWatcherEvents; one more ends it
+  /// (resource_exhausted at the next call). Default: 4096.
+  size_t watcher_events_max = 4096;
+  /// A watcher nobody polls for this long is stopped. Default: 60000.
+  uint32_t watcher_idle_ms = 60'000;
 };
 
 /// Adds /e2b/envd/ to `routes`; `inner` is the table of the data plane's
-/// /v1 routes that the calls are made of.
-/// `tokens` (may be null) are the envd tokens the E2B front handed out:
-/// with them, GET and POST /files with a signature (the SDK's signed URLs,
-/// which name no sandbox) find their sandbox; `clock` checks expiries.
+/// /v1 routes that the calls are made of. `tokens` (may be null) are the envd
+/// tokens the E2B front handed out: with them, GET and POST /files with a
+/// signature (the SDK's signed URLs, which name no sandbox) find their
+/// sandbox. `clock` (may be null: the system's; it must outlive the routes)
+/// checks signature expiries and times watchers out.
 void add_e2b_envd_routes(route_table& routes, std::shared_ptr<const route_table> inner,
                          std::shared_ptr<const envd_token_book> tokens, const wall_clock* clock,
                          e2b_envd_options options = {});

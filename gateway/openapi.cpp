@@ -151,6 +151,12 @@ const std::map<doc_key, route_doc>& docs() {
     {{"POST", "/v1/sandboxes/{id}/files/move"},
      {"Rename ?path= to ?to= (both absolute): 200 {path, from}.", "data_plane", 200, "none",
       "json"}},
+    {{"GET", "/v1/sandboxes/{id}/files/watch"},
+     {"SSE: watch the directory ?path= (&recursive=true for its subdirectories): ready once "
+      "watched, then fs {name (relative), type: create|write|remove|rename|chmod}, keepalive {} "
+      "on a quiet stream, error {error: {code, message}} when the watch ends (directory removed, "
+      "too many unread changes). 404 missing, 400 not a directory.",
+      "data_plane", 200, "none", "sse"}},
     {{"POST", "/v1/api-keys"},
      {"Admin only: a new API key for {tenant_id}; shown once.", "api_key", 201, "json", "json"}},
     {{"GET", "/v1/workers"}, {"Admin only: the fleet.", "api_key", 200, "none", "json"}},

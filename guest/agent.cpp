@@ -99,6 +99,11 @@ void guest_agent::state::build_poll_set() {
     if (p.stdin_fd && !p.stdin_pending.empty())
       add_poll(p.stdin_fd.get(), POLLOUT, {poll_kind::stdin_pipe, id});
   }
+  // Like the channel: while the host does not take what is queued, changes
+  // wait in the kernel's queue (which ends the watch when it overflows).
+  if (outbound_bytes() <= options.outbound_pause_bytes)
+    for (auto& [id, w] : watches)
+      add_poll(w.fd.get(), POLLIN, {poll_kind::watch, id});
 }
 
 int guest_agent::state::poll_timeout_ms() const {
@@ -139,6 +144,7 @@ void guest_agent::state::dispatch(const poll_target& target, short revents) {
         write_stdin(it->second);
       return;
     }
+    case poll_kind::watch: read_watch(target.stream); return;
   }
 }
 
@@ -272,7 +278,8 @@ status check_options(const agent_options& o) {
       || o.file_chunk_bytes + envelope_bytes > o.frame_bytes_max)
     return make_status(errc::invalid_argument, "a chunk must fit in a frame");
   if (o.output_chunk_bytes == 0 || o.file_chunk_bytes == 0 || o.window_bytes == 0
-      || o.stdin_window_bytes == 0 || o.streams_max == 0 || o.processes_max == 0)
+      || o.stdin_window_bytes == 0 || o.streams_max == 0 || o.processes_max == 0
+      || o.watches_max == 0 || o.watch_dirs_max == 0)
     return make_status(errc::invalid_argument, "limits must be positive");
   if (o.window_bytes > o.window_bytes_max)
     return make_status(errc::invalid_argument, "the default window exceeds the largest window");

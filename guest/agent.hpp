@@ -51,6 +51,12 @@ struct agent_options {
   int shutdown_grace_ms = 2000;
   /// Directory depth a recursive remove descends. Default: 256.
   int remove_depth_max = 256;
+  /// Directory watches open at once; a start beyond it is resource_exhausted.
+  /// Default: 32.
+  uint32_t watches_max = 32;
+  /// Directories one recursive watch covers; a start over it fails, and a
+  /// watch that grows past it ends, with resource_exhausted. Default: 4096.
+  uint32_t watch_dirs_max = 4096;
   /// Kernel pipe size for stdout/stderr; 0 keeps the default. Default: 1 MiB.
   int pipe_bytes = 1 << 20;
   /// This long after start the agent makes later faults of its binary read

@@ -73,7 +73,18 @@ struct output_mark {
   uint32_t bytes = 0;
 };
 
-enum class poll_kind : uint8_t { channel, signals, output, stdin_pipe };
+/// One directory watch (agent_watches.cpp). Each has its own inotify
+/// descriptor, so that stopping it is one close and a queue overflow ends
+/// it alone.
+struct dir_watch {
+  unique_fd fd;
+  std::string root; ///< the watched directory, absolute
+  bool recursive = false;
+  int root_wd = -1;
+  std::unordered_map<int, std::string> dirs; ///< watch descriptor -> path under root ("" is root)
+};
+
+enum class poll_kind : uint8_t { channel, signals, output, stdin_pipe, watch };
 
 struct poll_target {
   poll_kind kind = poll_kind::channel;
@@ -96,6 +107,7 @@ struct guest_agent::state {
   std::map<uint32_t, file_read_stream> reads;
   std::map<uint32_t, atomic_writer> writes;
   std::deque<uint32_t> failed_writes;
+  std::map<uint32_t, dir_watch> watches;
   std::string scratch;
   uint64_t write_counter = 0;
   stats_reply counters;
@@ -178,6 +190,18 @@ struct guest_agent::state {
   void on(const mkdir_request& m);
   void on(const remove_request& m);
   void on(const rename_request& m);
+
+  // ---- directory watches (agent_watches.cpp) --------------------------------
+
+  void on(const watch_start& m);
+  void on(const watch_stop& m);
+  /// Reads what the kernel queued for watch `id` and reports it.
+  void read_watch(uint32_t id);
+  /// Reports why watch `id` ended and forgets it (its descriptor closes).
+  void end_watch(uint32_t id, const status& why);
+  /// Watches `rel` (under the watch's root) and, for a recursive watch, every
+  /// directory below it; resource_exhausted past watch_dirs_max.
+  status watch_tree(dir_watch& w, const std::string& rel);
 
   // ---- signals, reaping and shutdown (agent_signals.cpp) --------------------
 

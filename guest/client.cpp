@@ -512,6 +512,33 @@ status guest_client::rename(const std::string& from, const std::string& to, int 
   return await_done(id, now_ms() + timeout_ms);
 }
 
+// ---- watches ---------------------------------------------------------------------
+
+result<uint32_t> guest_client::watch(const std::string& path, bool recursive, int timeout_ms,
+                                     uint32_t watch_id) {
+  if (watch_id == 0)
+    watch_id = ++last_watch_id_ == 0 ? ++last_watch_id_ : last_watch_id_;
+  if (auto sent = send(watch_start{watch_id, path, recursive}, timeout_ms); !sent.is_ok())
+    return sent;
+  auto message = wait_for(
+    [watch_id](const guest_message& m) {
+      if (auto* s = std::get_if<watch_started>(&m))
+        return s->watch_id == watch_id;
+      auto* e = std::get_if<error_reply>(&m);
+      return e != nullptr && e->watch_id == watch_id;
+    },
+    now_ms() + timeout_ms);
+  if (!message)
+    return message.error();
+  if (auto* e = std::get_if<error_reply>(&*message))
+    return as_status(*e);
+  return watch_id;
+}
+
+status guest_client::unwatch(uint32_t watch_id, int timeout_ms) {
+  return send(watch_stop{watch_id}, timeout_ms);
+}
+
 // ---- diagnostics ---------------------------------------------------------------
 
 result<stats_reply> guest_client::stats(int timeout_ms) {

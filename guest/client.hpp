@@ -111,6 +111,15 @@ public:
   status remove(const std::string& path, int timeout_ms, bool recursive = false);
   status rename(const std::string& from, const std::string& to, int timeout_ms);
   result<stats_reply> stats(int timeout_ms);
+  /// Starts watching directory `path`; returns the watch's id once the guest
+  /// watches it (its changes then arrive as watch_events from next_event,
+  /// and an error_reply naming the watch when it ends). `watch_id` 0: one
+  /// is chosen. Errors: the guest's (not_found, invalid_argument for a file,
+  /// resource_exhausted at its limits).
+  result<uint32_t> watch(const std::string& path, bool recursive, int timeout_ms,
+                         uint32_t watch_id = 0);
+  /// Stops a watch (no reply; events already sent may still arrive).
+  status unwatch(uint32_t watch_id, int timeout_ms = 5000);
   /// Round trip of a ping, in microseconds.
   result<int64_t> ping(int timeout_ms);
 
@@ -157,6 +166,7 @@ private:
   std::map<uint32_t, stream_credit> streams_;
   uint32_t last_stream_id_ = 0;
   uint32_t last_request_id_ = 0;
+  uint32_t last_watch_id_ = 0;
   uint64_t last_nonce_ = 0;
   uint64_t output_delivered_ = 0;
   bool closed_ = false;

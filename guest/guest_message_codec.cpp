@@ -11,8 +11,6 @@ namespace {
 
 using namespace codec;
 
-constexpr errc last_errc = errc::too_large;
-
 void fill(cs::GuestLimits::Builder b, const limits_info& l) {
   b.setFrameBytesMax(l.frame_bytes_max);
   b.setStreamsMax(l.streams_max);
@@ -121,9 +119,24 @@ struct guest_filler {
     s.setCode(capnp::Text::Reader(code.data(), code.size()));
     s.setMessage(as_text(m.message));
     s.setEnded(m.ended);
+    s.setWatchId(m.watch_id);
   }
   void operator()(const pong& m) { b.initPong().setNonce(m.nonce); }
   void operator()(const stats_reply& m) { fill(b.initStats(), m); }
+  void operator()(const watch_started& m) {
+    auto s = b.initWatchStarted();
+    s.setWatchId(m.watch_id);
+    s.setDirectories(m.directories);
+  }
+  void operator()(const watch_events& m) {
+    auto s = b.initWatchEvents();
+    s.setWatchId(m.watch_id);
+    auto events = s.initEvents(static_cast<unsigned>(m.events.size()));
+    for (unsigned i = 0; i < m.events.size(); ++i) {
+      events[i].setName(as_text(m.events[i].name));
+      events[i].setKind(static_cast<cs::GuestWatchKind>(m.events[i].kind));
+    }
+  }
 };
 
 size_t payload_hint(const guest_message& m) {
@@ -133,7 +146,26 @@ size_t payload_hint(const guest_message& m) {
     return d->bytes.size();
   if (auto* l = std::get_if<file_list>(&m))
     return l->entries.size() * 96;
+  if (auto* w = std::get_if<watch_events>(&m)) {
+    size_t bytes = 0;
+    for (const auto& e : w->events)
+      bytes += e.name.size() + 32;
+    return bytes;
+  }
   return 0;
+}
+
+watch_events read(cs::GuestWatchEvents::Reader r) {
+  watch_events m;
+  m.watch_id = r.getWatchId();
+  for (auto e : r.getEvents()) {
+    auto kind = static_cast<uint16_t>(e.getKind());
+    // A kind newer than this build reads as a write: something changed.
+    m.events.push_back({to_string(e.getName()), kind <= static_cast<uint16_t>(watch_kind::chmod)
+                                                  ? static_cast<watch_kind>(kind)
+                                                  : watch_kind::write});
+  }
+  return m;
 }
 
 limits_info read(cs::GuestLimits::Reader r) {
@@ -235,10 +267,15 @@ result<guest_message> read(cs::GuestToHost::Reader r) {
       auto s = r.getError();
       return guest_message{error_reply{s.getStreamId(), s.getRequestId(),
                                        errc_from_string(to_string(s.getCode())),
-                                       to_string(s.getMessage()), s.getEnded()}};
+                                       to_string(s.getMessage()), s.getEnded(), s.getWatchId()}};
     }
     case which::PONG: return guest_message{pong{r.getPong().getNonce()}};
     case which::STATS: return guest_message{read(r.getStats())};
+    case which::WATCH_STARTED: {
+      auto s = r.getWatchStarted();
+      return guest_message{watch_started{s.getWatchId(), s.getDirectories()}};
+    }
+    case which::WATCH_EVENTS: return guest_message{read(r.getWatchEvents())};
   }
   return make_status(errc::unsupported_version, "guest message kind "
                                                   + std::to_string(static_cast<int>(r.which()))
@@ -273,13 +310,15 @@ std::string encode_payload(const guest_message& message) {
   return schema::detail::flat_bytes(builder);
 }
 
-errc errc_from_string(std::string_view name) noexcept {
-  for (auto i = 0; i <= static_cast<int>(last_errc); ++i) {
-    auto code = static_cast<errc>(i);
-    if (airlock::to_string(code) == name)
-      return code;
+std::string_view to_string(watch_kind kind) noexcept {
+  switch (kind) {
+    case watch_kind::create: return "create";
+    case watch_kind::write: return "write";
+    case watch_kind::remove: return "remove";
+    case watch_kind::rename: return "rename";
+    case watch_kind::chmod: return "chmod";
   }
-  return errc::internal;
+  return "write";
 }
 
 result<guest_message> decode_guest_message(std::string_view payload) {

@@ -93,6 +93,13 @@ struct host_filler {
   }
   void operator()(const ping_request& m) { b.initPing().setNonce(m.nonce); }
   void operator()(const stats_request& m) { b.initStats().setRequestId(m.request_id); }
+  void operator()(const watch_start& m) {
+    auto s = b.initWatchStart();
+    s.setWatchId(m.watch_id);
+    s.setPath(as_text(m.path));
+    s.setRecursive(m.recursive);
+  }
+  void operator()(const watch_stop& m) { b.initWatchStop().setWatchId(m.watch_id); }
 };
 
 size_t payload_hint(const host_message& m) {
@@ -168,6 +175,11 @@ result<host_message> read(cs::HostToGuest::Reader r) {
     }
     case which::PING: return host_message{ping_request{r.getPing().getNonce()}};
     case which::STATS: return host_message{stats_request{r.getStats().getRequestId()}};
+    case which::WATCH_START: {
+      auto s = r.getWatchStart();
+      return host_message{watch_start{s.getWatchId(), to_string(s.getPath()), s.getRecursive()}};
+    }
+    case which::WATCH_STOP: return host_message{watch_stop{r.getWatchStop().getWatchId()}};
   }
   return make_status(errc::unsupported_version, "host message kind "
                                                   + std::to_string(static_cast<int>(r.which()))

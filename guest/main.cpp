@@ -41,7 +41,8 @@ void usage() {
   std::fputs("usage: airlock-guest (--fd N | --listen PATH) [--streams-max N] "
              "[--processes-max N]\n"
              "         [--frame-bytes-max N] [--window-bytes N] [--output-chunk-bytes N]\n"
-             "         [--exit-drain-ms N] [--pipe-bytes N]\n",
+             "         [--exit-drain-ms N] [--pipe-bytes N] [--watches-max N]\n"
+             "         [--watch-dirs-max N] [--outbound-pause-bytes N]\n",
              stderr);
 }
 
@@ -70,6 +71,12 @@ bool set_number(std::string_view flag, std::string_view value, command_line& cl)
     return parse_number(value, o.exit_drain_ms);
   if (flag == "--pipe-bytes")
     return parse_number(value, o.pipe_bytes);
+  if (flag == "--outbound-pause-bytes")
+    return parse_number(value, o.outbound_pause_bytes);
+  if (flag == "--watches-max")
+    return parse_number(value, o.watches_max);
+  if (flag == "--watch-dirs-max")
+    return parse_number(value, o.watch_dirs_max);
   return false;
 }
 

@@ -123,10 +123,25 @@ struct stats_request {
   uint32_t request_id = 0;
 };
 
+/// Starts watching directory `path` (absolute) with inotify; the guest
+/// answers watch_started, then watch_events, or an error_reply naming
+/// `watch_id` that ends the watch.
+struct watch_start {
+  uint32_t watch_id = 0; ///< nonzero, unique among open watches
+  std::string path;
+  bool recursive = false; ///< subdirectories too, present and future
+};
+
+/// Stops a watch; the guest forgets it (no reply). Unknown ids are ignored.
+struct watch_stop {
+  uint32_t watch_id = 0;
+};
+
 using host_message =
   std::variant<start_request, stdin_data, close_stdin, signal_request, resize_request, credit_grant,
                file_read_request, write_begin, write_chunk, write_end, list_request, stat_request,
-               mkdir_request, remove_request, rename_request, ping_request, stats_request>;
+               mkdir_request, remove_request, rename_request, ping_request, stats_request,
+               watch_start, watch_stop>;
 
 // ---- guest -> host ----------------------------------------------------------
 
@@ -215,7 +230,8 @@ struct error_reply {
   uint32_t request_id = 0;
   errc code = errc::internal;
   std::string message;
-  bool ended = false; ///< no further message carries this id
+  bool ended = false;    ///< no further message carries this id
+  uint32_t watch_id = 0; ///< nonzero: about this watch (ids above are 0)
 };
 
 struct pong {
@@ -236,9 +252,40 @@ struct stats_reply {
   uint64_t frames_sent = 0;
 };
 
+/// The watch is in place: every change from now on is reported.
+struct watch_started {
+  uint32_t watch_id = 0;
+  uint32_t directories = 0; ///< directories watched (1 unless recursive)
+};
+
+/// What happened, as E2B's envd reports it (fsnotify's mapping of inotify).
+enum class watch_kind : uint8_t {
+  create = 0, ///< IN_CREATE, IN_MOVED_TO
+  write = 1,  ///< IN_MODIFY
+  remove = 2, ///< IN_DELETE
+  rename = 3, ///< IN_MOVED_FROM
+  chmod = 4,  ///< IN_ATTRIB
+};
+
+/// "create", "write", "remove", "rename", "chmod".
+std::string_view to_string(watch_kind kind) noexcept;
+
+struct watch_event {
+  std::string name; ///< relative to the watched directory ("sub/f.txt")
+  watch_kind kind = watch_kind::create;
+  bool operator==(const watch_event&) const = default;
+};
+
+/// Changes under one watch, in the order inotify reported them.
+struct watch_events {
+  uint32_t watch_id = 0;
+  std::vector<watch_event> events;
+};
+
 /// Stdin credit travels as `credit_grant` too; the direction tells them apart.
-using guest_message = std::variant<hello, started, output_chunk, exited, credit_grant, file_data,
-                                   file_stat, file_list, file_done, error_reply, pong, stats_reply>;
+using guest_message =
+  std::variant<hello, started, output_chunk, exited, credit_grant, file_data, file_stat, file_list,
+               file_done, error_reply, pong, stats_reply, watch_started, watch_events>;
 
 // ---- codec --------------------------------------------------------------------
 
@@ -260,7 +307,6 @@ std::string encode_payload(const guest_message& message);
 result<host_message> decode_host_message(std::string_view payload);
 result<guest_message> decode_guest_message(std::string_view payload);
 
-/// errc from its snake_case name; internal for names this build does not know.
-errc errc_from_string(std::string_view name) noexcept;
+/// errc names are read with airlock::errc_from_string (schema/errc.hpp).
 
 } // namespace airlock::guest

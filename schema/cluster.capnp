@@ -207,3 +207,34 @@ struct WorkerView {
   memoryPressure @9 :Bool;
   pressureReason @10 :Text;
 }
+
+# Directory watches (the data plane's /files/watch): open one, read its
+# changes (waiting up to waitMs), close it.
+enum WatchVerb {
+  open @0;
+  read @1;
+  close @2;
+}
+
+struct WatchRequest {
+  schemaVersion @0 :UInt16;
+  verb @1 :WatchVerb;
+  watchId @2 :Text;             # read, close: from open
+  path @3 :Text;                # open: an absolute directory
+  recursive @4 :Bool;           # open
+  waitMs @5 :UInt32;            # read: wait this long for a change
+}
+
+struct WatchChange {
+  name @0 :Text;                # relative to the watched directory
+  kind @1 :Text;                # create | write | remove | rename | chmod
+}
+
+struct WatchBatch {
+  schemaVersion @0 :UInt16;
+  watchId @1 :Text;
+  changes @2 :List(WatchChange);
+  ended @3 :Bool;               # the watch is over; nothing follows
+  errorCode @4 :Text;           # why it ended (errc name); empty: closed
+  errorMessage @5 :Text;
+}

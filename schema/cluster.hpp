@@ -183,6 +183,35 @@ struct file_result {
   bool operator==(const file_result&) const = default;
 };
 
+/// Directory watches: open answers the watch id (and no changes), read
+/// answers the changes since the last read (waiting up to wait_ms for one),
+/// close stops the watch (idempotent).
+enum class watch_verb : uint8_t { open, read, close };
+
+struct watch_request {
+  watch_verb verb = watch_verb::read;
+  std::string watch_id;   ///< read, close
+  std::string path;       ///< open: an absolute directory
+  bool recursive = false; ///< open
+  uint32_t wait_ms = 0;   ///< read
+  bool operator==(const watch_request&) const = default;
+};
+
+struct watch_change {
+  std::string name; ///< relative to the watched directory ("sub/f.txt")
+  std::string kind; ///< "create" | "write" | "remove" | "rename" | "chmod"
+  bool operator==(const watch_change&) const = default;
+};
+
+struct watch_batch {
+  std::string watch_id;
+  std::vector<watch_change> changes; ///< in the order they happened
+  bool ended = false;                ///< the watch is over (after these changes)
+  std::string error_code;            ///< why it ended (an errc name); empty: closed
+  std::string error_message;
+  bool operator==(const watch_batch&) const = default;
+};
+
 /// What a procedure asks the scheduler for.
 struct placement_request {
   std::string sandbox_id;
@@ -286,6 +315,10 @@ std::string encode(const file_entry& x);
 result<file_entry> decode_file_entry(std::string_view bytes);
 std::string encode(const file_result& x);
 result<file_result> decode_file_result(std::string_view bytes);
+std::string encode(const watch_request& x);
+result<watch_request> decode_watch_request(std::string_view bytes);
+std::string encode(const watch_batch& x);
+result<watch_batch> decode_watch_batch(std::string_view bytes);
 std::string encode(const placement_request& x);
 result<placement_request> decode_placement_request(std::string_view bytes);
 std::string encode(const template_build& x);

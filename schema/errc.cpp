@@ -30,4 +30,13 @@ std::string_view to_string(errc code) noexcept {
   return "unknown_error";
 }
 
+errc errc_from_string(std::string_view name) noexcept {
+  for (int i = 0; i <= static_cast<int>(errc::unimplemented); ++i) {
+    auto code = static_cast<errc>(i);
+    if (to_string(code) == name)
+      return code;
+  }
+  return errc::internal;
+}
+
 } // namespace airlock

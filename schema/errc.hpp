@@ -39,6 +39,10 @@ enum class errc : uint8_t {
 /// snake_case name used in logs and the HTTP API's error codes.
 std::string_view to_string(errc code) noexcept;
 
+/// The code named `name` (to_string's inverse); internal for a name this
+/// build does not know (a newer peer's).
+errc errc_from_string(std::string_view name) noexcept;
+
 /// A failure with a code and a sentence for humans.
 struct [[nodiscard]] status {
   errc code = errc::none;

@@ -115,6 +115,16 @@ struct GuestStatsRequest {
   requestId @0 :UInt32;
 }
 
+struct GuestWatchStart {
+  watchId @0 :UInt32;            # chosen by the host, nonzero, unique among open watches
+  path @1 :Text;                 # absolute; must be a directory
+  recursive @2 :Bool;            # also every subdirectory, now and as they are created
+}
+
+struct GuestWatchStop {
+  watchId @0 :UInt32;            # unknown ids are ignored (idempotent)
+}
+
 struct HostToGuest {
   schemaVersion @0 :UInt16;      # the sender's protocol version
   union {
@@ -135,6 +145,8 @@ struct HostToGuest {
     rename @15 :GuestRename;
     ping @16 :GuestPing;
     stats @17 :GuestStatsRequest;
+    watchStart @18 :GuestWatchStart;
+    watchStop @19 :GuestWatchStop;
   }
 }
 
@@ -229,6 +241,7 @@ struct GuestError {
   code @2 :Text;                 # airlock::errc in snake_case
   message @3 :Text;
   ended @4 :Bool;                # no further message will carry this id
+  watchId @5 :UInt32;            # 0 unless about a watch
 }
 
 struct GuestPong {
@@ -249,6 +262,29 @@ struct GuestStats {
   framesSent @10 :UInt64;
 }
 
+struct GuestWatchStarted {
+  watchId @0 :UInt32;
+  directories @1 :UInt32;        # directories watched (1 unless recursive)
+}
+
+enum GuestWatchKind {
+  create @0;                     # IN_CREATE, IN_MOVED_TO
+  write @1;                      # IN_MODIFY
+  remove @2;                     # IN_DELETE
+  rename @3;                     # IN_MOVED_FROM
+  chmod @4;                      # IN_ATTRIB
+}
+
+struct GuestWatchEvent {
+  name @0 :Text;                 # relative to the watched directory (sub/f.txt)
+  kind @1 :GuestWatchKind;
+}
+
+struct GuestWatchEvents {
+  watchId @0 :UInt32;
+  events @1 :List(GuestWatchEvent);
+}
+
 struct GuestToHost {
   schemaVersion @0 :UInt16;
   union {
@@ -264,5 +300,7 @@ struct GuestToHost {
     error @10 :GuestError;
     pong @11 :GuestPong;
     stats @12 :GuestStats;
+    watchStarted @13 :GuestWatchStarted;
+    watchEvents @14 :GuestWatchEvents;
   }
 }

@@ -72,7 +72,22 @@ typename Inspector::result_type inspect(Inspector& f, file_done& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, error_reply& x) {
   return f(caf::meta::type_name("error_reply"), x.stream_id, x.request_id, x.code, x.message,
-           x.ended);
+           x.ended, x.watch_id);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, watch_started& x) {
+  return f(caf::meta::type_name("watch_started"), x.watch_id, x.directories);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, watch_event& x) {
+  return f(caf::meta::type_name("watch_event"), x.name, x.kind);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, watch_events& x) {
+  return f(caf::meta::type_name("watch_events"), x.watch_id, x.events);
 }
 
 template <class Inspector>

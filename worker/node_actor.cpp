@@ -346,6 +346,19 @@ caf::result<actors::output_batch> handle_output(self_ptr self, const std::string
     });
 }
 
+caf::result<actors::watch_batch> handle_watch(self_ptr self, const std::string& id,
+                                              const actors::watch_request& req) {
+  using batch_promise = caf::typed_response_promise<actors::watch_batch>;
+  return on_sandbox<actors::watch_batch>(
+    self, id, [self, req](const sandbox_actor& box, batch_promise promise) {
+      self
+        ->request(box, ms(uint64_t{opts(self).call_timeout_ms} + req.wait_ms),
+                  sbx_watch_atom::value, req)
+        .then([promise](actors::watch_batch& batch) mutable { promise.deliver(std::move(batch)); },
+              [promise](caf::error& err) mutable { promise.deliver(err); });
+    });
+}
+
 /// Forwards a call that answers bool to the sandbox actor.
 template <class... Ts>
 caf::result<bool> forward_bool(self_ptr self, const std::string& id, Ts... xs) {
@@ -477,6 +490,9 @@ node_impl_actor::behavior_type node_body(self_ptr self, node_context context) {
     [self](actors::dp_quiet_atom, const std::string& id) { return quiet_ms(self, id); },
     [self](actors::dp_file_atom, const std::string& id, actors::file_spec& spec) {
       return handle_file(self, noting_activity(self, id), spec);
+    },
+    [self](actors::dp_watch_atom, const std::string& id, const actors::watch_request& req) {
+      return handle_watch(self, noting_activity(self, id), req);
     },
     [self](actors::nd_egress_atom, const schema::sandbox_record& record)
       -> caf::result<node_sandbox> { return handle_egress(self, record); },

@@ -156,6 +156,13 @@ sandbox_actor::behavior_type sandbox_impl(self_ptr self, sandbox_parts parts,
     [self](sbx_expire_atom, uint64_t session, uint64_t use) {
       on_write_expired(self, session, use);
     },
+    [self](sbx_watch_atom, const schema::watch_request& request) {
+      return handle_watch(self, request);
+    },
+    [self](sbx_wwake_atom, const std::string& id, uint64_t token) {
+      on_watch_wake(self, id, token);
+    },
+    [self](sbx_widle_atom, const std::string& id, uint64_t use) { on_watch_idle(self, id, use); },
   };
 }
 

@@ -48,6 +48,7 @@ using sbx_output_atom = caf::atom_constant<caf::atom("sbxoutput")>;
 using sbx_wait_atom = caf::atom_constant<caf::atom("sbxwait")>;
 using sbx_procs_atom = caf::atom_constant<caf::atom("sbxprocs")>;
 using sbx_ckpt_atom = caf::atom_constant<caf::atom("sbxckpt")>;
+using sbx_watch_atom = caf::atom_constant<caf::atom("sbxwatch")>;
 // Internal to the sandbox actor.
 using sbx_event_atom = caf::atom_constant<caf::atom("sbxevent")>;
 using sbx_done_atom = caf::atom_constant<caf::atom("sbxdone")>;
@@ -55,6 +56,8 @@ using sbx_wake_atom = caf::atom_constant<caf::atom("sbxwake")>;
 using sbx_kill_atom = caf::atom_constant<caf::atom("sbxkill")>;
 using sbx_pace_atom = caf::atom_constant<caf::atom("sbxpace")>;
 using sbx_expire_atom = caf::atom_constant<caf::atom("sbxexpire")>;
+using sbx_wwake_atom = caf::atom_constant<caf::atom("sbxwwake")>;
+using sbx_widle_atom = caf::atom_constant<caf::atom("sbxwidle")>;
 
 /// Limits and timeouts of one sandbox actor.
 struct sandbox_actor_options {
@@ -107,6 +110,18 @@ struct sandbox_actor_options {
   /// temporary file removed): its client or the relaying control plane went
   /// away. Default: 60000.
   uint32_t write_session_idle_ms = 60'000;
+  /// Directory watches open at once; an open beyond it is
+  /// resource_exhausted. Below the guest's own limit (32). Default: 16.
+  size_t watches_max = 16;
+  /// Changes held per watch until its reader takes them; one more ends the
+  /// watch (resource_exhausted): a reader that falls behind is dropped, not
+  /// buffered for. Default: 4096.
+  size_t watch_changes_max = 4096;
+  /// Changes one read returns at most. Default: 512.
+  size_t watch_read_changes_max = 512;
+  /// A watch that gets no call for this long is stopped: its reader went
+  /// away (the data plane reads at least every output_wait_ms). Default: 60000.
+  uint32_t watch_idle_ms = 60'000;
   /// The guest link's bounds. Default: see guest_link_options.
   guest_link_options link;
 };
@@ -323,6 +338,18 @@ using sandbox_actor = caf::typed_actor<
   /// or a checkpoint or pause already in flight), already_exists,
   /// unavailable (no rootfs driver). A destroy waits for it.
   caf::replies_to<sbx_ckpt_atom, std::string>::with<uint64_t>,
+  /// A directory watch inside the sandbox. open (path, recursive) replies
+  /// with the watch id once the guest watches; read replies with the
+  /// changes since the last read, at once when there are some or the watch
+  /// ended, else after up to wait_ms (at most read_wait_ms_max); the read
+  /// that returns `ended` is the last (the watch is then forgotten); close
+  /// stops it (idempotent). Errors: not_found (a missing directory, an
+  /// unknown or expired watch), invalid_argument (a file, a relative path),
+  /// resource_exhausted (watches_max, the guest's limits), wrong_state
+  /// (paused). A watch ends with resource_exhausted when its reader leaves
+  /// more than watch_changes_max changes unread, not_found when its
+  /// directory goes away, and is stopped after watch_idle_ms without a call.
+  caf::replies_to<sbx_watch_atom, schema::watch_request>::with<schema::watch_batch>,
   /// Closes the guest channel, destroys the runtime sandbox and deletes its
   /// root filesystem, then the actor exits. Pending reads fail with
   /// unavailable. Idempotent while it runs (later calls join it).
@@ -341,7 +368,11 @@ using sandbox_actor = caf::typed_actor<
   /// Internal: re-checks whether the process (id) still has an active reader.
   caf::reacts_to<sbx_pace_atom, std::string>,
   /// Internal: write session (id) idle since its use number (second) expires.
-  caf::reacts_to<sbx_expire_atom, uint64_t, uint64_t>>;
+  caf::reacts_to<sbx_expire_atom, uint64_t, uint64_t>,
+  /// Internal: a parked read (watch id, token) of a watch waited its time.
+  caf::reacts_to<sbx_wwake_atom, std::string, uint64_t>,
+  /// Internal: watch (id) idle since its use number (second) expires.
+  caf::reacts_to<sbx_widle_atom, std::string, uint64_t>>;
 
 /// Spawns the actor for a created, guest-ready sandbox and starts its guest
 /// link. When the actor ends without destroy (its owner went away), the link

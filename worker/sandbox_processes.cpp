@@ -362,7 +362,9 @@ void on_event(self_ptr self, guest_event& event) {
       else if constexpr (std::is_same_v<message_type, guest::exited>)
         on_exited(self, msg);
       else if constexpr (std::is_same_v<message_type, guest::error_reply>)
-        on_error(self, msg);
+        msg.watch_id != 0 ? on_watch_error(self, msg) : on_error(self, msg);
+      else if constexpr (std::is_same_v<message_type, guest::watch_events>)
+        on_watch_events(self, msg);
     },
     event.message);
 }

@@ -15,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,19 @@ struct write_session {
   status failure;     ///< the guest failed the write between calls
 };
 
+/// A directory watch (sandbox_watches.cpp): the guest's watch and the
+/// changes it reported that its reader has not taken yet.
+struct watch_entry {
+  uint32_t guest_id = 0;
+  bool started = false;                     ///< the guest watches
+  std::deque<schema::watch_change> changes; ///< at most watch_changes_max
+  bool ended = false;                       ///< nothing more comes from the guest
+  status failure;                           ///< why it ended (ok: closed)
+  std::optional<caf::typed_response_promise<schema::watch_batch>> reader; ///< a parked read
+  uint64_t reader_token = 0;
+  uint64_t uses = 0; ///< bumped by every call: an idle expiry of an older use is stale
+};
+
 struct sandbox_state {
   static inline const char* name = "sandbox";
   sandbox_parts parts;
@@ -83,7 +97,10 @@ struct sandbox_state {
   std::map<uint64_t, waiting_output> outputs;
   std::map<uint64_t, waiting_exit> exit_waiters;
   std::vector<caf::typed_response_promise<bool>> destroy_waiters;
-  std::map<uint64_t, write_session> writes; ///< by session id
+  std::map<uint64_t, write_session> writes;       ///< by session id
+  std::map<std::string, watch_entry> watches;     ///< by watch id
+  std::map<uint32_t, std::string> watch_by_guest; ///< the guest's watch id -> ours
+  uint32_t next_watch = 0;
   uint64_t next_write = 0;
   uint64_t next_token = 0;
   uint64_t next_process = 0;
@@ -170,6 +187,25 @@ void on_write_expired(self_ptr self, uint64_t session, uint64_t use);
 bool on_write_error(self_ptr self, const guest::error_reply& msg);
 
 std::string session_too_large_message(const std::string& path, uint64_t size, uint64_t bytes_max);
+
+// ---- directory watches (sandbox_watches.cpp) --------------------------------
+
+/// open, read, close.
+caf::result<schema::watch_batch> handle_watch(self_ptr self, const schema::watch_request& request);
+
+/// The guest reported changes of a watch / ended one.
+void on_watch_events(self_ptr self, guest::watch_events& msg);
+void on_watch_error(self_ptr self, const guest::error_reply& msg);
+
+/// A parked read (token) of watch `id` waited its time: it gets what there is.
+void on_watch_wake(self_ptr self, const std::string& id, uint64_t token);
+
+/// Watch `id` got no call since its use number `use` for watch_idle_ms: its
+/// reader went away; the guest's watch is stopped.
+void on_watch_idle(self_ptr self, const std::string& id, uint64_t use);
+
+/// The sandbox is going away (or its guest): every watch ends with `why`.
+void end_all_watches(self_ptr self, const status& why);
 
 // ---- lifecycle (sandbox_lifecycle.cpp) --------------------------------------
 

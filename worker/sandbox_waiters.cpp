@@ -151,6 +151,7 @@ void fail_all_readers(self_ptr self, const status& why) {
   st.readers.clear();
   st.outputs.clear();
   st.exit_waiters.clear();
+  end_all_watches(self, why);
 }
 
 caf::result<read_reply> handle_read(self_ptr self, const read_request& request) {

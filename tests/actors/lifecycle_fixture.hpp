@@ -133,6 +133,8 @@ inline node_actor spawn_fake_node(caf::actor_system& system, std::shared_ptr<nod
       [](dp_file_atom, std::string&, file_spec&) -> caf::result<file_result> {
         return make_error(errc::internal);
       },
+      [](actors::dp_watch_atom, std::string&, actors::watch_request&)
+        -> caf::result<actors::watch_batch> { return make_error(errc::internal); },
       [](nd_egress_atom, schema::sandbox_record&) -> caf::result<node_sandbox> {
         return make_error(errc::unimplemented);
       },

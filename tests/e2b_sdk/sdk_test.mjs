@@ -213,3 +213,31 @@ test('kill: the sandbox is gone', async () => {
   assert.equal(await sandbox.isRunning(), false)
   assert.equal(await Sandbox.kill(sandbox.sandboxId), false)
 })
+
+test('files.watchDir: recursive events by name and type, then stop', async () => {
+  const sandbox = await create()
+  const dir = '/root/watched'
+  await sandbox.files.makeDir(`${dir}/sub`)
+  const events = []
+  const handle = await sandbox.files.watchDir(dir, (event) => events.push(event), {
+    recursive: true,
+  })
+  const seen = (name, type) => events.some((e) => e.name === name && e.type === type)
+  const waitFor = async (name, type) => {
+    const deadline = Date.now() + 30_000
+    while (!seen(name, type) && Date.now() < deadline)
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    assert.ok(seen(name, type), `${type} ${name} in ${JSON.stringify(events)}`)
+  }
+  await sandbox.files.write(`${dir}/top.txt`, 'top')
+  await sandbox.commands.run(`echo deep > ${dir}/sub/deep.txt && chmod 600 ${dir}/sub/deep.txt`)
+  await sandbox.files.remove(`${dir}/top.txt`)
+  await waitFor('top.txt', 'create')
+  await waitFor('sub/deep.txt', 'create')
+  await waitFor('sub/deep.txt', 'write')
+  await waitFor('sub/deep.txt', 'chmod')
+  await waitFor('top.txt', 'remove')
+  await handle.stop()
+  await sandbox.commands.run(`echo after > ${dir}/after.txt`)
+  assert.ok(!seen('after.txt', 'create'), 'no event after stop')
+})

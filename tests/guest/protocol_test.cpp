@@ -81,6 +81,27 @@ TEST(protocol, errors_carry_their_code_by_name) {
   EXPECT_EQ(errc_from_string("something_new"), errc::internal);
 }
 
+TEST(protocol, watch_messages_round_trip) {
+  auto start = decode_host_message(encode_payload(host_message{watch_start{7, "/data", true}}));
+  ASSERT_TRUE(start);
+  EXPECT_EQ(std::get<watch_start>(*start).watch_id, 7u);
+  EXPECT_EQ(std::get<watch_start>(*start).path, "/data");
+  EXPECT_TRUE(std::get<watch_start>(*start).recursive);
+  auto stop = decode_host_message(encode_payload(host_message{watch_stop{7}}));
+  ASSERT_TRUE(stop);
+  EXPECT_EQ(std::get<watch_stop>(*stop).watch_id, 7u);
+  watch_events batch{7, {{"sub/f.txt", watch_kind::create}, {"g", watch_kind::chmod}}};
+  auto events = decode_guest_message(encode_payload(guest_message{batch}));
+  ASSERT_TRUE(events);
+  EXPECT_EQ(std::get<watch_events>(*events).watch_id, 7u);
+  EXPECT_EQ(std::get<watch_events>(*events).events, batch.events);
+  auto ended = decode_guest_message(
+    encode_payload(guest_message{error_reply{0, 0, errc::not_found, "removed", true, 7}}));
+  ASSERT_TRUE(ended);
+  EXPECT_EQ(std::get<error_reply>(*ended).watch_id, 7u);
+  EXPECT_EQ(to_string(watch_kind::rename), "rename");
+}
+
 TEST(protocol, file_listing_and_stats_round_trip) {
   file_list list{4,
                  {file_info{"a", file_type::directory, 0, 0755, 1, 2, 3},
