@@ -131,8 +131,7 @@ TEST_F(api_files, stat_and_list_carry_owner_group_ids_and_symlink_targets) {
                                 "ln -s mine /owners/rel && ln -s /owners/dir /owners/abs && "
                                 "ln -s rel /owners/chain && ln -s gone /owners/dangling && "
                                 "touch -d @1700000000 /owners/mine && echo ok");
-  ASSERT_EQ(made.stdout_bytes, "ok
-") << made.stderr_bytes;
+  ASSERT_EQ(made.stdout_bytes, "ok\n") << made.stderr_bytes;
 
   auto mine = api.get(files("/stat?path=/owners/mine"));
   ASSERT_EQ(mine.status, 200) << mine.body;
