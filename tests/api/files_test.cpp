@@ -139,7 +139,7 @@ TEST_F(api_files, stat_and_list_carry_owner_group_ids_and_symlink_targets) {
   EXPECT_EQ(mine.json["group"], "root");
   EXPECT_EQ(mine.json["uid"], 0);
   EXPECT_EQ(mine.json["gid"], 0);
-  EXPECT_EQ(mine.json["modified_at"], "2023-11-14T22:13:20Z") << mine.body;
+  EXPECT_EQ(mine.json["modified_at"], "2023-11-14T22:13:20.000Z") << mine.body;
   EXPECT_TRUE(mine.json["symlink_target"].is_null()) << mine.body;
 
   auto theirs = api.get(files("/stat?path=/owners/theirs"));
@@ -169,7 +169,7 @@ TEST_F(api_files, stat_and_list_carry_owner_group_ids_and_symlink_targets) {
   EXPECT_EQ(items["anon"]["uid"], 4321);
   EXPECT_EQ(items["dir"]["type"], "dir");
   EXPECT_TRUE(items["dir"]["symlink_target"].is_null());
-  EXPECT_EQ(items["mine"]["modified_at"], "2023-11-14T22:13:20Z");
+  EXPECT_EQ(items["mine"]["modified_at"], "2023-11-14T22:13:20.000Z");
   for (const auto& [name, item] : items)
     for (const char* key : {"owner", "group", "uid", "gid", "modified_at", "symlink_target"})
       EXPECT_TRUE(item.contains(key)) << name << " lacks " << key;
