@@ -314,11 +314,17 @@ json to_json(const actors::process_view& process) {
 }
 
 json to_json(const actors::file_entry& entry) {
-  return {{"name", entry.name},
-          {"type", entry.type},
-          {"size_bytes", entry.size_bytes},
-          {"mode", entry.mode},
-          {"modified_at", timestamp_json(entry.modified_at_ms)}};
+  return {
+    {"name", entry.name},
+    {"type", entry.type},
+    {"size_bytes", entry.size_bytes},
+    {"mode", entry.mode},
+    {"modified_at", timestamp_json(entry.modified_at_ms)},
+    {"uid", entry.uid},
+    {"gid", entry.gid},
+    {"owner", entry.owner},
+    {"group", entry.group},
+    {"symlink_target", entry.symlink_target.empty() ? json(nullptr) : json(entry.symlink_target)}};
 }
 
 result<json> parse_object(std::string_view body) {

@@ -7,7 +7,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
+#include <climits>
+#include <cstdlib>
 #include <cstring>
+#include <map>
 
 namespace airlock::guest {
 
@@ -71,6 +75,65 @@ std::pair<std::string, std::string> split_path(const std::string& path) {
   auto slash = path.rfind('/');
   auto parent = slash == 0 ? std::string("/") : path.substr(0, slash);
   return {parent, path.substr(slash + 1)};
+}
+
+/// Largest /etc/passwd or /etc/group read for names; a larger one is read
+/// up to this (the names past it show as numbers).
+constexpr size_t id_file_bytes_max = 1 << 20;
+
+/// "name:x:id:..." lines of /etc/passwd or /etc/group as id -> name (the
+/// first name of an id wins, as getpwuid's). Read with the agent's own
+/// parser: the agent is static, without NSS.
+std::map<uint32_t, std::string> read_id_names(const char* path) {
+  std::map<uint32_t, std::string> names;
+  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return names;
+  std::string text;
+  char buffer[8192];
+  ssize_t n;
+  while (text.size() < id_file_bytes_max && (n = ::read(fd, buffer, sizeof buffer)) != 0) {
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      break;
+    text.append(buffer, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  std::string_view rest(text);
+  while (!rest.empty()) {
+    auto line = rest.substr(0, rest.find('\n'));
+    rest.remove_prefix(std::min(rest.size(), line.size() + 1));
+    auto first = line.find(':');
+    auto second = first == std::string_view::npos ? first : line.find(':', first + 1);
+    auto third = second == std::string_view::npos ? second : line.find(':', second + 1);
+    if (third == std::string_view::npos || first == 0)
+      continue;
+    auto id_text = line.substr(second + 1, third - second - 1);
+    uint32_t id = 0;
+    auto [end, ec] = std::from_chars(id_text.data(), id_text.data() + id_text.size(), id);
+    if (ec == std::errc{} && end == id_text.data() + id_text.size() && !id_text.empty())
+      names.emplace(id, std::string(line.substr(0, first)));
+  }
+  return names;
+}
+
+/// A symlink's target, absolute: where it leads once resolved (as E2B's
+/// envd answers), else its text as read, made absolute against its
+/// directory when relative. Empty when it cannot be read.
+std::string symlink_target(const std::string& path) {
+  char resolved[PATH_MAX];
+  if (::realpath(path.c_str(), resolved) != nullptr)
+    return resolved;
+  char text[PATH_MAX];
+  ssize_t n = ::readlink(path.c_str(), text, sizeof text - 1);
+  if (n <= 0)
+    return {};
+  std::string target(text, static_cast<size_t>(n));
+  if (target.front() == '/')
+    return target;
+  auto dir = split_path(path).first;
+  return (dir == "/" ? dir : dir + "/") + target;
 }
 
 status remove_tree_at(int parent_fd, const std::string& name, int depth_left);
@@ -142,11 +205,37 @@ status check_path(std::string_view path, size_t bytes_max) {
   return status::ok();
 }
 
+id_names id_names::read() {
+  id_names out;
+  out.users_ = read_id_names("/etc/passwd");
+  out.groups_ = read_id_names("/etc/group");
+  return out;
+}
+
+std::string id_names::user(uint32_t uid) const {
+  auto it = users_.find(uid);
+  return it != users_.end() ? it->second : std::to_string(uid);
+}
+
+std::string id_names::group(uint32_t gid) const {
+  auto it = groups_.find(gid);
+  return it != groups_.end() ? it->second : std::to_string(gid);
+}
+
+void describe_entry(file_info& info, const std::string& path, const id_names& names) {
+  info.owner = names.user(info.uid);
+  info.group = names.group(info.gid);
+  if (info.type == file_type::symlink)
+    info.symlink_target = symlink_target(path);
+}
+
 result<file_info> stat_path(const std::string& path, bool follow) {
   struct stat st {};
   if (::fstatat(AT_FDCWD, path.c_str(), &st, follow ? 0 : AT_SYMLINK_NOFOLLOW) != 0)
     return errno_status(errno, "stat " + path);
-  return info_of(split_path(path).second, st);
+  auto info = info_of(split_path(path).second, st);
+  describe_entry(info, path, id_names::read());
+  return info;
 }
 
 result<dir_listing> list_dir(const std::string& path, size_t entries_max,
@@ -161,20 +250,31 @@ result<dir_listing> list_dir(const std::string& path, size_t entries_max,
     return errno_status(error, "list " + path);
   }
   dir_listing listing;
-  size_t name_bytes = 0;
+  const auto names = id_names::read();
+  const std::string prefix = path.back() == '/' ? path : path + "/";
+  size_t text_bytes = 0;
   while (auto* entry = ::readdir(dir)) {
     std::string name = entry->d_name;
     if (name == "." || name == "..")
       continue;
-    if (listing.entries.size() >= entries_max || name_bytes + name.size() > name_bytes_budget) {
+    if (listing.entries.size() >= entries_max) {
       listing.truncated = true;
       break;
     }
     struct stat st {};
     if (::fstatat(::dirfd(dir), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
       continue; // removed while we listed: not an error of the listing
-    name_bytes += name.size();
-    listing.entries.push_back(info_of(std::move(name), st));
+    auto info = info_of(std::move(name), st);
+    describe_entry(info, prefix + info.name, names);
+    // The texts are most of a reply: they count against the budget.
+    size_t bytes =
+      info.name.size() + info.owner.size() + info.group.size() + info.symlink_target.size();
+    if (text_bytes + bytes > name_bytes_budget) {
+      listing.truncated = true;
+      break;
+    }
+    text_bytes += bytes;
+    listing.entries.push_back(std::move(info));
   }
   ::closedir(dir);
   std::sort(listing.entries.begin(), listing.entries.end(),

@@ -8,6 +8,7 @@
 // it is single-threaded by design and disk calls are short.
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,12 +25,35 @@ status errno_status(int error, std::string_view what);
 /// invalid_argument unless `path` is absolute, NUL-free and at most `bytes_max` long.
 status check_path(std::string_view path, size_t bytes_max);
 
-/// lstat (or stat when `follow`) of `path`; `name` is its last component.
+/// The sandbox's user and group names (its /etc/passwd and /etc/group, read
+/// once per call that needs them, at most 1 MiB each).
+class id_names {
+public:
+  /// Reads both files; a missing or unreadable one gives no names.
+  static id_names read();
+  /// The uid's name, else the uid as text.
+  std::string user(uint32_t uid) const;
+  /// The gid's name, else the gid as text.
+  std::string group(uint32_t gid) const;
+
+private:
+  std::map<uint32_t, std::string> users_;
+  std::map<uint32_t, std::string> groups_;
+};
+
+/// Fills `info`'s owner and group names and, for a symlink, its target
+/// (where it resolves to, else its text made absolute); `path` is the
+/// entry's absolute path.
+void describe_entry(file_info& info, const std::string& path, const id_names& names);
+
+/// lstat (or stat when `follow`) of `path` with owner, group and symlink
+/// target; `name` is its last component.
 result<file_info> stat_path(const std::string& path, bool follow);
 
-/// Entries of a directory, sorted by name, without "." and "..". Stops at
-/// `entries_max` entries or when their names would exceed `name_bytes_budget`,
-/// and then sets `truncated`.
+/// Entries of a directory, sorted by name, without "." and "..", each
+/// described as stat_path's. Stops at `entries_max` entries or when their
+/// texts (name, owner, group, symlink target) would exceed
+/// `name_bytes_budget`, and then sets `truncated`.
 struct dir_listing {
   std::vector<file_info> entries;
   bool truncated = false;

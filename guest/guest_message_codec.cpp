@@ -32,6 +32,9 @@ void fill(cs::GuestFileInfo::Builder b, const file_info& f) {
   b.setUid(f.uid);
   b.setGid(f.gid);
   b.setMtimeNs(f.mtime_ns);
+  b.setOwner(as_text(f.owner));
+  b.setGroup(as_text(f.group));
+  b.setSymlinkTarget(as_text(f.symlink_target));
 }
 
 void fill(cs::GuestStats::Builder b, const stats_reply& m) {
@@ -194,6 +197,9 @@ file_info read(cs::GuestFileInfo::Reader r) {
   f.uid = r.getUid();
   f.gid = r.getGid();
   f.mtime_ns = r.getMtimeNs();
+  f.owner = to_string(r.getOwner());
+  f.group = to_string(r.getGroup());
+  f.symlink_target = to_string(r.getSymlinkTarget());
   return f;
 }
 

@@ -38,13 +38,20 @@ struct exec_plan {
   std::vector<char*> argv_ptrs;
   std::vector<char*> env_ptrs;
   std::string cwd;
+  /// cwd is the user's home by default: "/" when it cannot be entered.
+  bool cwd_or_root = false;
 };
 
-std::string env_path(const schema::exec_spec& request) {
+std::string env_value(const schema::exec_spec& request, std::string_view name,
+                      std::string_view otherwise) {
   for (const auto& [key, value] : request.env)
-    if (key == "PATH")
+    if (key == name)
       return value;
-  return default_path;
+  return std::string(otherwise);
+}
+
+std::string env_path(const schema::exec_spec& request) {
+  return env_value(request, "PATH", default_path);
 }
 
 bool is_executable_file(const std::string& path) {
@@ -92,6 +99,16 @@ result<exec_plan> make_plan(const schema::exec_spec& request) {
     plan.env_ptrs.push_back(entry.data());
   plan.env_ptrs.push_back(nullptr);
   plan.cwd = request.cwd.empty() ? "/" : request.cwd;
+  // A process of a named user that names no directory starts in its home
+  // (HOME, which the worker sets from the sandbox's /etc/passwd), or in /
+  // when there is none to enter (nobody's /nonexistent).
+  if (request.cwd.empty() && request.run_as.set_user) {
+    auto home = env_value(request, "HOME", "");
+    if (!home.empty() && home.front() == '/') {
+      plan.cwd = std::move(home);
+      plan.cwd_or_root = true;
+    }
+  }
   return plan;
 }
 
@@ -138,7 +155,7 @@ struct child_stdio {
         || ::setuid(request.run_as.uid) < 0)
       child_fail(status_fd, child_step::user);
   }
-  if (::chdir(plan.cwd.c_str()) < 0)
+  if (::chdir(plan.cwd.c_str()) < 0 && !(plan.cwd_or_root && ::chdir("/") == 0))
     child_fail(status_fd, child_step::cwd);
   // Belt and braces: whatever fd the agent inherited must not reach the program.
   ::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);

@@ -199,6 +199,9 @@ struct file_info {
   uint32_t uid = 0;
   uint32_t gid = 0;
   int64_t mtime_ns = 0;
+  std::string owner;          ///< the uid's name in the sandbox's /etc/passwd, else the uid
+  std::string group;          ///< the gid's name in its /etc/group, else the gid
+  std::string symlink_target; ///< a symlink's target, absolute; empty otherwise
 };
 
 struct file_data {

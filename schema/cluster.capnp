@@ -124,6 +124,11 @@ struct FileEntry {
   sizeBytes @3 :UInt64;
   mode @4 :UInt32;
   modifiedAtMs @5 :Int64;
+  uid @6 :UInt32;
+  gid @7 :UInt32;
+  owner @8 :Text;               # the uid's name in the sandbox, else the uid as text
+  group @9 :Text;               # the gid's name in the sandbox, else the gid as text
+  symlinkTarget @10 :Text;      # a symlink's target, absolute; empty otherwise
 }
 
 struct FileResult {

@@ -27,11 +27,24 @@ void fill_entry(cs::FileEntry::Builder b, const file_entry& x) {
   b.setSizeBytes(x.size_bytes);
   b.setMode(x.mode);
   b.setModifiedAtMs(x.modified_at_ms);
+  b.setUid(x.uid);
+  b.setGid(x.gid);
+  b.setOwner(x.owner);
+  b.setGroup(x.group);
+  b.setSymlinkTarget(x.symlink_target);
 }
 
 file_entry read_entry(cs::FileEntry::Reader b) {
-  return file_entry{detail::text(b.getName()), detail::text(b.getType()), b.getSizeBytes(),
-                    b.getMode(), b.getModifiedAtMs()};
+  return file_entry{detail::text(b.getName()),
+                    detail::text(b.getType()),
+                    b.getSizeBytes(),
+                    b.getMode(),
+                    b.getModifiedAtMs(),
+                    b.getUid(),
+                    b.getGid(),
+                    detail::text(b.getOwner()),
+                    detail::text(b.getGroup()),
+                    detail::text(b.getSymlinkTarget())};
 }
 
 } // namespace

@@ -49,7 +49,7 @@ struct exec_spec {
   /// From a client: added to the sandbox's env. Once the worker resolved the
   /// spec: the whole environment.
   std::vector<std::pair<std::string, std::string>> env;
-  std::string cwd;  ///< empty: /
+  std::string cwd;  ///< empty: /, or a named user's home (the worker decides)
   std::string user; ///< empty or "root": root; else a name or uid
   bool pty = false;
   uint16_t rows = 24;
@@ -170,6 +170,11 @@ struct file_entry {
   uint64_t size_bytes = 0;
   uint32_t mode = 0;
   int64_t modified_at_ms = 0;
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  std::string owner;          ///< the uid's name in the sandbox, else the uid as text
+  std::string group;          ///< the gid's name in the sandbox, else the gid as text
+  std::string symlink_target; ///< a symlink's target, absolute; empty otherwise
   bool operator==(const file_entry&) const = default;
 };
 

@@ -210,6 +210,9 @@ struct GuestFileInfo {
   uid @4 :UInt32;
   gid @5 :UInt32;
   mtimeNs @6 :Int64;
+  owner @7 :Text;                # the uid's name in the sandbox's /etc/passwd; empty: not looked up
+  group @8 :Text;                # the gid's name in its /etc/group; empty: not looked up
+  symlinkTarget @9 :Text;        # a symlink's target, absolute; empty otherwise
 }
 
 struct GuestFileData {

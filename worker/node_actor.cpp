@@ -69,7 +69,8 @@ void run_start_cmd(self_ptr self, const std::string& id, const sandbox_actor& bo
   }
   actors::exec_spec spec;
   spec.cmd = defaults.start_cmd;
-  spec.cwd = defaults.workdir;
+  spec.cwd =
+    defaults.workdir.empty() ? "/" : defaults.workdir; // not the user's home: Docker's rule
   resolve_user(
     self, box, defaults.user, [self, id, box, spec](result<schema::process_user> user) mutable {
       if (!user) { // a User the image names but its passwd lacks
@@ -312,12 +313,18 @@ caf::result<actors::process_view> handle_exec(self_ptr self, const std::string& 
                                               actors::exec_spec spec) {
   if (spec.argv.empty() == spec.cmd.empty())
     return make_error(errc::invalid_argument, "give exactly one of argv and cmd");
-  // An image's WorkingDir and User apply where the request names none.
+  // An image's WorkingDir and User apply where the request names none. A
+  // user the request names starts in its home when neither names a
+  // directory (the agent falls back to / without one); the image's user in /,
+  // as Docker runs it.
   auto defaults = defaults_of(self, id);
   if (spec.cwd.empty())
     spec.cwd = defaults.workdir;
-  if (spec.user.empty())
+  if (spec.user.empty()) {
     spec.user = defaults.user;
+    if (spec.cwd.empty())
+      spec.cwd = "/";
+  }
   return on_sandbox<actors::process_view>(
     self, id, [self, id, spec](const sandbox_actor& box, view_promise promise) {
       resolve_user(self, box, spec.user,

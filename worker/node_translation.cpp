@@ -167,6 +167,13 @@ actors::file_entry to_entry(const guest::file_info& info) {
   entry.size_bytes = info.size;
   entry.mode = info.mode;
   entry.modified_at_ms = info.mtime_ns / 1'000'000;
+  entry.uid = info.uid;
+  entry.gid = info.gid;
+  // An older agent does not look names up: the ids as text, as for an id
+  // without a name.
+  entry.owner = info.owner.empty() ? std::to_string(info.uid) : info.owner;
+  entry.group = info.group.empty() ? std::to_string(info.gid) : info.group;
+  entry.symlink_target = info.symlink_target;
   return entry;
 }
 

@@ -3,6 +3,7 @@
 // leave the sandbox.
 
 #include <filesystem>
+#include <map>
 
 #include "tests/api/api_fixture.hpp"
 
@@ -139,6 +140,60 @@ TEST_F(api_files, move_renames_within_the_sandbox_and_refuses_bad_targets) {
   }
   EXPECT_EQ(api.get(files("?path=/moving/b.txt")).body, "payload")
     << "a refused move moves nothing";
+}
+
+TEST_F(api_files, stat_and_list_carry_owner_group_ids_and_symlink_targets) {
+  auto api = admin();
+  // Names come from the sandbox's own /etc/passwd and /etc/group; an id
+  // without a name shows as its number.
+  auto made = api.run(sandbox_, "mkdir -p /owners/dir && echo x > /owners/mine && "
+                                "echo y > /owners/theirs && chown 65534:65534 /owners/theirs && "
+                                "echo z > /owners/anon && chown 4321:4322 /owners/anon && "
+                                "ln -s mine /owners/rel && ln -s /owners/dir /owners/abs && "
+                                "ln -s rel /owners/chain && ln -s gone /owners/dangling && "
+                                "touch -d @1700000000 /owners/mine && echo ok");
+  ASSERT_EQ(made.stdout_bytes, "ok\n") << made.stderr_bytes;
+
+  auto mine = api.get(files("/stat?path=/owners/mine"));
+  ASSERT_EQ(mine.status, 200) << mine.body;
+  EXPECT_EQ(mine.json["owner"], "root");
+  EXPECT_EQ(mine.json["group"], "root");
+  EXPECT_EQ(mine.json["uid"], 0);
+  EXPECT_EQ(mine.json["gid"], 0);
+  EXPECT_EQ(mine.json["modified_at"], "2023-11-14T22:13:20.000Z") << mine.body;
+  EXPECT_TRUE(mine.json["symlink_target"].is_null()) << mine.body;
+
+  auto theirs = api.get(files("/stat?path=/owners/theirs"));
+  EXPECT_EQ(theirs.json["owner"], "nobody") << theirs.body;
+  EXPECT_EQ(theirs.json["group"], "nobody");
+  EXPECT_EQ(theirs.json["uid"], 65534);
+  auto anon = api.get(files("/stat?path=/owners/anon"));
+  EXPECT_EQ(anon.json["owner"], "4321") << anon.body;
+  EXPECT_EQ(anon.json["group"], "4322");
+  EXPECT_EQ(anon.json["gid"], 4322);
+
+  auto rel = api.get(files("/stat?path=/owners/rel"));
+  EXPECT_EQ(rel.json["type"], "symlink") << rel.body;
+  EXPECT_EQ(rel.json["symlink_target"], "/owners/mine") << "relative targets become absolute";
+
+  auto list = api.get(files("/list?path=/owners"));
+  ASSERT_EQ(list.status, 200) << list.body;
+  std::map<std::string, json> items;
+  for (const auto& item : list.json["items"])
+    items[item.value("name", "")] = item;
+  ASSERT_EQ(items.size(), 8u) << list.body;
+  EXPECT_EQ(items["abs"]["symlink_target"], "/owners/dir");
+  EXPECT_EQ(items["chain"]["symlink_target"], "/owners/mine") << "resolved to the end";
+  EXPECT_EQ(items["dangling"]["symlink_target"], "/owners/gone")
+    << "unresolvable: the link's text, made absolute";
+  EXPECT_EQ(items["theirs"]["owner"], "nobody");
+  EXPECT_EQ(items["anon"]["uid"], 4321);
+  EXPECT_EQ(items["dir"]["type"], "dir");
+  EXPECT_TRUE(items["dir"]["symlink_target"].is_null());
+  EXPECT_EQ(items["mine"]["modified_at"], "2023-11-14T22:13:20.000Z");
+  for (const auto& [name, item] : items)
+    for (const char* key : {"owner", "group", "uid", "gid", "modified_at", "symlink_target"})
+      EXPECT_TRUE(item.contains(key)) << name << " lacks " << key;
 }
 
 TEST_F(api_files, missing_files_directories_and_bad_paths_get_json_errors) {

@@ -273,3 +273,39 @@ TEST_F(api_processes, a_process_shows_what_it_was_asked_to_run_and_its_tag) {
 
 } // namespace
 } // namespace airlock::test
+
+namespace airlock::test {
+namespace {
+
+/// Runs `body` (with "cmd") and collects the output to the end.
+process_output run_spec(const api_client& api, const std::string& sandbox, const json& body) {
+  auto process = api.exec(sandbox, body);
+  return process ? api.read_output(*process) : process_output{};
+}
+
+TEST_F(api_processes, a_named_user_runs_with_its_ids_home_and_home_as_the_default_cwd) {
+  auto api = admin();
+  // An account of the sandbox's own /etc/passwd, with a home.
+  auto added = api.run(sandbox_, "echo 'agent:x:1000:1000::/home/agent:/bin/sh' >> /etc/passwd && "
+                                 "mkdir -p /home/agent && chown 1000:1000 /home/agent && echo ok");
+  ASSERT_EQ(added.stdout_bytes, "ok\n") << added.stderr_bytes;
+  auto as_agent =
+    run_spec(api, sandbox_, {{"cmd", "id -u; id -g; echo $HOME; pwd"}, {"user", "agent"}});
+  EXPECT_EQ(as_agent.stdout_bytes, "1000\n1000\n/home/agent\n/home/agent\n")
+    << as_agent.stderr_bytes;
+  auto elsewhere = run_spec(api, sandbox_, {{"cmd", "pwd"}, {"user", "agent"}, {"cwd", "/tmp"}});
+  EXPECT_EQ(elsewhere.stdout_bytes, "/tmp\n") << "a given cwd wins";
+  // nobody's home (/nonexistent) cannot be entered: the process starts in /.
+  auto nobody = run_spec(api, sandbox_, {{"cmd", "id -u; pwd"}, {"user", "nobody"}});
+  EXPECT_EQ(nobody.stdout_bytes, "65534\n/\n") << nobody.stderr_bytes;
+  // Without a user: root, in /, as before.
+  EXPECT_EQ(api.run(sandbox_, "id -u; pwd").stdout_bytes, "0\n/\n");
+  auto unknown = api.call("POST", "/v1/sandboxes/" + sandbox_ + "/processes",
+                          json{{"cmd", "true"}, {"user", "nosuchuser"}}.dump());
+  EXPECT_EQ(unknown.status, 400) << unknown.body;
+  EXPECT_TRUE(unknown.is_error_shape());
+  EXPECT_NE(unknown.body.find("nosuchuser"), std::string::npos) << unknown.body;
+}
+
+} // namespace
+} // namespace airlock::test

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "guest/files.hpp"
 
@@ -91,6 +92,44 @@ TEST_F(files, listing_is_sorted_and_truncated_at_its_limit) {
   ASSERT_TRUE(two);
   EXPECT_EQ(two->entries.size(), 2u);
   EXPECT_TRUE(two->truncated);
+}
+
+TEST_F(files, stat_and_list_name_owners_and_give_symlink_targets_absolute) {
+  put(path("file"), "x");
+  fs::create_directories(path("dir"));
+  fs::create_symlink("file", path("rel"));
+  fs::create_symlink(path("dir"), path("abs"));
+  fs::create_symlink("rel", path("chain"));
+  fs::create_symlink("gone", path("dangling"));
+  // Names from this host's /etc/passwd and /etc/group (the agent's own root).
+  const auto names = id_names::read();
+  auto file = stat_path(path("file"), false);
+  ASSERT_TRUE(file);
+  EXPECT_EQ(file->owner, names.user(::getuid()));
+  EXPECT_EQ(file->group, names.group(::getgid()));
+  EXPECT_EQ(file->symlink_target, "");
+  EXPECT_EQ(names.user(4'000'000'000u), "4000000000") << "no name: the id as text";
+  auto rel = stat_path(path("rel"), false);
+  ASSERT_TRUE(rel);
+  EXPECT_EQ(rel->type, file_type::symlink);
+  // The temp dir may itself sit behind a symlink: compare with the resolved path.
+  const std::string real_dir = fs::canonical(dir_).string();
+  EXPECT_EQ(rel->symlink_target, real_dir + "/file");
+  auto listing = list_dir(dir_, 10, 10'000);
+  ASSERT_TRUE(listing);
+  std::map<std::string, file_info> by_name;
+  for (const auto& entry : listing->entries)
+    by_name[entry.name] = entry;
+  EXPECT_EQ(by_name["abs"].symlink_target, real_dir + "/dir");
+  EXPECT_EQ(by_name["chain"].symlink_target, real_dir + "/file");
+  EXPECT_EQ(by_name["dangling"].symlink_target, dir_ + "/gone");
+  EXPECT_EQ(by_name["dir"].symlink_target, "");
+  EXPECT_FALSE(by_name["dir"].owner.empty());
+  // The owner, group and target texts count against the reply budget.
+  auto small = list_dir(dir_, 10, 12);
+  ASSERT_TRUE(small);
+  EXPECT_TRUE(small->truncated);
+  EXPECT_LT(small->entries.size(), listing->entries.size());
 }
 
 TEST_F(files, mkdir_p_refuses_a_file_in_the_way) {

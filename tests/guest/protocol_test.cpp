@@ -104,8 +104,8 @@ TEST(protocol, watch_messages_round_trip) {
 
 TEST(protocol, file_listing_and_stats_round_trip) {
   file_list list{4,
-                 {file_info{"a", file_type::directory, 0, 0755, 1, 2, 3},
-                  file_info{"b", file_type::symlink, 9, 0777, 0, 0, -1}},
+                 {file_info{"a", file_type::directory, 0, 0755, 1, 2, 3, "1", "2", ""},
+                  file_info{"b", file_type::symlink, 9, 0777, 0, 0, -1, "root", "4", "/a"}},
                  true};
   auto decoded = decode_guest_message(encode_payload(guest_message{list}));
   ASSERT_TRUE(decoded);
@@ -114,6 +114,10 @@ TEST(protocol, file_listing_and_stats_round_trip) {
   EXPECT_EQ(back.entries[1].type, file_type::symlink);
   EXPECT_EQ(back.entries[0].mode, 0755u);
   EXPECT_EQ(back.entries[1].mtime_ns, -1);
+  EXPECT_EQ(back.entries[1].owner, "root");
+  EXPECT_EQ(back.entries[1].group, "4");
+  EXPECT_EQ(back.entries[1].symlink_target, "/a");
+  EXPECT_EQ(back.entries[0].symlink_target, "");
   EXPECT_TRUE(back.truncated);
   stats_reply stats;
   stats.orphans_reaped = 3;

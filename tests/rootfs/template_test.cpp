@@ -165,3 +165,70 @@ TEST(minimal_template_on_btrfs, sandboxes_of_it_run_busybox_and_snapshot_in_mill
 
 } // namespace
 } // namespace airlock::worker
+
+namespace airlock::worker {
+namespace {
+
+/// A Debian-like /etc and skeleton, as debootstrap leaves them.
+void write_debian_etc(const std::filesystem::path& root) {
+  ASSERT_TRUE(make_dirs(root / "etc" / "skel"));
+  ASSERT_TRUE(write_file(root / "etc" / "passwd", "root:x:0:0:root:/root:/bin/bash\n"
+                                                  "nobody:x:65534:65534:nobody:/nonexistent:"
+                                                  "/usr/sbin/nologin\n"));
+  ASSERT_TRUE(write_file(root / "etc" / "group", "root:x:0:\nsudo:x:27:\n"));
+  ASSERT_TRUE(write_file(root / "etc" / "shadow", "root:*:19000:0:99999:7:::\n", 0640));
+  ASSERT_TRUE(write_file(root / "etc" / "gshadow", "root:*::\n", 0640));
+  ASSERT_TRUE(write_file(root / "etc" / "skel" / ".bashrc", "# bashrc\n"));
+  ASSERT_TRUE(write_file(root / "etc" / "skel" / ".profile", "# profile\n"));
+}
+
+uid_t owner_of(const std::filesystem::path& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0 ? st.st_uid : static_cast<uid_t>(-1);
+}
+
+TEST(base_user_account, adds_user_1000_with_its_home_skeleton_and_passwordless_sudo_once) {
+  if (::geteuid() != 0)
+    GTEST_SKIP() << "giving files to uid 1000 needs root";
+  test::scratch_dir scratch;
+  const auto root = scratch.path();
+  write_debian_etc(root);
+  user_account account;
+  ASSERT_TRUE(add_user_account(root, account));
+  ASSERT_TRUE(add_user_account(root, account)) << "a second run is a no-op";
+  auto passwd = read_file(root / "etc" / "passwd");
+  ASSERT_TRUE(passwd);
+  EXPECT_EQ(*passwd, "root:x:0:0:root:/root:/bin/bash\n"
+                     "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+                     "user:x:1000:1000::/home/user:/bin/bash\n");
+  EXPECT_EQ(*read_file(root / "etc" / "group"), "root:x:0:\nsudo:x:27:\nuser:x:1000:\n");
+  EXPECT_EQ(*read_file(root / "etc" / "shadow"),
+            "root:*:19000:0:99999:7:::\nuser:!:19000:0:99999:7:::\n");
+  EXPECT_EQ(mode_of(root / "etc" / "shadow") & 07777, 0640u) << "appending keeps the mode";
+  EXPECT_EQ(*read_file(root / "etc" / "gshadow"), "root:*::\nuser:!::\n");
+  const auto home = root / "home" / "user";
+  EXPECT_EQ(owner_of(home), 1000u);
+  EXPECT_EQ(mode_of(home) & 07777, 0750u);
+  EXPECT_EQ(*read_file(home / ".bashrc"), "# bashrc\n");
+  EXPECT_EQ(owner_of(home / ".bashrc"), 1000u);
+  EXPECT_EQ(owner_of(home / ".profile"), 1000u);
+  const auto sudoers = root / "etc" / "sudoers.d" / "user";
+  EXPECT_EQ(*read_file(sudoers), "user ALL=(ALL:ALL) NOPASSWD: ALL\n");
+  EXPECT_EQ(mode_of(sudoers) & 07777, 0440u);
+  EXPECT_EQ(owner_of(sudoers), 0u);
+}
+
+TEST(base_user_account, refuses_a_uid_another_name_holds) {
+  test::scratch_dir scratch;
+  const auto root = scratch.path();
+  write_debian_etc(root);
+  ASSERT_TRUE(write_file(root / "etc" / "passwd", "root:x:0:0::/root:/bin/sh\n"
+                                                  "someone:x:1000:1000::/home/x:/bin/sh\n"));
+  auto added = add_user_account(root, user_account{});
+  EXPECT_EQ(added.code, errc::invalid_argument);
+  EXPECT_NE(added.message.find("someone"), std::string::npos) << added.message;
+  EXPECT_FALSE(path_exists(root / "home" / "user"));
+}
+
+} // namespace
+} // namespace airlock::worker

@@ -129,10 +129,21 @@ TEST_F(isolation, cgroup_release_agent_and_device_nodes_are_out_of_reach) {
   EXPECT_NE(box.shell.run("test -e /dev/mem").exit_code, 0) << "only the minimal /dev exists";
 }
 
-TEST_F(isolation, no_new_privs_seccomp_and_docker_capabilities_are_in_force) {
+/// The mount options of the sandbox's root ("rw,nodev,relatime,..."), from
+/// its own mountinfo.
+std::string root_mount_options(shell_session& shell) {
+  return shell.run("awk '$5 == \"/\" { print $6 }' /proc/self/mountinfo").output;
+}
+
+// Docker's default (the runtime's): no no_new_privs, so a set-uid program
+// inside (sudo) works, within everything else below.
+TEST_F(isolation, seccomp_and_docker_capabilities_are_in_force) {
   auto box = start_sandbox(unique_id("iso-caps"));
   ASSERT_NE(box.runtime, nullptr);
-  EXPECT_EQ(box.shell.run("grep NoNewPrivs /proc/self/status").output, "NoNewPrivs:\t1\n");
+  EXPECT_EQ(box.shell.run("grep NoNewPrivs /proc/self/status").output, "NoNewPrivs:\t0\n");
+  auto options = root_mount_options(box.shell);
+  EXPECT_EQ(options.find("nosuid"), std::string::npos) << options;
+  EXPECT_NE(options.find("nodev"), std::string::npos) << options;
   EXPECT_EQ(box.shell.run("grep ^Seccomp: /proc/self/status").output, "Seccomp:\t2\n");
   char mask[32];
   std::snprintf(mask, sizeof mask, "%016llx",
@@ -151,6 +162,25 @@ TEST_F(isolation, no_new_privs_seccomp_and_docker_capabilities_are_in_force) {
   EXPECT_EQ(ptrace.output, "TracerPid:\t0\n");
   EXPECT_NE(box.shell.run("ip addr add 10.200.255.1/32 dev eth0").exit_code, 0)
     << "no CAP_NET_ADMIN: the sandbox cannot change its address";
+}
+
+TEST_F(isolation, no_new_privs_when_asked_with_a_nosuid_root) {
+  runtime_.reset();
+  auto options = test_options(state_->path());
+  options.no_new_privs = true;
+  auto opened = namespace_runtime::open(options);
+  ASSERT_TRUE(opened) << opened.error().message;
+  runtime_ = std::move(*opened);
+  auto box = start_sandbox(unique_id("iso-nnp"));
+  ASSERT_NE(box.runtime, nullptr);
+  EXPECT_EQ(box.shell.run("grep NoNewPrivs /proc/self/status").output, "NoNewPrivs:\t1\n");
+  EXPECT_NE(root_mount_options(box.shell).find("nosuid"), std::string::npos);
+  EXPECT_EQ(box.shell.run("grep ^Seccomp: /proc/self/status").output, "Seccomp:\t2\n");
+  char mask[32];
+  std::snprintf(mask, sizeof mask, "%016llx",
+                static_cast<unsigned long long>(docker_default_capabilities));
+  EXPECT_EQ(box.shell.run("grep CapEff /proc/self/status").output,
+            std::string("CapEff:\t") + mask + "\n");
 }
 
 /// A TCP listener on the host side of a sandbox's veth; counts connections.

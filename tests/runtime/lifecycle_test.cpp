@@ -58,6 +58,7 @@ void expect_no_leftovers(const sandbox_handle& h, const std::string& state_dir) 
   ASSERT_TRUE(listed) << listed.error().message;
   EXPECT_FALSE(*listed) << "nft element for " << h.host_interface;
   EXPECT_FALSE(fs::exists(state_dir + "/" + h.id + ".state"));
+  EXPECT_FALSE(fs::exists(state_dir + "/" + h.id + ".boot_id"));
   EXPECT_FALSE(fs::exists("/run/netns/" + h.id));
 }
 
@@ -161,6 +162,7 @@ TEST_F(lifecycle, a_restarted_runtime_adopts_live_sandboxes_and_cleans_dead_ones
   ASSERT_NE(dead.runtime, nullptr);
   sandbox_handle dead_handle = dead.handle;
   sandbox_handle live_handle = live.handle;
+  const std::string live_boot_id = live.shell.run("cat /proc/sys/kernel/random/boot_id").output;
   // The worker "crashes": its runtime object goes away without destroying
   // anything, and one sandbox's init dies meanwhile.
   ASSERT_EQ(::syscall(SYS_pidfd_send_signal, dead.handle.pidfd, SIGKILL, nullptr, 0), 0);
@@ -183,6 +185,8 @@ TEST_F(lifecycle, a_restarted_runtime_adopts_live_sandboxes_and_cleans_dead_ones
   EXPECT_TRUE(handles[0].adopted);
   EXPECT_EQ(handles[0].init_pid, live_handle.init_pid);
   EXPECT_EQ(live.shell.run("echo still here").output, "still here\n");
+  EXPECT_EQ(live.shell.run("cat /proc/sys/kernel/random/boot_id").output, live_boot_id)
+    << "an adopted sandbox keeps its boot id";
   EXPECT_TRUE(runtime_->stats(live_handle.id));
 
   auto destroyed = runtime_->destroy(live_handle.id);

@@ -39,8 +39,8 @@ TEST_F(cluster_messages, data_plane_values_survive_caf_serialization) {
   batch.signal = 9;
   EXPECT_EQ(round_trip(batch), batch);
   file_result files;
-  files.entries = {{"a", "file", 1, 0644, 2}};
-  files.info = {"b", "dir", 0, 0755, 3};
+  files.entries = {{"a", "file", 1, 0644, 2, 0, 0, "root", "root", ""}};
+  files.info = {"b", "dir", 0, 0755, 3, 7, 8, "7", "8", ""};
   EXPECT_EQ(round_trip(files), files);
   std::vector<node_sandbox> list{{"sb_1", schema::sandbox_state::running},
                                  {"sb_2", schema::sandbox_state::paused}};

@@ -204,9 +204,10 @@ void script_replies(testing::stub_node_script& script) {
   script.output_reply.signal = 9;
   script.file_reply.data = std::string("\0file", 5);
   script.file_reply.written = 12;
-  script.file_reply.entries = {{"a", "file", 1, 0644, 2}, {"d", "dir", 0, 0755, 3}};
+  script.file_reply.entries = {{"a", "file", 1, 0644, 2, 0, 0, "root", "root", ""},
+                               {"d", "dir", 0, 0755, 3, 1, 1, "1", "1", ""}};
   script.file_reply.truncated = true;
-  script.file_reply.info = {"x", "symlink", 4, 0777, 5};
+  script.file_reply.info = {"x", "symlink", 4, 0777, 5, 0, 0, "root", "root", "/a"};
 }
 
 TEST_F(cluster_transport, a_worker_joins_beats_and_serves_calls_over_the_wire) {

@@ -46,9 +46,10 @@ file_result sample_file_result() {
   file_result x;
   x.data = binary(std::string_view("\0bytes\0", 7));
   x.written = 77;
-  x.entries = {{"a.txt", "file", 12, 0644, 1700000000001}, {"sub", "dir", 0, 0755, 5}};
+  x.entries = {{"a.txt", "file", 12, 0644, 1700000000001, 0, 0, "root", "root", ""},
+               {"sub", "dir", 0, 0755, 5, 7, 8, "7", "8", ""}};
   x.truncated = true;
-  x.info = {"b", "symlink", 3, 0777, -1};
+  x.info = {"b", "symlink", 3, 0777, -1, 1, 2, "a", "b", "/c"};
   x.session = 9;
   return x;
 }
@@ -122,7 +123,10 @@ TEST(cluster_codec, round_trips_every_node_and_data_plane_message) {
   // A part of a write session: the verb and the session id cross too.
   expect_round_trip(file_spec{file_verb::write_part, "", "", "part", 1048576, 0, 0644, false, 42},
                     decode_file_spec);
-  expect_round_trip(file_entry{"x", "other", 1, 2, 3}, decode_file_entry);
+  expect_round_trip(file_entry{"x", "other", 1, 2, 3, 4, 5, "6", "7", ""}, decode_file_entry);
+  expect_round_trip(
+    file_entry{"l", "symlink", 4, 0777, 5, 1000, 1001, "user", "1001", "/home/user"},
+    decode_file_entry);
   expect_round_trip(sample_file_result(), decode_file_result);
 }
 

@@ -45,7 +45,8 @@ TEST_F(worker_messages, guest_events_keep_their_alternative) {
 
   guest::file_list list;
   list.request_id = 5;
-  list.entries = {guest::file_info{"x", guest::file_type::directory, 1, 0755, 0, 0, 9}};
+  list.entries = {
+    guest::file_info{"x", guest::file_type::directory, 1, 0755, 0, 0, 9, "root", "root", ""}};
   auto listed = round_trip(guest_event{list});
   ASSERT_TRUE(std::holds_alternative<guest::file_list>(listed.message));
   ASSERT_EQ(std::get<guest::file_list>(listed.message).entries.size(), 1u);
@@ -75,7 +76,8 @@ TEST_F(worker_messages, requests_and_replies_round_trip) {
   job_result job;
   job.outcome = make_status(errc::timeout, "the guest did not answer");
   job.stream = 4;
-  job.file.entries = {guest::file_info{"f", guest::file_type::regular, 10, 0644, 1, 2, 3}};
+  job.file.entries = {
+    guest::file_info{"f", guest::file_type::regular, 10, 0644, 1, 2, 3, "1", "2", ""}};
   job.stats.memory_bytes = 99;
   auto job_copy = round_trip(job);
   EXPECT_EQ(job_copy.outcome.code, errc::timeout);

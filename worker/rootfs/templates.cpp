@@ -176,11 +176,18 @@ status remove_downloaded_packages(const std::filesystem::path& dir) {
   return status::ok();
 }
 
+/// The end of base's source text: what makes one base differ from another
+/// built from the same mirror (the packages, the account). A cached base
+/// whose source does not end with it is built again.
+std::string base_recipe(const template_options& options) {
+  return "+" + join(options.base_packages, ',') + " +" + describe_account(options.base_user);
+}
+
 std::string describe_source(std::string_view name, const template_options& options) {
   if (name == "minimal")
     return "busybox " + options.busybox.string();
-  return "debootstrap --variant=minbase " + options.suite + " " + options.mirror + " +"
-         + join(options.base_packages, ',');
+  return "debootstrap --variant=minbase " + options.suite + " " + options.mirror + " "
+         + base_recipe(options);
 }
 
 } // namespace
@@ -464,10 +471,10 @@ result<template_manifest> template_builder::ensure(std::string_view name,
                        "unknown template '" + std::string(name) + "'; known: minimal, base");
   if (driver_.has_template(name)) {
     auto cached = manifest(name);
-    // A base built with another package list (an older airlock's) is built
-    // again, unless sandboxes still stand on it (overlay): then it serves.
-    const bool stale = cached && name == "base"
-                       && !cached->source.ends_with("+" + join(options_.base_packages, ','));
+    // A base built with another package list or account (an older
+    // airlock's) is built again, unless sandboxes still stand on it
+    // (overlay): then it serves.
+    const bool stale = cached && name == "base" && !cached->source.ends_with(base_recipe(options_));
     if (cached && (!stale || !driver_.delete_template(name))) {
       report(control, "cached", 100);
       return cached;
@@ -503,6 +510,8 @@ result<template_manifest> template_builder::build(std::string_view name,
     return dir.error();
   status built = name == "minimal" ? populate_minimal(*dir, options, control)
                                    : populate_base(*dir, options, control);
+  if (built && name == "base")
+    built = add_user_account(*dir, options.base_user);
   if (built)
     built = check_cancel(control);
   template_manifest manifest;

@@ -4,8 +4,9 @@
 //            agent at /sbin/airlock-guest. Builds in well under a second; most
 //            tests use it.
 //   base     Debian 12 (debootstrap minbase from the host's own mirror) with
-//            bash, coreutils, python3, git, curl and ca-certificates, plus the
-//            guest agent. Takes about 40 s and 400 MB once, then is cached.
+//            bash, coreutils, python3, git, curl, ca-certificates and sudo,
+//            and E2B's unprivileged `user` account (base_user.hpp). Takes
+//            about 40 s and 400 MB once, then is cached.
 // A build populates the driver's staging tree, writes a manifest next to the
 // template and seals it; a failed or cancelled build deletes the staging tree,
 // so a half template never becomes visible.
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "schema/errc.hpp"
+#include "worker/rootfs/base_user.hpp"
 #include "worker/rootfs/rootfs_driver.hpp"
 
 namespace airlock::worker {
@@ -51,6 +53,11 @@ struct template_options {
   std::vector<std::string> base_packages = {"bash",         "coreutils",       "python3",
                                             "python3-venv", "python3-pip",     "git",
                                             "curl",         "ca-certificates", "sudo"};
+  /// The unprivileged account `base` has (E2B's `user`). A `base` built
+  /// with another account (or none: an older airlock's) is built again on
+  /// its next use. Default: user, uid and gid 1000, /bin/bash, passwordless
+  /// sudo.
+  user_account base_user;
   /// Bound on the whole debootstrap run. Default: 1800000 (30 min).
   uint32_t debootstrap_timeout_ms = 1'800'000;
   /// Bound on the quick reachability check of the mirror before debootstrap.

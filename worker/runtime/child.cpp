@@ -9,6 +9,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -24,12 +25,13 @@ namespace {
   ::_exit(127);
 }
 
-/// Blocks until the worker says go; returns the rootfs mount fd it sent, or
-/// -1 when it sent none. EOF means the worker gave up: exit quietly.
-int receive_go(int sync_fd) noexcept {
+/// Blocks until the worker says go; returns the mounts it sent (-1 for each
+/// it sent none of). The byte says which: 'G' plus 1 for a rootfs, plus 2 for
+/// a boot_id file, in that order. EOF means the worker gave up: exit quietly.
+mount_fds receive_go(int sync_fd) noexcept {
   char byte = 0;
   iovec io{&byte, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  alignas(cmsghdr) char control[CMSG_SPACE(2 * sizeof(int))] = {};
   msghdr message{};
   message.msg_iov = &io;
   message.msg_iovlen = 1;
@@ -41,15 +43,26 @@ int receive_go(int sync_fd) noexcept {
   } while (n < 0 && errno == EINTR);
   if (n == 0)
     ::_exit(0);
-  if (n < 0 || byte != 'G')
+  const int which = byte - 'G';
+  if (n < 0 || which < 0 || which > 3)
     fail(sync_fd, child_step::receive_go, n < 0 ? errno : EPROTO);
+  int fds[2] = {-1, -1};
+  size_t count = 0;
   for (cmsghdr* c = CMSG_FIRSTHDR(&message); c != nullptr; c = CMSG_NXTHDR(&message, c))
     if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-      int fd = -1;
-      std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
-      return fd;
+      count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      std::memcpy(fds, CMSG_DATA(c), std::min<size_t>(count, 2) * sizeof(int));
     }
-  return -1;
+  const size_t expected = (which & 1) + ((which >> 1) & 1);
+  if (count != expected)
+    fail(sync_fd, child_step::receive_go, EPROTO);
+  mount_fds out;
+  size_t next = 0;
+  if ((which & 1) != 0)
+    out.rootfs = fds[next++];
+  if ((which & 2) != 0)
+    out.boot_id = fds[next++];
+  return out;
 }
 
 /// Moves `fd` to `target`. The sources are first lifted above the targets so
@@ -101,7 +114,7 @@ void run_child(const child_plan& plan) noexcept {
   const int exec_fd = plan.exec_fd < 0 ? -1 : ::fcntl(plan.exec_fd, F_DUPFD_CLOEXEC, 10);
   if (plan.exec_fd >= 0 && exec_fd < 0)
     ::_exit(126);
-  int rootfs_fd = receive_go(sync);
+  const mount_fds fds = receive_go(sync);
   // Raw system calls: glibc's wrappers would broadcast the change to every
   // thread it believes exists, and after clone3 its list still names all the
   // worker's threads (a cost that grows with the sandboxes running).
@@ -113,28 +126,38 @@ void run_child(const child_plan& plan) noexcept {
     fail(sync, child_step::sethostname, errno);
   const auto& mounts = *plan.mounts;
   size_t failed_mount = 0;
-  if (int err = apply_mount_plan(mounts, 0, plan.mount_host_steps, rootfs_fd, failed_mount);
-      err != 0)
+  if (int err = apply_mount_plan(mounts, 0, plan.mount_host_steps, fds, failed_mount); err != 0)
     fail(sync, child_step::mount, err, failed_mount);
   if (::syscall(SYS_setresgid, 0, 0, 0) != 0)
     fail(sync, child_step::setresgid, errno);
   if (::syscall(SYS_setresuid, 0, 0, 0) != 0)
     fail(sync, child_step::setresuid, errno);
-  if (int err =
-        apply_mount_plan(mounts, plan.mount_host_steps, mounts.size(), rootfs_fd, failed_mount);
+  if (int err = apply_mount_plan(mounts, plan.mount_host_steps, mounts.size(), fds, failed_mount);
       err != 0)
     fail(sync, child_step::mount, err, failed_mount);
-  if (rootfs_fd >= 0)
-    ::close(rootfs_fd);
+  for (int fd : {fds.rootfs, fds.boot_id})
+    if (fd >= 0)
+      ::close(fd);
   ::umask(022);
   if (int err = place_fds(plan); err != 0)
     fail(sync, child_step::file_descriptors, err);
-  if (int err = drop_capabilities(plan.capabilities); err != 0)
-    fail(sync, child_step::capabilities, err);
-  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
-    fail(sync, child_step::no_new_privs, errno);
-  if (int err = install_seccomp_filter(plan.seccomp); err != 0)
-    fail(sync, child_step::seccomp, err);
+  if (plan.no_new_privs) {
+    if (int err = drop_capabilities(plan.capabilities); err != 0)
+      fail(sync, child_step::capabilities, err);
+    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+      fail(sync, child_step::no_new_privs, errno);
+    if (int err = install_seccomp_filter(plan.seccomp); err != 0)
+      fail(sync, child_step::seccomp, err);
+  } else {
+    // Without no_new_privs the kernel takes a filter only from a task with
+    // CAP_SYS_ADMIN (in its user namespace): installed before the
+    // capabilities go. The filter allows what dropping them takes (prctl,
+    // capset) and the exec.
+    if (int err = install_seccomp_filter(plan.seccomp); err != 0)
+      fail(sync, child_step::seccomp, err);
+    if (int err = drop_capabilities(plan.capabilities); err != 0)
+      fail(sync, child_step::capabilities, err);
+  }
   reset_signal_handlers();
   ::sigprocmask(SIG_SETMASK, &plan.signal_mask, nullptr);
   // A static binary runs from a close-on-exec descriptor; the descriptor

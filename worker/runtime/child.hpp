@@ -3,7 +3,8 @@
 // clone and exec, in this order (each step needs the one before):
 //
 //   1. wait for the worker's "go" (maps written, cgroups joined, veth moved
-//      in), receiving the id-mapped rootfs mount with it;
+//      in), receiving the id-mapped rootfs mount and the boot_id file mount
+//      with it;
 //   2. drop the worker's supplementary groups;
 //   3. a new cgroup namespace, rooted at the sandbox's own cgroup;
 //   4. hostname = sandbox id;
@@ -17,7 +18,9 @@
 //      close-on-exec;
 //   9. capabilities down to Docker's set (caps.hpp);
 //  10. no_new_privs;
-//  11. the seccomp filter (seccomp_filter.hpp): last, since it forbids mount;
+//  11. the seccomp filter (seccomp_filter.hpp): last, since it forbids mount.
+//      Without no_new_privs (child_plan::no_new_privs false) steps 9-11 are
+//      the filter first, while CAP_SYS_ADMIN still lets it in, then the caps;
 //  12. execve the init.
 //
 // The child shares the memory of a multi-threaded worker until it execs: it
@@ -81,6 +84,9 @@ struct child_plan {
   /// When set, the init is this executable on the host (execveat), and
   /// argv[0] only its name; else argv[0] is resolved inside the new root.
   int exec_fd = -1;
+  /// Set no_new_privs (then caps are dropped before the filter goes in);
+  /// false lets set-uid programs inside work (the filter goes in first).
+  bool no_new_privs = true;
 };
 
 /// Runs steps 1-12; never returns (exec or _exit).

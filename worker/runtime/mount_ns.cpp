@@ -40,6 +40,7 @@ std::string mount_plan::describe(size_t index) const {
   switch (op.what) {
     case mount_op::kind::make_private: return "make / rprivate";
     case mount_op::kind::attach_rootfs: return "attach the rootfs at " + text(op.target);
+    case mount_op::kind::attach_file: return "attach the boot id over /" + text(op.target);
     case mount_op::kind::enter: return "chdir into " + text(op.target);
     case mount_op::kind::mount_fs:
       return "mount " + text(op.fstype) + " on /" + text(op.target) + " (" + text(op.data) + ")";
@@ -84,6 +85,8 @@ void add_proc(mount_plan& plan) {
              true);
   for (const auto& path : readonly_proc_paths())
     plan.add(k::remount_ro, "", path, "", locked_down, "", true);
+  // Over the read-only /proc/sys: the mount is read-only of its own.
+  plan.add(k::attach_file, "", boot_id_target);
 }
 
 void add_sys(mount_plan& plan, const mount_options& options) {
@@ -129,12 +132,12 @@ void build_mount_plan(const mount_options& options, mount_plan& plan) {
   plan.add(k::pivot, "", ".");
 }
 
-result<unique_fd> open_idmapped_rootfs(const std::string& rootfs_path, int userns_fd) {
+result<unique_fd> open_idmapped_rootfs(const std::string& rootfs_path, int userns_fd, bool setuid) {
   unique_fd tree(::open_tree(AT_FDCWD, rootfs_path.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
   if (!tree)
     return sys_error(errc_from_errno(errno), "open_tree " + rootfs_path, errno);
   mount_attr attr{};
-  attr.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID;
+  attr.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NODEV | (setuid ? 0 : MOUNT_ATTR_NOSUID);
   attr.userns_fd = static_cast<uint64_t>(userns_fd);
   if (::mount_setattr(tree.get(), "", AT_EMPTY_PATH, &attr, sizeof attr) != 0)
     return sys_error(errc::invalid_argument,
@@ -142,6 +145,17 @@ result<unique_fd> open_idmapped_rootfs(const std::string& rootfs_path, int usern
                        + " (its filesystem must support id-mapped mounts: ext4, xfs, btrfs, "
                          "tmpfs on 6.3+, overlayfs on 5.19+)",
                      errno);
+  return tree;
+}
+
+result<unique_fd> open_readonly_file_mount(const std::string& path) {
+  unique_fd tree(::open_tree(AT_FDCWD, path.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
+  if (!tree)
+    return sys_error(errc_from_errno(errno), "open_tree " + path, errno);
+  mount_attr attr{};
+  attr.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
+  if (::mount_setattr(tree.get(), "", AT_EMPTY_PATH, &attr, sizeof attr) != 0)
+    return sys_error(errc::internal, "make the mount of " + path + " read-only", errno);
   return tree;
 }
 
@@ -175,6 +189,12 @@ int remount_read_only(const mount_op& op) noexcept {
   return ::mount(nullptr, op.target, nullptr, flags, nullptr) == 0 ? 0 : errno;
 }
 
+int attach_file(const mount_op& op, int file_fd) noexcept {
+  if (file_fd < 0)
+    return 0; // no file prepared: the kernel's own stays visible
+  return ::move_mount(file_fd, "", AT_FDCWD, op.target, MOVE_MOUNT_F_EMPTY_PATH) == 0 ? 0 : errno;
+}
+
 int attach_rootfs(const mount_op& op, int rootfs_fd) noexcept {
   if (rootfs_fd >= 0)
     return ::move_mount(rootfs_fd, "", AT_FDCWD, op.target, MOVE_MOUNT_F_EMPTY_PATH) == 0 ? 0
@@ -192,11 +212,12 @@ int pivot_into_cwd() noexcept {
   return ::chdir("/") == 0 ? 0 : errno;
 }
 
-int apply_one(const mount_op& op, int rootfs_fd) noexcept {
+int apply_one(const mount_op& op, const mount_fds& fds) noexcept {
   switch (op.what) {
     case k::make_private:
       return ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0 ? 0 : errno;
-    case k::attach_rootfs: return attach_rootfs(op, rootfs_fd);
+    case k::attach_rootfs: return attach_rootfs(op, fds.rootfs);
+    case k::attach_file: return attach_file(op, fds.boot_id);
     case k::enter: return ::chdir(op.target) == 0 ? 0 : errno;
     case k::mount_fs:
       return ::mount(op.source, op.target, op.fstype, op.flags, op.data) == 0 ? 0 : errno;
@@ -212,13 +233,13 @@ int apply_one(const mount_op& op, int rootfs_fd) noexcept {
 
 } // namespace
 
-int apply_mount_plan(const std::vector<mount_op>& ops, size_t begin, size_t end, int rootfs_fd,
-                     size_t& failed_index) noexcept {
+int apply_mount_plan(const std::vector<mount_op>& ops, size_t begin, size_t end,
+                     const mount_fds& fds, size_t& failed_index) noexcept {
   for (size_t i = begin; i < end && i < ops.size(); ++i) {
     const auto& op = ops[i];
     if (op.optional && ::access(op.target, F_OK) != 0)
       continue;
-    if (int err = apply_one(op, rootfs_fd); err != 0) {
+    if (int err = apply_one(op, fds); err != 0) {
       failed_index = i;
       return err;
     }

@@ -7,7 +7,9 @@
 //   2. attach the rootfs (an id-mapped clone prepared by the worker, or a
 //      plain bind) over its own path, and chdir into it;
 //   3. a fresh /proc with runc's masked paths (/dev/null or an empty
-//      read-only tmpfs over them) and read-only paths;
+//      read-only tmpfs over them) and read-only paths, and the sandbox's own
+//      boot_id (a read-only file mount prepared by the worker) over
+//      /proc/sys/kernel/random/boot_id;
 //   4. /sys read-only with /sys/firmware masked;
 //   5. /dev: a small tmpfs with null, zero, full, random, urandom and tty bound
 //      from the host, its own devpts instance, /dev/ptmx, /dev/shm;
@@ -28,6 +30,7 @@ struct mount_op {
   enum class kind : uint8_t {
     make_private,  ///< mount --make-rprivate /
     attach_rootfs, ///< move the prepared rootfs fd onto target, or bind target onto itself
+    attach_file,   ///< move the prepared boot_id file mount onto target; skipped without one
     enter,         ///< chdir(target): later targets are relative to the new root
     mount_fs,      ///< mount(source, target, fstype, flags, data)
     bind,          ///< bind source over target (recursive)
@@ -57,6 +60,15 @@ struct mount_options {
   /// Size of the /dev/shm tmpfs (charged to the sandbox's memory). Default: 64.
   uint32_t dev_shm_size_mb = 64;
 };
+
+/// The prepared mounts the child attaches (-1: none).
+struct mount_fds {
+  int rootfs = -1;  ///< attach_rootfs: the id-mapped rootfs clone; -1 binds the path
+  int boot_id = -1; ///< attach_file: the sandbox's boot_id file, read-only
+};
+
+/// Where the sandbox's own boot id is mounted, relative to its root.
+inline constexpr const char* boot_id_target = "proc/sys/kernel/random/boot_id";
 
 /// The steps and the strings they point into. Not copyable (pointers).
 class mount_plan {
@@ -100,15 +112,22 @@ void build_mount_plan(const mount_options& options, mount_plan& plan);
 
 /// Worker side: a detached clone of `rootfs_path` id-mapped through the user
 /// namespace `userns_fd` (host uid 0 on disk is the sandbox's root), with
-/// nodev and nosuid. The sandbox's writes land on disk with the image's
-/// owners, so the rootfs stays usable for snapshots; see docs/runtime.md for
-/// why the host must keep the rootfs directory private.
-result<unique_fd> open_idmapped_rootfs(const std::string& rootfs_path, int userns_fd);
+/// nodev, and nosuid unless `setuid` (docs/runtime.md). The sandbox's writes
+/// land on disk with the image's owners, so the rootfs stays usable for
+/// snapshots; see docs/runtime.md for why the host must keep the rootfs
+/// directory private.
+result<unique_fd> open_idmapped_rootfs(const std::string& rootfs_path, int userns_fd,
+                                       bool setuid = false);
 
-/// Child side: applies ops [begin, end); `rootfs_fd` (-1: plain bind) serves
-/// attach_rootfs. Returns 0, or an errno with the failing index in
+/// Worker side: a detached, read-only (also nosuid, nodev, noexec) bind mount
+/// of the host file `path`, for attach_file. The file stays owned by the
+/// host's root, which the sandbox's user namespace does not map.
+result<unique_fd> open_readonly_file_mount(const std::string& path);
+
+/// Child side: applies ops [begin, end); `fds` serve attach_rootfs and
+/// attach_file. Returns 0, or an errno with the failing index in
 /// `failed_index`. Allocation-free.
-int apply_mount_plan(const std::vector<mount_op>& ops, size_t begin, size_t end, int rootfs_fd,
-                     size_t& failed_index) noexcept;
+int apply_mount_plan(const std::vector<mount_op>& ops, size_t begin, size_t end,
+                     const mount_fds& fds, size_t& failed_index) noexcept;
 
 } // namespace airlock::worker

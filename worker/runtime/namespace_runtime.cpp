@@ -115,21 +115,33 @@ result<pid_t> clone_child(child_plan& plan, const child_stack& stack, int& pidfd
   return static_cast<pid_t>(pid);
 }
 
-status send_go(int sync_fd, int rootfs_fd) {
+/// The go byte says which mounts follow (child.cpp receive_go): 'G', plus 1
+/// with a rootfs, plus 2 with a boot id, the fds in that order.
+status send_go(int sync_fd, const mount_fds& fds) {
+  int sent[2];
+  size_t count = 0;
   char byte = 'G';
+  if (fds.rootfs >= 0) {
+    sent[count++] = fds.rootfs;
+    byte = static_cast<char>(byte + 1);
+  }
+  if (fds.boot_id >= 0) {
+    sent[count++] = fds.boot_id;
+    byte = static_cast<char>(byte + 2);
+  }
   iovec io{&byte, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  alignas(cmsghdr) char control[CMSG_SPACE(2 * sizeof(int))] = {};
   msghdr message{};
   message.msg_iov = &io;
   message.msg_iovlen = 1;
-  if (rootfs_fd >= 0) {
+  if (count > 0) {
     message.msg_control = control;
-    message.msg_controllen = sizeof control;
+    message.msg_controllen = CMSG_SPACE(count * sizeof(int));
     cmsghdr* c = CMSG_FIRSTHDR(&message);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &rootfs_fd, sizeof rootfs_fd);
+    c->cmsg_len = CMSG_LEN(count * sizeof(int));
+    std::memcpy(CMSG_DATA(c), sent, count * sizeof(int));
   }
   if (::sendmsg(sync_fd, &message, MSG_NOSIGNAL) != 1)
     return sys_error(errc::internal, "release the sandbox init", errno);
@@ -305,7 +317,7 @@ status namespace_runtime::start(const sandbox_launch_spec& spec, sandbox& box) {
                   &mounts.ops(),   mounts.host_steps(), spec.channel_fd,
                   spec.stdout_fd,  spec.stderr_fd,      docker_default_capabilities,
                   seccomp_.view(), exec.argv.data(),    exec.envp.data(),
-                  sigset_t{},      spec.init_fd};
+                  sigset_t{},      spec.init_fd,        options_.no_new_privs};
   child_stack stack;
   if (!stack.valid())
     return sys_error(errc::resource_exhausted, "mmap a stack for the sandbox init", errno);
@@ -343,14 +355,20 @@ status namespace_runtime::start(const sandbox_launch_spec& spec, sandbox& box) {
     unique_fd userns(::open(userns_path.c_str(), O_RDONLY | O_CLOEXEC));
     if (!userns)
       return sys_error(errc::io_error, "open " + userns_path, errno);
-    auto tree = open_idmapped_rootfs(spec.rootfs_path, userns.get());
+    auto tree = open_idmapped_rootfs(spec.rootfs_path, userns.get(), !options_.no_new_privs);
     if (!tree)
       return tree.error();
     rootfs = std::move(*tree);
   }
+  // A new boot id for every start: a restore or a fork is a new boot.
+  if (auto saved = save_boot_id(options_.state_dir, rec.id); !saved)
+    return saved;
+  auto boot_id = open_readonly_file_mount(boot_id_path(options_.state_dir, rec.id));
+  if (!boot_id)
+    return boot_id.error();
   if (auto saved = save_record(options_.state_dir, rec); !saved)
     return saved;
-  if (auto sent = send_go(sync.get(), rootfs.get()); !sent)
+  if (auto sent = send_go(sync.get(), {rootfs.get(), boot_id->get()}); !sent)
     return sent;
   auto execed = release_and_wait(box, sync.get(), mounts);
   if (execed)
@@ -402,6 +420,9 @@ status namespace_runtime::teardown(sandbox& box) {
         !removed)
       return removed;
   }
+  // The record goes last: while it exists, adopt() finds what is left.
+  if (auto removed = remove_boot_id(options_.state_dir, rec.id); !removed)
+    return removed;
   if (auto removed = remove_record(options_.state_dir, rec.id); !removed)
     return removed;
   box.pidfd.reset();

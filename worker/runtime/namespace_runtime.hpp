@@ -18,6 +18,9 @@
 //                                             no_new_privs, seccomp, exec
 //  10. exec seen (sync socket closed)
 //
+// Each start writes the sandbox's own boot id (state_file.hpp) next to its
+// state record; the child mounts it over /proc/sys/kernel/random/boot_id.
+//
 // Any failure unwinds what exists, so a failed create leaves nothing.
 
 #include <cstdint>
@@ -58,6 +61,14 @@ struct namespace_runtime_options {
   /// binds it as is, and the rootfs must then be owned by the sandbox's range.
   /// Default: true.
   bool idmap_rootfs = true;
+  /// Set no_new_privs on every sandbox's init (inherited by all it runs) and
+  /// mount its rootfs nosuid: set-uid programs and file capabilities grant
+  /// nothing. False (Docker's default): a set-uid program inside, such as
+  /// sudo, may raise a sandbox user to the sandbox's own root, which stays
+  /// inside the sandbox's user namespace, capability set and seccomp filter.
+  /// The base template's `user` needs it for its passwordless sudo.
+  /// Default: false.
+  bool no_new_privs = false;
   /// Read-only sysfs at /sys. Default: true.
   bool mount_sysfs = true;
   /// Size of /dev/shm. Default: 64.

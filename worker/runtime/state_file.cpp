@@ -1,6 +1,7 @@
 #include "worker/runtime/state_file.hpp"
 
 #include <dirent.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -97,6 +98,50 @@ status save_record(const std::string& dir, const sandbox_record& record) {
 
 status remove_record(const std::string& dir, std::string_view id) {
   std::string path = dir + "/" + std::string(id) + ".state";
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+    return sys_error(errc::io_error, "remove " + path, errno);
+  return status::ok();
+}
+
+result<std::string> random_boot_id() {
+  uint8_t bytes[16];
+  size_t got = 0;
+  while (got < sizeof bytes) {
+    ssize_t n = ::getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      return sys_error(errc::internal, "getrandom for a boot id", errno);
+    got += static_cast<size_t>(n);
+  }
+  bytes[6] = static_cast<uint8_t>((bytes[6] & 0x0f) | 0x40); // version 4
+  bytes[8] = static_cast<uint8_t>((bytes[8] & 0x3f) | 0x80); // RFC 4122 variant
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(37);
+  for (size_t i = 0; i < sizeof bytes; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10)
+      out += '-';
+    out += hex[bytes[i] >> 4];
+    out += hex[bytes[i] & 0x0f];
+  }
+  out += '\n';
+  return out;
+}
+
+std::string boot_id_path(const std::string& dir, std::string_view id) {
+  return dir + "/" + std::string(id) + ".boot_id";
+}
+
+status save_boot_id(const std::string& dir, std::string_view id) {
+  auto boot_id = random_boot_id();
+  if (!boot_id)
+    return boot_id.error();
+  return write_file_atomically(boot_id_path(dir, id), *boot_id, 0444);
+}
+
+status remove_boot_id(const std::string& dir, std::string_view id) {
+  std::string path = boot_id_path(dir, id);
   if (::unlink(path.c_str()) != 0 && errno != ENOENT)
     return sys_error(errc::io_error, "remove " + path, errno);
   return status::ok();

@@ -44,6 +44,23 @@ status save_record(const std::string& dir, const sandbox_record& record);
 /// Removes <dir>/<id>.state; ok when absent.
 status remove_record(const std::string& dir, std::string_view id);
 
+/// A fresh random (version 4) UUID as the kernel writes a boot id:
+/// "xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx\n", lowercase hex, y one of 8, 9, a, b.
+/// From getrandom(2).
+result<std::string> random_boot_id();
+
+/// <dir>/<id>.boot_id: the sandbox's own /proc/sys/kernel/random/boot_id,
+/// bind-mounted read-only inside it. A new one for every start of the
+/// sandbox's processes (create, restore, fork), the same across pause.
+std::string boot_id_path(const std::string& dir, std::string_view id);
+
+/// Writes a new random boot id to boot_id_path (mode 0444, owned by the
+/// host's root), replacing any earlier one.
+status save_boot_id(const std::string& dir, std::string_view id);
+
+/// Removes <dir>/<id>.boot_id; ok when absent.
+status remove_boot_id(const std::string& dir, std::string_view id);
+
 /// Every record in `dir`, and one failure per unreadable file.
 struct loaded_records {
   std::vector<sandbox_record> records;
