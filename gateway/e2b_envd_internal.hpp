@@ -8,6 +8,7 @@
 #include <atomic>
 #include <charconv>
 #include <functional>
+#include <google/protobuf/util/time_util.h>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -157,6 +158,12 @@ inline void fill_entry(const json& entry, const std::string& path, filesystem::E
   const uint32_t mode = entry.value("mode", 0u) & 07777;
   out.set_mode(mode);
   out.set_permissions(permissions_text(out.type(), mode));
+  out.set_owner(entry.value("owner", ""));
+  out.set_group(entry.value("group", ""));
+  if (auto modified = entry.find("modified_at"); modified != entry.end() && modified->is_string())
+    (void)pb::util::TimeUtil::FromString(modified->get<std::string>(), out.mutable_modified_time());
+  if (auto target = entry.find("symlink_target"); target != entry.end() && target->is_string())
+    out.set_symlink_target(target->get<std::string>());
 }
 
 /// A stream's answer when it fails before its first message: 200, then only

@@ -69,4 +69,29 @@ struct api_suite_config {
 
 using api_suite = serve_suite<api_suite_config>;
 
+/// An API suite whose tests share one running sandbox, `sandbox_`, made once
+/// the suite's server runs with `Suite::sandbox_shape()` (CPU, memory, ...).
+template <class Suite>
+class sandbox_suite : public api_suite {
+public:
+  static void SetUpTestSuite() {
+    api_suite::SetUpTestSuite();
+    if (has_server())
+      sandbox_ = admin().create_running(Suite::sandbox_shape());
+  }
+  static void TearDownTestSuite() {
+    sandbox_.clear();
+    api_suite::TearDownTestSuite();
+  }
+
+protected:
+  void SetUp() override {
+    api_suite::SetUp();
+    if (!IsSkipped()) {
+      ASSERT_FALSE(sandbox_.empty()) << "the suite's sandbox did not start";
+    }
+  }
+  static inline std::string sandbox_;
+};
+
 } // namespace airlock::test

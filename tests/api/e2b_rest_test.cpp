@@ -1,44 +1,20 @@
-// The E2B REST surface (/e2b/) against the real daemon, with the requests the
-// e2b SDK sends (docs/e2b.md): X-API-Key auth, create with metadata and env,
-// get, list with the SDK's metadata filter and paging, setTimeout ending the
-// sandbox, pause (airlock's suspend) and connect bringing it back with its
-// files, kill, and E2B's error shape ({"code": status, "message"}).
+// The E2B REST surface (/e2b/) and envd's basic calls against the real
+// daemon, with the requests the e2b SDK sends (docs/e2b.md): X-API-Key auth,
+// create with metadata and env, get, list with the SDK's metadata filter and
+// paging, setTimeout ending the sandbox, pause (airlock's suspend) and connect
+// bringing it back with its files, kill, E2B's error shape ({"code": status,
+// "message"}); envd's filesystem calls, health, refusals and process streams.
 
 #include <set>
 #include <string>
 #include <thread>
 
 #include "schema/base64.hpp"
-#include "tests/api/api_fixture.hpp"
+#include "tests/api/e2b_fixture.hpp"
 #include "tests/support/wait.hpp"
 
 namespace airlock::test {
 namespace {
-
-using nlohmann::json;
-
-class api_e2b : public api_suite {
-protected:
-  /// A client that authenticates as the e2b SDK does: X-API-Key, no bearer.
-  static api_reply e2b(const std::string& method, const std::string& target,
-                       const json& body = nullptr, const std::string& key = {}) {
-    return as("").call(method, "/e2b" + target, body.is_null() ? std::string() : body.dump(),
-                       {{"X-API-Key", key.empty() ? server().admin_key() : key}});
-  }
-
-  /// POST /e2b/v2/sandboxes; the sandbox's id, or "" after a failure.
-  static std::string create(const json& body) {
-    auto created = e2b("POST", "/v2/sandboxes", body);
-    EXPECT_EQ(created.status, 201) << created.body;
-    return created.json.value("sandboxID", "");
-  }
-
-  static void expect_e2b_error(const api_reply& reply, int status) {
-    EXPECT_EQ(reply.status, status) << reply.body;
-    EXPECT_EQ(reply.json.value("code", 0), status) << "E2B's SDK reads the body's code";
-    EXPECT_FALSE(reply.json.value("message", "").empty()) << reply.body;
-  }
-};
 
 TEST_F(api_e2b, create_answers_the_running_sandbox_with_metadata_and_env_applied) {
   auto created = e2b("POST", "/v2/sandboxes",
@@ -155,30 +131,6 @@ TEST_F(api_e2b, pause_then_connect_brings_it_back_with_its_files) {
   expect_e2b_error(e2b("DELETE", "/sandboxes/" + id), 404);
 }
 
-class api_e2b_envd : public api_e2b {
-protected:
-  struct sandbox_access {
-    std::string id;
-    std::string token;
-  };
-
-  static sandbox_access create_with_token() {
-    auto created = e2b("POST", "/v2/sandboxes", {{"templateID", "minimal"}});
-    EXPECT_EQ(created.status, 201) << created.body;
-    return {created.json.value("sandboxID", ""), created.json.value("envdAccessToken", "")};
-  }
-
-  /// A Connect call as the SDK makes it: JSON, the sandbox and its token in headers.
-  static api_reply rpc(const sandbox_access& box, const std::string& method, const json& body,
-                       const std::string& content_type = "application/json") {
-    return as("").call("POST", "/e2b/envd/" + method, body.dump(),
-                       {{"Content-Type", content_type},
-                        {"Connect-Protocol-Version", "1"},
-                        {"E2b-Sandbox-Id", box.id},
-                        {"X-Access-Token", box.token}});
-  }
-};
-
 TEST_F(api_e2b_envd, filesystem_calls_make_stat_list_and_remove_as_envd_does) {
   auto box = create_with_token();
   ASSERT_FALSE(box.token.empty()) << "create hands out envd's access token";
@@ -261,41 +213,6 @@ TEST_F(api_e2b_envd, refusals_are_connect_errors) {
   EXPECT_EQ(start.body[0], '\2') << "only the end-of-stream envelope";
   EXPECT_NE(start.body.find("unimplemented"), std::string::npos) << start.body;
   EXPECT_EQ(e2b("DELETE", "/sandboxes/" + box.id).status, 204);
-}
-
-/// The JSON messages of a Connect stream's body, the end-of-stream one last
-/// (its flag in `end_flags`).
-struct connect_stream {
-  std::vector<json> messages;
-  json end;
-  bool ended = false;
-};
-
-connect_stream read_envelopes(const std::string& body) {
-  connect_stream out;
-  size_t at = 0;
-  while (at + 5 <= body.size()) {
-    const auto* bytes = reinterpret_cast<const unsigned char*>(body.data() + at);
-    const size_t size = (size_t{bytes[1]} << 24) | (size_t{bytes[2]} << 16)
-                        | (size_t{bytes[3]} << 8) | size_t{bytes[4]};
-    auto message = json::parse(body.substr(at + 5, size), nullptr, false);
-    if (bytes[0] & 2) {
-      out.end = message;
-      out.ended = true;
-    } else {
-      out.messages.push_back(message);
-    }
-    at += 5 + size;
-  }
-  return out;
-}
-
-std::string envelope_of(const json& message) {
-  auto text = message.dump();
-  std::string out(5, '\0');
-  out[3] = static_cast<char>((text.size() >> 8) & 0xff);
-  out[4] = static_cast<char>(text.size() & 0xff);
-  return out + text;
 }
 
 TEST_F(api_e2b_envd, start_streams_a_commands_output_and_exit_as_envd_events) {
@@ -455,193 +372,6 @@ TEST_F(api_e2b_envd, background_processes_take_input_list_reattach_and_die_by_si
   auto none = rpc(box, "process.Process/SendSignal",
                   {{"process", {{"pid", 99999}}}, {"signal", "SIGNAL_SIGKILL"}});
   EXPECT_EQ(none.json["code"], "not_found") << "kill() returns false";
-  EXPECT_EQ(e2b("DELETE", "/sandboxes/" + box.id).status, 204);
-}
-
-TEST_F(api_e2b_envd, calls_run_as_the_default_user_when_the_sandbox_has_it_else_as_root) {
-  // The stdout of `script` run through envd's Start (as `user` when given,
-  // through Basic auth as the SDK sends it).
-  auto envd_run = [](const std::string& sandbox, const std::string& token,
-                     const std::string& script, const std::string& user = {}) {
-    json request = {{"process", {{"cmd", "/bin/sh"}, {"args", {"-c", script}}}}, {"stdin", false}};
-    std::vector<std::pair<std::string, std::string>> headers = {
-      {"Content-Type", "application/connect+json"},
-      {"E2b-Sandbox-Id", sandbox},
-      {"X-Access-Token", token}};
-    if (!user.empty())
-      headers.emplace_back("Authorization", "Basic " + base64_encode(user + ":"));
-    auto reply =
-      as("").call("POST", "/e2b/envd/process.Process/Start", envelope_of(request), headers);
-    std::string out;
-    for (const auto& message : read_envelopes(reply.body).messages) {
-      const auto& data = message["event"].value("data", json::object());
-      if (data.contains("stdout"))
-        out += base64_decode(data["stdout"].get<std::string>()).value_or("?");
-    }
-    return out;
-  };
-  // minimal has no `user`: calls are root's, relative paths under /root.
-  auto rootish = create_with_token();
-  EXPECT_EQ(envd_run(rootish.id, rootish.token, "id -u; pwd"), "0\n/root\n");
-  EXPECT_EQ(e2b("DELETE", "/sandboxes/" + rootish.id).status, 204);
-
-  // A sandbox given E2B's account before its first envd call.
-  auto created = e2b("POST", "/v2/sandboxes", {{"templateID", "minimal"}});
-  ASSERT_EQ(created.status, 201) << created.body;
-  const std::string id = created.json["sandboxID"];
-  const std::string token = created.json["envdAccessToken"];
-  auto api = admin();
-  auto passwd = api.get("/v1/sandboxes/" + id + "/files?path=/etc/passwd");
-  ASSERT_EQ(passwd.status, 200);
-  ASSERT_EQ(api
-              .call("PUT", "/v1/sandboxes/" + id + "/files?path=/etc/passwd",
-                    passwd.body + "user:x:1000:1000::/home/user:/bin/sh\n")
-              .status,
-            201);
-  ASSERT_EQ(api.call("POST", "/v1/sandboxes/" + id + "/files/mkdir?path=/home/user").status, 201);
-  EXPECT_EQ(envd_run(id, token, "chown 1000:1000 /home/user && echo ok", "root"), "ok\n");
-
-  EXPECT_EQ(envd_run(id, token, "id -u; pwd"), "1000\n/home/user\n") << "the default user";
-  EXPECT_EQ(envd_run(id, token, "id -u", "root"), "0\n") << "Basic auth picks root";
-
-  // Files written for the user are the user's, parents inside the home too.
-  auto written = as("").call("POST", "/e2b/envd/files?path=notes/today.txt", "mine\n",
-                             {{"Content-Type", "application/octet-stream"},
-                              {"E2b-Sandbox-Id", id},
-                              {"X-Access-Token", token}});
-  ASSERT_EQ(written.status, 200) << written.body;
-  EXPECT_EQ(written.json[0]["path"], "/home/user/notes/today.txt");
-  EXPECT_EQ(envd_run(id, token,
-                     "stat -c %u /home/user/notes /home/user/notes/today.txt; "
-                     "echo more >> notes/today.txt && cat notes/today.txt"),
-            "1000\n1000\nmine\nmore\n");
-  auto made = rpc({id, token}, "filesystem.Filesystem/MakeDir", {{"path", "work/a"}});
-  ASSERT_EQ(made.status, 200) << made.body;
-  EXPECT_EQ(made.json["entry"]["path"], "/home/user/work/a");
-  EXPECT_EQ(envd_run(id, token, "touch work/a/b && stat -c %u work work/a/b"), "1000\n1000\n");
-  auto as_root = as("").call("POST", "/e2b/envd/files?path=/tmp/r.txt&username=root", "r",
-                             {{"Content-Type", "application/octet-stream"},
-                              {"E2b-Sandbox-Id", id},
-                              {"X-Access-Token", token}});
-  ASSERT_EQ(as_root.status, 200) << as_root.body;
-  EXPECT_EQ(envd_run(id, token, "stat -c %u /tmp/r.txt"), "0\n") << "username=root writes as root";
-  EXPECT_EQ(e2b("DELETE", "/sandboxes/" + id).status, 204);
-}
-
-TEST_F(api_e2b_envd, list_shows_configs_and_tags_and_calls_find_processes_by_tag) {
-  auto box = create_with_token();
-  auto api = admin();
-  auto started = api.exec(
-    box.id,
-    {{"argv", {"sleep", "100"}}, {"env", {{"ASKED", "yes"}}}, {"cwd", "/tmp"}, {"tag", "sleeper"}});
-  ASSERT_TRUE(started);
-  // Listed once it has a pid (bounded: the start is asynchronous).
-  json listed;
-  ASSERT_TRUE(wait_for(
-    [&] {
-      auto list = rpc(box, "process.Process/List", json::object());
-      for (const auto& process : list.json.value("processes", json::array()))
-        if (process.value("tag", "") == "sleeper")
-          listed = process;
-      return !listed.is_null();
-    },
-    std::chrono::seconds(30), std::chrono::milliseconds(50)));
-  EXPECT_EQ(listed["config"]["cmd"], "sleep");
-  EXPECT_EQ(listed["config"]["args"], json({"100"}));
-  EXPECT_EQ(listed["config"]["envs"], json({{"ASKED", "yes"}}));
-  EXPECT_EQ(listed["config"]["cwd"], "/tmp");
-  auto killed = rpc(box, "process.Process/SendSignal",
-                    {{"process", {{"tag", "sleeper"}}}, {"signal", "SIGNAL_SIGKILL"}});
-  EXPECT_EQ(killed.status, 200) << killed.body;
-  auto ended = api.get(started->attach_path + "?wait=30");
-  EXPECT_EQ(ended.json["state"], "exited") << ended.body;
-  auto again = rpc(box, "process.Process/SendSignal",
-                   {{"process", {{"tag", "sleeper"}}}, {"signal", "SIGNAL_SIGKILL"}});
-  EXPECT_EQ(again.status, 404) << "no running process has the tag now: " << again.body;
-
-TEST_F(api_e2b_envd, watch_dir_streams_start_then_changes_as_envd_names_them) {
-  auto box = create_with_token();
-  auto api = admin();
-  auto run = [&api, &box](const std::string& line) {
-    auto out = api.run(box.id, line);
-    ASSERT_TRUE(out.exit.has_value()) << line;
-    ASSERT_EQ(out.exit->value("exit_code", -1), 0) << line << ": " << out.stderr_bytes;
-  };
-  run("mkdir -p /root/proj/sub");
-  auto connection = http_connection::open(server().host(), server().port());
-  ASSERT_TRUE(connection);
-  const auto body = envelope_of({{"path", "proj"}, {"recursive", true}});
-  ASSERT_TRUE(
-    connection->send("POST /e2b/envd/filesystem.Filesystem/WatchDir HTTP/1.1\r\nHost: test\r\n"
-                     "Content-Type: application/connect+json\r\nE2b-Sandbox-Id: "
-                     + box.id + "\r\nX-Access-Token: " + box.token
-                     + "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body));
-  auto head = connection->read_head();
-  ASSERT_TRUE(head);
-  EXPECT_EQ(head->status, 200);
-  EXPECT_EQ(head->headers["content-type"], "application/connect+json");
-  ASSERT_TRUE(connection->read_until("{\"start\":{}}")) << "start first, once it watches";
-  run("echo a > /root/proj/a.txt && echo b > /root/proj/sub/b.txt && chmod 600 /root/proj/a.txt"
-      " && rm /root/proj/a.txt");
-  const auto event = [](const std::string& name, const std::string& type) {
-    return "{\"filesystem\":{\"name\":\"" + name + "\",\"type\":\"EVENT_TYPE_" + type + "\"}}";
-  };
-  auto seen = connection->read_until(event("a.txt", "REMOVE"));
-  ASSERT_TRUE(seen) << "relative paths resolve under the home; " << connection->unread();
-  EXPECT_NE(seen->find(event("a.txt", "CREATE")), std::string::npos) << *seen;
-  EXPECT_NE(seen->find(event("a.txt", "WRITE")), std::string::npos) << *seen;
-  EXPECT_NE(seen->find(event("a.txt", "CHMOD")), std::string::npos) << *seen;
-  EXPECT_NE(seen->find(event("sub/b.txt", "CREATE")), std::string::npos) << *seen;
-
-  // The directory goes: the stream ends with not_found in its end-of-stream envelope.
-  run("rm -rf /root/proj");
-  auto rest = connection->read_until("not_found");
-  ASSERT_TRUE(rest) << connection->unread();
-  EXPECT_TRUE(connection->wait_closed());
-
-  auto missing = as("").call("POST", "/e2b/envd/filesystem.Filesystem/WatchDir",
-                             envelope_of({{"path", "/no/such/dir"}}),
-                             {{"Content-Type", "application/connect+json"},
-                              {"E2b-Sandbox-Id", box.id},
-                              {"X-Access-Token", box.token}});
-  EXPECT_EQ(missing.status, 200) << "a stream's error goes in its end-of-stream envelope";
-  auto refused = read_envelopes(missing.body);
-  ASSERT_TRUE(refused.ended) << missing.body;
-  EXPECT_TRUE(refused.messages.empty()) << "no start: it never watched";
-  EXPECT_EQ(refused.end["error"].value("code", ""), "not_found") << missing.body;
-  EXPECT_EQ(e2b("DELETE", "/sandboxes/" + box.id).status, 204);
-}
-
-TEST_F(api_e2b_envd, watchers_are_polled_for_their_events_and_removed) {
-  auto box = create_with_token();
-  auto api = admin();
-  ASSERT_EQ(api.run(box.id, "mkdir -p /root/polled").exit->value("exit_code", -1), 0);
-  auto created = rpc(box, "filesystem.Filesystem/CreateWatcher", {{"path", "/root/polled"}});
-  ASSERT_EQ(created.status, 200) << created.body;
-  const std::string id = created.json.value("watcherId", "");
-  ASSERT_FALSE(id.empty()) << created.body;
-  ASSERT_EQ(api.run(box.id, "echo x > /root/polled/x.txt").exit->value("exit_code", -1), 0);
-  std::set<std::string> seen;
-  ASSERT_TRUE(wait_for(
-    [&] {
-      auto polled = rpc(box, "filesystem.Filesystem/GetWatcherEvents", {{"watcherId", id}});
-      EXPECT_EQ(polled.status, 200) << polled.body;
-      for (const auto& event : polled.json.value("events", json::array()))
-        seen.insert(event.value("name", "") + " " + event.value("type", ""));
-      return seen.count("x.txt EVENT_TYPE_CREATE") != 0;
-    },
-    std::chrono::seconds(30), std::chrono::milliseconds(100)))
-    << "GetWatcherEvents hands out the changes since the last call";
-  auto stranger =
-    rpc({box.id, "another-token"}, "filesystem.Filesystem/GetWatcherEvents", {{"watcherId", id}});
-  EXPECT_NE(stranger.status, 200) << "a watcher is its creator's";
-  EXPECT_EQ(rpc(box, "filesystem.Filesystem/RemoveWatcher", {{"watcherId", id}}).status, 200);
-  auto gone = rpc(box, "filesystem.Filesystem/GetWatcherEvents", {{"watcherId", id}});
-  EXPECT_EQ(gone.status, 404) << gone.body;
-  EXPECT_EQ(gone.json["code"], "not_found");
-  auto missing =
-    rpc(box, "filesystem.Filesystem/CreateWatcher", {{"path", "/root/none"}, {"recursive", true}});
-  EXPECT_EQ(missing.status, 404) << missing.body;
   EXPECT_EQ(e2b("DELETE", "/sandboxes/" + box.id).status, 204);
 }
 

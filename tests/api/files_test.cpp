@@ -12,29 +12,14 @@ namespace {
 
 using nlohmann::json;
 
-class api_files : public api_suite {
+class api_files : public sandbox_suite<api_files> {
 public:
-  static void SetUpTestSuite() {
-    api_suite::SetUpTestSuite();
-    if (has_server())
-      sandbox_ = admin().create_running({{"cpu_millis", 500}, {"memory_mb", 512}});
-  }
-  static void TearDownTestSuite() {
-    sandbox_.clear();
-    api_suite::TearDownTestSuite();
-  }
+  static nlohmann::json sandbox_shape() { return {{"cpu_millis", 500}, {"memory_mb", 512}}; }
 
 protected:
-  void SetUp() override {
-    api_suite::SetUp();
-    if (!IsSkipped()) {
-      ASSERT_FALSE(sandbox_.empty()) << "the suite's sandbox did not start";
-    }
-  }
   static std::string files(const std::string& query) {
     return "/v1/sandboxes/" + sandbox_ + "/files" + query;
   }
-  static inline std::string sandbox_;
 };
 
 /// `size` bytes from a xorshift generator: every byte value, no pattern that

@@ -14,26 +14,11 @@ namespace {
 
 using nlohmann::json;
 
-class api_files_watch : public api_suite {
+class api_files_watch : public sandbox_suite<api_files_watch> {
 public:
-  static void SetUpTestSuite() {
-    api_suite::SetUpTestSuite();
-    if (has_server())
-      sandbox_ = admin().create_running({{"cpu_millis", 500}, {"memory_mb", 256}});
-  }
-  static void TearDownTestSuite() {
-    sandbox_.clear();
-    api_suite::TearDownTestSuite();
-  }
+  static nlohmann::json sandbox_shape() { return {{"cpu_millis", 500}, {"memory_mb", 256}}; }
 
 protected:
-  void SetUp() override {
-    api_suite::SetUp();
-    if (!IsSkipped()) {
-      ASSERT_FALSE(sandbox_.empty()) << "the suite's sandbox did not start";
-    }
-  }
-
   static std::string watch(const std::string& query) {
     return "/v1/sandboxes/" + sandbox_ + "/files/watch" + query;
   }
@@ -71,8 +56,6 @@ protected:
                 "esac; done; echo $n");
     return out.stdout_bytes.empty() ? -1 : std::stoi(out.stdout_bytes);
   }
-
-  static inline std::string sandbox_;
 };
 
 TEST_F(api_files_watch, streams_ready_then_changes_named_below_the_directory) {

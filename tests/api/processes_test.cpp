@@ -11,26 +11,9 @@ namespace {
 
 using nlohmann::json;
 
-class api_processes : public api_suite {
+class api_processes : public sandbox_suite<api_processes> {
 public:
-  static void SetUpTestSuite() {
-    api_suite::SetUpTestSuite();
-    if (has_server())
-      sandbox_ = admin().create_running({{"cpu_millis", 1000}, {"memory_mb", 512}});
-  }
-  static void TearDownTestSuite() {
-    sandbox_.clear();
-    api_suite::TearDownTestSuite();
-  }
-
-protected:
-  void SetUp() override {
-    api_suite::SetUp();
-    if (!IsSkipped()) {
-      ASSERT_FALSE(sandbox_.empty()) << "the suite's sandbox did not start";
-    }
-  }
-  static inline std::string sandbox_;
+  static nlohmann::json sandbox_shape() { return {{"cpu_millis", 1000}, {"memory_mb", 512}}; }
 };
 
 /// The bytes `seq 1 n` prints.

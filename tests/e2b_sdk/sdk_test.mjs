@@ -36,6 +36,25 @@ test('create with metadata and envs; commands see the envs', async () => {
   assert.equal(info.state, 'running')
 })
 
+test("the default user is E2B's `user` with its home; root on request; sudo without a password", async () => {
+  const sandbox = await create()
+  const who = await sandbox.commands.run('id -un; id -u; pwd; echo "$HOME"')
+  assert.equal(who.stdout, 'user\n1000\n/home/user\n/home/user\n')
+  assert.equal((await sandbox.commands.run('id -u', { user: 'root' })).stdout, '0\n')
+  assert.equal((await sandbox.commands.run('sudo -n id -u')).stdout, '0\n')
+  await sandbox.files.write('mine.txt', 'written by the SDK\n')
+  const appended = await sandbox.commands.run('echo appended >> mine.txt && stat -c %U mine.txt && cat mine.txt')
+  assert.equal(appended.stdout, 'user\nwritten by the SDK\nappended\n', 'the user owns what the SDK wrote')
+  const info = await sandbox.files.getInfo('mine.txt')
+  assert.equal(info.owner, 'user')
+  assert.equal(info.group, 'user')
+  assert.ok(info.modifiedTime instanceof Date && info.modifiedTime.getTime() > 0, `modifiedTime: ${info.modifiedTime}`)
+  const bootId = (await sandbox.commands.run('cat /proc/sys/kernel/random/boot_id')).stdout.trim()
+  assert.match(bootId, /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/)
+  const { readFileSync } = await import('node:fs')
+  assert.notEqual(bootId, readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim(), "not the host's")
+})
+
 test('a non-zero exit raises CommandExitError with the code and output', async () => {
   const sandbox = await create()
   await assert.rejects(sandbox.commands.run('echo partial; exit 7'), (error) => {
@@ -101,40 +120,40 @@ test('a PTY session: input, output, resize, kill', async () => {
 
 test('files: makeDir, exists, list, getInfo, remove', async () => {
   const sandbox = await create()
-  assert.equal(await sandbox.files.makeDir('/root/work/sub'), true)
-  assert.equal(await sandbox.files.makeDir('/root/work/sub'), false, 'already there')
-  await sandbox.commands.run('printf abcd > /root/work/a.txt')
-  assert.equal(await sandbox.files.exists('/root/work/a.txt'), true)
-  assert.equal(await sandbox.files.exists('/root/work/none'), false)
-  const names = (await sandbox.files.list('/root/work')).map((e) => `${e.name}:${e.type}`).sort()
+  assert.equal(await sandbox.files.makeDir('/home/user/work/sub'), true)
+  assert.equal(await sandbox.files.makeDir('/home/user/work/sub'), false, 'already there')
+  await sandbox.commands.run('printf abcd > /home/user/work/a.txt')
+  assert.equal(await sandbox.files.exists('/home/user/work/a.txt'), true)
+  assert.equal(await sandbox.files.exists('/home/user/work/none'), false)
+  const names = (await sandbox.files.list('/home/user/work')).map((e) => `${e.name}:${e.type}`).sort()
   assert.deepEqual(names, ['a.txt:file', 'sub:dir'])
-  const info = await sandbox.files.getInfo('/root/work/a.txt')
+  const info = await sandbox.files.getInfo('/home/user/work/a.txt')
   assert.equal(info.size, 4)
-  assert.equal(info.path, '/root/work/a.txt')
-  await sandbox.files.remove('/root/work')
-  assert.equal(await sandbox.files.exists('/root/work'), false)
+  assert.equal(info.path, '/home/user/work/a.txt')
+  await sandbox.files.remove('/home/user/work')
+  assert.equal(await sandbox.files.exists('/home/user/work'), false)
 })
 
 test('files: write and read text and binary, several at once, relative paths', async () => {
   const sandbox = await create()
-  await sandbox.files.write('/root/notes/hello.txt', 'hello files\n')
-  assert.equal(await sandbox.files.read('/root/notes/hello.txt'), 'hello files\n')
-  assert.equal((await sandbox.commands.run('cat /root/notes/hello.txt')).stdout, 'hello files\n')
+  await sandbox.files.write('/home/user/notes/hello.txt', 'hello files\n')
+  assert.equal(await sandbox.files.read('/home/user/notes/hello.txt'), 'hello files\n')
+  assert.equal((await sandbox.commands.run('cat /home/user/notes/hello.txt')).stdout, 'hello files\n')
 
   const big = new Uint8Array(3 * 1024 * 1024)
   for (let i = 0; i < big.length; i++) big[i] = (i * 7 + 3) & 0xff
-  await sandbox.files.write('/root/blob.bin', big.buffer)
-  const back = await sandbox.files.read('/root/blob.bin', { format: 'bytes' })
+  await sandbox.files.write('/home/user/blob.bin', big.buffer)
+  const back = await sandbox.files.read('/home/user/blob.bin', { format: 'bytes' })
   assert.equal(back.length, big.length)
   assert.ok(Buffer.from(back).equals(Buffer.from(big)), 'the same bytes came back')
 
   const infos = await sandbox.files.write([
-    { path: '/root/many/a.txt', data: 'A' },
+    { path: '/home/user/many/a.txt', data: 'A' },
     { path: 'relative.txt', data: 'R' },
   ])
-  assert.deepEqual(infos.map((i) => i.path), ['/root/many/a.txt', '/root/relative.txt'])
-  assert.equal(await sandbox.files.read('/root/relative.txt'), 'R')
-  await assert.rejects(sandbox.files.read('/root/none.txt'), (error) => {
+  assert.deepEqual(infos.map((i) => i.path), ['/home/user/many/a.txt', '/home/user/relative.txt'])
+  assert.equal(await sandbox.files.read('/home/user/relative.txt'), 'R')
+  await assert.rejects(sandbox.files.read('/home/user/none.txt'), (error) => {
     assert.equal(error.constructor.name, 'FileNotFoundError')
     return true
   })
@@ -142,35 +161,35 @@ test('files: write and read text and binary, several at once, relative paths', a
 
 test('files: rename, a deeper list, upload and download URLs', async () => {
   const sandbox = await create()
-  await sandbox.files.write('/root/mv/a.txt', 'moved')
-  const moved = await sandbox.files.rename('/root/mv/a.txt', '/root/mv/b.txt')
-  assert.equal(moved.path, '/root/mv/b.txt')
+  await sandbox.files.write('/home/user/mv/a.txt', 'moved')
+  const moved = await sandbox.files.rename('/home/user/mv/a.txt', '/home/user/mv/b.txt')
+  assert.equal(moved.path, '/home/user/mv/b.txt')
   assert.equal(moved.type, 'file')
-  assert.equal(await sandbox.files.exists('/root/mv/a.txt'), false)
-  assert.equal(await sandbox.files.read('/root/mv/b.txt'), 'moved')
-  await assert.rejects(sandbox.files.rename('/root/mv/none', '/root/mv/c'))
+  assert.equal(await sandbox.files.exists('/home/user/mv/a.txt'), false)
+  assert.equal(await sandbox.files.read('/home/user/mv/b.txt'), 'moved')
+  await assert.rejects(sandbox.files.rename('/home/user/mv/none', '/home/user/mv/c'))
 
-  await sandbox.files.write('/root/mv/d1/d2/deep.txt', 'x')
+  await sandbox.files.write('/home/user/mv/d1/d2/deep.txt', 'x')
   const paths = async (depth) =>
-    (await sandbox.files.list('/root/mv', depth ? { depth } : undefined)).map((e) => e.path).sort()
-  assert.deepEqual(await paths(), ['/root/mv/b.txt', '/root/mv/d1'])
-  assert.deepEqual(await paths(3), ['/root/mv/b.txt', '/root/mv/d1', '/root/mv/d1/d2', '/root/mv/d1/d2/deep.txt'])
+    (await sandbox.files.list('/home/user/mv', depth ? { depth } : undefined)).map((e) => e.path).sort()
+  assert.deepEqual(await paths(), ['/home/user/mv/b.txt', '/home/user/mv/d1'])
+  assert.deepEqual(await paths(3), ['/home/user/mv/b.txt', '/home/user/mv/d1', '/home/user/mv/d1/d2', '/home/user/mv/d1/d2/deep.txt'])
 
-  const upload = await sandbox.uploadUrl('/root/up/u.txt')
+  const upload = await sandbox.uploadUrl('/home/user/up/u.txt')
   const form = new FormData()
   form.append('file', new Blob(['uploaded by url']), 'u.txt')
   const posted = await fetch(upload, { method: 'POST', body: form })
   assert.equal(posted.status, 200, await posted.clone().text())
-  assert.equal(await sandbox.files.read('/root/up/u.txt'), 'uploaded by url')
+  assert.equal(await sandbox.files.read('/home/user/up/u.txt'), 'uploaded by url')
 
-  const download = await sandbox.downloadUrl('/root/up/u.txt')
+  const download = await sandbox.downloadUrl('/home/user/up/u.txt')
   const got = await fetch(download)
   assert.equal(got.status, 200)
   assert.equal(await got.text(), 'uploaded by url')
-  const expiring = await sandbox.downloadUrl('/root/up/u.txt', { useSignatureExpiration: 120 })
+  const expiring = await sandbox.downloadUrl('/home/user/up/u.txt', { useSignatureExpiration: 120 })
   assert.equal(await (await fetch(expiring)).text(), 'uploaded by url')
 
-  const expired = await fetch(await sandbox.downloadUrl('/root/up/u.txt', { useSignatureExpiration: -10 }))
+  const expired = await fetch(await sandbox.downloadUrl('/home/user/up/u.txt', { useSignatureExpiration: -10 }))
   assert.equal(expired.status, 401)
   assert.match((await expired.json()).message, /expired/)
   const tampered = await fetch(download.replace('u.txt', 'other.txt'))
@@ -199,12 +218,12 @@ test('setTimeout ends the sandbox when it passes', async () => {
 
 test('pause, then connect: the files are kept', async () => {
   const sandbox = await create()
-  await sandbox.commands.run('echo kept > /root/kept.txt')
+  await sandbox.commands.run('echo kept > /home/user/kept.txt')
   assert.equal(await sandbox.pause(), true)
   assert.equal(await sandbox.isRunning(), false)
   const back = await Sandbox.connect(sandbox.sandboxId)
   assert.equal(await back.isRunning(), true)
-  assert.equal((await back.commands.run('cat /root/kept.txt')).stdout, 'kept\n')
+  assert.equal((await back.commands.run('cat /home/user/kept.txt')).stdout, 'kept\n')
 })
 
 test('kill: the sandbox is gone', async () => {
@@ -216,7 +235,7 @@ test('kill: the sandbox is gone', async () => {
 
 test('files.watchDir: recursive events by name and type, then stop', async () => {
   const sandbox = await create()
-  const dir = '/root/watched'
+  const dir = '/home/user/watched'
   await sandbox.files.makeDir(`${dir}/sub`)
   const events = []
   const handle = await sandbox.files.watchDir(dir, (event) => events.push(event), {
