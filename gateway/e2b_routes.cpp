@@ -382,6 +382,19 @@ void list_sandboxes(e2b_call call) {
 }
 
 /// E2B's setTimeout: the sandbox now ends `timeout` seconds from now.
+/// Makes `sandbox` time out `timeout` seconds of running from now (its idle
+/// timeout for an autoPause one); then `then`.
+void time_out_in(const e2b_call& call, const json& sandbox, int64_t timeout,
+                 std::function<void()> then) {
+  json patch;
+  if (sandbox.value("max_lifetime_s", int64_t{0}) > 0)
+    patch = {{"max_lifetime_s", lifetime_used_s(*call.api, sandbox) + timeout}};
+  else
+    patch = {{"idle_timeout_s", timeout}};
+  call.v1_json(http::verb::patch, "/v1/sandboxes/" + sandbox["id"].get<std::string>(), patch,
+               [then](json) { then(); });
+}
+
 void set_timeout(e2b_call call) {
   auto body = object_body(call);
   if (!body)
@@ -392,13 +405,7 @@ void set_timeout(e2b_call call) {
   if (!timeout)
     return;
   call.sandbox([call, timeout = *timeout](json sandbox) {
-    json patch;
-    if (sandbox.value("max_lifetime_s", int64_t{0}) > 0)
-      patch = {{"max_lifetime_s", lifetime_used_s(*call.api, sandbox) + timeout}};
-    else
-      patch = {{"idle_timeout_s", timeout}};
-    call.v1_json(http::verb::patch, "/v1/sandboxes/" + sandbox["id"].get<std::string>(), patch,
-                 [call](json) { call.ex->respond(no_content()); });
+    time_out_in(call, sandbox, timeout, [call] { call.ex->respond(no_content()); });
   });
 }
 
@@ -418,9 +425,24 @@ void connect_sandbox(e2b_call call) {
   auto body = object_body(call);
   if (!body)
     return;
-  call.sandbox([call](json sandbox) {
+  std::optional<int64_t> timeout;
+  if (body->contains("timeout") && !(*body)["timeout"].is_null()) {
+    auto asked = timeout_of(call, *body, 0);
+    if (!asked)
+      return;
+    timeout = *asked;
+  }
+  call.sandbox([call, timeout](json sandbox) {
     auto id = sandbox["id"].get<std::string>();
-    auto answer = [call, id](http::status status) { call.answer_sandbox(id, status); };
+    // With a timeout, the sandbox then times out that long from now (as setTimeout).
+    auto answer = [call, id, timeout](http::status status) {
+      if (!timeout)
+        return call.answer_sandbox(id, status);
+      call.v1_json(
+        http::verb::get, "/v1/sandboxes/" + id, nullptr, [call, id, timeout, status](json now) {
+          time_out_in(call, now, *timeout, [call, id, status] { call.answer_sandbox(id, status); });
+        });
+    };
     const auto state = sandbox.value("state", "");
     if (state == "running")
       return answer(http::status::ok);

@@ -107,6 +107,18 @@ TEST_F(api_e2b, set_timeout_ends_the_sandbox_when_it_passes) {
   EXPECT_EQ(api.get("/v1/sandboxes/" + id).json["state"], "destroyed");
 }
 
+TEST_F(api_e2b, connect_with_a_timeout_sets_it_from_now) {
+  auto id = create({{"templateID", "minimal"}, {"timeout", 3600}});
+  ASSERT_FALSE(id.empty());
+  expect_e2b_error(e2b("POST", "/v2/sandboxes/" + id + "/connect", json{{"timeout", -1}}), 400);
+  auto connected = e2b("POST", "/v2/sandboxes/" + id + "/connect", json{{"timeout", 2}});
+  ASSERT_EQ(connected.status, 200) << connected.body;
+  EXPECT_LT(admin().get("/v1/sandboxes/" + id).json.value("max_lifetime_s", 0), 3600);
+  EXPECT_TRUE(wait_for([&] { return e2b("GET", "/sandboxes/" + id).status == 404; },
+                       std::chrono::seconds(90), std::chrono::milliseconds(200)))
+    << "gone once the timeout given at connect passed";
+}
+
 TEST_F(api_e2b, pause_then_connect_brings_it_back_with_its_files) {
   auto id = create({{"templateID", "minimal"}});
   ASSERT_FALSE(id.empty());
