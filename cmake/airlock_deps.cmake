@@ -4,6 +4,7 @@ find_package(CapnProto REQUIRED)
 find_package(RocksDB REQUIRED)
 find_package(OpenSSL REQUIRED)
 find_package(LibArchive REQUIRED)  # worker/rootfs: image archive import
+find_package(ZLIB REQUIRED)  # gateway: gzip-encoded uploads of the E2B front
 find_package(GTest REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(Boost 1.74 REQUIRED COMPONENTS program_options)  # Boost::program_options: bench/

@@ -1,5 +1,7 @@
 // envd's filesystem calls and /files, made of the data plane's own file routes.
 
+#include <zlib.h>
+
 #include <algorithm>
 #include <charconv>
 
@@ -243,6 +245,42 @@ void download_as(const envd_call& call, const std::string& path) {
     call_stream_route(*api->inner, http::verb::get, target, call.token, std::move(handlers));
 }
 
+/// The bytes of a gzip body, at most `max` of them: resource_exhausted past
+/// it (a small body may inflate to a huge one), invalid_argument when it is
+/// not gzip.
+result<std::string> gunzip(std::string_view compressed, size_t max) {
+  z_stream stream{};
+  if (inflateInit2(&stream, 16 + MAX_WBITS) != Z_OK)
+    return make_status(errc::internal, "cannot start a gzip decoder");
+  std::string out;
+  char buffer[64 * 1024];
+  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(compressed.data()));
+  stream.avail_in = static_cast<uInt>(compressed.size());
+  int state = Z_OK;
+  while (state != Z_STREAM_END) {
+    stream.next_out = reinterpret_cast<Bytef*>(buffer);
+    stream.avail_out = sizeof buffer;
+    state = inflate(&stream, Z_NO_FLUSH);
+    if (state != Z_OK && state != Z_STREAM_END) {
+      inflateEnd(&stream);
+      return make_status(errc::invalid_argument,
+                         "the body is not valid gzip (Content-Encoding: gzip)");
+    }
+    out.append(buffer, sizeof buffer - stream.avail_out);
+    if (out.size() > max) {
+      inflateEnd(&stream);
+      return make_status(errc::resource_exhausted,
+                         "the gzip body inflates to more than " + std::to_string(max) + " bytes");
+    }
+    if (state == Z_OK && stream.avail_in == 0 && stream.avail_out != 0) {
+      inflateEnd(&stream);
+      return make_status(errc::invalid_argument, "the gzip body ends early");
+    }
+  }
+  inflateEnd(&stream);
+  return out;
+}
+
 struct upload_part {
   std::string path;
   std::string bytes;
@@ -318,14 +356,22 @@ void write_parts(const envd_call& call, std::shared_ptr<std::vector<upload_part>
 }
 
 void upload(const envd_ptr& api, const exchange_ptr& ex) {
-  if (header(*ex, "Content-Encoding"))
-    return ex->respond(files_error(400, "compressed uploads are not supported by airlock's envd "
-                                        "yet: send the bytes uncompressed"));
+  std::string body = std::move(ex->request().body());
+  if (auto encoding = header(*ex, "Content-Encoding"); encoding && *encoding != "identity") {
+    if (*encoding != "gzip")
+      return ex->respond(files_error(400, "Content-Encoding " + *encoding
+                                            + " is not supported: send gzip or plain bytes"));
+    auto inflated = gunzip(body, api->options.upload_bytes_max);
+    if (!inflated)
+      return ex->respond(files_error(inflated.code() == errc::resource_exhausted ? 413 : 400,
+                                     inflated.error().message));
+    body = std::move(*inflated);
+  }
   const auto content_type = header(*ex, "Content-Type").value_or("");
   auto parts = std::make_shared<std::vector<upload_part>>();
   auto query_path = ex->query("path");
   if (content_type.rfind("multipart/form-data", 0) == 0) {
-    auto parsed = multipart_parts(content_type, ex->request().body());
+    auto parsed = multipart_parts(content_type, body);
     if (!parsed)
       return ex->respond(files_error(400, parsed.error().message));
     *parts = std::move(*parsed);
@@ -335,7 +381,7 @@ void upload(const envd_ptr& api, const exchange_ptr& ex) {
   } else {
     if (!query_path || query_path->empty())
       return ex->respond(files_error(400, "path is required for an octet-stream upload"));
-    parts->push_back({*query_path, ex->request().body()});
+    parts->push_back({*query_path, std::move(body)});
   }
   for (const auto& part : *parts)
     if (part.path.empty())
@@ -343,7 +389,5 @@ void upload(const envd_ptr& api, const exchange_ptr& ex) {
   files_call(api, ex, "write",
              [parts](envd_call call) { write_parts(call, parts, 0, json::array()); });
 }
-
-/// envd's /health: 204 while the sandbox runs, 502 otherwise (the SDK's
 
 } // namespace airlock::gateway::envd_detail

@@ -2,6 +2,8 @@
 // on request, ownership of what envd writes), process configs and tags, and
 // directory watches (WatchDir and the watcher calls).
 
+#include <zlib.h>
+
 #include <set>
 #include <string>
 #include <vector>
@@ -197,6 +199,53 @@ TEST_F(api_e2b_envd, list_shows_configs_and_tags_and_calls_find_processes_by_tag
     auto missing = rpc(box, "filesystem.Filesystem/CreateWatcher",
                        {{"path", "/root/none"}, {"recursive", true}});
     EXPECT_EQ(missing.status, 404) << missing.body;
+    EXPECT_EQ(e2b("DELETE", "/sandboxes/" + box.id).status, 204);
+  }
+
+  /// `bytes` gzip-compressed.
+  std::string gzip_of(const std::string& bytes) {
+    z_stream stream{};
+    EXPECT_EQ(
+      deflateInit2(&stream, Z_BEST_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY),
+      Z_OK);
+    std::string out(deflateBound(&stream, bytes.size()), '\0');
+    stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data()));
+    stream.avail_in = static_cast<uInt>(bytes.size());
+    stream.next_out = reinterpret_cast<Bytef*>(out.data());
+    stream.avail_out = static_cast<uInt>(out.size());
+    EXPECT_EQ(deflate(&stream, Z_FINISH), Z_STREAM_END);
+    out.resize(stream.total_out);
+    deflateEnd(&stream);
+    return out;
+  }
+
+  TEST_F(api_e2b_envd, gzip_uploads_are_inflated_within_the_upload_limit) {
+    auto box = create_with_token();
+    auto upload = [&](const std::string& path, const std::string& body,
+                      const std::string& encoding) {
+      return as("").call("POST", "/e2b/envd/files?path=" + path, body,
+                         {{"Content-Type", "application/octet-stream"},
+                          {"Content-Encoding", encoding},
+                          {"E2b-Sandbox-Id", box.id},
+                          {"X-Access-Token", box.token}});
+    };
+    const std::string text(100'000, 'z');
+    auto zipped = upload("/tmp/z.txt", gzip_of(text), "gzip");
+    ASSERT_EQ(zipped.status, 200) << zipped.body;
+    auto back = admin().get("/v1/sandboxes/" + box.id + "/files?path=/tmp/z.txt");
+    EXPECT_EQ(back.body, text) << "stored as the plain bytes";
+
+    auto broken = upload("/tmp/b.txt", "not gzip at all", "gzip");
+    EXPECT_EQ(broken.status, 400) << broken.body;
+    auto cut = gzip_of(text);
+    cut.resize(cut.size() / 2);
+    EXPECT_EQ(upload("/tmp/c.txt", cut, "gzip").status, 400) << "a truncated body";
+    EXPECT_EQ(upload("/tmp/d.txt", "x", "br").status, 400) << "an encoding it does not speak";
+    // 65 MiB of zeros is a small body that inflates past the 64 MiB upload limit.
+    auto bomb = upload("/tmp/bomb", gzip_of(std::string((65u << 20), '\0')), "gzip");
+    EXPECT_EQ(bomb.status, 413) << bomb.body;
+    EXPECT_EQ(admin().get("/v1/sandboxes/" + box.id + "/files/stat?path=/tmp/bomb").status, 404)
+      << "nothing written";
     EXPECT_EQ(e2b("DELETE", "/sandboxes/" + box.id).status, 204);
   }
 

@@ -198,6 +198,14 @@ test('files: rename, a deeper list, upload and download URLs', async () => {
   assert.equal(asUpload.status, 401, 'a download signature does not allow an upload')
 })
 
+test('files: a gzip-encoded write arrives as its plain bytes', async () => {
+  const sandbox = await create()
+  const text = 'zipped line\n'.repeat(5000)
+  await sandbox.files.write('/home/user/gz.txt', text, { gzip: true })
+  assert.equal(await sandbox.files.read('/home/user/gz.txt'), text)
+  assert.equal((await sandbox.commands.run('wc -c < /home/user/gz.txt')).stdout.trim(), String(text.length))
+})
+
 test('Sandbox.list filters by metadata', async () => {
   const tag = `list-${Date.now()}`
   const ours = await create({ metadata: { tag } })
