@@ -36,7 +36,7 @@ test('create with metadata and envs; commands see the envs', async () => {
   assert.equal(info.state, 'running')
 })
 
-test("the default user is E2B's `user` with its home; root on request; sudo without a password", async () => {
+test('the default user is `user` with its home; root on request; sudo without a password', async () => {
   const sandbox = await create()
   const who = await sandbox.commands.run('id -un; id -u; pwd; echo "$HOME"')
   assert.equal(who.stdout, 'user\n1000\n/home/user\n/home/user\n')
