@@ -92,8 +92,7 @@ TEST_F(api_e2b_sdk, the_official_sdk_runs_unchanged_against_airlock) {
   // The runner's own counts: every test of the file ran and passed.
   const std::string text = read_file((sources / "sdk_test.mjs").string());
   size_t tests = 0;
-  for (size_t at = text.find("\ntest("); at != std::string::npos;
-       at = text.find("\ntest(", at + 1))
+  for (size_t at = text.find("\ntest("); at != std::string::npos; at = text.find("\ntest(", at + 1))
     ++tests;
   ASSERT_GT(tests, 0u);
   EXPECT_NE(output.find("# pass " + std::to_string(tests) + "\n"), std::string::npos) << output;
