@@ -27,15 +27,8 @@ TEST_F(api_e2b_envd, calls_run_as_the_default_user_when_the_sandbox_has_it_else_
       {"X-Access-Token", token}};
     if (!user.empty())
       headers.emplace_back("Authorization", "Basic " + base64_encode(user + ":"));
-    auto reply =
-      as("").call("POST", "/e2b/envd/process.Process/Start", envelope_of(request), headers);
-    std::string out;
-    for (const auto& message : read_envelopes(reply.body).messages) {
-      const auto& data = message["event"].value("data", json::object());
-      if (data.contains("stdout"))
-        out += base64_decode(data["stdout"].get<std::string>()).value_or("?");
-    }
-    return out;
+    return stdout_of(
+      as("").call("POST", "/e2b/envd/process.Process/Start", envelope_of(request), headers).body);
   };
   // minimal has no `user`: calls are root's, relative paths under /root.
   auto rootish = create_with_token();

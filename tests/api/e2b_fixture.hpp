@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "tests/api/api_fixture.hpp"
+#include "tests/support/connect_frames.hpp"
 
 namespace airlock::test {
 
@@ -57,40 +58,5 @@ protected:
                         {"X-Access-Token", box.token}});
   }
 };
-
-/// The JSON messages of a Connect stream's body, the end-of-stream one last
-/// (its flag in `end_flags`).
-struct connect_stream {
-  std::vector<json> messages;
-  json end;
-  bool ended = false;
-};
-
-inline connect_stream read_envelopes(const std::string& body) {
-  connect_stream out;
-  size_t at = 0;
-  while (at + 5 <= body.size()) {
-    const auto* bytes = reinterpret_cast<const unsigned char*>(body.data() + at);
-    const size_t size = (size_t{bytes[1]} << 24) | (size_t{bytes[2]} << 16)
-                        | (size_t{bytes[3]} << 8) | size_t{bytes[4]};
-    auto message = json::parse(body.substr(at + 5, size), nullptr, false);
-    if (bytes[0] & 2) {
-      out.end = message;
-      out.ended = true;
-    } else {
-      out.messages.push_back(message);
-    }
-    at += 5 + size;
-  }
-  return out;
-}
-
-inline std::string envelope_of(const json& message) {
-  auto text = message.dump();
-  std::string out(5, '\0');
-  out[3] = static_cast<char>((text.size() >> 8) & 0xff);
-  out[4] = static_cast<char>(text.size() & 0xff);
-  return out + text;
-}
 
 } // namespace airlock::test

@@ -4,52 +4,12 @@
 // routes are: a command's stream, an upload and its download, a signed
 // download URL at the listener's root, /health.
 
-#include <openssl/evp.h>
-
-#include "schema/base64.hpp"
+#include "gateway/e2b_token_book.hpp"
 #include "tests/cluster/cluster_fixture.hpp"
+#include "tests/support/connect_frames.hpp"
 
 namespace airlock::test::cluster {
 namespace {
-
-/// One Connect envelope holding `message` as JSON.
-std::string envelope_of(const json& message) {
-  auto text = message.dump();
-  std::string out(5, '\0');
-  for (int i = 0; i < 4; ++i)
-    out[1 + i] = static_cast<char>((text.size() >> (8 * (3 - i))) & 0xff);
-  return out + text;
-}
-
-/// The stdout bytes of a Start stream's body (JSON codec).
-std::string stdout_of(const std::string& body) {
-  std::string out;
-  for (size_t at = 0; at + 5 <= body.size();) {
-    const auto* bytes = reinterpret_cast<const unsigned char*>(body.data() + at);
-    const size_t size = (size_t{bytes[1]} << 24) | (size_t{bytes[2]} << 16)
-                        | (size_t{bytes[3]} << 8) | size_t{bytes[4]};
-    auto message = json::parse(body.substr(at + 5, size), nullptr, false);
-    if (!(bytes[0] & 2) && message.is_object()) {
-      auto data = message["event"].value("data", json::object());
-      if (data.contains("stdout"))
-        out += base64_decode(data["stdout"].get<std::string>()).value_or("?");
-    }
-    at += 5 + size;
-  }
-  return out;
-}
-
-/// The SDK's signature of a download URL (sha256, standard base64 unpadded).
-std::string download_signature(const std::string& path, const std::string& token) {
-  std::string text = path + ":read::" + token;
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  EVP_Digest(text.data(), text.size(), digest, &length, EVP_sha256(), nullptr);
-  auto encoded = base64_encode(std::string_view(reinterpret_cast<const char*>(digest), length));
-  while (!encoded.empty() && encoded.back() == '=')
-    encoded.pop_back();
-  return "v1_" + encoded;
-}
 
 TEST_F(cluster_e2e, e2b_calls_at_the_control_plane_reach_the_sandbox_on_its_worker) {
   start_control();
@@ -88,7 +48,8 @@ TEST_F(cluster_e2e, e2b_calls_at_the_control_plane_reach_the_sandbox_on_its_work
 
   // A signed URL names no sandbox: the control plane finds it by its token.
   std::string signature;
-  for (char c : download_signature("/tmp/e2b.txt", token)) // as URLSearchParams encodes it
+  gateway::signed_file_request download{"/tmp/e2b.txt", "read", "", "", ""};
+  for (char c : gateway::envd_file_signature(download, token)) // as URLSearchParams encodes it
     signature += c == '+' ? std::string("%2B") : c == '/' ? std::string("%2F") : std::string(1, c);
   auto signed_url = control_->url() + "/files?path=%2Ftmp%2Fe2b.txt&signature=" + signature;
   auto by_signature = call("GET", signed_url, "");
