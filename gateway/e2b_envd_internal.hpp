@@ -121,11 +121,7 @@ inline connect_code code_of_status(unsigned status) {
 }
 
 inline connect_error error_of(const http_response& answer) {
-  auto body = json::parse(answer.body(), nullptr, false);
-  std::string message = "airlock answered " + std::to_string(answer.result_int());
-  if (body.is_object() && body.contains("error") && body["error"].is_object())
-    message = body["error"].value("message", message);
-  return {code_of_status(answer.result_int()), message};
+  return {code_of_status(answer.result_int()), error_message_of(answer)};
 }
 
 /// "-rwxr-xr-x" for a type and permission bits.

@@ -37,11 +37,7 @@ http_response e2b_error(unsigned status, std::string_view message) {
 }
 
 http_response e2b_error_of(const http_response& answer) {
-  auto body = json::parse(answer.body(), nullptr, false);
-  std::string message = "airlock answered " + std::to_string(answer.result_int());
-  if (body.is_object() && body.contains("error") && body["error"].is_object())
-    message = body["error"].value("message", message);
-  return e2b_error(answer.result_int(), message);
+  return e2b_error(answer.result_int(), error_message_of(answer));
 }
 
 http_response no_content() {

@@ -1,5 +1,7 @@
 #include "gateway/internal_call.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <mutex>
 #include <utility>
 
@@ -365,6 +367,14 @@ void call_route(const route_table& routes, http::verb method, std::string target
   auto ex = std::make_shared<exchange>(std::move(request), route.pattern, std::move(match.params),
                                        transport, 0);
   route.async_handler(std::move(ex));
+}
+
+std::string error_message_of(const http_response& answer) {
+  auto body = nlohmann::json::parse(answer.body(), nullptr, false);
+  std::string message = "airlock answered " + std::to_string(answer.result_int());
+  if (body.is_object() && body.contains("error") && body["error"].is_object())
+    message = body["error"].value("message", message);
+  return message;
 }
 
 } // namespace airlock::gateway

@@ -24,6 +24,10 @@ using internal_answer = std::function<void(http_response)>;
 /// `then` with the answer: 404/405 like the server when no route matches.
 /// A route that reads its body in chunks gets them from `body`; routes that
 /// answer with a stream are for call_stream_route (here: 500 internal).
+/// The message of a /v1 error answer ({"error": {"code", "message"}}), or
+/// "airlock answered <status>" when its body holds none.
+std::string error_message_of(const http_response& answer);
+
 void call_route(const route_table& routes, http::verb method, std::string target, std::string body,
                 std::string_view api_key, internal_answer then);
 
