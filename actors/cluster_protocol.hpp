@@ -173,6 +173,11 @@ typename Inspector::result_type inspect(Inspector& f, template_version& x) {
                           [](std::string_view bytes) { return decode_template_version(bytes); });
 }
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sandbox_usage& x) {
+  return inspect_as_capnp(f, x, "sandbox_usage",
+                          [](std::string_view bytes) { return decode_sandbox_usage(bytes); });
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, watch_request& x) {
   return inspect_as_capnp(f, x, "watch_request",
                           [](std::string_view bytes) { return decode_watch_request(bytes); });
@@ -269,6 +274,7 @@ using nd_tdel_atom = caf::atom_constant<caf::atom("ndtdel")>;
 using nd_twatch_atom = caf::atom_constant<caf::atom("ndtwatch")>;
 using nd_claim_atom = caf::atom_constant<caf::atom("ndclaim")>;
 using dp_watch_atom = caf::atom_constant<caf::atom("dpwatch")>;
+using dp_usage_atom = caf::atom_constant<caf::atom("dpusage")>;
 
 /// The owner of warm pool members until a create claims one (nd_claim).
 /// Tenant ids may not start with '_', so no API key acts as it.
@@ -286,6 +292,7 @@ using schema::output_batch;
 using schema::output_request;
 using schema::output_segment;
 using schema::process_view;
+using schema::sandbox_usage;
 using schema::template_build;
 using schema::template_built;
 using schema::template_progress;
@@ -398,7 +405,11 @@ using node_actor = caf::typed_actor<
   /// an unknown or expired watch), invalid_argument (not a directory, a
   /// relative path), resource_exhausted (too many watches), wrong_state
   /// (paused). Close is idempotent.
-  caf::replies_to<dp_watch_atom, std::string, watch_request>::with<watch_batch>>;
+  caf::replies_to<dp_watch_atom, std::string, watch_request>::with<watch_batch>,
+  /// Sandbox `id`'s resource use now (schema::sandbox_usage); its CPU share
+  /// is over the time since the previous reading. Errors: not_found. Not
+  /// activity.
+  caf::replies_to<dp_usage_atom, std::string>::with<sandbox_usage>>;
 
 using schema::placement_request;
 using schema::registration_ack;

@@ -180,7 +180,8 @@ using sandbox_registry_actor = caf::typed_actor<
   /// A snapshot record (id, tenant). Errors: not_found (also another
   /// tenant's; tenant "" sees all).
   caf::replies_to<rg_snapget_atom, std::string, std::string>::with<schema::snapshot_record>,
-  /// A sandbox's snapshots (sandbox id, tenant), oldest first, at most 1,000.
+  /// A sandbox's snapshots (sandbox id, tenant), oldest first, at most 1,000;
+  /// sandbox id "": every sandbox's of the tenant.
   caf::replies_to<rg_snaplist_atom, std::string,
                   std::string>::with<std::vector<schema::snapshot_record>>,
   /// Forgets a snapshot record. Idempotent.

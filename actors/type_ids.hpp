@@ -81,4 +81,6 @@ CAF_ADD_TYPE_ID(airlock, (std::map<std::string, airlock::actors::pool_view>))
 // Directory watches (the data plane's /files/watch).
 CAF_ADD_TYPE_ID(airlock, (airlock::schema::watch_request))
 CAF_ADD_TYPE_ID(airlock, (airlock::schema::watch_batch))
+// Resource use (the data plane's /usage, E2B's metrics).
+CAF_ADD_TYPE_ID(airlock, (airlock::schema::sandbox_usage))
 CAF_END_TYPE_ID_BLOCK(airlock)

@@ -24,7 +24,8 @@ int run_control(const control_options& options, stop_signals& signals, std::ostr
   control_plane control(log);
   system_wall_clock clock;
   auto verifier = std::make_shared<verifier_slot>();
-  daemon_spec spec{"control", options.data_dir, "state", options.listen, options.http};
+  daemon_spec spec{"control", options.data_dir, "state", options.listen,
+                   listener_options(options.http, options.control)};
   daemon_steps steps;
   steps.before_listen = [&](storage::kv_store& store) {
     auto& system = engine.start_system();
@@ -57,6 +58,7 @@ int run_control(const control_options& options, stop_signals& signals, std::ostr
     data.envd_tokens = control.envd_tokens();
     data.metrics = &control.metrics();
     gateway::add_data_routes(routes, data);
+    control.add_e2b_routes(routes);
   };
   steps.after_listen = [&](storage::kv_store& store, const gateway::endpoint& bound) {
     if (auto announced = announce_admin_key(store, url_of(bound), options.cli_config, out, log);

@@ -8,6 +8,8 @@
 #include "airlockd/egress_ca.hpp"
 #include "crypto/sealed_box.hpp"
 #include "gateway/api_routes.hpp"
+#include "gateway/e2b_envd_routes.hpp"
+#include "gateway/e2b_routes.hpp"
 #include "scheduler/cluster_listener.hpp"
 #include "scheduler/scheduler_actor.hpp"
 
@@ -124,8 +126,16 @@ void control_plane::reconcile_now() {
     caf::anon_send(reconciler_, actors::rc_tick_atom::value);
 }
 
+gateway::http_server_options listener_options(gateway::http_server_options http,
+                                              const control_settings& settings) {
+  if (!settings.e2b_domain.empty())
+    http.rewrite_request = gateway::e2b_host_rewriter(settings.e2b_domain);
+  return http;
+}
+
 void control_plane::configure(const control_settings& settings) {
   audit_options_.audit_retention_hours = settings.audit_retention_hours;
+  e2b_domain_ = settings.e2b_domain;
   // The option parser validated the text already.
   if (auto parsed = parse_template_egress(settings.template_egress))
     template_egress_ = std::move(*parsed);
@@ -152,6 +162,13 @@ void control_plane::add_routes(gateway::route_table& routes,
   if (pools_)
     deps.pools = pools_;
   gateway::add_control_routes(routes, deps);
+}
+
+void control_plane::add_e2b_routes(gateway::route_table& routes) {
+  gateway::e2b_options e2b;
+  e2b.domain = e2b_domain_;
+  gateway::add_e2b_routes(routes, std::make_shared<const gateway::route_table>(routes), &clock_,
+                          envd_tokens_, e2b);
 }
 
 std::function<void(const schema::operation_record&)> control_plane::terminal_hook() {

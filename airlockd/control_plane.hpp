@@ -26,12 +26,18 @@
 #include "gateway/attach_token.hpp"
 #include "gateway/e2b_token_book.hpp"
 #include "gateway/endpoint.hpp"
+#include "gateway/http_server.hpp"
 #include "gateway/router.hpp"
 #include "metrics/metrics.hpp"
 #include "schema/errc.hpp"
 #include "storage/kv_store.hpp"
 
 namespace airlock::airlockd {
+
+/// The control plane's listener options: `http` plus, with an E2B domain,
+/// the rewrite that serves its host-name envd addresses.
+gateway::http_server_options listener_options(gateway::http_server_options http,
+                                              const control_settings& settings);
 
 class control_plane {
 public:
@@ -71,6 +77,10 @@ public:
   /// Adds the control routes (the engine must be running by the time the
   /// first request arrives).
   void add_routes(gateway::route_table& routes, const actors::operation_engine_actor& engine);
+
+  /// Adds the E2B front (/e2b/), made of every route in `routes` so far:
+  /// call it last, after the data plane's routes (its metrics read usage).
+  void add_e2b_routes(gateway::route_table& routes);
 
   /// Starts the idle and lifetime policy (actors/lifecycle_policy.hpp) and
   /// the warm pools (actors/pool_actor.hpp), which start operations through
@@ -112,6 +122,7 @@ private:
   actors::pool_actor pools_;
   actors::audit_options audit_options_;
   std::map<std::string, schema::egress_policy> template_egress_;
+  std::string e2b_domain_;
   std::optional<actors::node_actor> local_node_;
   actors::audit_actor audit_;
   actors::credential_actor credentials_;

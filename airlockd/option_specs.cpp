@@ -114,6 +114,20 @@ void add_control_settings_specs(std::vector<option_spec<O>>& specs) {
        return status::ok();
      },
      [](const O& o) { return o.control.template_egress; }, "none"});
+  specs.push_back({"e2b-domain", "DOMAIN",
+                   "serve E2B's host-name envd addresses, 49983-<sandbox>.DOMAIN (docs/e2b.md)",
+                   [](O& o, std::string_view v) {
+                     if (v.empty() || v.front() == '.' || v.back() == '.'
+                         || v.find_first_not_of("abcdefghijklmnopqrstuvwxyz"
+                                                "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-")
+                              != std::string_view::npos)
+                       return make_status(errc::invalid_argument,
+                                          "--e2b-domain must be a DNS name such as "
+                                          "sandboxes.example.com");
+                     o.control.e2b_domain = std::string(v);
+                     return status::ok();
+                   },
+                   [](const O& o) { return o.control.e2b_domain; }, "none"});
 }
 
 /// A uint32_t field of sandbox_host_options as a flag.

@@ -118,6 +118,10 @@ struct control_settings {
   /// "base=open;tools=allowlist:pypi.org,*.pythonhosted.org". Templates not
   /// named get profile none. Default: none (every template: none).
   std::string template_egress;
+  /// The domain of E2B's host-name envd addresses (`49983-<sandbox>.<domain>`,
+  /// which the SDK uses without E2B_SANDBOX_URL; a TLS proxy for
+  /// *.<domain> goes in front). Empty: not served. Default: empty.
+  std::string e2b_domain;
 };
 
 /// The non-empty items of `text` between `separator`s ("a,,b" -> a, b).

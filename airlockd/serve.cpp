@@ -95,6 +95,7 @@ void add_serve_routes(serve_parts& parts, gateway::route_table& routes) {
   data.metrics = &parts.control.metrics();
   data.public_url = [&parts] { return parts.url.get(); };
   gateway::add_data_routes(routes, data);
+  parts.control.add_e2b_routes(routes);
 }
 
 /// Registers the local worker with the scheduler and waits for the first join.
@@ -122,7 +123,8 @@ status join_local_worker(serve_parts& parts, const gateway::endpoint& bound,
 int run_serve(const serve_options& options, stop_signals& signals, std::ostream& out,
               const actors::logger& log) {
   serve_parts parts(log);
-  daemon_spec spec{"serve", options.data_dir, "state", options.listen, options.http};
+  daemon_spec spec{"serve", options.data_dir, "state", options.listen,
+                   listener_options(options.http, options.control)};
   daemon_steps steps;
   steps.before_listen = [&parts, &options](storage::kv_store& store) {
     return start_parts(parts, store, options);

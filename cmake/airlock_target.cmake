@@ -60,6 +60,7 @@ function(airlock_test name)
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} airlock_test_support GTest::gtest
                         GTest::gtest_main)
   airlock_settings(${name})
+  target_compile_options(${name} PRIVATE ${AIRLOCK_TEST_COMPILE_OPTIONS})
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 300)
   endif()

@@ -562,8 +562,6 @@ void add_control_routes(route_table& routes, const control_api_deps& deps) {
   add_snapshot_routes(routes, api, json_body);
   add_template_routes(routes, api, json_body);
   add_pool_routes(routes, api, json_body);
-  // Last: the E2B front calls the routes above, through a copy of the table.
-  add_e2b_routes(routes, std::make_shared<const route_table>(routes), deps.clock, deps.envd_tokens);
   routes.add_async(verb::post, "/v1/api-keys", authed(api, create_api_key), json_body);
   routes.add_async(verb::get, "/v1/workers", authed(api, list_workers));
   routes.add_async(verb::get, "/metrics", [api](exchange_ptr ex) { serve_metrics(api, ex); });

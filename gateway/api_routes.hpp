@@ -103,7 +103,9 @@ struct control_api_deps {
   api_options options;
 };
 
-/// Adds every control-plane route to `routes`.
+/// Adds every control-plane route to `routes` but the E2B front, which the
+/// daemon adds last (add_e2b_routes), since it is made of these and of the
+/// data plane's routes.
 void add_control_routes(route_table& routes, const control_api_deps& deps);
 
 /// Registers the families /metrics shows beyond the HTTP server's own.

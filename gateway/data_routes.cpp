@@ -165,11 +165,16 @@ void resolve(api_ptr api, exchange_ptr ex, std::string scope, target_next next) 
   via_record(api, ex, std::move(t), std::string{}, std::move(next));
 }
 
+/// Resolves the request's sandbox for `handler`; the call counts as the
+/// sandbox's activity unless `activity` is false (a read that a dashboard
+/// polls must not keep a sandbox from idling out).
 template <class Handler>
-async_route_handler with_target(api_ptr api, std::string scope, Handler handler) {
-  return [api, scope, handler](exchange_ptr ex) {
-    resolve(api, ex, scope, [api, ex, scope, handler](target t) {
-      touch(api, t.sandbox_id);
+async_route_handler with_target(api_ptr api, std::string scope, Handler handler,
+                                bool activity = true) {
+  return [api, scope, handler, activity](exchange_ptr ex) {
+    resolve(api, ex, scope, [api, ex, scope, handler, activity](target t) {
+      if (activity)
+        touch(api, t.sandbox_id);
       if (t.forwarded && api->deps.metrics != nullptr)
         api->deps.metrics->counter_add("airlock_data_forwarded_requests_total", {{"route", scope}});
       handler(api, ex, std::move(t));
@@ -378,6 +383,23 @@ void resize_pty(api_ptr api, exchange_ptr ex, target t) {
     static_cast<uint16_t>(cols.get<int64_t>()));
 }
 
+/// GET /v1/sandboxes/{id}/usage: the worker's reading of the sandbox's
+/// CPU, memory, disk and processes.
+void read_usage(api_ptr api, exchange_ptr ex, target t) {
+  call_actor(
+    *api->deps.system, t.node, api->timeout(),
+    [ex](actors::sandbox_usage& usage) {
+      ex->respond(
+        json_response(http::status::ok, {{"sampled_at", timestamp_json(usage.sampled_at_ms)},
+                                         {"cpu_usage_ns", usage.cpu_usage_ns},
+                                         {"cpu_used_pct", usage.cpu_used_pct},
+                                         {"memory_bytes", usage.memory_bytes},
+                                         {"disk_used_bytes", usage.disk_used_bytes},
+                                         {"processes", usage.processes}}));
+    },
+    answer_error(ex), actors::dp_usage_atom::value, t.sandbox_id);
+}
+
 // --- files ------------------------------------------------------------------------
 
 /// Runs a file operation on ?path= and answers with `answer(result, path)`.
@@ -583,6 +605,8 @@ void add_data_routes(route_table& routes, const data_plane_deps& deps) {
                    }));
   routes.add_async(verb::post, proc + "/signal", with_target(api, "processes", send_signal), small);
   routes.add_async(verb::post, proc + "/resize", with_target(api, "processes", resize_pty), small);
+  routes.add_async(verb::get, "/v1/sandboxes/{id}/usage",
+                   with_target(api, "processes", read_usage, false));
   routes.add_async(verb::get, files, with_target(api, "files", read_file));
   routes.add_async(verb::put, files, with_target(api, "files", write_file), file_upload);
   routes.add_async(verb::delete_, files, with_target(api, "files", remove_file));

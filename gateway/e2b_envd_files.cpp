@@ -169,6 +169,11 @@ files_access(const envd_api& api, const exchange_ptr& ex, std::string_view opera
            "the control plane restarted are not kept)"));
     return std::nullopt;
   }
+  // A host-name address names its sandbox too: the signature must be its.
+  if (sandbox && *sandbox != found->sandbox_id) {
+    ex->respond(files_error(401, "the signature is for another sandbox than " + *sandbox));
+    return std::nullopt;
+  }
   return std::pair{found->sandbox_id, found->token};
 }
 
@@ -356,6 +361,12 @@ void write_parts(const envd_call& call, std::shared_ptr<std::vector<upload_part>
 }
 
 void upload(const envd_ptr& api, const exchange_ptr& ex) {
+  for (const auto& field : ex->request())
+    if (field.name_string().size() > 11
+        && boost::beast::iequals(field.name_string().substr(0, 11), "X-Metadata-"))
+      return ex->respond(files_error(
+        400, "file metadata (" + std::string(field.name_string())
+               + ") is not supported by airlock: write the file without it (docs/e2b.md)"));
   std::string body = std::move(ex->request().body());
   if (auto encoding = header(*ex, "Content-Encoding"); encoding && *encoding != "identity") {
     if (*encoding != "gzip")

@@ -1,5 +1,8 @@
 #include "gateway/e2b_envd_routes.hpp"
 
+#include <cctype>
+#include <charconv>
+
 #include "e2b/envd_methods.hpp"
 #include "gateway/e2b_envd_internal.hpp"
 #include "schema/base64.hpp"
@@ -211,6 +214,35 @@ void give_to_account(const envd_call& call, const std::string& path,
 
 } // namespace envd_detail
 
+std::function<void(http::request_header<>&)> e2b_host_rewriter(std::string domain) {
+  for (auto& c : domain)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return [suffix = "." + domain](http::request_header<>& head) {
+    std::string host(head[http::field::host]);
+    if (auto colon = host.rfind(':'); colon != std::string::npos)
+      host.resize(colon);
+    for (auto& c : host)
+      c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (host.size() <= suffix.size() || !host.ends_with(suffix))
+      return;
+    std::string_view label(host.data(), host.size() - suffix.size());
+    auto dash = label.find('-');
+    if (dash == std::string_view::npos || dash == 0 || dash + 1 == label.size())
+      return;
+    uint32_t port = 0;
+    auto [end, failed] = std::from_chars(label.data(), label.data() + dash, port);
+    if (failed != std::errc{} || end != label.data() + dash)
+      return;
+    const std::string sandbox(label.substr(dash + 1));
+    if (port != e2b_envd_port) {
+      head.target("/e2b/sandbox-port/" + std::to_string(port));
+      return;
+    }
+    head.set("E2b-Sandbox-Id", sandbox);
+    head.target("/e2b/envd" + std::string(head.target()));
+  };
+}
+
 void add_e2b_envd_routes(route_table& routes, std::shared_ptr<const route_table> inner,
                          std::shared_ptr<const envd_token_book> tokens, const wall_clock* clock,
                          e2b_envd_options options) {
@@ -237,6 +269,14 @@ void add_e2b_envd_routes(route_table& routes, std::shared_ptr<const route_table>
   // The SDK's signed URLs are built as new URL("/files", E2B_SANDBOX_URL),
   // which drops the base's path: they arrive at the listener's root.
   routes.add_async(http::verb::get, "/files", [api](exchange_ptr ex) { download(api, ex); });
+  for (auto verb : {http::verb::get, http::verb::post, http::verb::put, http::verb::delete_,
+                    http::verb::patch, http::verb::head, http::verb::options})
+    routes.add(verb, "/e2b/sandbox-port/{port}", [](const http_request&) {
+      return json_response(http::status::not_implemented,
+                           {{"code", 501},
+                            {"message", "airlock does not expose a sandbox's ports by host name "
+                                        "(only envd's, 49983); docs/e2b.md"}});
+    });
   routes.add_async(
     http::verb::post, "/files", [api](exchange_ptr ex) { upload(api, ex); }, upload_body);
 }

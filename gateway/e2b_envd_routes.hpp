@@ -7,6 +7,7 @@
 // the data plane's own /v1 calls, in-process.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -48,5 +49,16 @@ struct e2b_envd_options {
 void add_e2b_envd_routes(route_table& routes, std::shared_ptr<const route_table> inner,
                          std::shared_ptr<const envd_token_book> tokens, const wall_clock* clock,
                          e2b_envd_options options = {});
+
+/// E2B's port in a sandbox's host name that is envd's.
+inline constexpr uint16_t e2b_envd_port = 49983;
+
+/// A request rewriter (http_server_options::rewrite_request) for E2B's
+/// host-name addresses, which the SDK uses when E2B_SANDBOX_URL is unset:
+/// `Host: 49983-<sandbox>.<domain>` becomes `/e2b/envd<target>` with that
+/// sandbox's E2b-Sandbox-Id; another port becomes /e2b/sandbox-port/<port>,
+/// which answers that airlock does not expose sandbox ports by host name.
+/// Other hosts are left alone.
+std::function<void(http::request_header<>&)> e2b_host_rewriter(std::string domain);
 
 } // namespace airlock::gateway

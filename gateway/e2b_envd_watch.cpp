@@ -58,32 +58,38 @@ std::shared_ptr<internal_stream> open_watch(const envd_call& call, const std::st
 }
 
 /// WatchDir: start{} once watched, then filesystem{} per change and
-/// keepalive{} on a quiet stream, paced by the client.
+/// keepalive{} on a quiet stream, paced by the client. With include_entry,
+/// each change that left an entry carries its stat, taken before the next
+/// message is sent (so messages keep their order).
 class watch_dir_stream : public std::enable_shared_from_this<watch_dir_stream> {
 public:
   explicit watch_dir_stream(envd_call call) : call_(std::move(call)) {}
 
   void start(const filesystem::WatchDirRequest& request) {
     auto self = shared_from_this();
+    if (request.include_entry()) {
+      directory_ = call_.resolve(request.path());
+      include_entry_ = true;
+    }
     internal_stream_handlers handlers;
     handlers.event = [self](internal_event event) { self->on_event(event); };
     handlers.answered = [self](http_response answer) { self->refuse(error_of(answer)); };
     handlers.ended = [self](std::string_view reason) {
       if (reason == "closed")
-        return self->finish(std::nullopt);
-      self->finish(
+        return self->finish_in_order(std::nullopt);
+      self->finish_in_order(
         connect_error{connect_code::unavailable, "the watch ended (" + std::string(reason) + ")"});
     };
     handlers.pace = [self](std::function<void()> resume) {
-      std::shared_ptr<sse_stream> out;
       {
         std::lock_guard lock(self->mutex_);
-        out = self->out_;
+        if (!self->queue_.empty()) {
+          // Entries are still being read: more input waits for them.
+          self->resume_ = std::move(resume);
+          return;
+        }
       }
-      if (out)
-        out->when_drained(std::move(resume));
-      else
-        resume();
+      self->pace_output(std::move(resume));
     };
     // Not under the lock: an answer may come on this thread.
     auto input = open_watch(call_, request.path(), request.recursive(), std::move(handlers));
@@ -92,6 +98,87 @@ public:
   }
 
 private:
+  void pace_output(std::function<void()> resume) {
+    if (auto out = stream(); out)
+      out->when_drained(std::move(resume));
+    else
+      resume();
+  }
+
+  void send(const filesystem::WatchDirResponse& message) {
+    if (auto out = stream(); out)
+      if (auto bytes = e2b::encode_message(call_.content.codec, message))
+        out->send_bytes(e2b::envelope(0, *bytes));
+  }
+
+  /// Queues `message` behind any change still waiting for its entry; the
+  /// caller that makes the queue non-empty drains it, alone.
+  void enqueue(filesystem::WatchDirResponse message) {
+    const bool wants_entry = include_entry_ && message.has_filesystem()
+                             && message.filesystem().type() != filesystem::EVENT_TYPE_REMOVE
+                             && message.filesystem().type() != filesystem::EVENT_TYPE_RENAME;
+    {
+      std::lock_guard lock(mutex_);
+      if (!queue_.empty() || wants_entry) {
+        queue_.push_back({std::move(message), wants_entry});
+        if (queue_.size() > 1)
+          return;
+      }
+    }
+    if (wants_entry)
+      return drain();
+    send(message);
+  }
+
+  /// Ends the stream once the queue is sent.
+  void finish_in_order(std::optional<connect_error> error) {
+    {
+      std::lock_guard lock(mutex_);
+      if (!queue_.empty()) {
+        finish_after_ = std::move(error);
+        return;
+      }
+    }
+    finish(std::move(error));
+  }
+
+  /// Sends queued messages in order (each leaves the queue once sent, so
+  /// later ones queue behind it), reading the entry of each change that
+  /// wants one first; a change whose entry is gone again goes without.
+  void drain() {
+    std::unique_lock lock(mutex_);
+    while (!queue_.empty() && !queue_.front().wants_entry) {
+      auto message = queue_.front().message;
+      lock.unlock();
+      send(message);
+      lock.lock();
+      queue_.pop_front();
+    }
+    if (queue_.empty()) {
+      auto resume = std::exchange(resume_, nullptr);
+      auto ending = std::exchange(finish_after_, std::nullopt);
+      lock.unlock();
+      if (ending)
+        return finish(std::move(*ending));
+      if (resume)
+        pace_output(std::move(resume));
+      return;
+    }
+    const auto path = directory_ + "/" + queue_.front().message.filesystem().name();
+    lock.unlock();
+    auto self = shared_from_this();
+    call_.v1(http::verb::get, call_.files("/stat", path), {}, [self, path](http_response answer) {
+      std::unique_lock relock(self->mutex_);
+      auto& front = self->queue_.front();
+      if (answer.result_int() == 200)
+        if (auto entry = json::parse(answer.body(), nullptr, false); entry.is_object())
+          fill_entry(entry, path, *front.message.mutable_filesystem()->mutable_entry());
+      front.wants_entry = false;
+      relock.unlock();
+      self->drain();
+    });
+  }
+
   void on_event(const internal_event& event) {
     filesystem::WatchDirResponse message;
     if (event.event == "ready") {
@@ -105,13 +192,11 @@ private:
     } else if (event.event == "keepalive") {
       message.mutable_keepalive();
     } else if (event.event == "error") {
-      return finish(error_of_event(event));
+      return finish_in_order(error_of_event(event));
     } else {
       return;
     }
-    if (auto out = stream(); out)
-      if (auto bytes = e2b::encode_message(call_.content.codec, message))
-        out->send_bytes(e2b::envelope(0, *bytes));
+    enqueue(std::move(message));
   }
 
   /// The client's stream: 200 once the directory is watched.
@@ -163,8 +248,19 @@ private:
     out->close();
   }
 
+  struct queued {
+    filesystem::WatchDirResponse message;
+    bool wants_entry = false;
+  };
+
   envd_call call_;
+  bool include_entry_ = false;
+  std::string directory_; ///< the watched directory, absolute
   std::mutex mutex_;
+  std::deque<queued> queue_;     ///< messages behind a change waiting for its entry
+  std::function<void()> resume_; ///< the input's pace, held while the queue drains
+  /// How the stream ends once the queue is sent (set when it ended meanwhile).
+  std::optional<std::optional<connect_error>> finish_after_;
   std::shared_ptr<sse_stream> out_;
   std::shared_ptr<internal_stream> input_;
   std::atomic<bool> ended_{false};

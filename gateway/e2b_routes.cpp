@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cstdio>
 #include <ctime>
 #include <functional>
@@ -116,7 +117,7 @@ json sandbox_json(const e2b_api& api, const json& sandbox) {
           {"alias", sandbox["template"]},
           {"clientID", "airlock"},
           {"envdVersion", api.options.envd_version},
-          {"domain", nullptr}};
+          {"domain", api.options.domain.empty() ? json(nullptr) : json(api.options.domain)}};
 }
 
 json detail_json(const e2b_api& api, const json& sandbox) {
@@ -176,14 +177,14 @@ struct e2b_call {
     });
   }
 
-  /// Answers `status` with sandbox `id` as E2B's Sandbox, with a data-plane
-  /// token for envd (the SDK sends it back as X-Access-Token).
-  void answer_sandbox(const std::string& id, http::status status) const {
+  /// Sandbox `id` as E2B's Sandbox, with a data-plane token for envd (the
+  /// SDK sends it back as X-Access-Token); answers E2B's error if /v1 fails.
+  void sandbox_with_token(const std::string& id, std::function<void(json)> then) const {
     auto self = *this;
-    v1_json(http::verb::get, "/v1/sandboxes/" + id, nullptr, [self, id, status](json sandbox) {
+    v1_json(http::verb::get, "/v1/sandboxes/" + id, nullptr, [self, id, then](json sandbox) {
       json scope = {{"scope", "all"}, {"ttl_s", self.api->options.envd_token_ttl_s}};
       self.v1_json(http::verb::post, "/v1/sandboxes/" + id + "/token", scope,
-                   [self, id, status, sandbox](json token) {
+                   [self, id, then, sandbox](json token) {
                      auto out = sandbox_json(*self.api, sandbox);
                      out["envdAccessToken"] = token.value("token", "");
                      if (self.api->tokens && self.api->clock)
@@ -191,21 +192,28 @@ struct e2b_call {
                                                   self.api->clock->now_ms()
                                                     + int64_t{self.api->options.envd_token_ttl_s}
                                                         * 1000);
-                     self.ex->respond(json_response(status, out));
+                     then(std::move(out));
                    });
     });
   }
 
-  /// Waits (bounded) for operation `id` to end; `then` once it succeeded,
-  /// else E2B's error with the operation's reason.
+  /// Answers `status` with sandbox `id` as E2B's Sandbox (sandbox_with_token).
+  void answer_sandbox(const std::string& id, http::status status) const {
+    auto self = *this;
+    sandbox_with_token(
+      id, [self, status](json out) { self.ex->respond(json_response(status, std::move(out))); });
+  }
+
+  /// Waits (bounded) for operation `id` to end; `then` with it once it
+  /// succeeded, else E2B's error with the operation's reason.
   void await_operation(const std::string& id, int64_t deadline_ms,
-                       std::function<void()> then) const {
+                       std::function<void(json)> then) const {
     auto self = *this;
     auto target = "/v1/operations/" + id + "?wait=" + std::to_string(api->options.operation_poll_s);
     v1_json(http::verb::get, target, nullptr, [self, id, deadline_ms, then](json operation) {
       const auto state = operation.value("state", "");
       if (state == "succeeded")
-        return then();
+        return then(std::move(operation));
       if (state == "failed" || state == "cancelled") {
         auto error = operation.value("error", json::object());
         if (!error.is_object())
@@ -222,14 +230,18 @@ struct e2b_call {
     });
   }
 
-  /// Starts a /v1 call that answers 202 with an operation, then waits for it.
+  /// Starts a /v1 call that answers 202 with an operation, then waits for it
+  /// and gives `then` the operation's result.
   void run_operation(http::verb method, std::string target, const json& body,
-                     std::function<void()> then) const {
+                     std::function<void(json)> then) const {
     auto self = *this;
     v1_json(method, std::move(target), body, [self, then](json accepted) {
       auto deadline =
         self.api->clock->now_ms() + int64_t{self.api->options.operation_wait_s} * 1000;
-      self.await_operation(accepted.value("operation_id", ""), deadline, then);
+      self.await_operation(accepted.value("operation_id", ""), deadline, [then](json operation) {
+        auto result = operation.value("result", json::object());
+        then(result.is_object() ? result : json::object());
+      });
     });
   }
 };
@@ -289,13 +301,17 @@ void create(e2b_call call) {
     return;
   auto template_id = body->find("templateID");
   if (template_id == body->end() || !template_id->is_string() || template_id->empty())
-    return call.ex->respond(e2b_error(400, "templateID (a template's name) is required"));
+    return call.ex->respond(
+      e2b_error(400, "templateID (a template's name or a snapshot's id) is required"));
   if (auto unsupported = unsupported_create_fields(*body); !unsupported.empty())
     return call.ex->respond(e2b_error(400, unsupported));
   auto timeout = timeout_of(call, *body, call.api->options.default_timeout_s);
   if (!timeout)
     return;
-  json spec = {{"template", *template_id}};
+  // A snapshot's id (E2B creates from snapshots by templateID) is a checkpoint.
+  const auto& name = template_id->get_ref<const std::string&>();
+  json spec =
+    name.starts_with("ckpt_") ? json{{"from_checkpoint", name}} : json{{"template", name}};
   if (auto metadata = body->find("metadata"); metadata != body->end() && !metadata->is_null())
     spec["metadata"] = *metadata;
   if (auto env = body->find("envVars"); env != body->end() && !env->is_null())
@@ -315,7 +331,7 @@ void create(e2b_call call) {
     auto id = accepted.value("sandbox_id", "");
     auto deadline = call.api->clock->now_ms() + int64_t{call.api->options.operation_wait_s} * 1000;
     call.await_operation(accepted.value("operation_id", ""), deadline,
-                         [call, id] { call.answer_sandbox(id, http::status::created); });
+                         [call, id](json) { call.answer_sandbox(id, http::status::created); });
   });
 }
 
@@ -328,7 +344,7 @@ void get_sandbox(e2b_call call) {
 void kill_sandbox(e2b_call call) {
   call.sandbox([call](json sandbox) {
     call.run_operation(http::verb::delete_, "/v1/sandboxes/" + sandbox["id"].get<std::string>(),
-                       nullptr, [call] { call.ex->respond(no_content()); });
+                       nullptr, [call](json) { call.ex->respond(no_content()); });
   });
 }
 
@@ -412,7 +428,7 @@ void pause_sandbox(e2b_call call) {
     if (sandbox.value("state", "") != "running")
       return call.ex->respond(e2b_error(409, "sandbox \"" + id + "\" is already paused"));
     call.run_operation(http::verb::post, "/v1/sandboxes/" + id + "/suspend", nullptr,
-                       [call] { call.ex->respond(no_content()); });
+                       [call](json) { call.ex->respond(no_content()); });
   });
 }
 
@@ -444,7 +460,192 @@ void connect_sandbox(e2b_call call) {
       return answer(http::status::ok);
     const char* verb = state == "paused" ? "/resume" : "/restore";
     call.run_operation(http::verb::post, "/v1/sandboxes/" + id + verb, nullptr,
-                       [answer] { answer(http::status::created); });
+                       [answer](json) { answer(http::status::created); });
+  });
+}
+
+/// E2B's snapshot is airlock's checkpoint (files, and memory where the
+/// runtime keeps it); its id creates sandboxes as a templateID.
+json snapshot_json(const json& checkpoint) {
+  json names = json::array();
+  if (auto label = checkpoint.value("label", ""); !label.empty())
+    names.push_back(label);
+  return {{"snapshotID", checkpoint.value("id", "")}, {"names", names}};
+}
+
+void create_snapshot(e2b_call call) {
+  auto body = object_body(call);
+  if (!body)
+    return;
+  json params = json::object();
+  if (auto name = body->find("name"); name != body->end() && !name->is_null()) {
+    if (!name->is_string())
+      return call.ex->respond(e2b_error(400, "name must be a string"));
+    params["label"] = *name;
+  }
+  call.sandbox([call, params](json sandbox) {
+    auto id = sandbox["id"].get<std::string>();
+    call.run_operation(
+      http::verb::post, "/v1/sandboxes/" + id + "/checkpoints", params, [call](json result) {
+        auto checkpoint = result.value("checkpoint_id", "");
+        call.v1_json(
+          http::verb::get, "/v1/checkpoints/" + checkpoint, nullptr, [call](json stored) {
+            call.ex->respond(json_response(http::status::created, snapshot_json(stored)));
+          });
+      });
+  });
+}
+
+/// GET /snapshots?sandboxID=&limit=&nextToken=: the caller's snapshots,
+/// newest first; the token is the number already listed.
+void list_snapshots(e2b_call call) {
+  const auto& ex = *call.ex;
+  std::string target = "/v1/checkpoints";
+  if (auto sandbox = ex.query("sandboxID"); sandbox && !sandbox->empty())
+    target += "?sandbox_id=" + percent_encode(*sandbox);
+  size_t limit = 100;
+  size_t skip = 0;
+  auto number = [](std::optional<std::string> text, size_t& out) {
+    if (!text || text->empty())
+      return true;
+    auto [end, failed] = std::from_chars(text->data(), text->data() + text->size(), out);
+    return failed == std::errc{} && end == text->data() + text->size();
+  };
+  if (!number(ex.query("limit"), limit) || limit < 1 || limit > 100)
+    return call.ex->respond(e2b_error(400, "limit must be a whole number from 1 to 100"));
+  if (!number(ex.query("nextToken"), skip))
+    return call.ex->respond(e2b_error(400, "nextToken must be one this call returned"));
+  std::optional<std::string> name = ex.query("name");
+  call.v1_json(http::verb::get, target, nullptr, [call, limit, skip, name](json page) {
+    auto items = page.value("items", json::array());
+    json out = json::array();
+    size_t seen = 0;
+    for (auto it = items.rbegin(); it != items.rend() && out.size() < limit; ++it) {
+      if (name && !name->empty() && it->value("label", "") != *name)
+        continue;
+      if (seen++ < skip)
+        continue;
+      out.push_back(snapshot_json(*it));
+    }
+    auto response = json_response(http::status::ok, out);
+    if (out.size() == limit)
+      response.set("X-Next-Token", std::to_string(skip + limit));
+    call.ex->respond(std::move(response));
+  });
+}
+
+/// DELETE /templates/{id}: the SDK's deleteSnapshot (a checkpoint's id), or
+/// a template by name.
+void delete_template(e2b_call call) {
+  const std::string id(call.ex->path_param("id"));
+  if (!id.starts_with("ckpt_"))
+    return call.run_operation(http::verb::delete_, "/v1/templates/" + percent_encode(id), nullptr,
+                              [call](json) { call.ex->respond(no_content()); });
+  call.run_operation(http::verb::delete_, "/v1/checkpoints/" + id, nullptr,
+                     [call](json) { call.ex->respond(no_content()); });
+}
+
+/// E2B's fork: one checkpoint, then `count` sandboxes from it, each answered
+/// as a Sandbox (or the error that kept it from starting); with a timeout,
+/// each times out that long from now.
+void fork_sandbox(e2b_call call) {
+  auto body = object_body(call);
+  if (!body)
+    return;
+  int64_t count = 1;
+  if (auto asked = body->find("count"); asked != body->end() && !asked->is_null()) {
+    if (!asked->is_number_integer())
+      return call.ex->respond(e2b_error(400, "count must be a whole number"));
+    count = asked->get<int64_t>();
+  }
+  std::optional<int64_t> timeout;
+  if (body->contains("timeout") && !(*body)["timeout"].is_null()) {
+    auto asked = timeout_of(call, *body, 0);
+    if (!asked)
+      return;
+    timeout = *asked;
+  }
+  call.sandbox([call, count, timeout](json sandbox) {
+    auto id = sandbox["id"].get<std::string>();
+    call.run_operation(
+      http::verb::post, "/v1/sandboxes/" + id + "/fork", json{{"count", count}},
+      [call, timeout](json result) {
+        struct tally {
+          json entries = json::array();
+          size_t pending = 0;
+        };
+        auto state = std::make_shared<tally>();
+        for (const auto& failed : result.value("failed", json::array())) {
+          auto error = failed.value("error", json::object());
+          state->entries.push_back(
+            {{"error",
+              {{"code", status_of_failure(error.value("code", ""))},
+               {"message", failed.value("sandbox_id", "") + ": " + error.value("message", "")}}}});
+        }
+        auto started = result.value("sandbox_ids", json::array());
+        state->pending = started.size();
+        if (state->pending == 0)
+          return call.ex->respond(json_response(http::status::created, state->entries));
+        for (const auto& started_id : started) {
+          auto fork_id = started_id.get<std::string>();
+          auto answer = [call, state, fork_id] {
+            call.sandbox_with_token(fork_id, [call, state](json out) {
+              state->entries.push_back({{"sandbox", std::move(out)}});
+              if (--state->pending == 0)
+                call.ex->respond(json_response(http::status::created, state->entries));
+            });
+          };
+          if (!timeout) {
+            answer();
+            continue;
+          }
+          call.v1_json(
+            http::verb::get, "/v1/sandboxes/" + fork_id, nullptr,
+            [call, timeout, answer](json now) { time_out_in(call, now, *timeout, answer); });
+        }
+      });
+  });
+}
+
+/// GET /sandboxes/{id}/metrics: one reading, now (airlock keeps no history;
+/// docs/e2b.md), when it falls in [start, end]; a paused sandbox has none.
+void sandbox_metrics(e2b_call call) {
+  const auto now_s = call.api->clock->now_ms() / 1000;
+  auto bound = [&call](const char* name, int64_t fallback) -> std::optional<int64_t> {
+    auto text = call.ex->query(name);
+    if (!text || text->empty())
+      return fallback;
+    int64_t value = 0;
+    auto [end, failed] = std::from_chars(text->data(), text->data() + text->size(), value);
+    if (failed != std::errc{} || end != text->data() + text->size())
+      return std::nullopt;
+    return value;
+  };
+  auto start = bound("start", 0);
+  auto end = bound("end", now_s + 1);
+  if (!start || !end)
+    return call.ex->respond(e2b_error(400, "start and end must be Unix seconds"));
+  call.sandbox([call, start = *start, end = *end, now_s](json sandbox) {
+    if (sandbox.value("state", "") != "running" || now_s < start || now_s > end)
+      return call.ex->respond(json_response(http::status::ok, json::array()));
+    auto id = sandbox["id"].get<std::string>();
+    call.v1_json(http::verb::get, "/v1/sandboxes/" + id + "/usage", nullptr,
+                 [call, sandbox](json usage) {
+                   const auto at_ms = unix_ms_of(usage.value("sampled_at", json()));
+                   const auto cpus = std::max(1, (sandbox.value("cpu_millis", 1000) + 999) / 1000);
+                   const uint64_t mib = uint64_t{1} << 20;
+                   json metric = {{"timestamp", rfc3339(at_ms)},
+                                  {"timestampUnix", at_ms / 1000},
+                                  {"cpuCount", cpus},
+                                  // E2B's share is of all the sandbox's CPUs; airlock's of one.
+                                  {"cpuUsedPct", usage.value("cpu_used_pct", 0.0) / cpus},
+                                  {"memUsed", usage.value("memory_bytes", uint64_t{0})},
+                                  {"memTotal", sandbox.value("memory_mb", uint64_t{0}) * mib},
+                                  {"memCache", 0},
+                                  {"diskUsed", usage.value("disk_used_bytes", uint64_t{0})},
+                                  {"diskTotal", sandbox.value("disk_mb", uint64_t{0}) * mib}};
+                   call.ex->respond(json_response(http::status::ok, json::array({metric})));
+                 });
   });
 }
 
@@ -463,6 +664,11 @@ void add_e2b_routes(route_table& routes, std::shared_ptr<const route_table> inne
   routes.add_async(verb::post, "/e2b/sandboxes/{id}/timeout", with_key(api, set_timeout));
   routes.add_async(verb::post, "/e2b/sandboxes/{id}/pause", with_key(api, pause_sandbox));
   routes.add_async(verb::post, "/e2b/v2/sandboxes/{id}/connect", with_key(api, connect_sandbox));
+  routes.add_async(verb::post, "/e2b/sandboxes/{id}/snapshots", with_key(api, create_snapshot));
+  routes.add_async(verb::get, "/e2b/snapshots", with_key(api, list_snapshots));
+  routes.add_async(verb::delete_, "/e2b/templates/{id}", with_key(api, delete_template));
+  routes.add_async(verb::post, "/e2b/sandboxes/{id}/fork", with_key(api, fork_sandbox));
+  routes.add_async(verb::get, "/e2b/sandboxes/{id}/metrics", with_key(api, sandbox_metrics));
 }
 
 } // namespace airlock::gateway

@@ -1,12 +1,13 @@
 #pragma once
 // The E2B REST surface under /e2b/ (docs/e2b.md): the sandbox calls of E2B's
 // API that the official SDK makes (create, get, list, kill, timeout, pause,
-// connect), answered in E2B's shapes and error codes. Each call is one or more
-// of airlock's own /v1 calls made in-process, so it gets the same checks,
-// operations, tenants and audit as the API's.
+// connect, snapshots, fork, metrics), answered in E2B's shapes and error codes. Each call is one or
+// more of airlock's own /v1 calls made in-process, so it gets the same checks, operations, tenants
+// and audit as the API's.
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "actors/clock.hpp"
 #include "gateway/e2b_token_book.hpp"
@@ -30,6 +31,10 @@ struct e2b_options {
   /// Lifetime of the envd access token a create or connect hands out: the
   /// longest a sandbox runs without a connect (which hands out a new one).
   uint32_t envd_token_ttl_s = 86'400;
+  /// The domain of envd's host-name addresses (`49983-<sandbox>.<domain>`),
+  /// reported as a sandbox's `domain`; empty: null, and the SDK must be
+  /// given E2B_SANDBOX_URL.
+  std::string domain;
 };
 
 /// Adds the /e2b/ REST routes to `routes`. `inner` is the table of /v1 routes

@@ -146,6 +146,8 @@ bool connection::read_failed(const beast::error_code& ec) {
 void connection::on_header(const beast::error_code& ec) {
   if (read_failed(ec))
     return;
+  if (options().rewrite_request)
+    options().rewrite_request(parser_->get());
   const auto& head = parser_->get();
   method_ = std::string(as_view(head.method_string()));
   std::string_view path = path_of(as_view(head.target()));

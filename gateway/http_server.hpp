@@ -63,6 +63,10 @@ struct http_server_options {
   /// before closing, so that it reads the response instead of a reset; also
   /// how long the final event of a dropped SSE client may take. Default: 1000.
   uint32_t linger_timeout_ms = 1'000;
+  /// Rewrites a request's header before its route is looked up (virtual
+  /// hosts, such as E2B's `49983-<sandbox>.<domain>` addresses). Runs on
+  /// the connection's thread; must not block. Default: none.
+  std::function<void(http::request_header<>&)> rewrite_request;
 };
 
 /// Counters for tests. A snapshot; values only grow except the `_open` ones.

@@ -100,6 +100,24 @@ void list_checkpoints(api_ptr api, exchange_ptr ex, caller who) {
     answer_error(ex), actors::rg_get_atom::value, id, scope_of(who));
 }
 
+/// GET /v1/checkpoints?sandbox_id=&label=: the caller's checkpoints, of
+/// every sandbox (destroyed ones too) unless one is named.
+void list_all_checkpoints(api_ptr api, exchange_ptr ex, caller who) {
+  auto sandbox_id = std::string(ex->query("sandbox_id").value_or(""));
+  auto label = ex->query("label");
+  call_actor(
+    *api->deps.system, api->deps.registry, api->call_timeout(),
+    [ex, label](std::vector<schema::snapshot_record>& snapshots) {
+      json items = json::array();
+      for (const auto& snapshot : snapshots)
+        if (snapshot.kind == schema::snapshot_kind::checkpoint
+            && (!label || snapshot.label == *label))
+          items.push_back(to_json(snapshot));
+      ex->respond(json_response(http::status::ok, {{"items", items}}));
+    },
+    answer_error(ex), actors::rg_snaplist_atom::value, sandbox_id, scope_of(who));
+}
+
 void get_checkpoint(api_ptr api, exchange_ptr ex, caller who) {
   call_actor(*api->deps.system, api->deps.registry, api->call_timeout(),
              respond_record<schema::snapshot_record>(ex), answer_error(ex),
@@ -213,6 +231,7 @@ void add_snapshot_routes(route_table& routes, const api_ptr& api, const route_op
   routes.add_async(verb::post, "/v1/sandboxes/{id}/checkpoints", authed(api, create_checkpoint),
                    json_body);
   routes.add_async(verb::get, "/v1/sandboxes/{id}/checkpoints", authed(api, list_checkpoints));
+  routes.add_async(verb::get, "/v1/checkpoints", authed(api, list_all_checkpoints));
   routes.add_async(verb::get, "/v1/checkpoints/{id}", authed(api, get_checkpoint));
   routes.add_async(verb::delete_, "/v1/checkpoints/{id}", authed(api, delete_checkpoint));
   routes.add_async(verb::post, "/v1/sandboxes/{id}/suspend", authed(api, suspend_sandbox),

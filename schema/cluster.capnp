@@ -243,3 +243,14 @@ struct WatchBatch {
   errorCode @4 :Text;           # why it ended (errc name); empty: closed
   errorMessage @5 :Text;
 }
+
+# A sandbox's resource use as its worker reads it (the data plane's /usage).
+struct SandboxUsage {
+  schemaVersion @0 :UInt16;
+  sampledAtMs @1 :Int64;        # Unix ms of the reading
+  cpuUsageNs @2 :UInt64;        # CPU time since the sandbox started
+  cpuUsedPct @3 :Float64;       # since the previous reading (or the start)
+  memoryBytes @4 :UInt64;
+  diskUsedBytes @5 :UInt64;     # what its root filesystem references
+  processes @6 :UInt64;
+}

@@ -512,4 +512,31 @@ result<worker_view> decode_worker_view(std::string_view bytes) {
     });
 }
 
+std::string encode(const sandbox_usage& x) {
+  return detail::to_bytes<cs::SandboxUsage>([&x](cs::SandboxUsage::Builder b) {
+    b.setSchemaVersion(cluster_schema_version);
+    b.setSampledAtMs(x.sampled_at_ms);
+    b.setCpuUsageNs(x.cpu_usage_ns);
+    b.setCpuUsedPct(x.cpu_used_pct);
+    b.setMemoryBytes(x.memory_bytes);
+    b.setDiskUsedBytes(x.disk_used_bytes);
+    b.setProcesses(x.processes);
+  });
+}
+
+result<sandbox_usage> decode_sandbox_usage(std::string_view bytes) {
+  return detail::from_bytes<cs::SandboxUsage, sandbox_usage>(
+    bytes, cluster_schema_version, "sandbox usage",
+    [](cs::SandboxUsage::Reader b) -> result<sandbox_usage> {
+      sandbox_usage x;
+      x.sampled_at_ms = b.getSampledAtMs();
+      x.cpu_usage_ns = b.getCpuUsageNs();
+      x.cpu_used_pct = b.getCpuUsedPct();
+      x.memory_bytes = b.getMemoryBytes();
+      x.disk_used_bytes = b.getDiskUsedBytes();
+      x.processes = b.getProcesses();
+      return x;
+    });
+}
+
 } // namespace airlock::schema

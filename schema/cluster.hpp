@@ -202,6 +202,17 @@ struct watch_request {
   bool operator==(const watch_request&) const = default;
 };
 
+/// A sandbox's resource use as its worker reads it now (dp_usage).
+struct sandbox_usage {
+  int64_t sampled_at_ms = 0;    ///< Unix ms
+  uint64_t cpu_usage_ns = 0;    ///< since the sandbox started
+  double cpu_used_pct = 0;      ///< of one CPU, since the previous reading (or the start)
+  uint64_t memory_bytes = 0;    ///< its cgroup's charge
+  uint64_t disk_used_bytes = 0; ///< what its root filesystem references
+  uint64_t processes = 0;
+  bool operator==(const sandbox_usage&) const = default;
+};
+
 struct watch_change {
   std::string name; ///< relative to the watched directory ("sub/f.txt")
   std::string kind; ///< "create" | "write" | "remove" | "rename" | "chmod"
@@ -320,6 +331,8 @@ std::string encode(const file_entry& x);
 result<file_entry> decode_file_entry(std::string_view bytes);
 std::string encode(const file_result& x);
 result<file_result> decode_file_result(std::string_view bytes);
+std::string encode(const sandbox_usage& x);
+result<sandbox_usage> decode_sandbox_usage(std::string_view bytes);
 std::string encode(const watch_request& x);
 result<watch_request> decode_watch_request(std::string_view bytes);
 std::string encode(const watch_batch& x);

@@ -65,7 +65,7 @@ result<page<schema::snapshot_record>> snapshot_store::list_of(std::string_view s
   return detail::list_records<schema::snapshot_record>(
     store_, keyspace::snapshots, "snapshot", schema::decode_snapshot,
     [sandbox_id, tenant_id](const schema::snapshot_record& record) {
-      return record.sandbox_id == sandbox_id
+      return (sandbox_id.empty() || record.sandbox_id == sandbox_id)
              && (tenant_id.empty() || record.tenant_id == tenant_id);
     },
     limit, cursor);

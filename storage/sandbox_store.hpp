@@ -41,8 +41,9 @@ public:
   result<std::optional<schema::snapshot_record>> get(std::string_view id) const;
   static void stage_put(write_batch& batch, const schema::snapshot_record& record);
   static void stage_erase(write_batch& batch, std::string_view id);
-  /// A sandbox's snapshots (of tenant `tenant_id`, or any when empty), oldest
-  /// id first: a scan of the keyspace, bounded by `limit`.
+  /// A sandbox's snapshots (every sandbox's when `sandbox_id` is empty) of
+  /// tenant `tenant_id` (any when empty), oldest id first: a scan of the
+  /// keyspace, bounded by `limit`.
   result<page<schema::snapshot_record>> list_of(std::string_view sandbox_id,
                                                 std::string_view tenant_id, size_t limit,
                                                 std::string_view cursor) const;

@@ -408,6 +408,20 @@ caf::result<std::vector<actors::process_view>> handle_procs(self_ptr self, const
     });
 }
 
+caf::result<actors::sandbox_usage> handle_usage(self_ptr self, const std::string& id) {
+  using usage_promise = caf::typed_response_promise<actors::sandbox_usage>;
+  return on_sandbox<actors::sandbox_usage>(
+    self, id, [self](const sandbox_actor& box, usage_promise promise) {
+      self->request(box, ms(opts(self).call_timeout_ms), sbx_usage_atom::value)
+        .then(
+          [self, promise](actors::sandbox_usage& usage) mutable {
+            usage.sampled_at_ms = to_unix_ms(self, usage.sampled_at_ms);
+            promise.deliver(std::move(usage));
+          },
+          [promise](caf::error& err) mutable { promise.deliver(err); });
+    });
+}
+
 // ---- files -----------------------------------------------------------------
 
 caf::result<actors::file_result> handle_file(self_ptr self, const std::string& id,
@@ -495,6 +509,8 @@ node_impl_actor::behavior_type node_body(self_ptr self, node_context context) {
     // Not activity: the idle policy itself lists the processes.
     [self](actors::dp_procs_atom, const std::string& id) { return handle_procs(self, id); },
     [self](actors::dp_quiet_atom, const std::string& id) { return quiet_ms(self, id); },
+    // Not activity either: a dashboard polling usage must not keep a sandbox awake.
+    [self](actors::dp_usage_atom, const std::string& id) { return handle_usage(self, id); },
     [self](actors::dp_file_atom, const std::string& id, actors::file_spec& spec) {
       return handle_file(self, noting_activity(self, id), spec);
     },

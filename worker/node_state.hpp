@@ -120,6 +120,9 @@ template_defaults defaults_from_manifest(rootfs_driver& driver, const std::strin
 template_defaults defaults_of(self_ptr self, const std::string& id);
 
 /// A sandbox actor's process row with its times (actor clock) in Unix ms.
+/// An actor-clock time (what the sandbox actor keeps) as Unix ms; 0 stays 0.
+int64_t to_unix_ms(self_ptr self, int64_t actor_ms);
+
 actors::process_view with_unix_times(self_ptr self, actors::process_view view);
 
 /// The uid, gid and home of `user` in the text of an /etc/passwd.

@@ -47,14 +47,13 @@ int64_t actor_now_ms(self_ptr self) {
     .count();
 }
 
-/// An actor-clock time (what the sandbox actor keeps) as Unix ms.
+} // namespace
+
 int64_t to_unix_ms(self_ptr self, int64_t actor_ms) {
   if (actor_ms == 0)
     return 0;
   return self->state.context.clock->now_ms() - (actor_now_ms(self) - actor_ms);
 }
-
-} // namespace
 
 actors::process_view with_unix_times(self_ptr self, actors::process_view view) {
   view.started_at_ms = to_unix_ms(self, view.started_at_ms);

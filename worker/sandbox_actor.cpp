@@ -136,6 +136,7 @@ sandbox_actor::behavior_type sandbox_impl(self_ptr self, sandbox_parts parts,
     [self](sbx_pause_atom) { return handle_freeze(self, true); },
     [self](sbx_resume_atom) { return handle_freeze(self, false); },
     [self](sbx_stats_atom) { return handle_stats(self); },
+    [self](sbx_usage_atom) { return handle_usage(self); },
     [self](sbx_ckpt_atom, const std::string& checkpoint_id) {
       return handle_checkpoint(self, checkpoint_id);
     },

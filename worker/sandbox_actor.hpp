@@ -42,6 +42,7 @@ using sbx_file_atom = caf::atom_constant<caf::atom("sbxfile")>;
 using sbx_pause_atom = caf::atom_constant<caf::atom("sbxpause")>;
 using sbx_resume_atom = caf::atom_constant<caf::atom("sbxresume")>;
 using sbx_stats_atom = caf::atom_constant<caf::atom("sbxstats")>;
+using sbx_usage_atom = caf::atom_constant<caf::atom("sbxusage")>;
 using sbx_destroy_atom = caf::atom_constant<caf::atom("sbxdestroy")>;
 using sbx_release_atom = caf::atom_constant<caf::atom("sbxrelease")>;
 using sbx_output_atom = caf::atom_constant<caf::atom("sbxoutput")>;
@@ -211,6 +212,7 @@ struct job_result {
   file_reply file;
   sandbox_stats stats;
   uint64_t size_bytes = 0; ///< checkpoint
+  schema::sandbox_usage usage{};
 };
 
 template <class Inspector>
@@ -259,7 +261,7 @@ typename Inspector::result_type inspect(Inspector& f, sandbox_stats& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_result& x) {
-  return f(caf::meta::type_name("job_result"), x.outcome, x.stream, x.file, x.stats);
+  return f(caf::meta::type_name("job_result"), x.outcome, x.stream, x.file, x.stats, x.usage);
 }
 
 /// Everything a sandbox actor takes over from its creator.
@@ -331,6 +333,10 @@ using sandbox_actor = caf::typed_actor<
   caf::replies_to<sbx_resume_atom>::with<bool>,
   /// cgroup counters from the runtime (memory, pids, cpu, frozen). Idempotent.
   caf::replies_to<sbx_stats_atom>::with<sandbox_stats>,
+  /// Resource use now: cgroup counters, the root filesystem's size and the
+  /// CPU share since the previous reading (over a short window when there
+  /// was none recently), sampled_at_ms on the actor clock. Idempotent.
+  caf::replies_to<sbx_usage_atom>::with<schema::sandbox_usage>,
   /// Takes checkpoint `checkpoint_id` of the sandbox's files, consistent:
   /// freezes its processes (unless it is paused already), snapshots its root
   /// filesystem read-only, thaws them. A write in progress is either in the

@@ -2,7 +2,9 @@
 // sandbox), stats, and destroy (stop the guest link, the runtime's sandbox
 // and its rootfs, off the actor).
 
+#include <chrono>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "actors/errors.hpp"
@@ -62,6 +64,81 @@ caf::result<sandbox_stats> handle_stats(self_ptr self) {
         promise.deliver(done.stats);
       else
         promise.deliver(make_error(done.outcome));
+    });
+  return promise;
+}
+
+namespace {
+
+/// A CPU share needs two readings this far apart at least; without a recent
+/// previous reading the job takes both.
+constexpr int64_t usage_window_ms = 100;
+
+double cpu_percent(uint64_t from_ns, uint64_t to_ns, int64_t elapsed_ms) {
+  if (elapsed_ms <= 0 || to_ns < from_ns)
+    return 0;
+  return static_cast<double>(to_ns - from_ns) / (static_cast<double>(elapsed_ms) * 1e4);
+}
+
+} // namespace
+
+caf::result<schema::sandbox_usage> handle_usage(self_ptr self) {
+  auto promise = self->make_response_promise<schema::sandbox_usage>();
+  auto& st = self->state;
+  auto runtime = st.parts.runtime;
+  auto rootfs = st.parts.rootfs;
+  auto id = st.parts.id;
+  const bool have_mark = st.usage_mark_ms > 0 && now_ms(self) - st.usage_mark_ms >= usage_window_ms;
+  post_blocking(
+    self,
+    [runtime, rootfs, id, have_mark] {
+      job_result out;
+      using clock = std::chrono::steady_clock;
+      uint64_t first_ns = 0;
+      auto first_at = clock::now();
+      if (!have_mark) {
+        auto first = runtime->stats(id);
+        if (!first) {
+          out.outcome = first.error();
+          return out;
+        }
+        first_ns = first->cpu_usage_ns;
+        first_at = clock::now();
+        std::this_thread::sleep_for(std::chrono::milliseconds(usage_window_ms));
+      }
+      auto stats = runtime->stats(id);
+      if (!stats) {
+        out.outcome = stats.error();
+        return out;
+      }
+      out.usage.cpu_usage_ns = stats->cpu_usage_ns;
+      out.usage.memory_bytes = stats->memory_bytes;
+      out.usage.processes = stats->pids_current;
+      if (!have_mark)
+        out.usage.cpu_used_pct = cpu_percent(
+          first_ns, stats->cpu_usage_ns,
+          std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - first_at).count());
+      // A disk reading that fails leaves 0: the rest is still worth answering.
+      if (rootfs)
+        if (auto disk = rootfs->usage(id))
+          out.usage.disk_used_bytes = disk->referenced_bytes;
+      return out;
+    },
+    [self, promise, have_mark](job_result& done) mutable {
+      if (!done.outcome) {
+        promise.deliver(make_error(done.outcome));
+        return;
+      }
+      auto& state = self->state;
+      auto usage = done.usage;
+      const auto now = now_ms(self);
+      if (have_mark)
+        usage.cpu_used_pct =
+          cpu_percent(state.usage_mark_cpu_ns, usage.cpu_usage_ns, now - state.usage_mark_ms);
+      usage.sampled_at_ms = now;
+      state.usage_mark_cpu_ns = usage.cpu_usage_ns;
+      state.usage_mark_ms = now;
+      promise.deliver(usage);
     });
   return promise;
 }

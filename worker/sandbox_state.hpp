@@ -109,6 +109,10 @@ struct sandbox_state {
   bool checkpointing = false; ///< a checkpoint job runs; a destroy waits for it
   bool keep_root = false;     ///< the destroy under way leaves the root on disk
   bool channel_closed = false;
+  /// The previous usage reading (CPU time, actor clock ms; 0: none yet):
+  /// the next one's CPU share is measured from it.
+  uint64_t usage_mark_cpu_ns = 0;
+  int64_t usage_mark_ms = 0;
 };
 
 using self_ptr = sandbox_actor::stateful_pointer<sandbox_state>;
@@ -211,6 +215,7 @@ void end_all_watches(self_ptr self, const status& why);
 
 caf::result<bool> handle_freeze(self_ptr self, bool pause);
 caf::result<sandbox_stats> handle_stats(self_ptr self);
+caf::result<schema::sandbox_usage> handle_usage(self_ptr self);
 /// Destroys the sandbox; with keep_root its root filesystem stays on disk.
 caf::result<bool> handle_destroy(self_ptr self, bool keep_root);
 caf::result<uint64_t> handle_checkpoint(self_ptr self, const std::string& checkpoint_id);

@@ -135,6 +135,9 @@ inline node_actor spawn_fake_node(caf::actor_system& system, std::shared_ptr<nod
       },
       [](actors::dp_watch_atom, std::string&, actors::watch_request&)
         -> caf::result<actors::watch_batch> { return make_error(errc::internal); },
+      [](actors::dp_usage_atom, std::string&) -> caf::result<actors::sandbox_usage> {
+        return make_error(errc::internal);
+      },
       [](nd_egress_atom, schema::sandbox_record&) -> caf::result<node_sandbox> {
         return make_error(errc::unimplemented);
       },

@@ -214,7 +214,7 @@ std::string gzip_of(const std::string& bytes) {
   return out;
 }
 
-TEST_F(api_e2b_envd, gzip_uploads_are_inflated_within_the_upload_limit) {
+TEST_F(api_e2b_envd, gzip_uploads_are_inflated_within_the_upload_limit_and_metadata_is_refused) {
   auto box = create_with_token();
   auto upload = [&](const std::string& path, const std::string& body, const std::string& encoding) {
     return as("").call("POST", "/e2b/envd/files?path=" + path, body,
@@ -240,6 +240,16 @@ TEST_F(api_e2b_envd, gzip_uploads_are_inflated_within_the_upload_limit) {
   EXPECT_EQ(bomb.status, 413) << bomb.body;
   EXPECT_EQ(admin().get("/v1/sandboxes/" + box.id + "/files/stat?path=/tmp/bomb").status, 404)
     << "nothing written";
+
+  // File metadata (E2B keeps it as xattrs) is refused, not dropped.
+  auto with_metadata = as("").call("POST", "/e2b/envd/files?path=/tmp/m.txt", "meta",
+                                   {{"Content-Type", "application/octet-stream"},
+                                    {"X-Metadata-Owner", "agent"},
+                                    {"E2b-Sandbox-Id", box.id},
+                                    {"X-Access-Token", box.token}});
+  EXPECT_EQ(with_metadata.status, 400) << with_metadata.body;
+  EXPECT_NE(with_metadata.body.find("metadata"), std::string::npos) << with_metadata.body;
+  EXPECT_EQ(admin().get("/v1/sandboxes/" + box.id + "/files/stat?path=/tmp/m.txt").status, 404);
   EXPECT_EQ(e2b("DELETE", "/sandboxes/" + box.id).status, 204);
 }
 

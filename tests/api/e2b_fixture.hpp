@@ -12,7 +12,18 @@ namespace airlock::test {
 
 using nlohmann::json;
 
-class api_e2b : public api_suite {
+/// The API suites' daemon, serving E2B's host-name addresses under
+/// `e2b_test_domain` too.
+inline constexpr const char* e2b_test_domain = "e2b.test";
+struct e2b_suite_config : api_suite_config {
+  static serve_process::options options() {
+    serve_process::options out;
+    out.extra_args = {"--e2b-domain", e2b_test_domain};
+    return out;
+  }
+};
+
+class api_e2b : public serve_suite<e2b_suite_config> {
 protected:
   /// A client that authenticates as the e2b SDK does: X-API-Key, no bearer.
   static api_reply e2b(const std::string& method, const std::string& target,

@@ -2,8 +2,9 @@
 // daemon, with the requests the e2b SDK sends (docs/e2b.md): X-API-Key auth,
 // create with metadata and env, get, list with the SDK's metadata filter and
 // paging, setTimeout ending the sandbox, pause (airlock's suspend) and connect
-// bringing it back with its files, kill, E2B's error shape ({"code": status,
-// "message"}); envd's filesystem calls, health, refusals and process streams.
+// bringing it back with its files, kill, snapshots, fork, metrics, E2B's error
+// shape ({"code": status, "message"}); envd's filesystem calls, health,
+// refusals, process streams and its host-name addresses.
 
 #include <set>
 #include <string>
@@ -27,7 +28,8 @@ TEST_F(api_e2b, create_answers_the_running_sandbox_with_metadata_and_env_applied
   ASSERT_FALSE(id.empty());
   EXPECT_EQ(created.json["templateID"], "minimal");
   EXPECT_EQ(created.json["envdVersion"], "0.6.4");
-  EXPECT_TRUE(created.json["domain"].is_null()) << "no E2B domain: envd goes to E2B_SANDBOX_URL";
+  EXPECT_EQ(created.json["domain"], e2b_test_domain)
+    << "the daemon's --e2b-domain, never one of E2B's (the SDK would send envd traffic there)";
 
   auto api = admin();
   auto mine = api.get("/v1/sandboxes/" + id);
@@ -141,6 +143,136 @@ TEST_F(api_e2b, pause_then_connect_brings_it_back_with_its_files) {
   EXPECT_EQ(e2b("DELETE", "/sandboxes/" + id).status, 204);
   expect_e2b_error(e2b("GET", "/sandboxes/" + id), 404);
   expect_e2b_error(e2b("DELETE", "/sandboxes/" + id), 404);
+}
+
+TEST_F(api_e2b, snapshots_are_checkpoints_that_sandboxes_start_from_and_that_list_and_delete) {
+  auto id = create({{"templateID", "minimal"}});
+  ASSERT_FALSE(id.empty());
+  auto api = admin();
+  ASSERT_EQ(
+    api.call("PUT", "/v1/sandboxes/" + id + "/files?path=/root/snap.txt", "in the snapshot").status
+      / 100,
+    2);
+  auto snapshot = e2b("POST", "/sandboxes/" + id + "/snapshots", json{{"name", "snap-one"}});
+  ASSERT_EQ(snapshot.status, 201) << snapshot.body;
+  const auto snapshot_id = snapshot.json.value("snapshotID", "");
+  EXPECT_TRUE(snapshot_id.starts_with("ckpt_")) << snapshot.body;
+  EXPECT_EQ(snapshot.json["names"], json::array({"snap-one"}));
+  EXPECT_EQ(api.get("/v1/checkpoints/" + snapshot_id).json.value("sandbox_id", ""), id);
+  expect_e2b_error(e2b("POST", "/sandboxes/sb_missing/snapshots", json::object()), 404);
+
+  auto ids_of = [](const json& listed) {
+    std::set<std::string> ids;
+    for (const auto& item : listed)
+      ids.insert(item.value("snapshotID", ""));
+    return ids;
+  };
+  auto of_sandbox = e2b("GET", "/snapshots?sandboxID=" + id);
+  ASSERT_EQ(of_sandbox.status, 200) << of_sandbox.body;
+  EXPECT_EQ(ids_of(of_sandbox.json), std::set<std::string>{snapshot_id});
+  auto second = e2b("POST", "/sandboxes/" + id + "/snapshots", json::object());
+  ASSERT_EQ(second.status, 201) << second.body;
+  EXPECT_EQ(second.json["names"], json::array());
+  auto first_page = e2b("GET", "/snapshots?limit=1&sandboxID=" + id);
+  ASSERT_EQ(first_page.json.size(), 1u) << first_page.body;
+  EXPECT_EQ(first_page.json[0]["snapshotID"], second.json["snapshotID"]) << "newest first";
+  ASSERT_TRUE(first_page.headers.contains("x-next-token"));
+  auto next_page = e2b("GET", "/snapshots?limit=1&sandboxID=" + id
+                                + "&nextToken=" + first_page.headers["x-next-token"]);
+  ASSERT_EQ(next_page.json.size(), 1u) << next_page.body;
+  EXPECT_EQ(next_page.json[0]["snapshotID"], snapshot_id);
+  EXPECT_TRUE(ids_of(e2b("GET", "/snapshots").json).contains(snapshot_id)) << "all sandboxes'";
+  expect_e2b_error(e2b("GET", "/snapshots?limit=0"), 400);
+
+  // The sandbox goes; its snapshot stays and starts a new one with its files.
+  ASSERT_EQ(e2b("DELETE", "/sandboxes/" + id).status, 204);
+  auto from_snapshot = create({{"templateID", snapshot_id}});
+  ASSERT_FALSE(from_snapshot.empty());
+  EXPECT_EQ(api.run(from_snapshot, "cat /root/snap.txt").stdout_bytes, "in the snapshot");
+  EXPECT_EQ(e2b("DELETE", "/sandboxes/" + from_snapshot).status, 204);
+
+  EXPECT_EQ(e2b("DELETE", "/templates/" + snapshot_id).status, 204);
+  expect_e2b_error(e2b("DELETE", "/templates/" + snapshot_id), 404);
+  EXPECT_FALSE(ids_of(e2b("GET", "/snapshots").json).contains(snapshot_id));
+}
+
+TEST_F(api_e2b, fork_answers_each_new_sandbox_with_its_token_files_and_timeout) {
+  auto id = create({{"templateID", "minimal"}, {"timeout", 3600}});
+  ASSERT_FALSE(id.empty());
+  auto api = admin();
+  ASSERT_EQ(
+    api.call("PUT", "/v1/sandboxes/" + id + "/files?path=/root/fork.txt", "before the fork").status
+      / 100,
+    2);
+  auto forked = e2b("POST", "/sandboxes/" + id + "/fork", json{{"count", 2}, {"timeout", 600}});
+  ASSERT_EQ(forked.status, 201) << forked.body;
+  ASSERT_TRUE(forked.json.is_array());
+  ASSERT_EQ(forked.json.size(), 2u) << forked.body;
+  std::set<std::string> forks;
+  for (const auto& entry : forked.json) {
+    ASSERT_TRUE(entry.contains("sandbox")) << entry.dump();
+    const auto fork_id = entry["sandbox"].value("sandboxID", "");
+    EXPECT_FALSE(entry["sandbox"].value("envdAccessToken", "").empty());
+    EXPECT_NE(fork_id, id);
+    forks.insert(fork_id);
+    EXPECT_EQ(api.run(fork_id, "cat /root/fork.txt").stdout_bytes, "before the fork");
+    auto lifetime = api.get("/v1/sandboxes/" + fork_id).json.value("max_lifetime_s", 0);
+    EXPECT_GT(lifetime, 0);
+    EXPECT_LE(lifetime, 600 + 60) << "times out 600 s from now, not the source's 3600";
+  }
+  EXPECT_EQ(forks.size(), 2u);
+  EXPECT_EQ(api.get("/v1/sandboxes/" + id).json["state"], "running") << "the source runs on";
+  expect_e2b_error(e2b("POST", "/sandboxes/" + id + "/fork", json{{"count", 0}}), 400);
+  expect_e2b_error(e2b("POST", "/sandboxes/sb_missing/fork", json::object()), 404);
+  for (const auto& fork_id : forks)
+    EXPECT_EQ(e2b("DELETE", "/sandboxes/" + fork_id).status, 204);
+  EXPECT_EQ(e2b("DELETE", "/sandboxes/" + id).status, 204);
+}
+
+TEST_F(api_e2b, metrics_report_cpu_memory_and_disk_now_and_usage_is_not_activity) {
+  auto id = create({{"templateID", "minimal"}});
+  ASSERT_FALSE(id.empty());
+  auto api = admin();
+  auto sandbox = api.get("/v1/sandboxes/" + id).json;
+  // A busy loop: the CPU share over the reading's window is well above idle.
+  auto spin = api.call("POST", "/v1/sandboxes/" + id + "/processes",
+                       json{{"cmd", "while :; do :; done"}}.dump());
+  ASSERT_EQ(spin.status, 201) << spin.body;
+  const auto active_before = api.get("/v1/sandboxes/" + id).json["last_active_at"];
+
+  auto usage = api.get("/v1/sandboxes/" + id + "/usage");
+  ASSERT_EQ(usage.status, 200) << usage.body;
+  EXPECT_GT(usage.json.value("cpu_usage_ns", uint64_t{0}), 0u);
+  EXPECT_GT(usage.json.value("memory_bytes", uint64_t{0}), 0u);
+  EXPECT_GE(usage.json.value("processes", uint64_t{0}), 2u) << "the agent and the loop";
+  EXPECT_TRUE(usage.json["sampled_at"].is_string());
+  EXPECT_EQ(api.get("/v1/sandboxes/" + id).json["last_active_at"], active_before)
+    << "reading usage is not activity";
+
+  const auto before_s = std::chrono::duration_cast<std::chrono::seconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  auto metrics = e2b("GET", "/sandboxes/" + id + "/metrics");
+  ASSERT_EQ(metrics.status, 200) << metrics.body;
+  ASSERT_EQ(metrics.json.size(), 1u) << metrics.body;
+  const auto& metric = metrics.json[0];
+  EXPECT_GT(metric.value("cpuUsedPct", 0.0), 5.0) << "a busy loop runs: " << metrics.body;
+  EXPECT_LE(metric.value("cpuUsedPct", 0.0), 100.5);
+  EXPECT_EQ(metric.value("cpuCount", 0),
+            std::max(1, (sandbox.value("cpu_millis", 0) + 999) / 1000));
+  EXPECT_GT(metric.value("memUsed", int64_t{0}), 0);
+  EXPECT_EQ(metric.value("memTotal", int64_t{0}), sandbox.value("memory_mb", int64_t{0}) << 20);
+  EXPECT_EQ(metric.value("diskTotal", int64_t{0}), sandbox.value("disk_mb", int64_t{0}) << 20);
+  EXPECT_NEAR(metric.value("timestampUnix", int64_t{0}), before_s, 60);
+  EXPECT_TRUE(metric["timestamp"].is_string());
+
+  EXPECT_EQ(e2b("GET", "/sandboxes/" + id + "/metrics?start=1&end=2").json, json::array())
+    << "no reading in a window long past";
+  expect_e2b_error(e2b("GET", "/sandboxes/" + id + "/metrics?start=soon"), 400);
+  expect_e2b_error(e2b("GET", "/sandboxes/sb_missing/metrics"), 404);
+  ASSERT_EQ(e2b("POST", "/sandboxes/" + id + "/pause", json::object()).status, 204);
+  EXPECT_EQ(e2b("GET", "/sandboxes/" + id + "/metrics").json, json::array()) << "paused: none";
+  EXPECT_EQ(e2b("DELETE", "/sandboxes/" + id).status, 204);
 }
 
 TEST_F(api_e2b_envd, filesystem_calls_make_stat_list_and_remove_as_envd_does) {
@@ -385,6 +517,42 @@ TEST_F(api_e2b_envd, background_processes_take_input_list_reattach_and_die_by_si
                   {{"process", {{"pid", 99999}}}, {"signal", "SIGNAL_SIGKILL"}});
   EXPECT_EQ(none.json["code"], "not_found") << "kill() returns false";
   EXPECT_EQ(e2b("DELETE", "/sandboxes/" + box.id).status, 204);
+}
+
+TEST_F(api_e2b_envd, host_name_addresses_reach_envd_as_the_sdk_sends_them_without_a_sandbox_url) {
+  auto created = e2b("POST", "/v2/sandboxes", {{"templateID", "minimal"}});
+  ASSERT_EQ(created.status, 201) << created.body;
+  EXPECT_EQ(created.json["domain"], e2b_test_domain) << "the SDK builds envd's host from it";
+  sandbox_access box{created.json.value("sandboxID", ""),
+                     created.json.value("envdAccessToken", "")};
+  const std::string host = "49983-" + box.id + "." + e2b_test_domain;
+  auto health =
+    as("").call("GET", "/health", {}, {{"Host", host + ":443"}, {"X-Access-Token", box.token}});
+  EXPECT_EQ(health.status, 204) << health.body;
+  auto stat = as("").call("POST", "/filesystem.Filesystem/Stat", json{{"path", "/etc"}}.dump(),
+                          {{"Host", host},
+                           {"Content-Type", "application/json"},
+                           {"Connect-Protocol-Version", "1"},
+                           {"X-Access-Token", box.token}});
+  ASSERT_EQ(stat.status, 200) << stat.body;
+  EXPECT_EQ(stat.json["entry"]["type"], "FILE_TYPE_DIRECTORY");
+  auto upper =
+    as("").call("GET", "/health", {},
+                {{"Host", "49983-" + box.id + ".E2B.Test"}, {"X-Access-Token", box.token}});
+  EXPECT_EQ(upper.status, 204) << "host names are case-insensitive";
+  auto wrong_token = as("").call("GET", "/files?path=/etc/hostname", {},
+                                 {{"Host", host}, {"X-Access-Token", "not-a-token"}});
+  EXPECT_EQ(wrong_token.status / 100, 4) << wrong_token.body;
+  auto other_port =
+    as("").call("GET", "/", {}, {{"Host", "8080-" + box.id + "." + e2b_test_domain}});
+  EXPECT_EQ(other_port.status, 501) << other_port.body;
+  EXPECT_NE(other_port.json.value("message", "").find("49983"), std::string::npos);
+  auto elsewhere =
+    as("").call("GET", "/health", {}, {{"Host", "49983-" + box.id + ".example.org"}});
+  EXPECT_EQ(elsewhere.status, 404) << "another domain is not rewritten";
+  ASSERT_EQ(e2b("DELETE", "/sandboxes/" + box.id).status, 204);
+  EXPECT_EQ(
+    as("").call("GET", "/health", {}, {{"Host", host}, {"X-Access-Token", box.token}}).status, 502);
 }
 
 } // namespace

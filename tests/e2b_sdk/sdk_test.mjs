@@ -234,6 +234,52 @@ test('pause, then connect: the files are kept', async () => {
   assert.equal((await back.commands.run('cat /home/user/kept.txt')).stdout, 'kept\n')
 })
 
+test('snapshots: create, list, start a sandbox from one, delete', async () => {
+  const sandbox = await create()
+  await sandbox.files.write('/home/user/snap.txt', 'in the snapshot')
+  const snapshot = await sandbox.createSnapshot({ name: 'sdk-snap' })
+  assert.match(snapshot.snapshotId, /^ckpt_/)
+  assert.deepEqual(snapshot.names, ['sdk-snap'])
+  const listed = await Sandbox.listSnapshots({ sandboxId: sandbox.sandboxId }).nextItems()
+  assert.deepEqual(listed.map((item) => item.snapshotId), [snapshot.snapshotId])
+  const fromSnapshot = await Sandbox.create(snapshot.snapshotId)
+  made.push(fromSnapshot)
+  assert.equal(await fromSnapshot.files.read('/home/user/snap.txt'), 'in the snapshot')
+  assert.equal(await Sandbox.deleteSnapshot(snapshot.snapshotId), true)
+  assert.equal(await Sandbox.deleteSnapshot(snapshot.snapshotId), false)
+})
+
+test('fork: new sandboxes with the files, each its own', async () => {
+  const sandbox = await create()
+  await sandbox.files.write('/home/user/fork.txt', 'before the fork')
+  const forks = await sandbox.fork({ count: 2, timeoutMs: 300_000 })
+  assert.equal(forks.length, 2)
+  for (const fork of forks) {
+    assert.ok(fork instanceof Sandbox, String(fork))
+    made.push(fork)
+    assert.notEqual(fork.sandboxId, sandbox.sandboxId)
+    assert.equal(await fork.files.read('/home/user/fork.txt'), 'before the fork')
+    await fork.files.write('/home/user/fork.txt', fork.sandboxId)
+  }
+  assert.notEqual(forks[0].sandboxId, forks[1].sandboxId)
+  assert.equal(await forks[0].files.read('/home/user/fork.txt'), forks[0].sandboxId)
+  assert.equal(await sandbox.files.read('/home/user/fork.txt'), 'before the fork')
+})
+
+test('getMetrics: CPU, memory and disk now', async () => {
+  const sandbox = await create()
+  await sandbox.commands.run('while :; do :; done', { background: true })
+  const metrics = await sandbox.getMetrics()
+  assert.equal(metrics.length, 1)
+  const [metric] = metrics
+  assert.ok(metric.timestamp instanceof Date)
+  assert.ok(Math.abs(metric.timestamp.getTime() - Date.now()) < 60_000)
+  assert.ok(metric.cpuUsedPct > 5, `a busy loop runs: ${metric.cpuUsedPct}`)
+  assert.ok(metric.cpuCount >= 1)
+  assert.ok(metric.memUsed > 0 && metric.memUsed < metric.memTotal)
+  assert.ok(metric.diskTotal > 0)
+})
+
 test('kill: the sandbox is gone', async () => {
   const sandbox = await create()
   assert.equal(await sandbox.kill(), true)
@@ -267,4 +313,34 @@ test('files.watchDir: recursive events by name and type, then stop', async () =>
   await handle.stop()
   await sandbox.commands.run(`echo after > ${dir}/after.txt`)
   assert.ok(!seen('after.txt', 'create'), 'no event after stop')
+})
+
+test('files.watchDir with includeEntry: events carry the entry, removals none', async () => {
+  const sandbox = await create()
+  const dir = '/home/user/entries'
+  await sandbox.files.makeDir(dir)
+  const events = []
+  const handle = await sandbox.files.watchDir(dir, (event) => events.push(event), {
+    includeEntry: true,
+  })
+  const waitFor = async (predicate, what) => {
+    const deadline = Date.now() + 30_000
+    while (!events.some(predicate) && Date.now() < deadline)
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    const found = events.find(predicate)
+    assert.ok(found, `${what} in ${JSON.stringify(events)}`)
+    return found
+  }
+  await sandbox.commands.run(`printf 'twelve bytes' > ${dir}/one.txt`)
+  const written = await waitFor((e) => e.name === 'one.txt' && e.type === 'write', 'write one.txt')
+  assert.ok(written.entry, JSON.stringify(written))
+  assert.equal(written.entry.path, `${dir}/one.txt`)
+  assert.equal(written.entry.name, 'one.txt')
+  assert.equal(written.entry.type, 'file')
+  await sandbox.files.remove(`${dir}/one.txt`)
+  const removed = await waitFor((e) => e.name === 'one.txt' && e.type === 'remove', 'remove')
+  assert.equal(removed.entry, undefined)
+  const at = (type) => events.findIndex((e) => e.name === 'one.txt' && e.type === type)
+  assert.ok(at('create') < at('write') && at('write') < at('remove'), 'events keep their order')
+  await handle.stop()
 })

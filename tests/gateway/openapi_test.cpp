@@ -4,6 +4,7 @@
 
 #include "gateway/api_routes.hpp"
 #include "gateway/data_routes.hpp"
+#include "gateway/e2b_routes.hpp"
 #include "gateway/http_server.hpp"
 
 namespace airlock::gateway {
@@ -15,6 +16,7 @@ route_table serve_routes() {
   add_operator_routes(routes, {});
   add_control_routes(routes, control_api_deps{});
   add_data_routes(routes, data_plane_deps{});
+  add_e2b_routes(routes, std::make_shared<const route_table>(routes), nullptr, nullptr);
   add_openapi_route(routes);
   return routes;
 }

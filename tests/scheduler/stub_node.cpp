@@ -91,6 +91,9 @@ node_actor::behavior_type stub_node(node_actor::pointer, std::shared_ptr<stub_no
       s->record_file(std::move(id), std::move(spec));
       return s->file_reply;
     },
+    [](actors::dp_usage_atom, std::string&) -> caf::result<actors::sandbox_usage> {
+      return make_error(errc::unimplemented);
+    },
     [](actors::dp_watch_atom, std::string&,
        actors::watch_request&) -> caf::result<actors::watch_batch> {
       return make_error(errc::unimplemented, "the stub node watches nothing");
