@@ -1,0 +1,281 @@
+// One real microVM under TCG, booted once for this executable: the guest that
+// scripts/microvm-guest builds (cached in the test cache), a busybox template
+// tree made into an ext4 image and copied for the sandbox, the agent reached
+// over the virtio-serial channel. Then the accelerator probe, which on a host
+// whose KVM cannot boot a stock kernel (this one: PVM) must fall back to TCG.
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "guest/client.hpp"
+#include "tests/support/host.hpp"
+#include "worker/command/command.hpp"
+#include "worker/microvm/accel_probe.hpp"
+#include "worker/microvm/disk_image.hpp"
+#include "worker/microvm/vm.hpp"
+
+namespace airlock::worker::microvm {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int agent_ready_timeout_ms = 120'000; // TCG on a busy 2-core host
+constexpr int command_timeout_ms = 30'000;
+constexpr const char* template_marker = "airlock microvm test template\n";
+
+/// Why the VM cannot be booted here ("" when it can).
+std::string skip_reason() {
+  for (const char* tool : {"qemu-system-x86_64", "mkfs.ext4", "busybox", "objcopy", "xz"})
+    if (find_program(tool, default_command_path).empty())
+      return std::string("needs ") + tool;
+  if (!fs::exists(vm_options{}.firmware))
+    return "needs " + vm_options{}.firmware + " (qemu-system-data)";
+  return "";
+}
+
+fs::path cache_dir() {
+  const char* env = std::getenv("AIRLOCK_TEST_CACHE");
+  return fs::path(env != nullptr && *env != '\0' ? env : "/var/tmp/airlock-test-cache") / "microvm";
+}
+
+/// The guest, built (or found) by the project's script. Fails the caller
+/// with the script's output.
+result<std::string> build_guest() {
+  command_options run;
+  run.timeout_ms = 600'000;
+  auto ran = run_command({"bash", std::string(AIRLOCK_SOURCE_DIR) + "/scripts/microvm-guest",
+                          "--agent", AIRLOCK_GUEST_BINARY, "--cache", cache_dir().string()},
+                         run);
+  if (!ran)
+    return ran.error();
+  if (!ran->succeeded())
+    return make_status(errc::io_error, "scripts/microvm-guest failed: " + ran->output);
+  std::string out = ran->output;
+  while (!out.empty() && out.back() == '\n')
+    out.pop_back();
+  return out.substr(out.rfind('\n') == std::string::npos ? 0 : out.rfind('\n') + 1);
+}
+
+/// A template tree: static busybox, a few applet links and a marker file.
+void make_template_tree(const fs::path& root) {
+  for (const char* sub : {"bin", "etc", "proc", "sys", "dev", "run", "tmp", "root"})
+    fs::create_directories(root / sub);
+  fs::copy_file(find_program("busybox", default_command_path), root / "bin" / "busybox");
+  for (const char* applet : {"sh", "uname", "cat", "echo", "ls", "ps"})
+    fs::create_symlink("busybox", root / "bin" / applet);
+  std::ofstream(root / "etc" / "airlock-template") << template_marker;
+  std::ofstream(root / "etc" / "passwd") << "root:x:0:0:root:/root:/bin/sh\n";
+}
+
+std::string trimmed(std::string text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
+    text.pop_back();
+  return text;
+}
+
+class microvm_boot : public ::testing::Test {
+protected:
+  struct shared {
+    test::temp_dir dir{"airlock-microvm"};
+    guest_image guest;
+    std::unique_ptr<vm> machine;
+    std::unique_ptr<guest::guest_client> client;
+    guest::hello hello;
+    std::string run_dir;
+    std::string failure;
+    int64_t qmp_ready_ms = 0;
+    int64_t agent_ready_ms = 0;
+  };
+  static inline shared* vm_ = nullptr;
+  static inline std::string skip_;
+
+  static void SetUpTestSuite() {
+    skip_ = skip_reason();
+    if (!skip_.empty())
+      return;
+    vm_ = new shared();
+    auto dir = build_guest();
+    if (!dir) {
+      vm_->failure = dir.error().message;
+      return;
+    }
+    vm_->guest = guest_image_in(*dir);
+    const fs::path base = vm_->dir.path();
+    vm_->run_dir = (base / "run").string();
+    fs::create_directories(vm_->run_dir);
+    make_template_tree(base / "tree");
+    auto image = template_disk((base / "tree").string(), (base / "images").string(), "busybox_v1");
+    if (!image) {
+      vm_->failure = image.error().message;
+      return;
+    }
+    const std::string disk = (base / "sandbox.ext4").string();
+    if (auto copied = sandbox_disk(*image, disk); !copied.is_ok()) {
+      vm_->failure = copied.message;
+      return;
+    }
+    vm_spec spec;
+    spec.id = "boot-test";
+    spec.guest = vm_->guest;
+    spec.disk_path = disk;
+    spec.tsc_khz = measure_tsc_khz();
+    spec.log_path = (base / "console.log").string();
+    const auto start = std::chrono::steady_clock::now();
+    auto machine = vm::start(spec, vm_->run_dir);
+    if (!machine) {
+      vm_->failure = machine.error().message;
+      return;
+    }
+    vm_->qmp_ready_ms = since_ms(start);
+    vm_->machine = std::move(*machine);
+    vm_->client = std::make_unique<guest::guest_client>(vm_->machine->take_channel());
+    auto hello = vm_->client->handshake(agent_ready_timeout_ms);
+    if (!hello) {
+      vm_->failure = "the agent did not answer: " + hello.error().message
+                     + "; console: " + test::read_file(spec.log_path);
+      return;
+    }
+    vm_->hello = *hello;
+    vm_->agent_ready_ms = since_ms(start);
+  }
+
+  static void TearDownTestSuite() {
+    delete vm_;
+    vm_ = nullptr;
+  }
+
+  static int64_t since_ms(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now()
+                                                                 - start)
+      .count();
+  }
+
+  void SetUp() override {
+    if (!skip_.empty())
+      GTEST_SKIP() << skip_;
+    ASSERT_TRUE(vm_->failure.empty()) << vm_->failure;
+    ASSERT_TRUE(vm_->machine) << "the VM was stopped by an earlier test";
+  }
+
+  /// Runs `line` with /bin/sh in the guest.
+  guest::run_result run(const std::string& line) {
+    guest::start_request request;
+    request.process.cmd = line;
+    request.process.env = {{"PATH", "/bin"}};
+    auto ran = vm_->client->run(request, "", command_timeout_ms);
+    EXPECT_TRUE(ran) << ran.error().message;
+    return ran ? *ran : guest::run_result{};
+  }
+};
+
+TEST_F(microvm_boot, agent_answers_as_pid_1_over_the_virtio_serial_channel) {
+  EXPECT_EQ(vm_->hello.pid, 1);
+  EXPECT_GT(vm_->hello.protocol_version, 0);
+  auto rtt = vm_->client->ping(command_timeout_ms);
+  ASSERT_TRUE(rtt) << rtt.error().message;
+  RecordProperty("qmp_ready_ms", std::to_string(vm_->qmp_ready_ms));
+  RecordProperty("agent_ready_ms", std::to_string(vm_->agent_ready_ms));
+  std::printf("microvm: QMP ready %lld ms, agent ready %lld ms after spawn (TCG)\n",
+              static_cast<long long>(vm_->qmp_ready_ms),
+              static_cast<long long>(vm_->agent_ready_ms));
+}
+
+TEST_F(microvm_boot, uname_r_is_the_guest_kernels_release_not_the_hosts) {
+  utsname host{};
+  ASSERT_EQ(::uname(&host), 0);
+  auto ran = run("uname -r");
+  EXPECT_EQ(ran.exit_code, 0) << ran.err;
+  EXPECT_EQ(trimmed(ran.out), vm_->guest.release);
+  EXPECT_NE(trimmed(ran.out), std::string(host.release));
+}
+
+TEST_F(microvm_boot, root_is_the_template_image_on_the_virtio_disk) {
+  auto marker = run("cat /etc/airlock-template");
+  EXPECT_EQ(marker.exit_code, 0) << marker.err;
+  EXPECT_EQ(marker.out, template_marker);
+  auto mounts = run("cat /proc/mounts");
+  EXPECT_NE(mounts.out.find("/dev/vda / ext4"), std::string::npos) << mounts.out;
+}
+
+TEST_F(microvm_boot, qmp_stop_and_cont_pause_and_resume_the_guest) {
+  auto& qmp = vm_->machine->qmp();
+  ASSERT_TRUE(qmp.execute("stop", "", 5000));
+  auto paused = qmp.run_state(5000);
+  ASSERT_TRUE(paused);
+  EXPECT_EQ(*paused, "paused");
+  // A paused guest does not answer.
+  EXPECT_FALSE(vm_->client->ping(300));
+  ASSERT_TRUE(qmp.execute("cont", "", 5000));
+  auto running = qmp.run_state(5000);
+  ASSERT_TRUE(running);
+  EXPECT_EQ(*running, "running");
+  auto echoed = run("echo resumed");
+  EXPECT_EQ(echoed.out, "resumed\n");
+}
+
+// Last in this suite: it stops the shared VM.
+TEST_F(microvm_boot, stop_leaves_no_process_and_no_socket) {
+  const pid_t pid = vm_->machine->pid();
+  const std::string qmp_path = vm_->machine->qmp_path();
+  ASSERT_TRUE(fs::exists(qmp_path));
+  vm_->client.reset();
+  auto stopped = vm_->machine->stop();
+  EXPECT_TRUE(stopped.is_ok()) << stopped.message;
+  EXPECT_EQ(::kill(pid, 0), -1);
+  EXPECT_EQ(errno, ESRCH);
+  EXPECT_TRUE(fs::is_empty(vm_->run_dir)) << "left in " << vm_->run_dir;
+  vm_->machine.reset();
+}
+
+TEST(microvm_accel, probe_falls_back_to_tcg_when_kvm_cannot_boot_the_guest_and_says_so) {
+  if (auto why = skip_reason(); !why.empty())
+    GTEST_SKIP() << why;
+  auto dir = build_guest();
+  ASSERT_TRUE(dir) << dir.error().message;
+  test::temp_dir run_dir("airlock-microvm-probe");
+  std::vector<std::string> lines;
+  accel_options options;
+  options.kvm_probe_timeout_ms = 5'000;
+  auto choice = choose_accelerator(guest_image_in(*dir), run_dir.path(), options, {},
+                                   [&lines](std::string_view line) { lines.emplace_back(line); });
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0], choice.reason);
+  std::printf("%s\n", choice.reason.c_str());
+  RecordProperty("accelerator", std::string(to_string(choice.accel)));
+  EXPECT_TRUE(fs::is_empty(run_dir.path()));
+  if (choice.accel == accelerator::kvm) {
+    // A host with a KVM that boots stock kernels: nothing to fall back from.
+    EXPECT_TRUE(choice.probed);
+    GTEST_SKIP() << "KVM boots the guest on this host: " << choice.reason;
+  }
+  EXPECT_NE(choice.reason.find("using TCG"), std::string::npos);
+  if (::access("/dev/kvm", R_OK | W_OK) == 0) {
+    EXPECT_TRUE(choice.probed) << "an openable /dev/kvm must be probed, not trusted";
+  }
+}
+
+TEST(microvm_accel, a_missing_kvm_device_means_tcg_without_a_probe) {
+  accel_options options;
+  options.kvm_device = "/nonexistent/kvm";
+  std::vector<std::string> lines;
+  auto choice = choose_accelerator({}, "/nonexistent", options, {},
+                                   [&lines](std::string_view line) { lines.emplace_back(line); });
+  EXPECT_EQ(choice.accel, accelerator::tcg);
+  EXPECT_FALSE(choice.probed);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find("using TCG"), std::string::npos);
+}
+
+} // namespace
+} // namespace airlock::worker::microvm
