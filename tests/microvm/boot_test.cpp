@@ -1,11 +1,12 @@
-// One real microVM under TCG, booted once for this executable: the guest that
-// scripts/microvm-guest builds (cached in the test cache), a busybox template
-// tree made into an ext4 image and copied for the sandbox, the agent reached
-// over the virtio-serial channel. Then the accelerator probe, which on a host
-// whose KVM cannot boot a stock kernel (this one: PVM) must fall back to TCG.
+// One real microVM under TCG, booted once for this executable through
+// microvm_runtime: the guest that scripts/microvm-guest builds (cached in the
+// test cache), a busybox template tree made into an ext4 image and copied for
+// the sandbox, the agent reached over the virtio-serial channel. Then the accelerator probe, which
+// on a host whose KVM cannot boot a stock kernel (this one: PVM) must fall back to TCG.
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -19,10 +20,12 @@
 #include <vector>
 
 #include "guest/client.hpp"
+#include "schema/unique_fd.hpp"
 #include "tests/support/host.hpp"
 #include "worker/command/command.hpp"
 #include "worker/microvm/accel_probe.hpp"
 #include "worker/microvm/disk_image.hpp"
+#include "worker/microvm/microvm_runtime.hpp"
 #include "worker/microvm/vm.hpp"
 
 namespace airlock::worker::microvm {
@@ -86,68 +89,74 @@ std::string trimmed(std::string text) {
 
 class microvm_boot : public ::testing::Test {
 protected:
+  /// The one VM: created through microvm_runtime from a template image.
   struct shared {
     test::temp_dir dir{"airlock-microvm"};
     guest_image guest;
-    std::unique_ptr<vm> machine;
+    std::string run_dir;
+    std::unique_ptr<microvm_runtime> runtime;
+    sandbox_handle handle;
     std::unique_ptr<guest::guest_client> client;
     guest::hello hello;
-    std::string run_dir;
     std::string failure;
-    int64_t qmp_ready_ms = 0;
+    int64_t create_ms = 0;
     int64_t agent_ready_ms = 0;
   };
   static inline shared* vm_ = nullptr;
   static inline std::string skip_;
+  static constexpr const char* sandbox_id = "boot-test";
 
   static void SetUpTestSuite() {
     skip_ = skip_reason();
     if (!skip_.empty())
       return;
     vm_ = new shared();
+    vm_->failure = boot();
+  }
+
+  /// Builds the guest and the template image and boots the VM; the failure, or "".
+  static std::string boot() {
     auto dir = build_guest();
-    if (!dir) {
-      vm_->failure = dir.error().message;
-      return;
-    }
+    if (!dir)
+      return dir.error().message;
     vm_->guest = guest_image_in(*dir);
     const fs::path base = vm_->dir.path();
     vm_->run_dir = (base / "run").string();
     fs::create_directories(vm_->run_dir);
     make_template_tree(base / "tree");
     auto image = template_disk((base / "tree").string(), (base / "images").string(), "busybox_v1");
-    if (!image) {
-      vm_->failure = image.error().message;
-      return;
-    }
-    const std::string disk = (base / "sandbox.ext4").string();
-    if (auto copied = sandbox_disk(*image, disk); !copied.is_ok()) {
-      vm_->failure = copied.message;
-      return;
-    }
-    vm_spec spec;
-    spec.id = "boot-test";
-    spec.guest = vm_->guest;
-    spec.disk_path = disk;
-    spec.tsc_khz = measure_tsc_khz();
-    spec.log_path = (base / "console.log").string();
+    if (!image)
+      return image.error().message;
+    microvm_runtime_options options;
+    options.run_dir = vm_->run_dir;
+    options.guest_dir = *dir;
+    vm_->runtime = std::make_unique<microvm_runtime>(options);
+    int pair[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0)
+      return "socketpair failed";
+    unique_fd ours(pair[0]);
+    unique_fd theirs(pair[1]);
+    sandbox_launch_spec spec;
+    spec.id = sandbox_id;
+    spec.rootfs_path = *image;
+    spec.channel_fd = theirs.get();
+    spec.network.enabled = false;
+    spec.limits.memory_mb = 256;
     const auto start = std::chrono::steady_clock::now();
-    auto machine = vm::start(spec, vm_->run_dir);
-    if (!machine) {
-      vm_->failure = machine.error().message;
-      return;
-    }
-    vm_->qmp_ready_ms = since_ms(start);
-    vm_->machine = std::move(*machine);
-    vm_->client = std::make_unique<guest::guest_client>(vm_->machine->take_channel());
+    auto handle = vm_->runtime->create(spec);
+    if (!handle)
+      return handle.error().message;
+    vm_->create_ms = since_ms(start);
+    vm_->handle = *handle;
+    theirs.reset(); // QEMU holds its own copy
+    vm_->client = std::make_unique<guest::guest_client>(std::move(ours));
     auto hello = vm_->client->handshake(agent_ready_timeout_ms);
-    if (!hello) {
-      vm_->failure = "the agent did not answer: " + hello.error().message
-                     + "; console: " + test::read_file(spec.log_path);
-      return;
-    }
+    if (!hello)
+      return "the agent did not answer: " + hello.error().message
+             + "; console: " + test::read_file(vm_->run_dir + "/" + sandbox_id + ".console.log");
     vm_->hello = *hello;
     vm_->agent_ready_ms = since_ms(start);
+    return "";
   }
 
   static void TearDownTestSuite() {
@@ -165,7 +174,7 @@ protected:
     if (!skip_.empty())
       GTEST_SKIP() << skip_;
     ASSERT_TRUE(vm_->failure.empty()) << vm_->failure;
-    ASSERT_TRUE(vm_->machine) << "the VM was stopped by an earlier test";
+    ASSERT_EQ(vm_->runtime->list().size(), 1u) << "the VM was destroyed by an earlier test";
   }
 
   /// Runs `line` with /bin/sh in the guest.
@@ -184,11 +193,10 @@ TEST_F(microvm_boot, agent_answers_as_pid_1_over_the_virtio_serial_channel) {
   EXPECT_GT(vm_->hello.protocol_version, 0);
   auto rtt = vm_->client->ping(command_timeout_ms);
   ASSERT_TRUE(rtt) << rtt.error().message;
-  RecordProperty("qmp_ready_ms", std::to_string(vm_->qmp_ready_ms));
+  RecordProperty("create_ms", std::to_string(vm_->create_ms));
   RecordProperty("agent_ready_ms", std::to_string(vm_->agent_ready_ms));
-  std::printf("microvm: QMP ready %lld ms, agent ready %lld ms after spawn (TCG)\n",
-              static_cast<long long>(vm_->qmp_ready_ms),
-              static_cast<long long>(vm_->agent_ready_ms));
+  std::printf("microvm: create returned %lld ms, agent ready %lld ms after create began (TCG)\n",
+              static_cast<long long>(vm_->create_ms), static_cast<long long>(vm_->agent_ready_ms));
 }
 
 TEST_F(microvm_boot, uname_r_is_the_guest_kernels_release_not_the_hosts) {
@@ -208,34 +216,47 @@ TEST_F(microvm_boot, root_is_the_template_image_on_the_virtio_disk) {
   EXPECT_NE(mounts.out.find("/dev/vda / ext4"), std::string::npos) << mounts.out;
 }
 
-TEST_F(microvm_boot, qmp_stop_and_cont_pause_and_resume_the_guest) {
-  auto& qmp = vm_->machine->qmp();
-  ASSERT_TRUE(qmp.execute("stop", "", 5000));
-  auto paused = qmp.run_state(5000);
-  ASSERT_TRUE(paused);
-  EXPECT_EQ(*paused, "paused");
+TEST_F(microvm_boot, pause_and_resume_stop_and_continue_the_guest) {
+  ASSERT_TRUE(vm_->runtime->pause(sandbox_id).is_ok());
+  auto paused = vm_->runtime->stats(sandbox_id);
+  ASSERT_TRUE(paused) << paused.error().message;
+  EXPECT_TRUE(paused->frozen);
+  EXPECT_GT(paused->memory_bytes, 0u);
   // A paused guest does not answer.
   EXPECT_FALSE(vm_->client->ping(300));
-  ASSERT_TRUE(qmp.execute("cont", "", 5000));
-  auto running = qmp.run_state(5000);
-  ASSERT_TRUE(running);
-  EXPECT_EQ(*running, "running");
+  ASSERT_TRUE(vm_->runtime->resume(sandbox_id).is_ok());
   auto echoed = run("echo resumed");
   EXPECT_EQ(echoed.out, "resumed\n");
+  auto running = vm_->runtime->stats(sandbox_id);
+  ASSERT_TRUE(running);
+  EXPECT_FALSE(running->frozen);
 }
 
-// Last in this suite: it stops the shared VM.
-TEST_F(microvm_boot, stop_leaves_no_process_and_no_socket) {
-  const pid_t pid = vm_->machine->pid();
-  const std::string qmp_path = vm_->machine->qmp_path();
-  ASSERT_TRUE(fs::exists(qmp_path));
+TEST_F(microvm_boot, create_refuses_what_is_not_built_yet_and_a_known_id) {
+  sandbox_launch_spec spec;
+  spec.id = sandbox_id;
+  spec.channel_fd = 0;
+  spec.network.enabled = false;
+  EXPECT_EQ(vm_->runtime->create(spec).code(), errc::already_exists);
+  spec.id = "another";
+  spec.network.enabled = true;
+  EXPECT_EQ(vm_->runtime->create(spec).code(), errc::unimplemented);
+  EXPECT_EQ(vm_->runtime->set_limits(sandbox_id, 1000, 512).code, errc::unimplemented);
+}
+
+// Last in this suite: it destroys the shared VM.
+TEST_F(microvm_boot, destroy_leaves_no_process_socket_or_disk) {
+  const pid_t pid = vm_->handle.init_pid;
+  ASSERT_GT(pid, 0);
+  ASSERT_FALSE(fs::is_empty(vm_->run_dir));
   vm_->client.reset();
-  auto stopped = vm_->machine->stop();
-  EXPECT_TRUE(stopped.is_ok()) << stopped.message;
+  auto destroyed = vm_->runtime->destroy(sandbox_id);
+  EXPECT_TRUE(destroyed.is_ok()) << destroyed.message;
   EXPECT_EQ(::kill(pid, 0), -1);
   EXPECT_EQ(errno, ESRCH);
   EXPECT_TRUE(fs::is_empty(vm_->run_dir)) << "left in " << vm_->run_dir;
-  vm_->machine.reset();
+  EXPECT_TRUE(vm_->runtime->list().empty());
+  EXPECT_TRUE(vm_->runtime->destroy(sandbox_id).is_ok()); // idempotent
 }
 
 TEST(microvm_accel, probe_falls_back_to_tcg_when_kvm_cannot_boot_the_guest_and_says_so) {

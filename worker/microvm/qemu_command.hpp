@@ -43,6 +43,10 @@ struct vm_spec {
   uint32_t tsc_khz = 0;
   /// File the guest's serial console is written to. "": discarded.
   std::string log_path;
+  /// Borrowed; when >= 0, QEMU gets a copy of this connected stream socket as
+  /// the guest channel (the worker's end of its own pair stays the worker's)
+  /// and vm::take_channel() returns nothing. -1: vm makes the pair. Default: -1.
+  int channel_fd = -1;
 };
 
 /// Descriptors of the QEMU process: the guest channel (a connected unix

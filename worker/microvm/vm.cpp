@@ -98,11 +98,18 @@ result<std::unique_ptr<vm>> vm::start(const vm_spec& spec, const std::string& ru
   auto qmp_listener = listen_unix(self->qmp_path_);
   if (!qmp_listener)
     return qmp_listener.error();
-  int pair[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0)
-    return errno_status(errc::io_error, "microvm: channel socketpair");
-  self->channel_.reset(pair[0]);
-  unique_fd vm_end(pair[1]);
+  unique_fd vm_end;
+  if (spec.channel_fd >= 0) {
+    vm_end.reset(::fcntl(spec.channel_fd, F_DUPFD_CLOEXEC, 0));
+    if (!vm_end)
+      return errno_status(errc::invalid_argument, "microvm: the channel descriptor");
+  } else {
+    int pair[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0)
+      return errno_status(errc::io_error, "microvm: channel socketpair");
+    self->channel_.reset(pair[0]);
+    vm_end.reset(pair[1]);
+  }
   unique_fd log(
     ::open(self->vmm_log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
   if (!log)

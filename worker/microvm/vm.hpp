@@ -46,6 +46,8 @@ public:
   unique_fd take_channel() { return std::move(channel_); }
   qmp_client& qmp() { return *qmp_; }
   pid_t pid() const noexcept { return pid_; }
+  /// QEMU's pidfd, owned by this object (-1 when the kernel has none).
+  int pidfd() const noexcept { return pidfd_.get(); }
   const std::string& qmp_path() const noexcept { return qmp_path_; }
 
   /// Waits up to `timeout_ms` for QEMU to exit by itself; true once it has
