@@ -54,11 +54,11 @@ fs::path cache_dir() {
 
 /// The guest, built (or found) by the project's script. Fails the caller
 /// with the script's output.
-result<std::string> build_guest() {
+result<std::string> build_guest(const std::string& agent = AIRLOCK_GUEST_BINARY) {
   command_options run;
   run.timeout_ms = 600'000;
   auto ran = run_command({"bash", std::string(AIRLOCK_SOURCE_DIR) + "/scripts/microvm-guest",
-                          "--agent", AIRLOCK_GUEST_BINARY, "--cache", cache_dir().string()},
+                          "--agent", agent, "--cache", cache_dir().string()},
                          run);
   if (!ran)
     return ran.error();
@@ -257,6 +257,28 @@ TEST_F(microvm_boot, destroy_leaves_no_process_socket_or_disk) {
   EXPECT_TRUE(fs::is_empty(vm_->run_dir)) << "left in " << vm_->run_dir;
   EXPECT_TRUE(vm_->runtime->list().empty());
   EXPECT_TRUE(vm_->runtime->destroy(sandbox_id).is_ok()); // idempotent
+}
+
+TEST(microvm_guest_build, is_cached_by_its_inputs_and_rebuilt_when_one_changes) {
+  if (auto why = skip_reason(); !why.empty())
+    GTEST_SKIP() << why;
+  auto first = build_guest();
+  ASSERT_TRUE(first) << first.error().message;
+  auto again = build_guest();
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(*again, *first);
+  // Another agent (one more byte at its end) is another input: a new guest,
+  // sharing the kernel extracted once for the package.
+  test::temp_dir scratch("airlock-microvm-agent");
+  const std::string agent = scratch.path() + "/airlock-guest";
+  fs::copy_file(AIRLOCK_GUEST_BINARY, agent);
+  std::ofstream(agent, std::ios::app) << '\n';
+  auto changed = build_guest(agent);
+  ASSERT_TRUE(changed) << changed.error().message;
+  EXPECT_NE(*changed, *first);
+  EXPECT_TRUE(fs::exists(*changed + "/initramfs.cpio"));
+  EXPECT_TRUE(fs::equivalent(*changed + "/vmlinux", *first + "/vmlinux"));
+  fs::remove_all(*changed);
 }
 
 TEST(microvm_accel, probe_falls_back_to_tcg_when_kvm_cannot_boot_the_guest_and_says_so) {
