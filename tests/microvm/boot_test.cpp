@@ -27,6 +27,8 @@
 #include "worker/microvm/disk_image.hpp"
 #include "worker/microvm/microvm_runtime.hpp"
 #include "worker/microvm/vm.hpp"
+#include "worker/rootfs/rootfs_driver.hpp"
+#include "worker/rootfs/templates.hpp"
 
 namespace airlock::worker::microvm {
 namespace {
@@ -81,6 +83,33 @@ void make_template_tree(const fs::path& root) {
   std::ofstream(root / "etc" / "passwd") << "root:x:0:0:root:/root:/bin/sh\n";
 }
 
+/// A sealed template `name` in an overlay rootfs driver under `data_dir`,
+/// with a manifest whose source is `source` (what a template build writes).
+result<std::unique_ptr<rootfs_driver>>
+make_template(const std::string& data_dir, const std::string& name, const std::string& source) {
+  rootfs_options options;
+  options.data_dir = data_dir;
+  options.kind = rootfs_kind::overlay;
+  auto driver = make_rootfs_driver(options);
+  if (!driver)
+    return driver.error();
+  if ((*driver)->has_template(name))
+    if (auto deleted = (*driver)->delete_template(name); !deleted.is_ok())
+      return deleted;
+  auto staging = (*driver)->create_template(name);
+  if (!staging)
+    return staging.error();
+  make_template_tree(*staging);
+  if (auto sealed = (*driver)->seal_template(name); !sealed.is_ok())
+    return sealed;
+  template_manifest manifest;
+  manifest.name = name;
+  manifest.source = source;
+  test::write_file(manifest_path((*driver)->templates_dir(), name).string(),
+                   manifest_to_json(manifest));
+  return driver;
+}
+
 std::string trimmed(std::string text) {
   while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
     text.pop_back();
@@ -123,8 +152,10 @@ protected:
     const fs::path base = vm_->dir.path();
     vm_->run_dir = (base / "run").string();
     fs::create_directories(vm_->run_dir);
-    make_template_tree(base / "tree");
-    auto image = template_disk((base / "tree").string(), (base / "images").string(), "busybox_v1");
+    auto driver = make_template((base / "data").string(), "busybox_v1", "v1");
+    if (!driver)
+      return driver.error().message;
+    auto image = template_disk_of(**driver, "busybox_v1", (base / "images").string());
     if (!image)
       return image.error().message;
     microvm_runtime_options options;
@@ -257,6 +288,35 @@ TEST_F(microvm_boot, destroy_leaves_no_process_socket_or_disk) {
   EXPECT_TRUE(fs::is_empty(vm_->run_dir)) << "left in " << vm_->run_dir;
   EXPECT_TRUE(vm_->runtime->list().empty());
   EXPECT_TRUE(vm_->runtime->destroy(sandbox_id).is_ok()); // idempotent
+}
+
+TEST(microvm_disk, a_templates_image_is_made_once_per_version_and_replaced_when_it_is_rebuilt) {
+  if (auto why = skip_reason(); !why.empty())
+    GTEST_SKIP() << why;
+  test::temp_dir dir("airlock-microvm-disk");
+  const std::string images = dir.path() + "/images";
+  auto driver = make_template(dir.path() + "/data", "tiny", "first build");
+  ASSERT_TRUE(driver) << driver.error().message;
+  auto first = template_disk_of(**driver, "tiny", images);
+  ASSERT_TRUE(first) << first.error().message;
+  const auto made_at = fs::last_write_time(*first);
+  auto again = template_disk_of(**driver, "tiny", images);
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(*again, *first);
+  EXPECT_EQ(fs::last_write_time(*again), made_at);
+  // Rebuilt under the same name (a new manifest): a new image, the old one gone.
+  auto rebuilt = make_template(dir.path() + "/data", "tiny", "second build");
+  ASSERT_TRUE(rebuilt) << rebuilt.error().message;
+  auto second = template_disk_of(**rebuilt, "tiny", images);
+  ASSERT_TRUE(second) << second.error().message;
+  EXPECT_NE(*second, *first);
+  EXPECT_FALSE(fs::exists(*first));
+  // A sandbox's copy is its own file.
+  const std::string copy = dir.path() + "/sandbox.ext4";
+  ASSERT_TRUE(sandbox_disk(*second, copy).is_ok());
+  EXPECT_EQ(fs::file_size(copy), fs::file_size(*second));
+  EXPECT_EQ(sandbox_disk(*second, copy).code, errc::already_exists);
+  EXPECT_EQ(template_disk_of(**rebuilt, "missing", images).code(), errc::not_found);
 }
 
 TEST(microvm_guest_build, is_cached_by_its_inputs_and_rebuilt_when_one_changes) {

@@ -1,9 +1,13 @@
 #include "worker/microvm/disk_image.hpp"
 
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <system_error>
 
 #include "worker/command/command.hpp"
+#include "worker/rootfs/templates.hpp"
 
 namespace airlock::worker::microvm {
 namespace fs = std::filesystem;
@@ -29,6 +33,19 @@ uint64_t tree_bytes(const std::string& tree) {
       total += it->file_size(ec);
   }
   return total;
+}
+
+/// FNV-1a: a stable cache key, not a security boundary (the manifest is the
+/// worker's own file).
+std::string hash_hex(std::string_view bytes) {
+  uint64_t hash = 14695981039346656037ull;
+  for (unsigned char c : bytes) {
+    hash ^= c;
+    hash *= 1099511628211ull;
+  }
+  char out[17];
+  std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(hash));
+  return out;
 }
 
 } // namespace
@@ -63,6 +80,33 @@ result<std::string> template_disk(const std::string& tree, const std::string& im
   if (ec)
     return make_status(errc::io_error, "microvm: rename " + partial + ": " + ec.message());
   return path;
+}
+
+result<std::string> template_disk_of(const rootfs_driver& driver, std::string_view name,
+                                     const std::string& images_dir,
+                                     const disk_image_options& options) {
+  auto tree = driver.template_path(name);
+  if (!tree)
+    return tree.error();
+  std::ifstream manifest(manifest_path(driver.templates_dir(), name));
+  if (!manifest)
+    return make_status(errc::not_found,
+                       "microvm: template '" + std::string(name) + "' has no manifest");
+  std::stringstream bytes;
+  bytes << manifest.rdbuf();
+  const std::string prefix = std::string(name) + "-";
+  const std::string key = prefix + hash_hex(bytes.str());
+  auto image = template_disk(tree->string(), images_dir, key, options);
+  if (!image)
+    return image;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(images_dir, ec)) {
+    const std::string file = entry.path().filename().string();
+    if (file.rfind(prefix, 0) == 0 && file != key + ".ext4"
+        && file.find('-', prefix.size()) == std::string::npos)
+      fs::remove(entry.path(), ec);
+  }
+  return image;
 }
 
 status sandbox_disk(const std::string& image, const std::string& to,

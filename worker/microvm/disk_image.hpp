@@ -5,8 +5,10 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "schema/errc.hpp"
+#include "worker/rootfs/rootfs_driver.hpp"
 
 namespace airlock::worker::microvm {
 
@@ -22,6 +24,16 @@ struct disk_image_options {
 /// one template version ("base_v3"); [A-Za-z0-9_.-] only. Returns the path.
 result<std::string> template_disk(const std::string& tree, const std::string& images_dir,
                                   const std::string& key, const disk_image_options& options = {});
+
+/// The image of the sealed template `name` (a version's worker name,
+/// "python_v3", or a built-in) held by `driver`: template_disk() of its tree,
+/// keyed `<name>-<hash of its manifest>`. A rebuilt template (the built-in
+/// `base` after a recipe change keeps its name) has a new manifest and so
+/// gets a new image; the older images of that name are removed (sandboxes
+/// run on their own copies). not_found without the template or its manifest.
+result<std::string> template_disk_of(const rootfs_driver& driver, std::string_view name,
+                                     const std::string& images_dir,
+                                     const disk_image_options& options = {});
 
 /// Copies `image` to `to` for one sandbox: shares the blocks where the
 /// filesystem can (cp --reflink=auto), keeps holes. `to` must not exist.
