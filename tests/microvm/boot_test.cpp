@@ -21,6 +21,7 @@
 
 #include "guest/client.hpp"
 #include "schema/unique_fd.hpp"
+#include "tests/support/environment.hpp"
 #include "tests/support/host.hpp"
 #include "worker/command/command.hpp"
 #include "worker/microvm/accel_probe.hpp"
@@ -37,6 +38,7 @@ namespace fs = std::filesystem;
 
 constexpr int agent_ready_timeout_ms = 120'000; // TCG on a busy 2-core host
 constexpr int command_timeout_ms = 30'000;
+constexpr uint32_t vmm_test_uid = 65534; // nobody
 constexpr const char* template_marker = "airlock microvm test template\n";
 
 /// Why the VM cannot be booted here ("" when it can).
@@ -110,6 +112,26 @@ make_template(const std::string& data_dir, const std::string& name, const std::s
   return driver;
 }
 
+/// The jail as far as this host allows: as root, QEMU runs as `nobody` in
+/// its own namespaces; otherwise as the caller, without new namespaces.
+vm_options jailed_vm_options() {
+  vm_options options;
+  options.unshare = test::running_as_root();
+  if (test::running_as_root())
+    options.vmm_uid = options.vmm_gid = vmm_test_uid;
+  return options;
+}
+
+/// The value of `key` ("Uid:") in /proc/<pid>/status, without the blanks after the key.
+std::string proc_status(pid_t pid, const std::string& key) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(key, 0) == 0)
+      return line.substr(line.find_first_not_of(" \t", key.size()));
+  return "";
+}
+
 std::string trimmed(std::string text) {
   while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
     text.pop_back();
@@ -161,6 +183,9 @@ protected:
     microvm_runtime_options options;
     options.run_dir = vm_->run_dir;
     options.guest_dir = *dir;
+    options.vm = jailed_vm_options();
+    // The VMM's uid must reach its disk in the run directory.
+    fs::permissions(base, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
     vm_->runtime = std::make_unique<microvm_runtime>(options);
     int pair[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0)
@@ -275,6 +300,20 @@ TEST_F(microvm_boot, create_refuses_what_is_not_built_yet_and_a_known_id) {
   EXPECT_EQ(vm_->runtime->set_limits(sandbox_id, 1000, 512).code, errc::unimplemented);
 }
 
+TEST_F(microvm_boot, qemu_runs_jailed) {
+  const pid_t pid = vm_->handle.init_pid;
+  EXPECT_EQ(trimmed(proc_status(pid, "NoNewPrivs:")), "1");
+  EXPECT_EQ(trimmed(proc_status(pid, "Seccomp:")), "2"); // QEMU's own filter
+  if (!test::running_as_root())
+    GTEST_SKIP() << "needs root: the uid drop and namespaces";
+  const std::string uid = std::to_string(vmm_test_uid);
+  EXPECT_EQ(proc_status(pid, "Uid:"), uid + "\t" + uid + "\t" + uid + "\t" + uid);
+  for (const char* ns : {"net", "ipc", "uts"})
+    EXPECT_NE(fs::read_symlink("/proc/" + std::to_string(pid) + "/ns/" + ns),
+              fs::read_symlink(std::string("/proc/self/ns/") + ns))
+      << ns;
+}
+
 // Last in this suite: it destroys the shared VM.
 TEST_F(microvm_boot, destroy_leaves_no_process_socket_or_disk) {
   const pid_t pid = vm_->handle.init_pid;
@@ -350,7 +389,11 @@ TEST(microvm_accel, probe_falls_back_to_tcg_when_kvm_cannot_boot_the_guest_and_s
   std::vector<std::string> lines;
   accel_options options;
   options.kvm_probe_timeout_ms = 5'000;
-  auto choice = choose_accelerator(guest_image_in(*dir), run_dir.path(), options, {},
+  // QEMU keeps the caller's uid here: this host's /dev/kvm is root's alone
+  // (0600), and the probe must reach the guest's boot to show what KVM does.
+  vm_options vmm = jailed_vm_options();
+  vmm.vmm_uid = vmm.vmm_gid = 0;
+  auto choice = choose_accelerator(guest_image_in(*dir), run_dir.path(), options, vmm,
                                    [&lines](std::string_view line) { lines.emplace_back(line); });
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_EQ(lines[0], choice.reason);

@@ -76,6 +76,16 @@ TEST(qemu_command, kvm_uses_the_host_cpu_and_no_tsc_hint) {
   EXPECT_EQ(values_of(argv, "-append")[0].find("tsc_early_khz"), std::string::npos);
 }
 
+TEST(qemu_command, turns_on_qemus_seccomp_sandbox_unless_told_not_to) {
+  auto argv = qemu_argv(sample_spec(), "qemu", "fw");
+  ASSERT_EQ(values_of(argv, "-sandbox").size(), 1u);
+  EXPECT_EQ(values_of(argv, "-sandbox")[0].rfind("on,", 0), 0u);
+  for (const char* denied :
+       {"obsolete=deny", "elevateprivileges=deny", "spawn=deny", "resourcecontrol=deny"})
+    EXPECT_NE(values_of(argv, "-sandbox")[0].find(denied), std::string::npos) << denied;
+  EXPECT_TRUE(values_of(qemu_argv(sample_spec(), "qemu", "fw", false), "-sandbox").empty());
+}
+
 TEST(qemu_command, measures_a_plausible_tsc_rate) {
   auto khz = measure_tsc_khz();
   EXPECT_GT(khz, 100'000u); // above 100 MHz

@@ -24,7 +24,7 @@ guest_image guest_image_in(const std::string& dir) {
 }
 
 std::vector<std::string> qemu_argv(const vm_spec& spec, const std::string& qemu_binary,
-                                   const std::string& firmware) {
+                                   const std::string& firmware, bool seccomp) {
   // quiet: the console is an emulated UART, slow under TCG. reboot=t and
   // panic=-1 with -no-reboot: a guest that reboots or whose init dies ends
   // QEMU instead of looping. no_timer_check: the IO-APIC timer check is
@@ -76,6 +76,12 @@ std::vector<std::string> qemu_argv(const vm_spec& spec, const std::string& qemu_
     "-mon",
     "chardev=qmp,mode=control",
   };
+  if (seccomp) {
+    // QEMU's seccomp filter: a guest that takes over QEMU cannot exec,
+    // fork helpers, change ids or use obsolete calls.
+    argv.insert(argv.end(), {"-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,"
+                                         "resourcecontrol=deny"});
+  }
   if (!spec.disk_path.empty()) {
     for (std::string arg : {"-drive", "id=root,format=raw,if=none,file="})
       argv.push_back(std::move(arg));

@@ -57,9 +57,10 @@ inline constexpr int qmp_fd_in_vmm = 4;
 /// The virtio-serial port the guest's /init hands to the agent.
 inline constexpr std::string_view channel_port_name = "airlock.channel";
 
-/// argv of QEMU for `spec`; argv[0] is `qemu_binary`, `firmware` the -bios file.
+/// argv of QEMU for `spec`; argv[0] is `qemu_binary`, `firmware` the -bios
+/// file; `seccomp` adds QEMU's own sandbox.
 std::vector<std::string> qemu_argv(const vm_spec& spec, const std::string& qemu_binary,
-                                   const std::string& firmware);
+                                   const std::string& firmware, bool seccomp = true);
 
 /// The host's TSC rate in kHz, measured against CLOCK_MONOTONIC_RAW over
 /// about 20 ms (blocks that long). 0 when it cannot be measured.

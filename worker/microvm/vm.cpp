@@ -1,9 +1,13 @@
 #include "worker/microvm/vm.hpp"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -51,11 +55,36 @@ std::string tail_of(const std::string& path, size_t bytes) {
   return all.size() > bytes ? all.substr(all.size() - bytes) : all;
 }
 
+/// In the child: says which jail step failed on the log (fd 2) and exits.
+[[noreturn]] void child_fail(const char* step) {
+  const char prefix[] = "airlock: starting QEMU failed: ";
+  (void)!::write(2, prefix, sizeof prefix - 1);
+  (void)!::write(2, step, std::strlen(step));
+  (void)!::write(2, "\n", 1);
+  ::_exit(126);
+}
+
+/// In the child, after the descriptors are in place: the jail's layers.
+void enter_jail(const vm_options& options, gid_t kvm_group) {
+  if (options.unshare && ::unshare(CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS) != 0)
+    child_fail("unshare the network, IPC and UTS namespaces");
+  if (options.vmm_uid != 0) {
+    if (::setgroups(kvm_group != 0 ? 1 : 0, &kvm_group) != 0
+        || ::setresgid(options.vmm_gid, options.vmm_gid, options.vmm_gid) != 0
+        || ::setresuid(options.vmm_uid, options.vmm_uid, options.vmm_uid) != 0)
+      child_fail("drop to the VMM's uid and gid");
+  }
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+    child_fail("set no_new_privs");
+}
+
 /// Forks and execs `argv` with `channel` as fd 3, `qmp` as fd 4, stdin from
 /// /dev/null, stdout and stderr to `log`, no other descriptor, an empty
-/// environment and a session of its own. Everything the child touches is
-/// prepared here: between fork and exec it makes only async-signal-safe calls.
-result<pid_t> spawn(const std::vector<std::string>& argv, int channel, int qmp, int log) {
+/// environment, a session of its own and the jail of `options`. Everything
+/// the child touches is prepared here: between fork and exec it makes only
+/// async-signal-safe calls.
+result<pid_t> spawn(const std::vector<std::string>& argv, int channel, int qmp, int log,
+                    const vm_options& options, gid_t kvm_group) {
   unique_fd spare_channel(::fcntl(channel, F_DUPFD_CLOEXEC, spare_fd_floor));
   unique_fd spare_qmp(::fcntl(qmp, F_DUPFD_CLOEXEC, spare_fd_floor));
   unique_fd null_fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
@@ -76,8 +105,9 @@ result<pid_t> spawn(const std::vector<std::string>& argv, int channel, int qmp, 
         || ::dup2(spare_qmp.get(), qmp_fd_in_vmm) < 0)
       ::_exit(127);
     ::syscall(SYS_close_range, qmp_fd_in_vmm + 1, ~0U, 0);
+    enter_jail(options, kvm_group);
     ::execve(args[0], args.data(), env);
-    ::_exit(127);
+    child_fail("execute QEMU");
   }
   return pid;
 }
@@ -114,8 +144,27 @@ result<std::unique_ptr<vm>> vm::start(const vm_spec& spec, const std::string& ru
     ::open(self->vmm_log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
   if (!log)
     return errno_status(errc::io_error, "microvm: open " + self->vmm_log_path_);
-  auto argv = qemu_argv(spec, binary, options.firmware);
-  auto pid = spawn(argv, vm_end.get(), qmp_listener->get(), log.get());
+  if (options.vmm_uid != 0) {
+    // QEMU opens these by path after it has dropped to the VMM's ids.
+    for (const auto& path : {spec.disk_path, spec.log_path}) {
+      if (path.empty())
+        continue;
+      unique_fd file(::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
+      if (!file || ::fchown(file.get(), options.vmm_uid, options.vmm_gid) != 0)
+        return errno_status(errc::io_error, "microvm: give " + path + " to the VMM's uid");
+    }
+  }
+  auto argv = qemu_argv(spec, binary, options.firmware, options.seccomp);
+  // Under KVM a dropped uid keeps /dev/kvm's group (Debian: kvm, mode 0660)
+  // as its only supplementary group.
+  gid_t kvm_group = 0;
+  struct stat kvm_stat {};
+  if (spec.accel == accelerator::kvm && options.vmm_uid != 0 && ::stat("/dev/kvm", &kvm_stat) == 0)
+    kvm_group = kvm_stat.st_gid;
+  auto pid = spawn(argv, vm_end.get(), qmp_listener->get(), log.get(), options, kvm_group);
+  // QEMU holds the listener now. Ours is closed, so that a QEMU that exits
+  // early resets the QMP connection at once instead of leaving it queued.
+  qmp_listener->reset();
   if (!pid) {
     ::unlink(self->qmp_path_.c_str());
     ::unlink(self->vmm_log_path_.c_str());

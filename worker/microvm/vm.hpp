@@ -27,6 +27,21 @@ struct vm_options {
   uint32_t qmp_timeout_ms = 10'000;
   /// stop(): how long QEMU has to exit after QMP quit before SIGKILL. Default: 5000.
   uint32_t stop_timeout_ms = 5'000;
+  // The jail's first layers (issue 16 asks for more: a mount and pid
+  // namespace with only the VM's files, a cgroup). QEMU always runs with
+  // no_new_privs, in a session of its own, with no descriptor but its own.
+  /// QEMU's own seccomp filter (-sandbox on, denying obsolete calls,
+  /// privilege changes, spawning processes and resource control). Default: true.
+  bool seccomp = true;
+  /// New network, IPC and UTS namespaces: QEMU needs none of the host's (the
+  /// channel and QMP arrive as descriptors, there is no network yet). Needs
+  /// root. Default: true.
+  bool unshare = true;
+  /// Host uid and gid QEMU runs as; the disk and the console log are given
+  /// to them, and the run directory must be traversable by them. No
+  /// supplementary group but /dev/kvm's under KVM. 0: the caller's. Default: 0.
+  uint32_t vmm_uid = 0;
+  uint32_t vmm_gid = 0;
 };
 
 class vm {
