@@ -184,6 +184,8 @@ protected:
     options.run_dir = vm_->run_dir;
     options.guest_dir = *dir;
     options.vm = jailed_vm_options();
+    options.use_cgroups = test::running_as_root();
+    options.cgroups.parent = "airlock-microvm-test";
     // The VMM's uid must reach its disk in the run directory.
     fs::permissions(base, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
     vm_->runtime = std::make_unique<microvm_runtime>(options);
@@ -216,6 +218,13 @@ protected:
   }
 
   static void TearDownTestSuite() {
+    if (vm_ != nullptr) {
+      vm_->runtime.reset();
+      // The test's cgroup parents, empty now (a worker keeps its own).
+      std::error_code ec;
+      for (const auto& path : vm_->handle.cgroup_paths)
+        fs::remove(fs::path(path).parent_path(), ec);
+    }
     delete vm_;
     vm_ = nullptr;
   }
@@ -308,6 +317,14 @@ TEST_F(microvm_boot, qemu_runs_jailed) {
     GTEST_SKIP() << "needs root: the uid drop and namespaces";
   const std::string uid = std::to_string(vmm_test_uid);
   EXPECT_EQ(proc_status(pid, "Uid:"), uid + "\t" + uid + "\t" + uid + "\t" + uid);
+  // In its own cgroup, bounded.
+  ASSERT_FALSE(vm_->handle.cgroup_paths.empty());
+  const std::string procs = test::read_file(vm_->handle.cgroup_paths[0] + "/cgroup.procs");
+  EXPECT_NE(procs.find(std::to_string(pid) + "\n"), std::string::npos) << procs;
+  auto stats = vm_->runtime->stats(sandbox_id);
+  ASSERT_TRUE(stats) << stats.error().message;
+  EXPECT_GT(stats->memory_bytes, 0u);
+  EXPECT_GT(stats->pids_current, 1u); // QEMU's threads
   for (const char* ns : {"net", "ipc", "uts"})
     EXPECT_NE(fs::read_symlink("/proc/" + std::to_string(pid) + "/ns/" + ns),
               fs::read_symlink(std::string("/proc/self/ns/") + ns))
@@ -325,6 +342,8 @@ TEST_F(microvm_boot, destroy_leaves_no_process_socket_or_disk) {
   EXPECT_EQ(::kill(pid, 0), -1);
   EXPECT_EQ(errno, ESRCH);
   EXPECT_TRUE(fs::is_empty(vm_->run_dir)) << "left in " << vm_->run_dir;
+  for (const auto& path : vm_->handle.cgroup_paths)
+    EXPECT_FALSE(fs::exists(path)) << path;
   EXPECT_TRUE(vm_->runtime->list().empty());
   EXPECT_TRUE(vm_->runtime->destroy(sandbox_id).is_ok()); // idempotent
 }

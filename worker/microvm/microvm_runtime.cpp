@@ -58,6 +58,13 @@ microvm_runtime::microvm_runtime(microvm_runtime_options options)
     : options_(std::move(options)), guest_(guest_image_in(options_.guest_dir)) {
   if (options_.accel == accelerator::tcg && options_.tsc_khz == 0)
     options_.tsc_khz = measure_tsc_khz();
+  if (options_.use_cgroups) {
+    auto driver = detect_cgroup_driver(options_.cgroups);
+    if (driver)
+      cgroups_ = std::move(*driver);
+    else
+      cgroups_error_ = driver.error();
+  }
 }
 
 microvm_runtime::~microvm_runtime() {
@@ -65,6 +72,8 @@ microvm_runtime::~microvm_runtime() {
   for (auto& [id, s] : sandboxes_) {
     (void)s.machine->stop();
     remove_files(s);
+    if (cgroups_)
+      (void)cgroups_->remove(id, options_.cgroup_remove_timeout_ms);
   }
 }
 
@@ -85,6 +94,8 @@ result<sandbox_handle> microvm_runtime::create(const sandbox_launch_spec& spec) 
   if (guest_.kernel_path.empty() || guest_.initrd_path.empty())
     return make_status(errc::not_found, "microvm: no guest in '" + options_.guest_dir
                                           + "' (scripts/microvm-guest builds it)");
+  if (options_.use_cgroups && !cgroups_)
+    return make_status(errc::unavailable, "microvm: no cgroups: " + cgroups_error_.message);
   sandbox s;
   s.disk_path = options_.run_dir + "/" + spec.id + ".ext4";
   s.console_path = options_.run_dir + "/" + spec.id + ".console.log";
@@ -109,9 +120,26 @@ result<sandbox_handle> microvm_runtime::create(const sandbox_launch_spec& spec) 
   vs.tsc_khz = options_.tsc_khz;
   vs.log_path = s.console_path;
   vs.channel_fd = spec.channel_fd;
-  auto machine = vm::start(vs, options_.run_dir, options_.vm);
+  vs.tcg_tb_mb = options_.tcg_tb_mb;
+  std::function<status(pid_t)> join_cgroup;
+  if (cgroups_) {
+    cgroup_limits limits;
+    limits.memory_bytes =
+      (uint64_t{spec.limits.memory_mb} + options_.vmm_overhead_mb) * 1024 * 1024;
+    limits.cpu_millis = spec.limits.cpu_millis;
+    limits.cpu_request_millis = spec.limits.cpu_request_millis;
+    limits.pids_max = options_.vmm_threads_max;
+    if (auto made = cgroups_->create(spec.id, limits); !made.is_ok()) {
+      remove_files(s);
+      return made;
+    }
+    join_cgroup = [this, id = spec.id](pid_t pid) { return cgroups_->attach(id, pid); };
+  }
+  auto machine = vm::start(vs, options_.run_dir, options_.vm, join_cgroup);
   if (!machine) {
     remove_files(s);
+    if (cgroups_)
+      (void)cgroups_->remove(spec.id, options_.cgroup_remove_timeout_ms);
     return machine.error();
   }
   s.machine = std::move(*machine);
@@ -120,6 +148,8 @@ result<sandbox_handle> microvm_runtime::create(const sandbox_launch_spec& spec) 
   s.handle.init_start_time = stat_field(s.handle.init_pid, 22);
   s.handle.pidfd = s.machine->pidfd();
   s.handle.slot = static_cast<uint32_t>(sandboxes_.size());
+  if (cgroups_)
+    s.handle.cgroup_paths = cgroups_->paths(spec.id);
   auto handle = s.handle;
   sandboxes_.emplace(spec.id, std::move(s));
   return handle;
@@ -162,6 +192,11 @@ status microvm_runtime::destroy(std::string_view id) {
     return status::ok();
   auto stopped = it->second.machine->stop();
   remove_files(it->second);
+  if (cgroups_) {
+    if (auto removed = cgroups_->remove(id, options_.cgroup_remove_timeout_ms);
+        !removed.is_ok() && stopped.is_ok())
+      stopped = removed;
+  }
   sandboxes_.erase(it);
   return stopped;
 }
@@ -182,6 +217,17 @@ result<adopt_report> microvm_runtime::adopt() { return adopt_report{}; }
 
 result<sandbox_stats> microvm_runtime::stats_of(const sandbox& s) {
   sandbox_stats out;
+  if (cgroups_) {
+    auto usage = cgroups_->usage(s.handle.id);
+    if (!usage)
+      return usage.error();
+    out.memory_bytes = usage->memory_bytes;
+    out.pids_current = usage->pids_current;
+    out.cpu_usage_ns = usage->cpu_usage_ns;
+    out.oom_kills = usage->oom_kills;
+    out.frozen = s.paused;
+    return out;
+  }
   const pid_t pid = s.machine->pid();
   out.memory_bytes = resident_bytes(pid);
   const uint64_t ticks = stat_field(pid, 14) + stat_field(pid, 15); // utime + stime

@@ -2,8 +2,9 @@
 // microvm_runtime: sandboxes as QEMU microVMs behind sandbox_runtime (first
 // slice, docs/microvm.md). Each sandbox is one VM booted from the guest that
 // scripts/microvm-guest builds, with its own copy of the root disk, the
-// worker's channel as its virtio-serial port and QMP for control. Not yet:
-// network, the jail around QEMU, adoption after a restart, limits in place.
+// worker's channel as its virtio-serial port, QMP for control, and QEMU in
+// a cgroup and the jail of vm_options. Not yet: network, adoption after a
+// restart, limits in place.
 //
 // Thread-safe: every call takes one mutex and blocks (QEMU start, QMP, cp).
 
@@ -15,6 +16,7 @@
 #include "worker/microvm/disk_image.hpp"
 #include "worker/microvm/qemu_command.hpp"
 #include "worker/microvm/vm.hpp"
+#include "worker/runtime/cgroup_driver.hpp"
 #include "worker/runtime/sandbox_runtime.hpp"
 
 namespace airlock::worker::microvm {
@@ -33,6 +35,20 @@ struct microvm_runtime_options {
   uint32_t slots_max = 64;
   /// QMP requests (stop, cont). Default: 5000.
   uint32_t qmp_timeout_ms = 5'000;
+  /// Each QEMU in a cgroup of its own (the namespace runtime's driver and
+  /// placement) bounding its memory (the guest's plus vmm_overhead_mb), CPU
+  /// (cpu_millis) and threads. Default: true.
+  bool use_cgroups = true;
+  cgroup_options cgroups;
+  /// QEMU's own memory above the guest's RAM (its code, device state, the
+  /// TCG code cache). Default: 256.
+  uint32_t vmm_overhead_mb = 256;
+  /// Under TCG, the code cache's size (counted in the overhead). Default: 128.
+  uint32_t tcg_tb_mb = 128;
+  /// QEMU's threads (vCPUs, I/O workers). Default: 128.
+  uint32_t vmm_threads_max = 128;
+  /// From SIGKILL to a removed cgroup. Default: 5000.
+  uint32_t cgroup_remove_timeout_ms = 5'000;
   vm_options vm;
   disk_image_options disk;
 };
@@ -60,7 +76,8 @@ public:
   std::vector<sandbox_handle> list() const override;
   /// Finds nothing yet: VMs of an earlier run are not recorded.
   result<adopt_report> adopt() override;
-  /// QEMU's resident memory and CPU time; frozen while paused.
+  /// The cgroup's counters (QEMU's resident memory and CPU time without
+  /// cgroups); frozen while paused.
   result<sandbox_stats> stats(std::string_view id) override;
   uint32_t slots() const override { return options_.slots_max; }
   result<sandbox_stats> stats_all() override;
@@ -79,6 +96,9 @@ private:
 
   microvm_runtime_options options_;
   guest_image guest_;
+  /// Set when use_cgroups and a driver was found; else cgroups_error_ says why.
+  std::unique_ptr<cgroup_driver> cgroups_;
+  status cgroups_error_;
   mutable std::mutex mutex_;
   std::map<std::string, sandbox, std::less<>> sandboxes_;
 };

@@ -39,7 +39,9 @@ std::vector<std::string> qemu_argv(const vm_spec& spec, const std::string& qemu_
     "-M",
     "microvm,x-option-roms=off",
     "-accel",
-    std::string(to_string(spec.accel)),
+    spec.accel == accelerator::tcg && spec.tcg_tb_mb != 0
+      ? "tcg,tb-size=" + std::to_string(spec.tcg_tb_mb)
+      : std::string(to_string(spec.accel)),
     // Under KVM, -arch-capabilities: QEMU aborts on MSR 0x10a otherwise on
     // some hosts (docs/microvm.md).
     "-cpu",

@@ -41,6 +41,10 @@ struct vm_spec {
   /// fails to calibrate it against an emulated PIT on a loaded host and then
   /// hangs; this tells it the rate (tsc_early_khz). 0: not given. Default: 0.
   uint32_t tsc_khz = 0;
+  /// Under TCG, the translated-code cache in MiB (QEMU's default is 1 GiB,
+  /// which would count against a cgroup limit as the guest runs). 0: QEMU's
+  /// default. Default: 0.
+  uint32_t tcg_tb_mb = 0;
   /// File the guest's serial console is written to. "": discarded.
   std::string log_path;
   /// Borrowed; when >= 0, QEMU gets a copy of this connected stream socket as

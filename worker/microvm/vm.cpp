@@ -84,7 +84,15 @@ void enter_jail(const vm_options& options, gid_t kvm_group) {
 /// the child touches is prepared here: between fork and exec it makes only
 /// async-signal-safe calls.
 result<pid_t> spawn(const std::vector<std::string>& argv, int channel, int qmp, int log,
-                    const vm_options& options, gid_t kvm_group) {
+                    const vm_options& options, gid_t kvm_group,
+                    const std::function<status(pid_t)>& before_exec) {
+  // The child waits for one byte on `go` before it execs: the parent's
+  // before_exec (joining a cgroup) happens before QEMU runs any code.
+  int go_pipe[2];
+  if (::pipe2(go_pipe, O_CLOEXEC) != 0)
+    return errno_status(errc::io_error, "microvm: pipe");
+  unique_fd go_read(go_pipe[0]);
+  unique_fd go_write(go_pipe[1]);
   unique_fd spare_channel(::fcntl(channel, F_DUPFD_CLOEXEC, spare_fd_floor));
   unique_fd spare_qmp(::fcntl(qmp, F_DUPFD_CLOEXEC, spare_fd_floor));
   unique_fd null_fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
@@ -99,6 +107,10 @@ result<pid_t> spawn(const std::vector<std::string>& argv, int channel, int qmp, 
   if (pid < 0)
     return errno_status(errc::resource_exhausted, "fork QEMU");
   if (pid == 0) {
+    char go = 0;
+    go_write.reset();
+    if (::read(go_read.get(), &go, 1) != 1)
+      ::_exit(125); // the parent gave up
     ::setsid();
     if (::dup2(null_fd.get(), 0) < 0 || ::dup2(log, 1) < 0 || ::dup2(log, 2) < 0
         || ::dup2(spare_channel.get(), channel_fd_in_vmm) < 0
@@ -109,13 +121,28 @@ result<pid_t> spawn(const std::vector<std::string>& argv, int channel, int qmp, 
     ::execve(args[0], args.data(), env);
     child_fail("execute QEMU");
   }
+  go_read.reset();
+  if (before_exec) {
+    if (auto done = before_exec(pid); !done.is_ok()) {
+      go_write.reset(); // EOF: the child exits without running QEMU
+      ::waitpid(pid, nullptr, 0);
+      return done;
+    }
+  }
+  const char go = 1;
+  if (::write(go_write.get(), &go, 1) != 1) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    return errno_status(errc::io_error, "microvm: start QEMU");
+  }
   return pid;
 }
 
 } // namespace
 
 result<std::unique_ptr<vm>> vm::start(const vm_spec& spec, const std::string& run_dir,
-                                      const vm_options& options) {
+                                      const vm_options& options,
+                                      const std::function<status(pid_t)>& before_exec) {
   if (spec.guest.kernel_path.empty() || spec.guest.initrd_path.empty())
     return make_status(errc::invalid_argument, "microvm: the guest kernel or initramfs is missing");
   std::string binary = find_program(options.qemu_binary, default_command_path);
@@ -161,7 +188,8 @@ result<std::unique_ptr<vm>> vm::start(const vm_spec& spec, const std::string& ru
   struct stat kvm_stat {};
   if (spec.accel == accelerator::kvm && options.vmm_uid != 0 && ::stat("/dev/kvm", &kvm_stat) == 0)
     kvm_group = kvm_stat.st_gid;
-  auto pid = spawn(argv, vm_end.get(), qmp_listener->get(), log.get(), options, kvm_group);
+  auto pid =
+    spawn(argv, vm_end.get(), qmp_listener->get(), log.get(), options, kvm_group, before_exec);
   // QEMU holds the listener now. Ours is closed, so that a QEMU that exits
   // early resets the QMP connection at once instead of leaving it queued.
   qmp_listener->reset();

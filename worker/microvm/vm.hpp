@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -50,8 +51,12 @@ public:
   /// messages go to `run_dir`/<id>.vmm.log (quoted in a start failure).
   /// Returns once QMP answers; the guest boots on meanwhile. On failure
   /// nothing is left running and both files are removed.
+  /// `before_exec`, when set, runs in the caller with QEMU's pid while the
+  /// child waits before exec (it joins a cgroup there); a failure ends the
+  /// child and start().
   static result<std::unique_ptr<vm>> start(const vm_spec& spec, const std::string& run_dir,
-                                           const vm_options& options = {});
+                                           const vm_options& options = {},
+                                           const std::function<status(pid_t)>& before_exec = {});
   /// stop() when still running.
   ~vm();
   vm(const vm&) = delete;
