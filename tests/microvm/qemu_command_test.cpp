@@ -41,6 +41,11 @@ TEST(qemu_command, boots_microvm_with_acpi_and_the_guest_kernel_under_tcg) {
   EXPECT_NE(std::find(argv.begin(), argv.end(), "-no-reboot"), argv.end());
   EXPECT_NE(values_of(argv, "-append")[0].find("tsc_early_khz=2000000"), std::string::npos);
   EXPECT_TRUE(values_of(argv, "-drive").empty());
+  EXPECT_EQ(values_of(argv, "-append")[0].find("airlock.net"), std::string::npos);
+  auto with_nic = sample_spec();
+  with_nic.network = true;
+  EXPECT_NE(values_of(qemu_argv(with_nic, "q", "f"), "-append")[0].find(" airlock.net=1"),
+            std::string::npos);
 }
 
 TEST(qemu_command, passes_the_channel_and_qmp_as_inherited_descriptors) {

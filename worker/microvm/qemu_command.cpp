@@ -30,6 +30,8 @@ std::vector<std::string> qemu_argv(const vm_spec& spec, const std::string& qemu_
   // QEMU instead of looping. no_timer_check: the IO-APIC timer check is
   // unreliable under TCG on a loaded host.
   std::string append = "console=ttyS0 quiet reboot=t panic=-1 no_timer_check";
+  if (spec.network)
+    append += " airlock.net=1";
   if (spec.accel == accelerator::tcg && spec.tsc_khz != 0)
     append += " tsc_early_khz=" + std::to_string(spec.tsc_khz);
   std::vector<std::string> argv = {

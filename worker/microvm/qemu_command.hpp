@@ -45,6 +45,9 @@ struct vm_spec {
   /// which would count against a cgroup limit as the guest runs). 0: QEMU's
   /// default. Default: 0.
   uint32_t tcg_tb_mb = 0;
+  /// The guest has a NIC: its /init loads virtio_net (airlock.net=1 on the
+  /// kernel command line). The NIC itself is not wired yet. Default: false.
+  bool network = false;
   /// File the guest's serial console is written to. "": discarded.
   std::string log_path;
   /// Borrowed; when >= 0, QEMU gets a copy of this connected stream socket as
