@@ -331,6 +331,28 @@ TEST_F(microvm_boot, qemu_runs_jailed) {
       << ns;
 }
 
+TEST_F(microvm_boot, a_tree_as_root_gets_its_own_image_and_destroy_removes_it) {
+  const fs::path tree = fs::path(vm_->dir.path()) / "plain-tree";
+  make_template_tree(tree);
+  int pair[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
+  unique_fd ours(pair[0]);
+  unique_fd theirs(pair[1]);
+  sandbox_launch_spec spec;
+  spec.id = "from-tree";
+  spec.rootfs_path = tree.string();
+  spec.channel_fd = theirs.get();
+  spec.network.enabled = false;
+  auto handle = vm_->runtime->create(spec);
+  ASSERT_TRUE(handle) << handle.error().message;
+  EXPECT_TRUE(fs::exists(vm_->run_dir + "/from-tree.ext4"));
+  EXPECT_EQ(vm_->runtime->list().size(), 2u);
+  ASSERT_TRUE(vm_->runtime->destroy("from-tree").is_ok());
+  EXPECT_EQ(::kill(handle->init_pid, 0), -1);
+  EXPECT_FALSE(fs::exists(vm_->run_dir + "/from-tree.ext4"));
+  EXPECT_FALSE(fs::exists(vm_->run_dir + "/from-tree.qmp"));
+}
+
 // Last in this suite: it destroys the shared VM.
 TEST_F(microvm_boot, destroy_leaves_no_process_socket_or_disk) {
   const pid_t pid = vm_->handle.init_pid;
