@@ -1,0 +1,468 @@
+// One real microVM under TCG, booted once for this executable through
+// microvm_runtime: the guest that scripts/microvm-guest builds (cached in the
+// test cache), a busybox template tree made into an ext4 image and copied for
+// the sandbox, the agent reached over the virtio-serial channel. Then the accelerator probe, which
+// on a host whose KVM cannot boot a stock kernel (this one: PVM) must fall back to TCG.
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "guest/client.hpp"
+#include "schema/unique_fd.hpp"
+#include "tests/support/environment.hpp"
+#include "tests/support/host.hpp"
+#include "worker/command/command.hpp"
+#include "worker/microvm/accel_probe.hpp"
+#include "worker/microvm/disk_image.hpp"
+#include "worker/microvm/microvm_runtime.hpp"
+#include "worker/microvm/vm.hpp"
+#include "worker/rootfs/rootfs_driver.hpp"
+#include "worker/rootfs/templates.hpp"
+
+namespace airlock::worker::microvm {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int agent_ready_timeout_ms = 120'000; // TCG on a busy 2-core host
+constexpr int command_timeout_ms = 30'000;
+constexpr uint32_t vmm_test_uid = 65534; // nobody
+constexpr const char* template_marker = "airlock microvm test template\n";
+
+/// Why the VM cannot be booted here ("" when it can).
+std::string skip_reason() {
+  for (const char* tool : {"qemu-system-x86_64", "mkfs.ext4", "busybox", "objcopy", "xz"})
+    if (find_program(tool, default_command_path).empty())
+      return std::string("needs ") + tool;
+  if (!fs::exists(vm_options{}.firmware))
+    return "needs " + vm_options{}.firmware + " (qemu-system-data)";
+  return "";
+}
+
+fs::path cache_dir() {
+  const char* env = std::getenv("AIRLOCK_TEST_CACHE");
+  return fs::path(env != nullptr && *env != '\0' ? env : "/var/tmp/airlock-test-cache") / "microvm";
+}
+
+/// The guest, built (or found) by the project's script. Fails the caller
+/// with the script's output.
+result<std::string> build_guest(const std::string& agent = AIRLOCK_GUEST_BINARY) {
+  command_options run;
+  run.timeout_ms = 600'000;
+  auto ran = run_command({"bash", std::string(AIRLOCK_SOURCE_DIR) + "/scripts/microvm-guest",
+                          "--agent", agent, "--cache", cache_dir().string()},
+                         run);
+  if (!ran)
+    return ran.error();
+  if (!ran->succeeded())
+    return make_status(errc::io_error, "scripts/microvm-guest failed: " + ran->output);
+  std::string out = ran->output;
+  while (!out.empty() && out.back() == '\n')
+    out.pop_back();
+  return out.substr(out.rfind('\n') == std::string::npos ? 0 : out.rfind('\n') + 1);
+}
+
+/// A template tree: static busybox, a few applet links and a marker file.
+void make_template_tree(const fs::path& root) {
+  for (const char* sub : {"bin", "etc", "proc", "sys", "dev", "run", "tmp", "root"})
+    fs::create_directories(root / sub);
+  fs::copy_file(find_program("busybox", default_command_path), root / "bin" / "busybox");
+  for (const char* applet : {"sh", "uname", "cat", "echo", "ls", "ps"})
+    fs::create_symlink("busybox", root / "bin" / applet);
+  std::ofstream(root / "etc" / "airlock-template") << template_marker;
+  std::ofstream(root / "etc" / "passwd") << "root:x:0:0:root:/root:/bin/sh\n";
+}
+
+/// A sealed template `name` in an overlay rootfs driver under `data_dir`,
+/// with a manifest whose source is `source` (what a template build writes).
+result<std::unique_ptr<rootfs_driver>>
+make_template(const std::string& data_dir, const std::string& name, const std::string& source) {
+  rootfs_options options;
+  options.data_dir = data_dir;
+  options.kind = rootfs_kind::overlay;
+  auto driver = make_rootfs_driver(options);
+  if (!driver)
+    return driver.error();
+  if ((*driver)->has_template(name))
+    if (auto deleted = (*driver)->delete_template(name); !deleted.is_ok())
+      return deleted;
+  auto staging = (*driver)->create_template(name);
+  if (!staging)
+    return staging.error();
+  make_template_tree(*staging);
+  if (auto sealed = (*driver)->seal_template(name); !sealed.is_ok())
+    return sealed;
+  template_manifest manifest;
+  manifest.name = name;
+  manifest.source = source;
+  test::write_file(manifest_path((*driver)->templates_dir(), name).string(),
+                   manifest_to_json(manifest));
+  return driver;
+}
+
+/// The jail as far as this host allows: as root, QEMU runs as `nobody` in
+/// its own namespaces; otherwise as the caller, without new namespaces.
+vm_options jailed_vm_options() {
+  vm_options options;
+  options.unshare = test::running_as_root();
+  if (test::running_as_root())
+    options.vmm_uid = options.vmm_gid = vmm_test_uid;
+  return options;
+}
+
+/// The value of `key` ("Uid:") in /proc/<pid>/status, without the blanks after the key.
+std::string proc_status(pid_t pid, const std::string& key) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(key, 0) == 0)
+      return line.substr(line.find_first_not_of(" \t", key.size()));
+  return "";
+}
+
+std::string trimmed(std::string text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
+    text.pop_back();
+  return text;
+}
+
+class microvm_boot : public ::testing::Test {
+protected:
+  /// The one VM: created through microvm_runtime from a template image.
+  struct shared {
+    test::temp_dir dir{"airlock-microvm"};
+    guest_image guest;
+    std::string run_dir;
+    std::unique_ptr<microvm_runtime> runtime;
+    sandbox_handle handle;
+    std::unique_ptr<guest::guest_client> client;
+    guest::hello hello;
+    std::string failure;
+    int64_t create_ms = 0;
+    int64_t agent_ready_ms = 0;
+  };
+  static inline shared* vm_ = nullptr;
+  static inline std::string skip_;
+  static constexpr const char* sandbox_id = "boot-test";
+
+  static void SetUpTestSuite() {
+    skip_ = skip_reason();
+    if (!skip_.empty())
+      return;
+    vm_ = new shared();
+    vm_->failure = boot();
+  }
+
+  /// Builds the guest and the template image and boots the VM; the failure, or "".
+  static std::string boot() {
+    auto dir = build_guest();
+    if (!dir)
+      return dir.error().message;
+    vm_->guest = guest_image_in(*dir);
+    const fs::path base = vm_->dir.path();
+    vm_->run_dir = (base / "run").string();
+    fs::create_directories(vm_->run_dir);
+    auto driver = make_template((base / "data").string(), "busybox_v1", "v1");
+    if (!driver)
+      return driver.error().message;
+    auto image = template_disk_of(**driver, "busybox_v1", (base / "images").string());
+    if (!image)
+      return image.error().message;
+    microvm_runtime_options options;
+    options.run_dir = vm_->run_dir;
+    options.guest_dir = *dir;
+    options.vm = jailed_vm_options();
+    options.use_cgroups = test::running_as_root();
+    options.cgroups.parent = "airlock-microvm-test";
+    // The VMM's uid must reach its disk in the run directory.
+    fs::permissions(base, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
+    vm_->runtime = std::make_unique<microvm_runtime>(options);
+    int pair[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0)
+      return "socketpair failed";
+    unique_fd ours(pair[0]);
+    unique_fd theirs(pair[1]);
+    sandbox_launch_spec spec;
+    spec.id = sandbox_id;
+    spec.rootfs_path = *image;
+    spec.channel_fd = theirs.get();
+    spec.network.enabled = false;
+    spec.limits.memory_mb = 256;
+    const auto start = std::chrono::steady_clock::now();
+    auto handle = vm_->runtime->create(spec);
+    if (!handle)
+      return handle.error().message;
+    vm_->create_ms = since_ms(start);
+    vm_->handle = *handle;
+    theirs.reset(); // QEMU holds its own copy
+    vm_->client = std::make_unique<guest::guest_client>(std::move(ours));
+    auto hello = vm_->client->handshake(agent_ready_timeout_ms);
+    if (!hello)
+      return "the agent did not answer: " + hello.error().message
+             + "; console: " + test::read_file(vm_->run_dir + "/" + sandbox_id + ".console.log");
+    vm_->hello = *hello;
+    vm_->agent_ready_ms = since_ms(start);
+    return "";
+  }
+
+  static void TearDownTestSuite() {
+    if (vm_ != nullptr) {
+      vm_->runtime.reset();
+      // The test's cgroup parents, empty now (a worker keeps its own).
+      std::error_code ec;
+      for (const auto& path : vm_->handle.cgroup_paths)
+        fs::remove(fs::path(path).parent_path(), ec);
+    }
+    delete vm_;
+    vm_ = nullptr;
+  }
+
+  static int64_t since_ms(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now()
+                                                                 - start)
+      .count();
+  }
+
+  void SetUp() override {
+    if (!skip_.empty())
+      GTEST_SKIP() << skip_;
+    ASSERT_TRUE(vm_->failure.empty()) << vm_->failure;
+    ASSERT_EQ(vm_->runtime->list().size(), 1u) << "the VM was destroyed by an earlier test";
+  }
+
+  /// Runs `line` with /bin/sh in the guest.
+  guest::run_result run(const std::string& line) {
+    guest::start_request request;
+    request.process.cmd = line;
+    request.process.env = {{"PATH", "/bin"}};
+    auto ran = vm_->client->run(request, "", command_timeout_ms);
+    EXPECT_TRUE(ran) << ran.error().message;
+    return ran ? *ran : guest::run_result{};
+  }
+};
+
+TEST_F(microvm_boot, agent_answers_as_pid_1_over_the_virtio_serial_channel) {
+  EXPECT_EQ(vm_->hello.pid, 1);
+  EXPECT_GT(vm_->hello.protocol_version, 0);
+  auto rtt = vm_->client->ping(command_timeout_ms);
+  ASSERT_TRUE(rtt) << rtt.error().message;
+  RecordProperty("create_ms", std::to_string(vm_->create_ms));
+  RecordProperty("agent_ready_ms", std::to_string(vm_->agent_ready_ms));
+  std::printf("microvm: create returned %lld ms, agent ready %lld ms after create began (TCG)\n",
+              static_cast<long long>(vm_->create_ms), static_cast<long long>(vm_->agent_ready_ms));
+}
+
+TEST_F(microvm_boot, uname_r_is_the_guest_kernels_release_not_the_hosts) {
+  utsname host{};
+  ASSERT_EQ(::uname(&host), 0);
+  auto ran = run("uname -r");
+  EXPECT_EQ(ran.exit_code, 0) << ran.err;
+  EXPECT_EQ(trimmed(ran.out), vm_->guest.release);
+  EXPECT_NE(trimmed(ran.out), std::string(host.release));
+}
+
+TEST_F(microvm_boot, root_is_the_template_image_on_the_virtio_disk) {
+  auto marker = run("cat /etc/airlock-template");
+  EXPECT_EQ(marker.exit_code, 0) << marker.err;
+  EXPECT_EQ(marker.out, template_marker);
+  auto mounts = run("cat /proc/mounts");
+  EXPECT_NE(mounts.out.find("/dev/vda / ext4"), std::string::npos) << mounts.out;
+}
+
+TEST_F(microvm_boot, pause_and_resume_stop_and_continue_the_guest) {
+  ASSERT_TRUE(vm_->runtime->pause(sandbox_id).is_ok());
+  auto paused = vm_->runtime->stats(sandbox_id);
+  ASSERT_TRUE(paused) << paused.error().message;
+  EXPECT_TRUE(paused->frozen);
+  EXPECT_GT(paused->memory_bytes, 0u);
+  // A paused guest does not answer.
+  EXPECT_FALSE(vm_->client->ping(300));
+  ASSERT_TRUE(vm_->runtime->resume(sandbox_id).is_ok());
+  auto echoed = run("echo resumed");
+  EXPECT_EQ(echoed.out, "resumed\n");
+  auto running = vm_->runtime->stats(sandbox_id);
+  ASSERT_TRUE(running);
+  EXPECT_FALSE(running->frozen);
+}
+
+TEST_F(microvm_boot, create_refuses_what_is_not_built_yet_and_a_known_id) {
+  sandbox_launch_spec spec;
+  spec.id = sandbox_id;
+  spec.channel_fd = 0;
+  spec.network.enabled = false;
+  EXPECT_EQ(vm_->runtime->create(spec).code(), errc::already_exists);
+  spec.id = "another";
+  spec.network.enabled = true;
+  EXPECT_EQ(vm_->runtime->create(spec).code(), errc::unimplemented);
+  EXPECT_EQ(vm_->runtime->set_limits(sandbox_id, 1000, 512).code, errc::unimplemented);
+}
+
+TEST_F(microvm_boot, qemu_runs_jailed) {
+  const pid_t pid = vm_->handle.init_pid;
+  EXPECT_EQ(trimmed(proc_status(pid, "NoNewPrivs:")), "1");
+  EXPECT_EQ(trimmed(proc_status(pid, "Seccomp:")), "2"); // QEMU's own filter
+  if (!test::running_as_root())
+    GTEST_SKIP() << "needs root: the uid drop and namespaces";
+  const std::string uid = std::to_string(vmm_test_uid);
+  EXPECT_EQ(proc_status(pid, "Uid:"), uid + "\t" + uid + "\t" + uid + "\t" + uid);
+  // In its own cgroup, bounded.
+  ASSERT_FALSE(vm_->handle.cgroup_paths.empty());
+  const std::string procs = test::read_file(vm_->handle.cgroup_paths[0] + "/cgroup.procs");
+  EXPECT_NE(procs.find(std::to_string(pid) + "\n"), std::string::npos) << procs;
+  auto stats = vm_->runtime->stats(sandbox_id);
+  ASSERT_TRUE(stats) << stats.error().message;
+  EXPECT_GT(stats->memory_bytes, 0u);
+  EXPECT_GT(stats->pids_current, 1u); // QEMU's threads
+  for (const char* ns : {"net", "ipc", "uts"})
+    EXPECT_NE(fs::read_symlink("/proc/" + std::to_string(pid) + "/ns/" + ns),
+              fs::read_symlink(std::string("/proc/self/ns/") + ns))
+      << ns;
+}
+
+TEST_F(microvm_boot, a_tree_as_root_gets_its_own_image_and_destroy_removes_it) {
+  const fs::path tree = fs::path(vm_->dir.path()) / "plain-tree";
+  make_template_tree(tree);
+  int pair[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
+  unique_fd ours(pair[0]);
+  unique_fd theirs(pair[1]);
+  sandbox_launch_spec spec;
+  spec.id = "from-tree";
+  spec.rootfs_path = tree.string();
+  spec.channel_fd = theirs.get();
+  spec.network.enabled = false;
+  auto handle = vm_->runtime->create(spec);
+  ASSERT_TRUE(handle) << handle.error().message;
+  EXPECT_TRUE(fs::exists(vm_->run_dir + "/from-tree.ext4"));
+  EXPECT_EQ(vm_->runtime->list().size(), 2u);
+  ASSERT_TRUE(vm_->runtime->destroy("from-tree").is_ok());
+  EXPECT_EQ(::kill(handle->init_pid, 0), -1);
+  EXPECT_FALSE(fs::exists(vm_->run_dir + "/from-tree.ext4"));
+  EXPECT_FALSE(fs::exists(vm_->run_dir + "/from-tree.qmp"));
+}
+
+// Last in this suite: it destroys the shared VM.
+TEST_F(microvm_boot, destroy_leaves_no_process_socket_or_disk) {
+  const pid_t pid = vm_->handle.init_pid;
+  ASSERT_GT(pid, 0);
+  ASSERT_FALSE(fs::is_empty(vm_->run_dir));
+  vm_->client.reset();
+  auto destroyed = vm_->runtime->destroy(sandbox_id);
+  EXPECT_TRUE(destroyed.is_ok()) << destroyed.message;
+  EXPECT_EQ(::kill(pid, 0), -1);
+  EXPECT_EQ(errno, ESRCH);
+  EXPECT_TRUE(fs::is_empty(vm_->run_dir)) << "left in " << vm_->run_dir;
+  for (const auto& path : vm_->handle.cgroup_paths)
+    EXPECT_FALSE(fs::exists(path)) << path;
+  EXPECT_TRUE(vm_->runtime->list().empty());
+  EXPECT_TRUE(vm_->runtime->destroy(sandbox_id).is_ok()); // idempotent
+}
+
+TEST(microvm_disk, a_templates_image_is_made_once_per_version_and_replaced_when_it_is_rebuilt) {
+  if (auto why = skip_reason(); !why.empty())
+    GTEST_SKIP() << why;
+  test::temp_dir dir("airlock-microvm-disk");
+  const std::string images = dir.path() + "/images";
+  auto driver = make_template(dir.path() + "/data", "tiny", "first build");
+  ASSERT_TRUE(driver) << driver.error().message;
+  auto first = template_disk_of(**driver, "tiny", images);
+  ASSERT_TRUE(first) << first.error().message;
+  const auto made_at = fs::last_write_time(*first);
+  auto again = template_disk_of(**driver, "tiny", images);
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(*again, *first);
+  EXPECT_EQ(fs::last_write_time(*again), made_at);
+  // Rebuilt under the same name (a new manifest): a new image, the old one gone.
+  auto rebuilt = make_template(dir.path() + "/data", "tiny", "second build");
+  ASSERT_TRUE(rebuilt) << rebuilt.error().message;
+  auto second = template_disk_of(**rebuilt, "tiny", images);
+  ASSERT_TRUE(second) << second.error().message;
+  EXPECT_NE(*second, *first);
+  EXPECT_FALSE(fs::exists(*first));
+  // A sandbox's copy is its own file.
+  const std::string copy = dir.path() + "/sandbox.ext4";
+  ASSERT_TRUE(sandbox_disk(*second, copy).is_ok());
+  EXPECT_EQ(fs::file_size(copy), fs::file_size(*second));
+  EXPECT_EQ(sandbox_disk(*second, copy).code, errc::already_exists);
+  EXPECT_EQ(template_disk_of(**rebuilt, "missing", images).code(), errc::not_found);
+}
+
+TEST(microvm_guest_build, is_cached_by_its_inputs_and_rebuilt_when_one_changes) {
+  if (auto why = skip_reason(); !why.empty())
+    GTEST_SKIP() << why;
+  auto first = build_guest();
+  ASSERT_TRUE(first) << first.error().message;
+  auto again = build_guest();
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(*again, *first);
+  // Another agent (one more byte at its end) is another input: a new guest,
+  // sharing the kernel extracted once for the package.
+  test::temp_dir scratch("airlock-microvm-agent");
+  const std::string agent = scratch.path() + "/airlock-guest";
+  fs::copy_file(AIRLOCK_GUEST_BINARY, agent);
+  std::ofstream(agent, std::ios::app) << '\n';
+  auto changed = build_guest(agent);
+  ASSERT_TRUE(changed) << changed.error().message;
+  EXPECT_NE(*changed, *first);
+  EXPECT_TRUE(fs::exists(*changed + "/initramfs.cpio"));
+  EXPECT_TRUE(fs::equivalent(*changed + "/vmlinux", *first + "/vmlinux"));
+  fs::remove_all(*changed);
+}
+
+TEST(microvm_accel, probe_falls_back_to_tcg_when_kvm_cannot_boot_the_guest_and_says_so) {
+  if (auto why = skip_reason(); !why.empty())
+    GTEST_SKIP() << why;
+  auto dir = build_guest();
+  ASSERT_TRUE(dir) << dir.error().message;
+  test::temp_dir run_dir("airlock-microvm-probe");
+  std::vector<std::string> lines;
+  accel_options options;
+  options.kvm_probe_timeout_ms = 5'000;
+  // QEMU keeps the caller's uid here: this host's /dev/kvm is root's alone
+  // (0600), and the probe must reach the guest's boot to show what KVM does.
+  vm_options vmm = jailed_vm_options();
+  vmm.vmm_uid = vmm.vmm_gid = 0;
+  auto choice = choose_accelerator(guest_image_in(*dir), run_dir.path(), options, vmm,
+                                   [&lines](std::string_view line) { lines.emplace_back(line); });
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0], choice.reason);
+  std::printf("%s\n", choice.reason.c_str());
+  RecordProperty("accelerator", std::string(to_string(choice.accel)));
+  EXPECT_TRUE(fs::is_empty(run_dir.path()));
+  if (choice.accel == accelerator::kvm) {
+    // A host with a KVM that boots stock kernels: nothing to fall back from.
+    EXPECT_TRUE(choice.probed);
+    GTEST_SKIP() << "KVM boots the guest on this host: " << choice.reason;
+  }
+  EXPECT_NE(choice.reason.find("using TCG"), std::string::npos);
+  if (::access("/dev/kvm", R_OK | W_OK) == 0) {
+    EXPECT_TRUE(choice.probed) << "an openable /dev/kvm must be probed, not trusted";
+  }
+}
+
+TEST(microvm_accel, a_missing_kvm_device_means_tcg_without_a_probe) {
+  accel_options options;
+  options.kvm_device = "/nonexistent/kvm";
+  std::vector<std::string> lines;
+  auto choice = choose_accelerator({}, "/nonexistent", options, {},
+                                   [&lines](std::string_view line) { lines.emplace_back(line); });
+  EXPECT_EQ(choice.accel, accelerator::tcg);
+  EXPECT_FALSE(choice.probed);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find("using TCG"), std::string::npos);
+}
+
+} // namespace
+} // namespace airlock::worker::microvm

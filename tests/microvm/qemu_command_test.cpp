@@ -1,0 +1,101 @@
+// The microVM's QEMU command line, read as data.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "worker/microvm/qemu_command.hpp"
+
+namespace airlock::worker::microvm {
+namespace {
+
+/// The argument after `flag` (each occurrence), in order.
+std::vector<std::string> values_of(const std::vector<std::string>& argv, const std::string& flag) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i + 1 < argv.size(); ++i)
+    if (argv[i] == flag)
+      out.push_back(argv[i + 1]);
+  return out;
+}
+
+vm_spec sample_spec() {
+  vm_spec spec;
+  spec.id = "vm1";
+  spec.guest = {"/g/vmlinux", "/g/initramfs.cpio", "6.1.0-57-amd64"};
+  spec.tsc_khz = 2'000'000;
+  return spec;
+}
+
+TEST(qemu_command, boots_microvm_with_acpi_and_the_guest_kernel_under_tcg) {
+  auto argv = qemu_argv(sample_spec(), "/usr/bin/qemu-system-x86_64", "/q/qboot.rom");
+  EXPECT_EQ(argv.front(), "/usr/bin/qemu-system-x86_64");
+  ASSERT_EQ(values_of(argv, "-M").size(), 1u);
+  EXPECT_EQ(values_of(argv, "-M")[0].find("acpi=off"), std::string::npos);
+  EXPECT_EQ(values_of(argv, "-M")[0].rfind("microvm", 0), 0u);
+  EXPECT_EQ(values_of(argv, "-accel"), std::vector<std::string>{"tcg"});
+  EXPECT_EQ(values_of(argv, "-kernel"), std::vector<std::string>{"/g/vmlinux"});
+  EXPECT_EQ(values_of(argv, "-initrd"), std::vector<std::string>{"/g/initramfs.cpio"});
+  EXPECT_EQ(values_of(argv, "-bios"), std::vector<std::string>{"/q/qboot.rom"});
+  EXPECT_NE(std::find(argv.begin(), argv.end(), "-no-reboot"), argv.end());
+  EXPECT_NE(values_of(argv, "-append")[0].find("tsc_early_khz=2000000"), std::string::npos);
+  EXPECT_TRUE(values_of(argv, "-drive").empty());
+  EXPECT_EQ(values_of(argv, "-append")[0].find("airlock.net"), std::string::npos);
+  auto with_nic = sample_spec();
+  with_nic.network = true;
+  EXPECT_NE(values_of(qemu_argv(with_nic, "q", "f"), "-append")[0].find(" airlock.net=1"),
+            std::string::npos);
+}
+
+TEST(qemu_command, passes_the_channel_and_qmp_as_inherited_descriptors) {
+  auto argv = qemu_argv(sample_spec(), "qemu", "fw");
+  auto chardevs = values_of(argv, "-chardev");
+  EXPECT_NE(std::find(chardevs.begin(), chardevs.end(), "socket,id=channel,fd=3"), chardevs.end());
+  EXPECT_NE(std::find(chardevs.begin(), chardevs.end(), "socket,id=qmp,server=on,wait=off,fd=4"),
+            chardevs.end());
+  auto devices = values_of(argv, "-device");
+  EXPECT_NE(std::find(devices.begin(), devices.end(),
+                      "virtserialport,chardev=channel,name=airlock.channel"),
+            devices.end());
+  EXPECT_EQ(values_of(argv, "-mon"), std::vector<std::string>{"chardev=qmp,mode=control"});
+}
+
+TEST(qemu_command, attaches_the_root_disk_only_when_given) {
+  auto spec = sample_spec();
+  spec.disk_path = "/d/sandbox.ext4";
+  auto argv = qemu_argv(spec, "qemu", "fw");
+  ASSERT_EQ(values_of(argv, "-drive").size(), 1u);
+  EXPECT_NE(values_of(argv, "-drive")[0].find("file=/d/sandbox.ext4"), std::string::npos);
+  auto devices = values_of(argv, "-device");
+  EXPECT_NE(std::find(devices.begin(), devices.end(), "virtio-blk-device,drive=root"),
+            devices.end());
+}
+
+TEST(qemu_command, kvm_uses_the_host_cpu_and_no_tsc_hint) {
+  auto spec = sample_spec();
+  spec.accel = accelerator::kvm;
+  auto argv = qemu_argv(spec, "qemu", "fw");
+  EXPECT_EQ(values_of(argv, "-accel"), std::vector<std::string>{"kvm"});
+  EXPECT_EQ(values_of(argv, "-cpu"), std::vector<std::string>{"host,-arch-capabilities"});
+  EXPECT_EQ(values_of(argv, "-append")[0].find("tsc_early_khz"), std::string::npos);
+}
+
+TEST(qemu_command, turns_on_qemus_seccomp_sandbox_unless_told_not_to) {
+  auto argv = qemu_argv(sample_spec(), "qemu", "fw");
+  ASSERT_EQ(values_of(argv, "-sandbox").size(), 1u);
+  EXPECT_EQ(values_of(argv, "-sandbox")[0].rfind("on,", 0), 0u);
+  for (const char* denied :
+       {"obsolete=deny", "elevateprivileges=deny", "spawn=deny", "resourcecontrol=deny"})
+    EXPECT_NE(values_of(argv, "-sandbox")[0].find(denied), std::string::npos) << denied;
+  EXPECT_TRUE(values_of(qemu_argv(sample_spec(), "qemu", "fw", false), "-sandbox").empty());
+}
+
+TEST(qemu_command, measures_a_plausible_tsc_rate) {
+  auto khz = measure_tsc_khz();
+  EXPECT_GT(khz, 100'000u); // above 100 MHz
+  EXPECT_LT(khz, 10'000'000u);
+}
+
+} // namespace
+} // namespace airlock::worker::microvm

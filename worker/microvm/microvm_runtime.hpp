@@ -1,0 +1,106 @@
+#pragma once
+// microvm_runtime: sandboxes as QEMU microVMs behind sandbox_runtime (first
+// slice, docs/microvm.md). Each sandbox is one VM booted from the guest that
+// scripts/microvm-guest builds, with its own copy of the root disk, the
+// worker's channel as its virtio-serial port, QMP for control, and QEMU in
+// a cgroup and the jail of vm_options. Not yet: network, adoption after a
+// restart, limits in place.
+//
+// Thread-safe: every call takes one mutex and blocks (QEMU start, QMP, cp).
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "worker/microvm/disk_image.hpp"
+#include "worker/microvm/qemu_command.hpp"
+#include "worker/microvm/vm.hpp"
+#include "worker/runtime/cgroup_driver.hpp"
+#include "worker/runtime/sandbox_runtime.hpp"
+
+namespace airlock::worker::microvm {
+
+struct microvm_runtime_options {
+  /// Sandbox disks, QMP sockets and console logs. Must exist. Default: "".
+  std::string run_dir;
+  /// The guest (scripts/microvm-guest's output directory). Default: "".
+  std::string guest_dir;
+  /// From choose_accelerator(). Default: tcg.
+  accelerator accel = accelerator::tcg;
+  /// Under TCG, the guest kernel's TSC rate; 0: measured at construction.
+  /// Default: 0.
+  uint32_t tsc_khz = 0;
+  /// VMs at once. Default: 64.
+  uint32_t slots_max = 64;
+  /// QMP requests (stop, cont). Default: 5000.
+  uint32_t qmp_timeout_ms = 5'000;
+  /// Each QEMU in a cgroup of its own (the namespace runtime's driver and
+  /// placement) bounding its memory (the guest's plus vmm_overhead_mb), CPU
+  /// (cpu_millis) and threads. Default: true.
+  bool use_cgroups = true;
+  cgroup_options cgroups;
+  /// QEMU's own memory above the guest's RAM (its code, device state, the
+  /// TCG code cache). Default: 256.
+  uint32_t vmm_overhead_mb = 256;
+  /// Under TCG, the code cache's size (counted in the overhead). Default: 128.
+  uint32_t tcg_tb_mb = 128;
+  /// QEMU's threads (vCPUs, I/O workers). Default: 128.
+  uint32_t vmm_threads_max = 128;
+  /// From SIGKILL to a removed cgroup. Default: 5000.
+  uint32_t cgroup_remove_timeout_ms = 5'000;
+  vm_options vm;
+  disk_image_options disk;
+};
+
+class microvm_runtime final : public sandbox_runtime {
+public:
+  explicit microvm_runtime(microvm_runtime_options options);
+  ~microvm_runtime() override;
+
+  /// Boots a VM and returns once QEMU's QMP answered (the guest boots on;
+  /// its agent says hello on spec.channel_fd, which is required). The root
+  /// disk: a regular file (a template's ext4 image, template_disk()) is
+  /// copied for the sandbox (a reflink on btrfs); a directory is made into
+  /// an image of its own. init_argv, init_fd, init_env and stdout/stderr are
+  /// ignored: the agent in the initramfs is the init. unimplemented with
+  /// network enabled (not built yet).
+  result<sandbox_handle> create(const sandbox_launch_spec& spec) override;
+  /// QMP stop / cont.
+  status pause(std::string_view id) override;
+  status resume(std::string_view id) override;
+  /// Stops QEMU and removes the sandbox's disk, socket and console log.
+  status destroy(std::string_view id) override;
+  /// unimplemented: a VM's memory and vCPUs are fixed at boot for now.
+  status set_limits(std::string_view id, uint32_t cpu_millis, uint32_t memory_mb) override;
+  std::vector<sandbox_handle> list() const override;
+  /// Finds nothing yet: VMs of an earlier run are not recorded.
+  result<adopt_report> adopt() override;
+  /// The cgroup's counters (QEMU's resident memory and CPU time without
+  /// cgroups); frozen while paused.
+  result<sandbox_stats> stats(std::string_view id) override;
+  uint32_t slots() const override { return options_.slots_max; }
+  result<sandbox_stats> stats_all() override;
+
+private:
+  struct sandbox {
+    sandbox_handle handle;
+    std::unique_ptr<vm> machine;
+    std::string disk_path;
+    std::string console_path;
+    bool paused = false;
+  };
+
+  result<sandbox_stats> stats_of(const sandbox& s);
+  void remove_files(const sandbox& s);
+
+  microvm_runtime_options options_;
+  guest_image guest_;
+  /// Set when use_cgroups and a driver was found; else cgroups_error_ says why.
+  std::unique_ptr<cgroup_driver> cgroups_;
+  status cgroups_error_;
+  mutable std::mutex mutex_;
+  std::map<std::string, sandbox, std::less<>> sandboxes_;
+};
+
+} // namespace airlock::worker::microvm

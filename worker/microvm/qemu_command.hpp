@@ -1,0 +1,76 @@
+#pragma once
+// The QEMU command line of one microVM, as data: `-M microvm` with the guest
+// kernel and initramfs that scripts/microvm-guest builds, a virtio-serial port
+// for the guest channel, QMP, an optional virtio-blk root disk. Pure: a unit
+// test reads it; vm.cpp runs it.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace airlock::worker::microvm {
+
+enum class accelerator { tcg, kvm };
+std::string_view to_string(accelerator accel) noexcept;
+
+/// The guest a VM boots (scripts/microvm-guest's output directory).
+struct guest_image {
+  std::string kernel_path; ///< the uncompressed vmlinux (PVH entry)
+  std::string initrd_path; ///< initramfs.cpio with busybox, modules and airlock-guest
+  std::string release;     ///< the kernel's release (`uname -r` inside)
+};
+
+/// Reads `dir`/{vmlinux,initramfs.cpio,release}; empty paths when missing.
+guest_image guest_image_in(const std::string& dir);
+
+/// One VM's shape.
+struct vm_spec {
+  /// Names the VM's sockets and log; [a-z0-9_-], 1..63 characters.
+  std::string id;
+  guest_image guest;
+  /// A raw ext4 image that the guest mounts as / (virtio-blk, /dev/vda). "":
+  /// no disk, the agent runs from the initramfs (the accelerator probe).
+  std::string disk_path;
+  accelerator accel = accelerator::tcg;
+  /// Guest RAM. Default: 256.
+  uint32_t memory_mb = 256;
+  /// Default: 1.
+  uint32_t vcpus = 1;
+  /// Under TCG the guest's TSC runs at the host's rate, but the kernel often
+  /// fails to calibrate it against an emulated PIT on a loaded host and then
+  /// hangs; this tells it the rate (tsc_early_khz). 0: not given. Default: 0.
+  uint32_t tsc_khz = 0;
+  /// Under TCG, the translated-code cache in MiB (QEMU's default is 1 GiB,
+  /// which would count against a cgroup limit as the guest runs). 0: QEMU's
+  /// default. Default: 0.
+  uint32_t tcg_tb_mb = 0;
+  /// The guest has a NIC: its /init loads virtio_net (airlock.net=1 on the
+  /// kernel command line). The NIC itself is not wired yet. Default: false.
+  bool network = false;
+  /// File the guest's serial console is written to. "": discarded.
+  std::string log_path;
+  /// Borrowed; when >= 0, QEMU gets a copy of this connected stream socket as
+  /// the guest channel (the worker's end of its own pair stays the worker's)
+  /// and vm::take_channel() returns nothing. -1: vm makes the pair. Default: -1.
+  int channel_fd = -1;
+};
+
+/// Descriptors of the QEMU process: the guest channel (a connected unix
+/// socket) and the QMP listener (bound and listening before QEMU starts, so
+/// that the runtime can connect at once).
+inline constexpr int channel_fd_in_vmm = 3;
+inline constexpr int qmp_fd_in_vmm = 4;
+/// The virtio-serial port the guest's /init hands to the agent.
+inline constexpr std::string_view channel_port_name = "airlock.channel";
+
+/// argv of QEMU for `spec`; argv[0] is `qemu_binary`, `firmware` the -bios
+/// file; `seccomp` adds QEMU's own sandbox.
+std::vector<std::string> qemu_argv(const vm_spec& spec, const std::string& qemu_binary,
+                                   const std::string& firmware, bool seccomp = true);
+
+/// The host's TSC rate in kHz, measured against CLOCK_MONOTONIC_RAW over
+/// about 20 ms (blocks that long). 0 when it cannot be measured.
+uint32_t measure_tsc_khz();
+
+} // namespace airlock::worker::microvm

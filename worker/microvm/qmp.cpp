@@ -1,0 +1,145 @@
+#include "worker/microvm/qmp.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+namespace airlock::worker::microvm {
+namespace {
+
+/// A QMP line never comes near this; a peer that sends more is not QMP.
+constexpr size_t line_bytes_max = size_t{1} << 20;
+
+int64_t now_ms() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
+}
+
+status write_all(int fd, std::string_view bytes, int64_t deadline_ms) {
+  while (!bytes.empty()) {
+    ssize_t n = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    if (n > 0) {
+      bytes.remove_prefix(static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno != EAGAIN && errno != EINTR)
+      return make_status(errc::unavailable, std::string("qmp: write: ") + std::strerror(errno));
+    int64_t left = deadline_ms - now_ms();
+    if (left <= 0)
+      return make_status(errc::timeout, "qmp: write timed out");
+    pollfd p{fd, POLLOUT, 0};
+    ::poll(&p, 1, static_cast<int>(left));
+  }
+  return status::ok();
+}
+
+} // namespace
+
+result<qmp_client> qmp_client::open(unique_fd socket, int timeout_ms) {
+  const int64_t deadline = now_ms() + timeout_ms;
+  int flags = ::fcntl(socket.get(), F_GETFL);
+  ::fcntl(socket.get(), F_SETFL, flags | O_NONBLOCK);
+  qmp_client client(std::move(socket));
+  auto greeting = client.read_line(deadline);
+  if (!greeting)
+    return greeting.error();
+  auto parsed = nlohmann::json::parse(*greeting, nullptr, false);
+  if (parsed.is_discarded() || !parsed.contains("QMP"))
+    return make_status(errc::corrupt_record, "qmp: no greeting: " + greeting->substr(0, 200));
+  if (auto negotiated =
+        client.execute("qmp_capabilities", "", static_cast<int>(deadline - now_ms()));
+      !negotiated)
+    return negotiated.error();
+  return client;
+}
+
+result<qmp_client> qmp_client::connect(const std::string& path, int timeout_ms) {
+  sockaddr_un address{};
+  if (path.size() >= sizeof address.sun_path)
+    return make_status(errc::invalid_argument, "qmp: socket path too long: " + path);
+  address.sun_family = AF_UNIX;
+  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+  unique_fd socket(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!socket
+      || ::connect(socket.get(), reinterpret_cast<sockaddr*>(&address), sizeof address) != 0)
+    return make_status(errc::unavailable, "qmp: connect " + path + ": " + std::strerror(errno));
+  return open(std::move(socket), timeout_ms);
+}
+
+result<std::string> qmp_client::read_line(int64_t deadline_ms) {
+  for (;;) {
+    if (auto end = buffer_.find('\n'); end != std::string::npos) {
+      std::string line = buffer_.substr(0, end);
+      buffer_.erase(0, end + 1);
+      return line;
+    }
+    if (buffer_.size() > line_bytes_max)
+      return make_status(errc::corrupt_record, "qmp: line too long");
+    char chunk[4096];
+    ssize_t n = ::read(socket_.get(), chunk, sizeof chunk);
+    if (n > 0) {
+      buffer_.append(chunk, static_cast<size_t>(n));
+      continue;
+    }
+    if (n == 0)
+      return make_status(errc::unavailable, "qmp: QEMU closed the connection");
+    if (errno != EAGAIN && errno != EINTR)
+      return make_status(errc::unavailable, std::string("qmp: read: ") + std::strerror(errno));
+    int64_t left = deadline_ms - now_ms();
+    if (left <= 0)
+      return make_status(errc::timeout, "qmp: no reply in time");
+    pollfd p{socket_.get(), POLLIN, 0};
+    ::poll(&p, 1, static_cast<int>(left));
+  }
+}
+
+result<std::string> qmp_client::execute(std::string_view command, std::string_view arguments_json,
+                                        int timeout_ms) {
+  const int64_t deadline = now_ms() + timeout_ms;
+  nlohmann::json request = {{"execute", command}};
+  if (!arguments_json.empty()) {
+    auto arguments = nlohmann::json::parse(arguments_json, nullptr, false);
+    if (arguments.is_discarded() || !arguments.is_object())
+      return make_status(errc::invalid_argument, "qmp: arguments are not a JSON object");
+    request["arguments"] = std::move(arguments);
+  }
+  if (auto sent = write_all(socket_.get(), request.dump() + "\n", deadline); !sent.is_ok())
+    return sent;
+  // One command in flight: the first reply that is not an event is its answer.
+  for (;;) {
+    auto line = read_line(deadline);
+    if (!line)
+      return line.error();
+    auto reply = nlohmann::json::parse(*line, nullptr, false);
+    if (reply.is_discarded() || !reply.is_object())
+      return make_status(errc::corrupt_record, "qmp: not JSON: " + line->substr(0, 200));
+    if (reply.contains("event"))
+      continue;
+    if (reply.contains("return"))
+      return reply["return"].dump();
+    if (reply.contains("error"))
+      return make_status(errc::io_error, "qmp: " + std::string(command) + ": "
+                                           + reply["error"].value("desc", std::string("error")));
+    return make_status(errc::corrupt_record, "qmp: unexpected reply: " + line->substr(0, 200));
+  }
+}
+
+result<std::string> qmp_client::run_state(int timeout_ms) {
+  auto reply = execute("query-status", "", timeout_ms);
+  if (!reply)
+    return reply.error();
+  auto parsed = nlohmann::json::parse(*reply, nullptr, false);
+  if (parsed.is_discarded() || !parsed.contains("status"))
+    return make_status(errc::corrupt_record, "qmp: query-status: " + *reply);
+  return parsed["status"].get<std::string>();
+}
+
+} // namespace airlock::worker::microvm

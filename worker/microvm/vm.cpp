@@ -1,0 +1,256 @@
+#include "worker/microvm/vm.hpp"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "worker/command/command.hpp"
+
+namespace airlock::worker::microvm {
+namespace {
+
+/// Descriptors the child moves to 3 and 4 are first put above this, so that
+/// dup2 never copies one over the other.
+constexpr int spare_fd_floor = 16;
+
+status errno_status(errc code, const std::string& what) {
+  return make_status(code, what + ": " + std::strerror(errno));
+}
+
+result<unique_fd> listen_unix(const std::string& path) {
+  sockaddr_un address{};
+  if (path.size() >= sizeof address.sun_path)
+    return make_status(errc::invalid_argument, "socket path too long: " + path);
+  address.sun_family = AF_UNIX;
+  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+  ::unlink(path.c_str());
+  unique_fd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!listener
+      || ::bind(listener.get(), reinterpret_cast<sockaddr*>(&address), sizeof address) != 0
+      || ::listen(listener.get(), 4) != 0)
+    return errno_status(errc::io_error, "listen on " + path);
+  return listener;
+}
+
+std::string tail_of(const std::string& path, size_t bytes) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string all = text.str();
+  return all.size() > bytes ? all.substr(all.size() - bytes) : all;
+}
+
+/// In the child: says which jail step failed on the log (fd 2) and exits.
+[[noreturn]] void child_fail(const char* step) {
+  const char prefix[] = "airlock: starting QEMU failed: ";
+  (void)!::write(2, prefix, sizeof prefix - 1);
+  (void)!::write(2, step, std::strlen(step));
+  (void)!::write(2, "\n", 1);
+  ::_exit(126);
+}
+
+/// In the child, after the descriptors are in place: the jail's layers.
+void enter_jail(const vm_options& options, gid_t kvm_group) {
+  if (options.unshare && ::unshare(CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS) != 0)
+    child_fail("unshare the network, IPC and UTS namespaces");
+  if (options.vmm_uid != 0) {
+    if (::setgroups(kvm_group != 0 ? 1 : 0, &kvm_group) != 0
+        || ::setresgid(options.vmm_gid, options.vmm_gid, options.vmm_gid) != 0
+        || ::setresuid(options.vmm_uid, options.vmm_uid, options.vmm_uid) != 0)
+      child_fail("drop to the VMM's uid and gid");
+  }
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+    child_fail("set no_new_privs");
+}
+
+/// Forks and execs `argv` with `channel` as fd 3, `qmp` as fd 4, stdin from
+/// /dev/null, stdout and stderr to `log`, no other descriptor, an empty
+/// environment, a session of its own and the jail of `options`. Everything
+/// the child touches is prepared here: between fork and exec it makes only
+/// async-signal-safe calls.
+result<pid_t> spawn(const std::vector<std::string>& argv, int channel, int qmp, int log,
+                    const vm_options& options, gid_t kvm_group,
+                    const std::function<status(pid_t)>& before_exec) {
+  // The child waits for one byte on `go` before it execs: the parent's
+  // before_exec (joining a cgroup) happens before QEMU runs any code.
+  int go_pipe[2];
+  if (::pipe2(go_pipe, O_CLOEXEC) != 0)
+    return errno_status(errc::io_error, "microvm: pipe");
+  unique_fd go_read(go_pipe[0]);
+  unique_fd go_write(go_pipe[1]);
+  unique_fd spare_channel(::fcntl(channel, F_DUPFD_CLOEXEC, spare_fd_floor));
+  unique_fd spare_qmp(::fcntl(qmp, F_DUPFD_CLOEXEC, spare_fd_floor));
+  unique_fd null_fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (!spare_channel || !spare_qmp || !null_fd)
+    return errno_status(errc::io_error, "prepare QEMU's descriptors");
+  std::vector<char*> args;
+  for (const auto& arg : argv)
+    args.push_back(const_cast<char*>(arg.c_str()));
+  args.push_back(nullptr);
+  char* env[] = {nullptr};
+  pid_t pid = ::fork();
+  if (pid < 0)
+    return errno_status(errc::resource_exhausted, "fork QEMU");
+  if (pid == 0) {
+    char go = 0;
+    go_write.reset();
+    if (::read(go_read.get(), &go, 1) != 1)
+      ::_exit(125); // the parent gave up
+    ::setsid();
+    if (::dup2(null_fd.get(), 0) < 0 || ::dup2(log, 1) < 0 || ::dup2(log, 2) < 0
+        || ::dup2(spare_channel.get(), channel_fd_in_vmm) < 0
+        || ::dup2(spare_qmp.get(), qmp_fd_in_vmm) < 0)
+      ::_exit(127);
+    ::syscall(SYS_close_range, qmp_fd_in_vmm + 1, ~0U, 0);
+    enter_jail(options, kvm_group);
+    ::execve(args[0], args.data(), env);
+    child_fail("execute QEMU");
+  }
+  go_read.reset();
+  if (before_exec) {
+    if (auto done = before_exec(pid); !done.is_ok()) {
+      go_write.reset(); // EOF: the child exits without running QEMU
+      ::waitpid(pid, nullptr, 0);
+      return done;
+    }
+  }
+  const char go = 1;
+  if (::write(go_write.get(), &go, 1) != 1) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    return errno_status(errc::io_error, "microvm: start QEMU");
+  }
+  return pid;
+}
+
+} // namespace
+
+result<std::unique_ptr<vm>> vm::start(const vm_spec& spec, const std::string& run_dir,
+                                      const vm_options& options,
+                                      const std::function<status(pid_t)>& before_exec) {
+  if (spec.guest.kernel_path.empty() || spec.guest.initrd_path.empty())
+    return make_status(errc::invalid_argument, "microvm: the guest kernel or initramfs is missing");
+  std::string binary = find_program(options.qemu_binary, default_command_path);
+  if (binary.empty())
+    return make_status(errc::not_found, "microvm: " + options.qemu_binary + " not found");
+  std::unique_ptr<vm> self(new vm());
+  self->options_ = options;
+  self->qmp_path_ = run_dir + "/" + spec.id + ".qmp";
+  self->vmm_log_path_ = run_dir + "/" + spec.id + ".vmm.log";
+  auto qmp_listener = listen_unix(self->qmp_path_);
+  if (!qmp_listener)
+    return qmp_listener.error();
+  unique_fd vm_end;
+  if (spec.channel_fd >= 0) {
+    vm_end.reset(::fcntl(spec.channel_fd, F_DUPFD_CLOEXEC, 0));
+    if (!vm_end)
+      return errno_status(errc::invalid_argument, "microvm: the channel descriptor");
+  } else {
+    int pair[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0)
+      return errno_status(errc::io_error, "microvm: channel socketpair");
+    self->channel_.reset(pair[0]);
+    vm_end.reset(pair[1]);
+  }
+  unique_fd log(
+    ::open(self->vmm_log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  if (!log)
+    return errno_status(errc::io_error, "microvm: open " + self->vmm_log_path_);
+  if (options.vmm_uid != 0) {
+    // QEMU opens these by path after it has dropped to the VMM's ids.
+    for (const auto& path : {spec.disk_path, spec.log_path}) {
+      if (path.empty())
+        continue;
+      unique_fd file(::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
+      if (!file || ::fchown(file.get(), options.vmm_uid, options.vmm_gid) != 0)
+        return errno_status(errc::io_error, "microvm: give " + path + " to the VMM's uid");
+    }
+  }
+  auto argv = qemu_argv(spec, binary, options.firmware, options.seccomp);
+  // Under KVM a dropped uid keeps /dev/kvm's group (Debian: kvm, mode 0660)
+  // as its only supplementary group.
+  gid_t kvm_group = 0;
+  struct stat kvm_stat {};
+  if (spec.accel == accelerator::kvm && options.vmm_uid != 0 && ::stat("/dev/kvm", &kvm_stat) == 0)
+    kvm_group = kvm_stat.st_gid;
+  auto pid =
+    spawn(argv, vm_end.get(), qmp_listener->get(), log.get(), options, kvm_group, before_exec);
+  // QEMU holds the listener now. Ours is closed, so that a QEMU that exits
+  // early resets the QMP connection at once instead of leaving it queued.
+  qmp_listener->reset();
+  if (!pid) {
+    ::unlink(self->qmp_path_.c_str());
+    ::unlink(self->vmm_log_path_.c_str());
+    return pid.error();
+  }
+  self->pid_ = *pid;
+  self->pidfd_.reset(static_cast<int>(::syscall(SYS_pidfd_open, *pid, 0)));
+  // The listener is QEMU's now: connecting queues on it at once, and QMP
+  // greets once QEMU's main loop runs.
+  auto qmp = qmp_client::connect(self->qmp_path_, static_cast<int>(options.qmp_timeout_ms));
+  if (!qmp) {
+    std::string why = qmp.error().message + "; QEMU said: " + tail_of(self->vmm_log_path_, 600);
+    (void)self->stop();
+    return make_status(errc::unavailable, "microvm: QEMU did not start: " + why);
+  }
+  self->qmp_.emplace(std::move(*qmp));
+  return self;
+}
+
+vm::~vm() { (void)stop(); }
+
+bool vm::wait_exit(int timeout_ms) {
+  if (reaped_)
+    return true;
+  if (pidfd_) {
+    pollfd p{pidfd_.get(), POLLIN, 0};
+    if (::poll(&p, 1, timeout_ms) <= 0)
+      return false;
+  }
+  int wstatus = 0;
+  pid_t got = ::waitpid(pid_, &wstatus, pidfd_ ? 0 : WNOHANG);
+  if (got == pid_ || (got < 0 && errno == ECHILD))
+    reaped_ = true;
+  return reaped_;
+}
+
+status vm::stop() {
+  status outcome = status::ok();
+  if (pid_ > 0 && !reaped_) {
+    if (qmp_)
+      (void)qmp_->execute("quit", "", static_cast<int>(options_.stop_timeout_ms));
+    if (!wait_exit(static_cast<int>(options_.stop_timeout_ms))) {
+      if (pidfd_)
+        ::syscall(SYS_pidfd_send_signal, pidfd_.get(), SIGKILL, nullptr, 0);
+      else
+        ::kill(pid_, SIGKILL);
+      wait_exit(-1);
+      outcome = make_status(errc::io_error, "microvm: QEMU ignored quit and was killed");
+    }
+  }
+  qmp_.reset();
+  channel_.reset();
+  pidfd_.reset();
+  if (!qmp_path_.empty())
+    ::unlink(qmp_path_.c_str());
+  if (!vmm_log_path_.empty())
+    ::unlink(vmm_log_path_.c_str());
+  return outcome;
+}
+
+} // namespace airlock::worker::microvm

@@ -1,0 +1,95 @@
+#pragma once
+// One QEMU microVM process: started from a vm_spec with its guest channel (a
+// connected unix socket pair, the VM's end passed in) and QMP (a listener
+// bound in the run directory before QEMU starts), stopped through QMP with a
+// bounded wait and SIGKILL behind it. Blocking; call it off the actor threads.
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "schema/errc.hpp"
+#include "schema/unique_fd.hpp"
+#include "worker/microvm/qemu_command.hpp"
+#include "worker/microvm/qmp.hpp"
+
+namespace airlock::worker::microvm {
+
+struct vm_options {
+  /// Found in PATH unless it has a '/'. Default: qemu-system-x86_64.
+  std::string qemu_binary = "qemu-system-x86_64";
+  /// -bios: qboot skips SeaBIOS (Debian's qemu-system-data). Default: /usr/share/qemu/qboot.rom.
+  std::string firmware = "/usr/share/qemu/qboot.rom";
+  /// From spawn to QMP's greeting answered. Default: 10000.
+  uint32_t qmp_timeout_ms = 10'000;
+  /// stop(): how long QEMU has to exit after QMP quit before SIGKILL. Default: 5000.
+  uint32_t stop_timeout_ms = 5'000;
+  // The jail's first layers (issue 16 asks for more: a mount and pid
+  // namespace with only the VM's files, a cgroup). QEMU always runs with
+  // no_new_privs, in a session of its own, with no descriptor but its own.
+  /// QEMU's own seccomp filter (-sandbox on, denying obsolete calls,
+  /// privilege changes, spawning processes and resource control). Default: true.
+  bool seccomp = true;
+  /// New network, IPC and UTS namespaces: QEMU needs none of the host's (the
+  /// channel and QMP arrive as descriptors, there is no network yet). Needs
+  /// root. Default: true.
+  bool unshare = true;
+  /// Host uid and gid QEMU runs as; the disk and the console log are given
+  /// to them, and the run directory must be traversable by them. No
+  /// supplementary group but /dev/kvm's under KVM. 0: the caller's. Default: 0.
+  uint32_t vmm_uid = 0;
+  uint32_t vmm_gid = 0;
+};
+
+class vm {
+public:
+  /// Starts QEMU for `spec`; its QMP socket is `run_dir`/<id>.qmp and its own
+  /// messages go to `run_dir`/<id>.vmm.log (quoted in a start failure).
+  /// Returns once QMP answers; the guest boots on meanwhile. On failure
+  /// nothing is left running and both files are removed.
+  /// `before_exec`, when set, runs in the caller with QEMU's pid while the
+  /// child waits before exec (it joins a cgroup there); a failure ends the
+  /// child and start().
+  static result<std::unique_ptr<vm>> start(const vm_spec& spec, const std::string& run_dir,
+                                           const vm_options& options = {},
+                                           const std::function<status(pid_t)>& before_exec = {});
+  /// stop() when still running.
+  ~vm();
+  vm(const vm&) = delete;
+  vm& operator=(const vm&) = delete;
+
+  /// The host's end of the guest channel (for guest::guest_client); once.
+  unique_fd take_channel() { return std::move(channel_); }
+  qmp_client& qmp() { return *qmp_; }
+  pid_t pid() const noexcept { return pid_; }
+  /// QEMU's pidfd, owned by this object (-1 when the kernel has none).
+  int pidfd() const noexcept { return pidfd_.get(); }
+  const std::string& qmp_path() const noexcept { return qmp_path_; }
+
+  /// Waits up to `timeout_ms` for QEMU to exit by itself; true once it has
+  /// (and it is reaped).
+  bool wait_exit(int timeout_ms);
+
+  /// QMP quit, a bounded wait, then SIGKILL; reaps QEMU, closes the channel
+  /// and removes the QMP socket and the log. Idempotent. Fails (io_error)
+  /// only when QEMU had to be killed.
+  status stop();
+
+private:
+  vm() = default;
+
+  pid_t pid_ = -1;
+  unique_fd pidfd_;
+  bool reaped_ = false;
+  unique_fd channel_;
+  std::optional<qmp_client> qmp_;
+  std::string qmp_path_;
+  std::string vmm_log_path_;
+  vm_options options_;
+};
+
+} // namespace airlock::worker::microvm
