@@ -345,6 +345,8 @@ void process_start(const envd_call& call, const process::StartRequest& request);
 void process_connect(const envd_call& call, const process::ConnectRequest& request);
 void process_list(const envd_call& call, const pb::Message& message);
 void process_send_input(const envd_call& call, const pb::Message& message);
+/// StreamInput, a client stream: a start naming the process, then inputs.
+void process_stream_input(const envd_call& call);
 void process_close_stdin(const envd_call& call, const pb::Message& message);
 void process_send_signal(const envd_call& call, const pb::Message& message);
 void process_update(const envd_call& call, const pb::Message& message);

@@ -251,6 +251,72 @@ void process_send_input(const envd_call& call, const pb::Message& message) {
   process_action(call, request.process(), "/stdin", std::move(bytes), process::SendInputResponse{});
 }
 
+namespace {
+
+/// Writes `inputs[next...]` to the process at `path`'s stdin in order, then
+/// answers StreamInput's one response and the end of the stream.
+void write_inputs(const envd_call& call, std::string path,
+                  std::shared_ptr<const std::vector<std::string>> inputs, size_t next) {
+  if (next == inputs->size()) {
+    auto bytes = e2b::encode_message(call.content.codec, process::StreamInputResponse{});
+    if (!bytes)
+      return call.fail(e2b::to_connect_error(bytes.error()));
+    http_response response{http::status::ok, 11};
+    response.set(http::field::content_type, std::string(e2b::content_type_of(call.content)));
+    response.body() = e2b::envelope(0, *bytes) + e2b::end_of_stream(std::nullopt);
+    return call.ex->respond(std::move(response));
+  }
+  call.v1(http::verb::post, path, (*inputs)[next], [call, path, inputs, next](http_response done) {
+    if (done.result_int() >= 300)
+      return call.fail(error_of(done));
+    write_inputs(call, path, inputs, next + 1);
+  });
+}
+
+} // namespace
+
+void process_stream_input(const envd_call& call) {
+  // HTTP/1.1 gives the whole client stream at once: its envelopes are read
+  // from the body (at most message_bytes_max in all), then written in order.
+  e2b::envelope_reader reader(call.api->options.message_bytes_max);
+  reader.feed(call.ex->request().body());
+  std::optional<process::ProcessSelector> selector;
+  auto inputs = std::make_shared<std::vector<std::string>>();
+  for (;;) {
+    auto frame = reader.next();
+    if (!frame)
+      return call.fail(e2b::to_connect_error(frame.error()));
+    if (!*frame)
+      break;
+    if ((*frame)->flags != 0)
+      return call.fail({connect_code::invalid_argument,
+                        "a client's envelopes carry messages only (flags 0, uncompressed)"});
+    process::StreamInputRequest message;
+    if (auto decoded = e2b::decode_message(call.content.codec, (*frame)->payload, message);
+        !decoded)
+      return call.fail(e2b::to_connect_error(decoded));
+    if (message.has_start() != !selector)
+      return call.fail({connect_code::invalid_argument,
+                        "StreamInput starts with one start message naming the process"});
+    if (message.has_start()) {
+      selector = message.start().process();
+    } else if (message.has_data()) {
+      const auto& input = message.data().input();
+      auto bytes = input.input_case() == process::ProcessInput::kPty ? input.pty() : input.stdin();
+      if (!bytes.empty())
+        inputs->push_back(std::move(bytes));
+    }
+  }
+  if (reader.partial())
+    return call.fail({connect_code::invalid_argument, "the stream ends inside an envelope"});
+  if (!selector)
+    return call.fail({connect_code::invalid_argument,
+                      "StreamInput starts with one start message naming the process"});
+  with_process(call, *selector, [call, inputs](json process) {
+    write_inputs(call, process_path(call, process, "/stdin"), inputs, 0);
+  });
+}
+
 void process_close_stdin(const envd_call& call, const pb::Message& message) {
   const auto& request = static_cast<const process::CloseStdinRequest&>(message);
   process_action(call, request.process(), "/stdin/close", {}, process::CloseStdinResponse{});

@@ -101,6 +101,8 @@ void serve_rpc_as(const envd_call& call, const std::string& path, const e2b::env
       fs_watch_dir(call, *request);
     return;
   }
+  if (path == "/process.Process/StreamInput")
+    return process_stream_input(call);
   if (path == "/process.Process/Connect") {
     if (auto request = stream_request<process::ConnectRequest>(call))
       process_connect(call, *request);

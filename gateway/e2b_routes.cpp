@@ -421,6 +421,26 @@ void set_timeout(e2b_call call) {
   });
 }
 
+/// E2B's refresh (keep-alive): the sandbox runs at least `duration` seconds
+/// (0..3600, default 60) from now; a later end stays.
+void refresh_sandbox(e2b_call call) {
+  auto body = object_body(call);
+  if (!body)
+    return;
+  int64_t duration = 60;
+  if (auto asked = body->find("duration"); asked != body->end() && !asked->is_null()) {
+    if (!asked->is_number_unsigned() || asked->get<uint64_t>() > 3600)
+      return call.ex->respond(e2b_error(400, "duration must be whole seconds from 0 to 3600"));
+    duration = asked->get<int64_t>();
+  }
+  call.sandbox([call, duration](json sandbox) {
+    const auto wanted = call.api->clock->now_ms() + duration * 1000;
+    if (end_at_ms(*call.api, sandbox) >= wanted)
+      return call.ex->respond(no_content());
+    time_out_in(call, sandbox, duration, [call] { call.ex->respond(no_content()); });
+  });
+}
+
 /// E2B's pause is airlock's suspend: files kept, processes end.
 void pause_sandbox(e2b_call call) {
   call.sandbox([call](json sandbox) {
@@ -663,6 +683,7 @@ void add_e2b_routes(route_table& routes, std::shared_ptr<const route_table> inne
   routes.add_async(verb::delete_, "/e2b/sandboxes/{id}", with_key(api, kill_sandbox));
   routes.add_async(verb::post, "/e2b/sandboxes/{id}/timeout", with_key(api, set_timeout));
   routes.add_async(verb::post, "/e2b/sandboxes/{id}/pause", with_key(api, pause_sandbox));
+  routes.add_async(verb::post, "/e2b/sandboxes/{id}/refreshes", with_key(api, refresh_sandbox));
   routes.add_async(verb::post, "/e2b/v2/sandboxes/{id}/connect", with_key(api, connect_sandbox));
   routes.add_async(verb::post, "/e2b/sandboxes/{id}/snapshots", with_key(api, create_snapshot));
   routes.add_async(verb::get, "/e2b/snapshots", with_key(api, list_snapshots));

@@ -78,6 +78,56 @@ TEST_F(api_e2b_envd, calls_run_as_the_default_user_when_the_sandbox_has_it_else_
   EXPECT_EQ(e2b("DELETE", "/sandboxes/" + id).status, 204);
 }
 
+TEST_F(api_e2b_envd, stream_input_writes_a_client_streams_inputs_in_order) {
+  auto box = create_with_token();
+  auto api = admin();
+  auto started = api.exec(
+    box.id,
+    {{"argv", {"sh", "-c", "head -c 10 > /tmp/in.txt"}}, {"stdin", true}, {"tag", "reader"}});
+  ASSERT_TRUE(started);
+  ASSERT_TRUE(wait_for(
+    [&] {
+      auto list = rpc(box, "process.Process/List", json::object());
+      for (const auto& process : list.json.value("processes", json::array()))
+        if (process.value("tag", "") == "reader")
+          return true;
+      return false;
+    },
+    std::chrono::seconds(30), std::chrono::milliseconds(50)));
+  auto stream_input = [&](const std::string& body) {
+    return as("").call("POST", "/e2b/envd/process.Process/StreamInput", body,
+                       {{"Content-Type", "application/connect+json"},
+                        {"E2b-Sandbox-Id", box.id},
+                        {"X-Access-Token", box.token}});
+  };
+  auto data = [](const std::string& bytes) {
+    return envelope_of({{"data", {{"input", {{"stdin", base64_encode(bytes)}}}}}});
+  };
+  auto answer =
+    stream_input(envelope_of({{"start", {{"process", {{"tag", "reader"}}}}}}) + data("hello")
+                 + envelope_of({{"keepalive", json::object()}}) + data("world"));
+  ASSERT_EQ(answer.status, 200) << answer.body;
+  auto frames = read_envelopes(answer.body);
+  EXPECT_EQ(frames.messages.size(), 1u) << "one StreamInputResponse";
+  ASSERT_TRUE(frames.ended);
+  EXPECT_FALSE(frames.end.contains("error")) << answer.body;
+  auto ended = api.get(started->attach_path + "?wait=30");
+  EXPECT_EQ(ended.json["state"], "exited") << ended.body;
+  EXPECT_EQ(api.run(box.id, "cat /tmp/in.txt").stdout_bytes, "helloworld") << "in order";
+
+  auto no_start = read_envelopes(stream_input(data("x")).body);
+  ASSERT_TRUE(no_start.ended);
+  EXPECT_EQ(no_start.end["error"]["code"], "invalid_argument");
+  auto nobody = read_envelopes(
+    stream_input(envelope_of({{"start", {{"process", {{"tag", "none"}}}}}}) + data("x")).body);
+  EXPECT_EQ(nobody.end["error"]["code"], "not_found");
+  auto cut = envelope_of({{"start", {{"process", {{"tag", "reader"}}}}}});
+  cut.resize(cut.size() - 2);
+  EXPECT_EQ(read_envelopes(stream_input(cut).body).end["error"]["code"], "invalid_argument")
+    << "a stream ending inside an envelope";
+  EXPECT_EQ(e2b("DELETE", "/sandboxes/" + box.id).status, 204);
+}
+
 TEST_F(api_e2b_envd, list_shows_configs_and_tags_and_calls_find_processes_by_tag) {
   auto box = create_with_token();
   auto api = admin();

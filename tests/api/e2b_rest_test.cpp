@@ -109,6 +109,26 @@ TEST_F(api_e2b, set_timeout_ends_the_sandbox_when_it_passes) {
   EXPECT_EQ(api.get("/v1/sandboxes/" + id).json["state"], "destroyed");
 }
 
+TEST_F(api_e2b, refresh_keeps_a_sandbox_alive_at_least_that_long_and_never_shortens_it) {
+  auto api = admin();
+  auto long_lived = create({{"templateID", "minimal"}, {"timeout", 3600}});
+  ASSERT_FALSE(long_lived.empty());
+  EXPECT_EQ(e2b("POST", "/sandboxes/" + long_lived + "/refreshes", json{{"duration", 60}}).status,
+            204);
+  EXPECT_EQ(api.get("/v1/sandboxes/" + long_lived).json.value("max_lifetime_s", 0), 3600)
+    << "a later end stays";
+  auto short_lived = create({{"templateID", "minimal"}, {"timeout", 30}});
+  ASSERT_FALSE(short_lived.empty());
+  EXPECT_EQ(e2b("POST", "/sandboxes/" + short_lived + "/refreshes", json{{"duration", 600}}).status,
+            204);
+  EXPECT_GE(api.get("/v1/sandboxes/" + short_lived).json.value("max_lifetime_s", 0), 600);
+  expect_e2b_error(
+    e2b("POST", "/sandboxes/" + short_lived + "/refreshes", json{{"duration", 4000}}), 400);
+  expect_e2b_error(e2b("POST", "/sandboxes/sb_missing/refreshes", json::object()), 404);
+  EXPECT_EQ(e2b("DELETE", "/sandboxes/" + long_lived).status, 204);
+  EXPECT_EQ(e2b("DELETE", "/sandboxes/" + short_lived).status, 204);
+}
+
 TEST_F(api_e2b, connect_with_a_timeout_sets_it_from_now) {
   auto id = create({{"templateID", "minimal"}, {"timeout", 3600}});
   ASSERT_FALSE(id.empty());
@@ -346,7 +366,7 @@ TEST_F(api_e2b_envd, refusals_are_connect_errors) {
                                {"X-Access-Token", box.token}});
   EXPECT_EQ(bad_body.status, 400);
   EXPECT_EQ(bad_body.json["code"], "invalid_argument");
-  // A stream that is not served yet: 200, and the error in the end-of-stream envelope.
+  // A stream refused before it starts: 200, and the error in the end-of-stream envelope.
   std::string envelope = std::string("\0\0\0\0\2{}", 7);
   auto start = as("").call("POST", "/e2b/envd/process.Process/StreamInput", envelope,
                            {{"Content-Type", "application/connect+json"},
@@ -355,7 +375,8 @@ TEST_F(api_e2b_envd, refusals_are_connect_errors) {
   EXPECT_EQ(start.status, 200);
   ASSERT_GE(start.body.size(), 5u);
   EXPECT_EQ(start.body[0], '\2') << "only the end-of-stream envelope";
-  EXPECT_NE(start.body.find("unimplemented"), std::string::npos) << start.body;
+  EXPECT_NE(start.body.find("invalid_argument"), std::string::npos)
+    << "an end-of-stream envelope is no start: " << start.body;
   EXPECT_EQ(e2b("DELETE", "/sandboxes/" + box.id).status, 204);
 }
 
