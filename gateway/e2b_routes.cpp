@@ -286,13 +286,66 @@ std::optional<uint32_t> timeout_of(const e2b_call& call, const json& body, uint3
 
 /// What E2B's create asks that airlock cannot do yet; "" when nothing.
 std::string unsupported_create_fields(const json& body) {
-  for (const char* field : {"mcp", "volumeMounts", "network", "autoResume"}) {
+  for (const char* field : {"mcp", "volumeMounts", "autoResume"}) {
     auto found = body.find(field);
     if (found != body.end() && !found->is_null() && !(found->is_array() && found->empty())
         && !(found->is_object() && found->empty()))
       return std::string(field) + " is not supported by airlock's E2B front (docs/e2b.md)";
   }
   return {};
+}
+
+/// E2B's network settings as airlock's egress policy. E2B lets allowOut win
+/// over denyOut; airlock's egress is an allowlist of names, so what maps is:
+/// deny all traffic ("0.0.0.0/0") and allow names (an allowlist; none when
+/// no name), or deny nothing (open). `egress` stays null when the settings
+/// name neither list; `error` says what airlock cannot enforce.
+struct egress_mapping {
+  json egress;
+  std::string error;
+};
+
+egress_mapping egress_of_network(const json& network) {
+  if (!network.is_object())
+    return {nullptr, "network must be an object"};
+  for (const char* field : {"egressProxy", "rules", "maskRequestHost", "httpsPorts"}) {
+    auto found = network.find(field);
+    if (found != network.end() && !found->is_null() && !(found->is_object() && found->empty())
+        && !(found->is_array() && found->empty()))
+      return {nullptr, std::string("network.") + field
+                         + " is not supported by airlock's E2B front (docs/e2b.md)"};
+  }
+  auto list = [&network](const char* name) -> std::optional<json> {
+    auto found = network.find(name);
+    if (found == network.end() || found->is_null())
+      return std::nullopt;
+    return *found;
+  };
+  auto allow = list("allowOut");
+  auto deny = list("denyOut");
+  if (!allow && !deny)
+    return {};
+  if ((allow && !allow->is_array()) || (deny && !deny->is_array()))
+    return {nullptr, "allowOut and denyOut must be lists of strings"};
+  bool deny_all = false;
+  for (const auto& entry : deny.value_or(json::array())) {
+    if (entry != "0.0.0.0/0")
+      return {nullptr, "airlock's egress has no deny list: deny all traffic (denyOut "
+                       "[\"0.0.0.0/0\"]) and allow names in allowOut"};
+    deny_all = true;
+  }
+  json names = json::array();
+  for (const auto& entry : allow.value_or(json::array())) {
+    if (!entry.is_string() || entry.get_ref<const std::string&>().find('/') != std::string::npos)
+      return {nullptr, "allowOut entries must be host names (api.example.com, *.example.com): "
+                       "airlock's egress judges names, not addresses"};
+    names.push_back(entry);
+  }
+  if (!deny_all)
+    return {{{"profile", "open"}}, {}};
+  if (names.empty())
+    return {{{"profile", "none"}}, {}};
+  return {{{"profile", "allowlist"}, {"allow", names}}, {}};
 }
 
 void create(e2b_call call) {
@@ -323,6 +376,13 @@ void create(e2b_call call) {
     spec["on_idle"] = "suspend";
   } else {
     spec["max_lifetime_s"] = *timeout;
+  }
+  if (auto network = body->find("network"); network != body->end() && !network->is_null()) {
+    auto mapped = egress_of_network(*network);
+    if (!mapped.error.empty())
+      return call.ex->respond(e2b_error(400, mapped.error));
+    if (!mapped.egress.is_null())
+      spec["egress"] = mapped.egress;
   }
   if (auto internet = body->find("allow_internet_access");
       internet != body->end() && internet->is_boolean() && !internet->get<bool>())
@@ -439,6 +499,33 @@ void refresh_sandbox(e2b_call call) {
       return call.ex->respond(no_content());
     time_out_in(call, sandbox, duration, [call] { call.ex->respond(no_content()); });
   });
+}
+
+/// PUT /sandboxes/{id}/network: the sandbox's egress from now on (new
+/// connections; open ones keep theirs), as egress_of_network maps it;
+/// allow_internet_access false is none, true open.
+void update_network(e2b_call call) {
+  auto body = object_body(call);
+  if (!body)
+    return;
+  auto mapped = egress_of_network(*body);
+  if (!mapped.error.empty())
+    return call.ex->respond(e2b_error(400, mapped.error));
+  if (auto internet = body->find("allow_internet_access");
+      internet != body->end() && internet->is_boolean())
+    mapped.egress = {{"profile", internet->get<bool>() ? "open" : "none"}};
+  if (mapped.egress.is_null())
+    mapped.egress = {{"profile", "open"}}; // E2B's network without rules: everything allowed
+  call.sandbox([call, egress = mapped.egress](json sandbox) {
+    call.v1_json(http::verb::patch, "/v1/sandboxes/" + sandbox["id"].get<std::string>(),
+                 json{{"egress", egress}}, [call](json) { call.ex->respond(no_content()); });
+  });
+}
+
+/// Sandbox logs: airlock keeps none beyond each process's own output.
+void sandbox_logs(e2b_call call) {
+  call.ex->respond(e2b_error(501, "airlock keeps no sandbox logs: read a command's output as "
+                                  "it runs (commands.run's onStdout, or connect to it)"));
 }
 
 /// E2B's pause is airlock's suspend: files kept, processes end.
@@ -684,6 +771,9 @@ void add_e2b_routes(route_table& routes, std::shared_ptr<const route_table> inne
   routes.add_async(verb::post, "/e2b/sandboxes/{id}/timeout", with_key(api, set_timeout));
   routes.add_async(verb::post, "/e2b/sandboxes/{id}/pause", with_key(api, pause_sandbox));
   routes.add_async(verb::post, "/e2b/sandboxes/{id}/refreshes", with_key(api, refresh_sandbox));
+  routes.add_async(verb::put, "/e2b/sandboxes/{id}/network", with_key(api, update_network));
+  routes.add_async(verb::get, "/e2b/sandboxes/{id}/logs", with_key(api, sandbox_logs));
+  routes.add_async(verb::get, "/e2b/v2/sandboxes/{id}/logs", with_key(api, sandbox_logs));
   routes.add_async(verb::post, "/e2b/v2/sandboxes/{id}/connect", with_key(api, connect_sandbox));
   routes.add_async(verb::post, "/e2b/sandboxes/{id}/snapshots", with_key(api, create_snapshot));
   routes.add_async(verb::get, "/e2b/snapshots", with_key(api, list_snapshots));

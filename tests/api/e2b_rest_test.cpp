@@ -129,6 +129,34 @@ TEST_F(api_e2b, refresh_keeps_a_sandbox_alive_at_least_that_long_and_never_short
   EXPECT_EQ(e2b("DELETE", "/sandboxes/" + short_lived).status, 204);
 }
 
+TEST_F(api_e2b, network_settings_become_the_sandboxes_egress_policy) {
+  auto api = admin();
+  auto id = create({{"templateID", "minimal"},
+                    {"network", {{"denyOut", {"0.0.0.0/0"}}, {"allowOut", {"pypi.org"}}}}});
+  ASSERT_FALSE(id.empty());
+  auto egress = [&] { return api.get("/v1/sandboxes/" + id).json["egress"]; };
+  EXPECT_EQ(egress()["profile"], "allowlist") << egress();
+  EXPECT_EQ(egress()["allow"], json::array({"pypi.org"}));
+
+  auto put = [&](const json& body) { return e2b("PUT", "/sandboxes/" + id + "/network", body); };
+  EXPECT_EQ(put({{"denyOut", {"0.0.0.0/0"}}}).status, 204);
+  EXPECT_EQ(egress()["profile"], "none") << "deny everything, allow nothing";
+  EXPECT_EQ(put({{"denyOut", {"0.0.0.0/0"}}, {"allowOut", {"*.example.com"}}}).status, 204);
+  EXPECT_EQ(egress()["allow"], json::array({"*.example.com"}));
+  EXPECT_EQ(put({{"allow_internet_access", false}}).status, 204);
+  EXPECT_EQ(egress()["profile"], "none");
+
+  auto deny_some = put({{"denyOut", {"10.0.0.0/8"}}});
+  expect_e2b_error(deny_some, 400);
+  EXPECT_NE(deny_some.json.value("message", "").find("deny list"), std::string::npos);
+  expect_e2b_error(put({{"denyOut", {"0.0.0.0/0"}}, {"allowOut", {"1.2.3.4/32"}}}), 400);
+  expect_e2b_error(put({{"egressProxy", {{"address", "proxy:8080"}}}}), 400);
+  EXPECT_EQ(egress()["profile"], "none") << "a refused update changes nothing";
+  expect_e2b_error(e2b("PUT", "/sandboxes/sb_missing/network", json::object()), 404);
+  expect_e2b_error(e2b("GET", "/sandboxes/" + id + "/logs"), 501);
+  EXPECT_EQ(e2b("DELETE", "/sandboxes/" + id).status, 204);
+}
+
 TEST_F(api_e2b, connect_with_a_timeout_sets_it_from_now) {
   auto id = create({{"templateID", "minimal"}, {"timeout", 3600}});
   ASSERT_FALSE(id.empty());
