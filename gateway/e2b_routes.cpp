@@ -284,6 +284,19 @@ std::optional<uint32_t> timeout_of(const e2b_call& call, const json& body, uint3
   return found->get<uint32_t>();
 }
 
+/// An optional `timeout` of `body` into `out` (absent or null: none); false
+/// after answering 400.
+bool optional_timeout(const e2b_call& call, const json& body, std::optional<int64_t>& out) {
+  auto found = body.find("timeout");
+  if (found == body.end() || found->is_null())
+    return true;
+  auto asked = timeout_of(call, body, 0);
+  if (!asked)
+    return false;
+  out = *asked;
+  return true;
+}
+
 /// What E2B's create asks that airlock cannot do yet; "" when nothing.
 std::string unsupported_create_fields(const json& body) {
   for (const char* field : {"mcp", "volumeMounts", "autoResume"}) {
@@ -545,12 +558,8 @@ void connect_sandbox(e2b_call call) {
   if (!body)
     return;
   std::optional<int64_t> timeout;
-  if (body->contains("timeout") && !(*body)["timeout"].is_null()) {
-    auto asked = timeout_of(call, *body, 0);
-    if (!asked)
-      return;
-    timeout = *asked;
-  }
+  if (!optional_timeout(call, *body, timeout))
+    return;
   call.sandbox([call, timeout](json sandbox) {
     auto id = sandbox["id"].get<std::string>();
     // With a timeout, the sandbox then times out that long from now (as setTimeout).
@@ -666,12 +675,8 @@ void fork_sandbox(e2b_call call) {
     count = asked->get<int64_t>();
   }
   std::optional<int64_t> timeout;
-  if (body->contains("timeout") && !(*body)["timeout"].is_null()) {
-    auto asked = timeout_of(call, *body, 0);
-    if (!asked)
-      return;
-    timeout = *asked;
-  }
+  if (!optional_timeout(call, *body, timeout))
+    return;
   call.sandbox([call, count, timeout](json sandbox) {
     auto id = sandbox["id"].get<std::string>();
     call.run_operation(

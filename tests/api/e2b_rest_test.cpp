@@ -106,7 +106,10 @@ TEST_F(api_e2b, set_timeout_ends_the_sandbox_when_it_passes) {
   EXPECT_TRUE(wait_for([&] { return e2b("GET", "/sandboxes/" + id).status == 404; },
                        std::chrono::seconds(90), std::chrono::milliseconds(200)))
     << "gone once its new timeout passed";
-  EXPECT_EQ(api.get("/v1/sandboxes/" + id).json["state"], "destroyed");
+  // E2B stops showing it when its delete starts; /v1 shows the delete end.
+  EXPECT_TRUE(wait_for([&] { return api.get("/v1/sandboxes/" + id).json["state"] == "destroyed"; },
+                       std::chrono::seconds(60), std::chrono::milliseconds(100)))
+    << api.get("/v1/sandboxes/" + id).body;
 }
 
 TEST_F(api_e2b, refresh_keeps_a_sandbox_alive_at_least_that_long_and_never_shortens_it) {
