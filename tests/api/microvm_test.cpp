@@ -93,10 +93,12 @@ public:
     serve_suite::SetUpTestSuite();
     if (!has_server())
       return;
-    // A whole core and 256 MiB: the guest kernel boots under emulation, and
-    // the VM's QEMU is bounded by the sandbox's CPU.
-    auto created = admin().create(
-      small_spec({{"runtime", "microvm"}, {"cpu_millis", 1000}, {"memory_mb", 256}}));
+    // A whole core (and its share) and 256 MiB: the guest kernel boots under
+    // emulation, and the VM's QEMU is bounded by the sandbox's CPU.
+    auto created = admin().create(small_spec({{"runtime", "microvm"},
+                                              {"cpu_millis", 1000},
+                                              {"cpu_request_millis", 1000},
+                                              {"memory_mb", 256}}));
     if (created.status != 202) {
       failure_ = "create answered " + std::to_string(created.status) + ": " + created.body;
       return;
