@@ -13,7 +13,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
@@ -47,8 +46,11 @@ std::string cache_dir() {
 std::vector<std::string> processes_with(const std::string& a, const std::string& b) {
   std::vector<std::string> found;
   for (const auto& entry : fs::directory_iterator("/proc")) {
+    std::string cmdline;
     std::ifstream in(entry.path() / "cmdline");
-    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    char buffer[4096];
+    while (in.read(buffer, sizeof buffer) || in.gcount() > 0)
+      cmdline.append(buffer, static_cast<size_t>(in.gcount()));
     for (char& c : cmdline)
       if (c == '\0')
         c = ' ';
@@ -121,8 +123,9 @@ protected:
     if (!skip_.empty())
       GTEST_SKIP() << skip_;
     serve_suite::SetUp();
-    if (!IsSkipped())
+    if (!IsSkipped()) {
       ASSERT_FALSE(sandbox_.empty()) << failure_;
+    }
   }
 
   static std::string files(const std::string& query) {
