@@ -16,6 +16,7 @@
 #include "actors/build_progress.hpp"
 #include "actors/errors.hpp"
 #include "actors/procedure_steps.hpp"
+#include "actors/runtime_choice.hpp"
 
 namespace airlock::actors {
 
@@ -42,7 +43,7 @@ schema::snapshot_record new_snapshot_record(const schema::sandbox_record& sandbo
   snapshot.template_name = sandbox.spec.template_name;
   if (sandbox.spec.template_version != 0)
     snapshot.template_version = std::to_string(sandbox.spec.template_version);
-  snapshot.runtime = "namespace";
+  snapshot.runtime = runtime_of(sandbox.spec);
   snapshot.created_at_ms = created_at_ms;
   return snapshot;
 }

@@ -12,6 +12,7 @@
 #include "actors/cluster_protocol.hpp"
 #include "actors/errors.hpp"
 #include "actors/messages.hpp"
+#include "actors/runtime_choice.hpp"
 #include "storage/operation_store.hpp"
 #include "storage/sandbox_store.hpp"
 #include "storage/write_batch.hpp"
@@ -207,8 +208,12 @@ caf::result<schema::sandbox_record> apply_patch(registry_pointer self, const std
       || record->state == schema::sandbox_state::destroying)
     return make_error(errc::wrong_state,
                       "sandbox " + id + " is " + std::string(schema::to_string(record->state)));
-  if (patch.metadata)
+  if (patch.metadata) {
+    // The runtime is the sandbox's, not the caller's metadata: kept as it was.
+    const auto runtime = runtime_of(record->spec);
     record->spec.metadata = *patch.metadata;
+    set_runtime(record->spec, runtime);
+  }
   if (patch.egress)
     record->spec.egress = *patch.egress;
   if (patch.idle_timeout_s)

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <string>
 #include <string_view>
@@ -195,6 +196,42 @@ void add_egress_specs(std::vector<option_spec<O>>& specs) {
                    [](const O& o) { return o.sandboxes.egress_allow_private; }, "none"});
 }
 
+/// `field` = `v` when it is one of `allowed`.
+status set_one_of(std::string& field, std::string_view v,
+                  std::initializer_list<std::string_view> allowed) {
+  for (auto choice : allowed)
+    if (v == choice) {
+      field = std::string(v);
+      return status::ok();
+    }
+  std::string names;
+  for (auto choice : allowed)
+    names += (names.empty() ? "" : ", ") + std::string(choice);
+  return invalid("expected one of " + names + ", got '" + std::string(v) + "'");
+}
+
+template <class O>
+void add_microvm_specs(std::vector<option_spec<O>>& specs) {
+  specs.push_back({"microvm", "off|auto|on", "run sandboxes that ask for the microvm runtime",
+                   [](O& o, std::string_view v) {
+                     return set_one_of(o.sandboxes.microvm, v, {"off", "auto", "on"});
+                   },
+                   [](const O& o) { return o.sandboxes.microvm; }});
+  specs.push_back({"microvm-cache", "DIR", "the microVM guest's build cache",
+                   [](O& o, std::string_view v) { return set_path(o.sandboxes.microvm_cache, v); },
+                   [](const O& o) { return o.sandboxes.microvm_cache; }, "DATA_DIR/microvm/cache"});
+  specs.push_back(
+    {"microvm-guest-script", "FILE", "the script that builds the microVM guest",
+     [](O& o, std::string_view v) { return set_path(o.sandboxes.microvm_guest_script, v); },
+     [](const O& o) { return o.sandboxes.microvm_guest_script; },
+     "microvm-guest next to airlockd, else ../../scripts/microvm-guest"});
+  specs.push_back({"microvm-accel", "probe|kvm|tcg", "the microVMs' accelerator",
+                   [](O& o, std::string_view v) {
+                     return set_one_of(o.sandboxes.microvm_accel, v, {"probe", "kvm", "tcg"});
+                   },
+                   [](const O& o) { return o.sandboxes.microvm_accel; }});
+}
+
 /// Options of the hosts that run sandboxes (serve, worker).
 template <class O>
 void add_sandbox_host_specs(std::vector<option_spec<O>>& specs) {
@@ -245,6 +282,7 @@ void add_sandbox_host_specs(std::vector<option_spec<O>>& specs) {
                    [](const O& o) { return show_number(o.sandboxes.stop_timeout_s); }});
   add_capacity_specs(specs);
   add_egress_specs(specs);
+  add_microvm_specs(specs);
 }
 
 } // namespace

@@ -107,6 +107,20 @@ struct sandbox_host_options {
   /// private, loopback, link-local and metadata ranges are refused otherwise.
   /// Default: none.
   std::string egress_allow_private;
+  /// Sandboxes created with "runtime": "microvm" (docs/microvm.md): off; auto
+  /// (when QEMU and the guest's build tools are here and the guest builds;
+  /// else a warning and namespace sandboxes only); on (airlockd does not
+  /// start without it). Default: off.
+  std::string microvm = "off";
+  /// The microVM guest's build cache (the kernel package, the built guests).
+  /// Default: DATA_DIR/microvm/cache.
+  std::string microvm_cache;
+  /// The script that builds the guest. Default: microvm-guest next to
+  /// airlockd, else ../../scripts/microvm-guest (a build tree in the source tree).
+  std::string microvm_guest_script;
+  /// probe (KVM only when a probe guest boots under it, else TCG), kvm or tcg.
+  /// Default: probe.
+  std::string microvm_accel = "probe";
 };
 
 /// What the control plane keeps and decides (serve, control).

@@ -14,9 +14,12 @@
 #include "actors/api_keys.hpp"
 #include "airlockd/version.hpp"
 #include "crypto/certificates.hpp"
+#include "worker/command/command.hpp"
 #include "worker/egress/address_filter.hpp"
 #include "worker/egress/egress_proxy.hpp"
 #include "worker/host_capacity.hpp"
+#include "worker/microvm/accel_probe.hpp"
+#include "worker/microvm/microvm_runtime.hpp"
 #include "worker/rootfs/rootfs_driver.hpp"
 #include "worker/rootfs/templates.hpp"
 #include "worker/runtime/namespace_runtime.hpp"
@@ -39,6 +42,46 @@ std::string default_guest_binary() {
   if (::access(beside.c_str(), X_OK) == 0)
     return beside.string();
   return (self.parent_path().parent_path() / "guest" / "airlock-guest").string();
+}
+
+/// scripts/microvm-guest installed next to this executable as microvm-guest,
+/// else in the source tree above a build tree inside it (build/airlockd/airlockd).
+std::string default_microvm_guest_script() {
+  std::error_code ec;
+  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec)
+    return "microvm-guest";
+  auto beside = self.parent_path() / "microvm-guest";
+  if (::access(beside.c_str(), R_OK) == 0)
+    return beside.string();
+  return (self.parent_path().parent_path().parent_path() / "scripts" / "microvm-guest").string();
+}
+
+/// What this host lacks to build the guest and run QEMU ("" when nothing).
+std::string microvm_tools_missing(const worker::microvm::vm_options& vm) {
+  for (const char* tool : {"qemu-system-x86_64", "mkfs.ext4", "busybox", "objcopy", "xz"})
+    if (worker::find_program(tool, worker::default_command_path).empty())
+      return std::string("no ") + tool + " on this host";
+  if (::access(vm.firmware.c_str(), R_OK) != 0)
+    return "no " + vm.firmware + " (Debian's qemu-system-data)";
+  return "";
+}
+
+/// Builds (or finds in `cache`) the guest with scripts/microvm-guest; its directory.
+result<std::string> build_microvm_guest(const std::string& script, const std::string& agent,
+                                        const std::string& cache) {
+  worker::command_options run;
+  run.timeout_ms = 600'000; // the first build downloads Debian's kernel package
+  auto ran = worker::run_command({"bash", script, "--agent", agent, "--cache", cache}, run);
+  if (!ran)
+    return make_status(ran.code(), script + " did not run: " + ran.error().message);
+  if (!ran->succeeded())
+    return make_status(errc::io_error, script + " failed: " + ran->output);
+  std::string out = ran->output;
+  while (!out.empty() && out.back() == '\n')
+    out.pop_back();
+  auto last = out.rfind('\n');
+  return out.substr(last == std::string::npos ? 0 : last + 1);
 }
 
 /// nftables table names take letters, digits and '_'.
@@ -165,6 +208,8 @@ status worker_host::start(caf::actor_system& system, const std::string& data_dir
   worker::worker_context context;
   context.guest = std::move(*guest);
   context.runtime = std::shared_ptr<worker::sandbox_runtime>(std::move(*runtime));
+  if (auto vms = start_microvm(options, guest_binary, context); !vms)
+    return vms;
   context.rootfs = shared_rootfs;
   // The store belongs to the daemon and outlives the worker: no ownership.
   context.store = std::shared_ptr<storage::kv_store>(&store, [](storage::kv_store*) {});
@@ -305,6 +350,58 @@ void worker_host::start_firewall_log(const sandbox_host_options& options) {
   drop_log_group_ = log_options.group;
 }
 
+status worker_host::start_microvm(const sandbox_host_options& options,
+                                  const std::string& guest_binary,
+                                  worker::worker_context& context) {
+  if (options.microvm == "off")
+    return status::ok();
+  namespace microvm = worker::microvm;
+  microvm::microvm_runtime_options vms;
+  // QEMU keeps root's uid for now: the sandboxes' disks live under the data
+  // directory (mode 0700), which an unprivileged VMM could not reach. It
+  // still runs with seccomp, no_new_privs and namespaces of its own.
+  vms.cgroups.parent = options.instance; // one memory bound with the namespace sandboxes
+  const std::string dir = data_dir_ + "/microvm";
+  const std::string cache = options.microvm_cache.empty() ? dir + "/cache" : options.microvm_cache;
+  vms.run_dir = dir + "/run";
+  auto fail = [this, &options, &context](std::string why) {
+    context.microvm_missing = why;
+    if (options.microvm == "on")
+      return make_status(errc::unavailable, "cannot start the microvm runtime: " + why);
+    log_.warn("microvm sandboxes are refused on this worker", {{"reason", why}});
+    return status::ok();
+  };
+  if (auto missing = microvm_tools_missing(vms.vm); !missing.empty())
+    return fail(missing);
+  for (const auto& made : {cache, vms.run_dir}) {
+    std::error_code ec;
+    std::filesystem::create_directories(made, ec);
+    if (ec)
+      return fail("cannot make " + made + ": " + ec.message());
+  }
+  const std::string script = options.microvm_guest_script.empty() ? default_microvm_guest_script()
+                                                                  : options.microvm_guest_script;
+  auto guest_dir = build_microvm_guest(script, guest_binary, cache);
+  if (!guest_dir)
+    return fail(guest_dir.error().message);
+  auto guest = microvm::guest_image_in(*guest_dir);
+  if (guest.kernel_path.empty() || guest.initrd_path.empty())
+    return fail(script + " left no vmlinux and initramfs.cpio in " + *guest_dir);
+  microvm::accel_options accel;
+  accel.mode = options.microvm_accel == "kvm"   ? microvm::accel_mode::kvm
+               : options.microvm_accel == "tcg" ? microvm::accel_mode::tcg
+                                                : microvm::accel_mode::probe;
+  auto log = log_;
+  auto choice = microvm::choose_accelerator(guest, vms.run_dir, accel, vms.vm,
+                                            [log](std::string_view line) { log.info(line); });
+  vms.guest_dir = *guest_dir;
+  vms.accel = choice.accel;
+  context.microvm = std::make_shared<microvm::microvm_runtime>(std::move(vms));
+  runtimes_ = {"namespace", "microvm"};
+  log_.info("microvm runtime ready", {{"guest", *guest_dir}, {"kernel", guest.release}});
+  return status::ok();
+}
+
 uint16_t worker_host::egress_proxy_port() const noexcept {
   return egress_proxy_ ? egress_proxy_->proxy_port() : 0;
 }
@@ -370,7 +467,7 @@ result<schema::worker_registration> worker_host::registration(const std::string&
   registration.name = name;
   registration.data_url = data_url;
   registration.capacity = *capacity;
-  registration.runtimes = {"namespace"};
+  registration.runtimes = runtimes_;
   registration.default_request = default_request(options_);
   registration.memory_limit_percent = options_.memory_limit_percent;
   registration.version = std::string(version());

@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "actors/cluster_protocol.hpp"
 #include "actors/log.hpp"
@@ -67,6 +68,11 @@ private:
   status start_egress(caf::actor_system& system, const sandbox_host_options& options);
   /// Turns the firewall's logged drops into audit records (best effort).
   void start_firewall_log(const sandbox_host_options& options);
+  /// Opens the microvm runtime into `context` when options.microvm asks for
+  /// it (blocking: builds or finds the guest, probes the accelerator).
+  /// Fails only when it is "on" and this host cannot run microVMs.
+  status start_microvm(const sandbox_host_options& options, const std::string& guest_binary,
+                       worker::worker_context& context);
 
   actors::logger log_;
   caf::actor_system* system_ = nullptr;
@@ -85,6 +91,8 @@ private:
   /// real bound on sandboxes at once.
   std::string sandbox_filesystem_;
   uint32_t runtime_slots_ = 0;
+  /// The runtimes registration offers: namespace, and microvm when it opened.
+  std::vector<std::string> runtimes_ = {"namespace"};
   /// This worker's egress CA key: stays in memory, never in a file or a sandbox.
   std::string egress_key_pem_;
 };

@@ -66,8 +66,12 @@ int run(const bench_options& opt) {
     std::cerr << "setup failed: " << guest.error().message << "\n";
     return 1;
   }
-  auto worker = spawn_worker(
-    system, worker_context{host->runtime, host->rootfs, host->store, nullptr, {}, *guest});
+  worker_context context;
+  context.runtime = host->runtime;
+  context.rootfs = host->rootfs;
+  context.store = host->store;
+  context.guest = *guest;
+  auto worker = spawn_worker(system, std::move(context));
   {
     caf::scoped_actor self{system};
     auto report = ask<recover_report>(self, worker, wk_recover_atom::value);

@@ -1,5 +1,6 @@
 #include "gateway/api_json.hpp"
 
+#include "actors/runtime_choice.hpp"
 #include "schema/base64.hpp"
 #include "schema/egress_rules.hpp"
 
@@ -249,6 +250,7 @@ json to_json(const schema::sandbox_record& record) {
     {"state", std::string(schema::to_string(record.state))},
     {"template", spec.template_name},
     {"template_version", spec.template_version == 0 ? json(nullptr) : json(spec.template_version)},
+    {"runtime", actors::runtime_of(spec)},
     {"worker_id", record.worker_id.empty() ? json(nullptr) : json(record.worker_id)},
     {"data_url", record.data_url.empty() ? json(nullptr) : json(record.data_url)},
     {"cpu_millis", spec.cpu_millis},

@@ -3,10 +3,15 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/send.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <functional>
+#include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
+#include "actors/runtime_choice.hpp"
 #include "actors/sandbox_procedures.hpp"
 #include "gateway/control_api_internal.hpp"
 #include "gateway/e2b_routes.hpp"
@@ -257,18 +262,58 @@ void admit_then_create(api_ptr api, exchange_ptr ex, caller who, schema::sandbox
     actors::sc_place_atom::value, wanted);
 }
 
-void create_sandbox(api_ptr api, exchange_ptr ex, caller who) {
-  auto body = parse_object(ex->request().body());
-  if (!body)
-    return ex->respond(error_response(body.error()));
-  auto spec = parse_sandbox_spec(*body, api->deps.options.limits);
-  if (!spec)
-    return ex->respond(error_response(spec.error()));
+/// The create's runtime: `runtime`, else the metadata's airlock.runtime (a
+/// sandbox's metadata carries it, actors/runtime_choice.hpp), else namespace.
+result<std::string> requested_runtime(const json& body, const schema::sandbox_spec& spec) {
+  std::string runtime = actors::runtime_of(spec);
+  if (auto field = body.find("runtime"); field != body.end() && !field->is_null()) {
+    if (!field->is_string())
+      return make_status(errc::invalid_argument, "runtime must be \"namespace\" or \"microvm\"");
+    runtime = field->get<std::string>();
+  }
+  if (!actors::is_runtime_name(runtime))
+    return make_status(errc::invalid_argument,
+                       "runtime must be \"namespace\" or \"microvm\", not \"" + runtime + "\"");
+  return runtime;
+}
+
+/// Calls `next` when some ready worker offers `runtime` (every worker offers
+/// namespace); else 409 runtime_unavailable saying what is missing. The
+/// scheduler does not place by runtime yet: with several workers, one
+/// without it refuses the create (the sandbox ends in error).
+void with_runtime_offered(api_ptr api, exchange_ptr ex, const std::string& runtime,
+                          std::function<void()> next) {
+  if (runtime == actors::namespace_runtime_name)
+    return next();
+  call_actor(
+    *api->deps.system, api->deps.scheduler, api->call_timeout(),
+    [ex, runtime, next](std::vector<actors::worker_view>& workers) {
+      bool offered = std::any_of(workers.begin(), workers.end(), [&runtime](const auto& worker) {
+        const auto& runtimes = worker.registration.runtimes;
+        return worker.state == "ready"
+               && std::find(runtimes.begin(), runtimes.end(), runtime) != runtimes.end();
+      });
+      if (offered)
+        return next();
+      ex->respond(json_error(
+        http::status::conflict, "runtime_unavailable",
+        "no ready worker offers the " + runtime
+          + " runtime: start airlockd with --microvm auto on a host with "
+            "qemu-system-x86_64, qboot, mkfs.ext4, busybox, objcopy and xz (docs/microvm.md); "
+            "GET /v1/workers lists each worker's runtimes"));
+    },
+    answer_error(ex), actors::sc_workers_atom::value);
+}
+
+/// The create once its runtime is known to be offered: the template's
+/// default egress, the template version (or the checkpoint's), then placement.
+void create_sandbox_checked(api_ptr api, exchange_ptr ex, caller who, const json& body,
+                            schema::sandbox_spec spec) {
   // The template's default egress when the request names none.
   const auto& defaults = api->deps.options.template_egress;
-  if (auto found = defaults.find(spec->template_name);
-      !body->contains("egress") && found != defaults.end())
-    spec->egress = found->second;
+  if (auto found = defaults.find(spec.template_name);
+      !body.contains("egress") && found != defaults.end())
+    spec.egress = found->second;
   auto create = [api, ex, who](schema::sandbox_spec wanted, std::string snapshot_worker) {
     replay_or(api, ex, who, [api, ex, who, wanted, snapshot_worker]() {
       auto now = api->deps.clock->now_ms();
@@ -279,7 +324,9 @@ void create_sandbox(api_ptr api, exchange_ptr ex, caller who) {
       record.spec = wanted;
       record.created_at_ms = now;
       record.last_active_at_ms = now;
-      if (snapshot_worker.empty() && api->deps.pools)
+      // Warm pools hold namespace sandboxes only.
+      if (snapshot_worker.empty() && api->deps.pools
+          && actors::runtime_of(wanted) == actors::namespace_runtime_name)
         return claim_or_create(api, ex, who, std::move(record),
                                [api, ex, who](schema::sandbox_record cold) {
                                  admit_then_create(api, ex, who, std::move(cold), {});
@@ -287,15 +334,16 @@ void create_sandbox(api_ptr api, exchange_ptr ex, caller who) {
       admit_then_create(api, ex, who, std::move(record), snapshot_worker);
     });
   };
-  if (spec->from_checkpoint.empty())
+  if (spec.from_checkpoint.empty())
     return with_template_version(
-      api, ex, who, std::move(*spec),
+      api, ex, who, std::move(spec),
       [create](schema::sandbox_spec resolved) { create(std::move(resolved), {}); });
   // From a checkpoint: the caller's own, complete one; the sandbox takes its
   // template and starts on the worker that holds it.
+  auto checkpoint_id = spec.from_checkpoint; // read before spec moves into the reply handler
   call_actor(
     *api->deps.system, api->deps.registry, api->call_timeout(),
-    [api, ex, who, create, spec = std::move(*spec)](schema::snapshot_record& checkpoint) mutable {
+    [api, ex, who, create, spec = std::move(spec)](schema::snapshot_record& checkpoint) mutable {
       if (checkpoint.kind != schema::snapshot_kind::checkpoint)
         return ex->respond(
           json_error(http::status::not_found, "not_found", "no checkpoint " + checkpoint.id));
@@ -317,7 +365,24 @@ void create_sandbox(api_ptr api, exchange_ptr ex, caller who) {
                               create(std::move(resolved), worker);
                             });
     },
-    answer_error(ex), actors::rg_snapget_atom::value, spec->from_checkpoint, scope_of(who));
+    answer_error(ex), actors::rg_snapget_atom::value, checkpoint_id, scope_of(who));
+}
+
+void create_sandbox(api_ptr api, exchange_ptr ex, caller who) {
+  auto body = parse_object(ex->request().body());
+  if (!body)
+    return ex->respond(error_response(body.error()));
+  auto spec = parse_sandbox_spec(*body, api->deps.options.limits);
+  if (!spec)
+    return ex->respond(error_response(spec.error()));
+  auto runtime = requested_runtime(*body, *spec);
+  if (!runtime)
+    return ex->respond(error_response(runtime.error()));
+  actors::set_runtime(*spec, *runtime);
+  auto checked = std::make_shared<schema::sandbox_spec>(std::move(*spec));
+  with_runtime_offered(api, ex, *runtime, [api, ex, who, checked, body = std::move(*body)] {
+    create_sandbox_checked(api, ex, who, body, std::move(*checked));
+  });
 }
 
 void get_sandbox(api_ptr api, exchange_ptr ex, caller who) {
@@ -474,6 +539,7 @@ void list_workers(api_ptr api, exchange_ptr ex, caller who) {
                          {"pressure_reason", worker.pressure_reason},
                          {"default_request", resources(worker.registration.default_request)},
                          {"memory_limit_percent", worker.registration.memory_limit_percent},
+                         {"runtimes", worker.registration.runtimes},
                          {"sandboxes", worker.allocated.sandboxes},
                          {"last_heartbeat_at", timestamp_json(worker.last_heartbeat_at_ms)}});
       ex->respond(json_response(http::status::ok, {{"items", items}, {"next_cursor", nullptr}}));

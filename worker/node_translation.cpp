@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "actors/errors.hpp"
+#include "actors/runtime_choice.hpp"
 #include "worker/node_state.hpp"
 
 namespace airlock::worker::node_detail {
@@ -36,6 +37,7 @@ create_sandbox_request to_create_request(const schema::sandbox_record& record) {
   req.egress.template_name = record.spec.template_name;
   req.egress.policy = record.spec.egress;
   req.from_snapshot = record.spec.from_checkpoint;
+  req.runtime = actors::runtime_of(record.spec);
   return req;
 }
 

@@ -272,6 +272,9 @@ struct sandbox_parts {
   std::shared_ptr<rootfs_driver> rootfs;
   std::unique_ptr<guest::guest_client> client; ///< handshaken
   int channel_fd = -1;                         ///< the client's descriptor (polled only)
+  /// False when the sandbox's files live in a disk image of its own (a
+  /// microvm sandbox), not in its root on the rootfs driver: no checkpoints.
+  bool files_in_root = true;
 };
 
 using sandbox_actor = caf::typed_actor<

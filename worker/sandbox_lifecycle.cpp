@@ -212,6 +212,11 @@ caf::result<uint64_t> handle_checkpoint(self_ptr self, const std::string& checkp
                                              "done");
   if (!st.parts.rootfs)
     return make_error(errc::unavailable, "this worker has no rootfs driver: no checkpoints");
+  if (!st.parts.files_in_root)
+    return make_error(errc::unimplemented,
+                      "sandbox " + st.parts.id
+                        + " runs in a microVM, whose checkpoints and suspend are not built yet "
+                          "(docs/microvm.md)");
   auto promise = self->make_response_promise<uint64_t>();
   auto runtime = st.parts.runtime;
   auto rootfs = st.parts.rootfs;

@@ -29,9 +29,33 @@ status attach_egress(const worker_context& ctx, const create_sandbox_request& re
   return status::ok();
 }
 
+/// The runtime `req` names: the namespace runtime, or the microvm one when
+/// this worker has it; unavailable saying why when it has not.
+result<std::shared_ptr<sandbox_runtime>> runtime_for(const worker_context& ctx,
+                                                     const create_sandbox_request& req) {
+  if (req.runtime.empty() || req.runtime == "namespace")
+    return ctx.runtime;
+  if (req.runtime != "microvm")
+    return make_status(errc::invalid_argument,
+                       "unknown runtime \"" + req.runtime + "\": namespace or microvm");
+  if (!ctx.microvm)
+    return make_status(errc::unavailable,
+                       "this worker cannot run microvm sandboxes: " + ctx.microvm_missing);
+  return ctx.microvm;
+}
+
 } // namespace
 
-result<sandbox_parts> start_sandbox(const worker_context& ctx, const create_sandbox_request& req) {
+result<sandbox_parts> start_sandbox(const worker_context& ctx,
+                                    const create_sandbox_request& request) {
+  auto runtime = runtime_for(ctx, request);
+  if (!runtime)
+    return runtime.error();
+  const bool vm = request.runtime == "microvm";
+  // A microVM has no network yet (docs/microvm.md): no veth, no egress entry.
+  create_sandbox_request req = request;
+  if (vm)
+    req.network = false;
   // A root left for an id this worker does not run is stale (kept by a
   // restart, or a create cut short): a fresh start replaces it.
   if (!req.reuse_root && ctx.rootfs->sandbox_path(req.id))
@@ -62,34 +86,38 @@ result<sandbox_parts> start_sandbox(const worker_context& ctx, const create_sand
   spec.channel_fd = pair[1];
   spec.limits = req.limits;
   spec.network.enabled = req.network;
-  auto handle = ctx.runtime->create(spec);
+  auto handle = (*runtime)->create(spec);
   ::close(pair[1]);
   if (!handle) {
     undo_root();
     return handle.error();
   }
   if (auto wired = attach_egress(ctx, req, *handle, spec.rootfs_path); !wired) {
-    (void)ctx.runtime->destroy(req.id);
+    (void)(*runtime)->destroy(req.id);
     undo_root();
     return wired;
   }
   const int fd = host_end.get();
   auto client = std::make_unique<guest::guest_client>(std::move(host_end));
-  if (auto hello = client->handshake(ctx.options.guest_handshake_timeout_ms); !hello) {
+  const int handshake_ms =
+    vm ? ctx.options.microvm_handshake_timeout_ms : ctx.options.guest_handshake_timeout_ms;
+  if (auto hello = client->handshake(handshake_ms); !hello) {
     auto failure = make_status(hello.code(), "the guest of sandbox " + req.id
                                                + " did not say hello: " + hello.error().message);
     client.reset();
     if (ctx.egress)
       ctx.egress->detach(req.id);
-    (void)ctx.runtime->destroy(req.id);
+    (void)(*runtime)->destroy(req.id);
     undo_root();
     return failure;
   }
   sandbox_parts parts;
   parts.id = req.id;
   parts.handle = std::move(*handle);
-  parts.runtime = ctx.runtime;
+  parts.runtime = *runtime;
   parts.rootfs = ctx.rootfs;
+  // The VM's files are in its own disk image, made from the root above.
+  parts.files_in_root = !vm;
   parts.client = std::move(client);
   parts.channel_fd = fd;
   return parts;

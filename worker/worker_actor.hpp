@@ -59,6 +59,10 @@ struct worker_options {
   std::string worker_id = "local";
   /// Bound on the guest's hello after the sandbox's init started. Default: 5000.
   int guest_handshake_timeout_ms = 5000;
+  /// The same for a microvm sandbox, whose guest boots a kernel first (seconds
+  /// under TCG on a busy host); below the control plane's create timeout.
+  /// Default: 45000.
+  int microvm_handshake_timeout_ms = 45'000;
   /// Bound on a pause or resume forwarded to a sandbox actor. Default: 15000.
   uint32_t freeze_timeout_ms = 15'000;
   /// Bound on a destroy forwarded to a sandbox actor (closing the channel,
@@ -83,6 +87,10 @@ struct worker_options {
 /// actors and their helper threads (each is thread-safe).
 struct worker_context {
   std::shared_ptr<sandbox_runtime> runtime;
+  /// The microvm runtime (docs/microvm.md) for sandboxes whose request names
+  /// it; null: this worker has none, and microvm_missing says why.
+  std::shared_ptr<sandbox_runtime> microvm;
+  std::string microvm_missing = "the microvm runtime is not enabled (airlockd --microvm)";
   std::shared_ptr<rootfs_driver> rootfs;
   std::shared_ptr<storage::kv_store> store; ///< worker-local
   /// The egress proxy's sandboxes; null: no egress (the firewall drops all).
@@ -118,6 +126,9 @@ struct create_sandbox_request {
   /// The root an earlier run of this worker left (recorded as stopped) is
   /// the sandbox's root again; not_found when it is gone.
   bool reuse_root = false;
+  /// "microvm": a VM of worker_context::microvm; "" or "namespace": the
+  /// namespace runtime.
+  std::string runtime;
 };
 
 /// One row of list.
@@ -157,7 +168,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, create_sandbox_request& x) {
   return f(caf::meta::type_name("create_sandbox_request"), x.id, x.template_name, x.limits,
            x.disk_mb, x.memory_request_mb, x.disk_request_mb, x.network, x.egress, x.from_snapshot,
-           x.reuse_root);
+           x.reuse_root, x.runtime);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sandbox_entry& x) {

@@ -8,6 +8,7 @@
 #include "actors/cluster_protocol.hpp"
 #include "actors/errors.hpp"
 #include "actors/messages.hpp"
+#include "actors/runtime_choice.hpp"
 #include "actors/sandbox_registry.hpp"
 #include "actors/system_config.hpp"
 #include "storage/kv_store.hpp"
@@ -72,6 +73,32 @@ TEST_F(registry_and_keys, counts_start_from_the_stored_records_and_follow_every_
   ASSERT_TRUE(ask<schema::sandbox_record>(registry, rg_patch_atom::value, std::string("sb_a"),
                                           std::string("acme"), patch));
   EXPECT_EQ(count(), (counts{{"destroyed", 1}, {"running", 3}}));
+}
+
+TEST_F(registry_and_keys, a_metadata_patch_keeps_the_sandboxs_runtime) {
+  spawn();
+  auto vm = sandbox("sb_vm", sandbox_state::running);
+  vm.spec.metadata = {{"owner", "ann"}};
+  set_runtime(vm.spec, microvm_runtime_name);
+  ASSERT_TRUE(ask<schema::sandbox_record>(registry, rg_create_atom::value, vm));
+  auto patch_metadata = [this](std::string id, std::map<std::string, std::string> metadata) {
+    sandbox_patch patch;
+    patch.metadata = std::move(metadata);
+    return ask<schema::sandbox_record>(registry, rg_patch_atom::value, std::move(id),
+                                       std::string("acme"), patch);
+  };
+  // The caller's map replaces the rest; the runtime is not the caller's to drop.
+  auto patched = patch_metadata("sb_vm", {{"owner", "bob"}});
+  ASSERT_TRUE(patched) << patched.error().message;
+  EXPECT_EQ(runtime_of(patched->spec), "microvm");
+  EXPECT_EQ(patched->spec.metadata.at("owner"), "bob");
+  // Nor to give one to a namespace sandbox.
+  ASSERT_TRUE(ask<schema::sandbox_record>(registry, rg_create_atom::value,
+                                          sandbox("sb_ns", sandbox_state::running)));
+  patched = patch_metadata("sb_ns", {{runtime_metadata_key, "microvm"}});
+  ASSERT_TRUE(patched) << patched.error().message;
+  EXPECT_EQ(runtime_of(patched->spec), "namespace");
+  EXPECT_TRUE(patched->spec.metadata.empty());
 }
 
 TEST_F(registry_and_keys, a_created_key_authenticates_its_tenant_and_a_wrong_one_does_not) {

@@ -62,6 +62,22 @@ TEST_F(api_bad_input, wrong_types_and_a_missing_template_are_400) {
   expect_error(api.call("POST", procs, "not json"), 400);
 }
 
+TEST_F(api_bad_input, an_unknown_runtime_is_400_and_microvm_without_a_worker_offering_it_409) {
+  auto api = admin();
+  expect_error(api.create({{"template", "minimal"}, {"runtime", "firecracker"}}), 400,
+               "invalid_argument");
+  expect_error(api.create({{"template", "minimal"}, {"runtime", 7}}), 400, "invalid_argument");
+  // This suite's airlockd runs without --microvm: nothing is created.
+  auto refused = api.create({{"template", "minimal"}, {"runtime", "microvm"}});
+  expect_error(refused, 409, "runtime_unavailable");
+  EXPECT_NE(refused.json["error"]["message"].get<std::string>().find("microvm"), std::string::npos)
+    << refused.body;
+  auto workers = api.get("/v1/workers");
+  ASSERT_EQ(workers.status, 200) << workers.body;
+  ASSERT_FALSE(workers.json["items"].empty());
+  EXPECT_EQ(workers.json["items"][0]["runtimes"], json::array({"namespace"})) << workers.body;
+}
+
 TEST_F(api_bad_input, an_unknown_template_fails_the_operation_with_a_reason) {
   auto api = admin();
   auto created = api.create({{"template", "no-such-template"}});

@@ -75,8 +75,13 @@ result<worker_host> worker_host::open(const std::string& data_dir, bool build_mi
 worker_context worker_host::context(worker_options options) const {
   auto guest = open_guest_binary(AIRLOCK_GUEST_BINARY);
   EXPECT_TRUE(guest) << guest.error().message;
-  return worker_context{
-    runtime, rootfs, store, nullptr, std::move(options), guest ? *guest : nullptr};
+  worker_context context;
+  context.runtime = runtime;
+  context.rootfs = rootfs;
+  context.store = store;
+  context.options = std::move(options);
+  context.guest = guest ? *guest : nullptr;
+  return context;
 }
 
 void real_worker_test::open_host(bool build_minimal) {
