@@ -1,7 +1,5 @@
 #include "gateway/api_common.hpp"
 
-#include <charconv>
-
 namespace airlock::gateway::detail {
 
 std::optional<std::string> bearer_of(const exchange& ex) {
@@ -33,22 +31,8 @@ void authenticate(caf::actor_system& system, const actors::api_key_actor& api_ke
     answer_error(ex), actors::key_auth_atom::value, *key);
 }
 
-result<std::optional<uint64_t>> query_uint(const exchange& ex, std::string_view name,
-                                           uint64_t max) {
-  auto text = ex.query(name);
-  if (!text)
-    return std::optional<uint64_t>{};
-  uint64_t value = 0;
-  auto [end, error] = std::from_chars(text->data(), text->data() + text->size(), value);
-  if (error != std::errc{} || end != text->data() + text->size() || value > max)
-    return make_status(errc::invalid_argument, "?" + std::string(name)
-                                                 + "= must be a whole number from 0 to "
-                                                 + std::to_string(max));
-  return std::optional<uint64_t>(value);
-}
-
 result<size_t> list_limit(const exchange& ex, size_t max) {
-  auto limit = query_uint(ex, "limit", max);
+  auto limit = ex.query_uint("limit", max);
   if (!limit)
     return limit.error();
   if (*limit && **limit == 0)

@@ -40,7 +40,4 @@ void authenticate(caf::actor_system& system, const actors::api_key_actor& api_ke
 /// ?limit= within 1..max (default 100); invalid_argument otherwise.
 result<size_t> list_limit(const exchange& ex, size_t max);
 
-/// ?NAME= as an unsigned number ≤ max; nullopt when absent.
-result<std::optional<uint64_t>> query_uint(const exchange& ex, std::string_view name, uint64_t max);
-
 } // namespace airlock::gateway::detail

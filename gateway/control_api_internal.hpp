@@ -70,6 +70,10 @@ async_route_handler lifecycle_verb(api_ptr owner, actors::sandbox_verb verb, std
 /// The request's body as a JSON object; an empty body is an empty object.
 result<nlohmann::json> optional_object_body(const exchange& ex);
 
+/// GET /v1/operations, /v1/operations/{id}, its events and cancel
+/// (operation_routes.cpp).
+void add_operation_routes(route_table& routes, const api_ptr& api);
+
 /// POST/GET /v1/sandboxes/{id}/checkpoints, GET/DELETE /v1/checkpoints/{id},
 /// POST /v1/sandboxes/{id}/suspend, restore, wake and fork
 /// (snapshot_routes.cpp).

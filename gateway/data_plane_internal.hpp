@@ -42,6 +42,9 @@ struct target {
 void count_forwarded(const data_api& api, const target& t, std::string_view direction,
                      uint64_t bytes);
 
+/// The longest path a file route takes.
+constexpr size_t path_bytes_max = 4096;
+
 /// ?path= as an absolute path; invalid_argument otherwise.
 result<std::string> path_of_query(const exchange& ex);
 
@@ -62,5 +65,15 @@ void watch_files(api_ptr api, detail::exchange_ptr ex, target t);
 /// streams it); a body of at most one chunk goes to the worker in one
 /// message, a larger one through a write session, a chunk at a time.
 void write_file(api_ptr api, detail::exchange_ptr ex, target t);
+
+/// The file routes (data_files.cpp): GET .../files?path= (small files in one
+/// read, larger ones streamed), .../list, .../stat, DELETE, .../mkdir and
+/// .../move?to=.
+void read_file(api_ptr api, detail::exchange_ptr ex, target t);
+void list_files(api_ptr api, detail::exchange_ptr ex, target t);
+void stat_file(api_ptr api, detail::exchange_ptr ex, target t);
+void remove_file(api_ptr api, detail::exchange_ptr ex, target t);
+void make_directory(api_ptr api, detail::exchange_ptr ex, target t);
+void move_file(api_ptr api, detail::exchange_ptr ex, target t);
 
 } // namespace airlock::gateway::data_detail

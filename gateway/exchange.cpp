@@ -1,6 +1,7 @@
 #include "gateway/exchange.hpp"
 
 #include <algorithm>
+#include <charconv>
 
 namespace airlock::gateway {
 
@@ -27,6 +28,19 @@ std::optional<std::string> exchange::query(std::string_view name) const {
       return value;
   }
   return std::nullopt;
+}
+
+result<std::optional<uint64_t>> exchange::query_uint(std::string_view name, uint64_t max) const {
+  auto text = query(name);
+  if (!text || text->empty())
+    return std::optional<uint64_t>{};
+  uint64_t value = 0;
+  auto [end, error] = std::from_chars(text->data(), text->data() + text->size(), value);
+  if (error != std::errc{} || end != text->data() + text->size() || value > max)
+    return make_status(errc::invalid_argument, "?" + std::string(name)
+                                                 + "= must be a whole number from 0 to "
+                                                 + std::to_string(max));
+  return std::optional<uint64_t>(value);
 }
 
 void exchange::respond(http_response response) {

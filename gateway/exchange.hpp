@@ -85,6 +85,10 @@ public:
   std::string_view path_param(std::string_view name) const;
   /// The first query parameter `name`, percent-decoded ('+' is a space); nullopt if absent.
   std::optional<std::string> query(std::string_view name) const;
+  /// Query parameter `name` as an unsigned number <= max; nullopt when absent
+  /// or empty (a form's unset field); invalid_argument, naming the parameter
+  /// and its range, otherwise.
+  result<std::optional<uint64_t>> query_uint(std::string_view name, uint64_t max) const;
   /// All query parameters in order (for filters such as metadata.KEY=VALUE).
   const std::vector<std::pair<std::string, std::string>>& query_params() const { return query_; }
   /// The matched route pattern, e.g. "/v1/sandboxes/{id}" (a metrics label).

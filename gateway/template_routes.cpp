@@ -527,7 +527,7 @@ void get_build_log(api_ptr api, exchange_ptr ex, caller who) {
       ec != std::errc{} || end != number.data() + number.size() || version == 0)
     return ex->respond(json_error(http::status::bad_request, "invalid_argument",
                                   "the version must be a positive number"));
-  auto offset = query_uint(*ex, "offset", std::numeric_limits<uint64_t>::max());
+  auto offset = ex->query_uint("offset", std::numeric_limits<uint64_t>::max());
   if (!offset)
     return ex->respond(error_response(offset.error()));
   call_actor(
