@@ -230,6 +230,11 @@ void add_microvm_specs(std::vector<option_spec<O>>& specs) {
                      return set_one_of(o.sandboxes.microvm_accel, v, {"probe", "kvm", "tcg"});
                    },
                    [](const O& o) { return o.sandboxes.microvm_accel; }});
+  specs.push_back({"microvm-vmm-uid", "N", "the host uid and gid QEMU runs as (not root)",
+                   [](O& o, std::string_view v) {
+                     return set_number<uint32_t>(o.sandboxes.microvm_vmm_uid, v, 1, 4'000'000'000);
+                   },
+                   [](const O& o) { return show_number(o.sandboxes.microvm_vmm_uid); }});
 }
 
 /// Options of the hosts that run sandboxes (serve, worker).

@@ -121,6 +121,9 @@ struct sandbox_host_options {
   /// probe (KVM only when a probe guest boots under it, else TCG), kvm or tcg.
   /// Default: probe.
   std::string microvm_accel = "probe";
+  /// Host uid and gid the microVMs' QEMU runs as (in its jail: its own
+  /// namespaces, only its files); never root. Default: 65534 (nobody).
+  uint32_t microvm_vmm_uid = 65'534;
 };
 
 /// What the control plane keeps and decides (serve, control).

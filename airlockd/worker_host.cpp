@@ -357,9 +357,10 @@ status worker_host::start_microvm(const sandbox_host_options& options,
     return status::ok();
   namespace microvm = worker::microvm;
   microvm::microvm_runtime_options vms;
-  // QEMU keeps root's uid for now: the sandboxes' disks live under the data
-  // directory (mode 0700), which an unprivileged VMM could not reach. It
-  // still runs with seccomp, no_new_privs and namespaces of its own.
+  // QEMU runs as an unprivileged uid in its jail (vmm_jail.hpp): the jail
+  // binds each of its files at its own path, so the 0700 data directory
+  // need not be open to that uid.
+  vms.vm.vmm_uid = vms.vm.vmm_gid = options.microvm_vmm_uid;
   vms.cgroups.parent = options.instance; // one memory bound with the namespace sandboxes
   const std::string dir = data_dir_ + "/microvm";
   const std::string cache = options.microvm_cache.empty() ? dir + "/cache" : options.microvm_cache;

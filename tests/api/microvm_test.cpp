@@ -151,8 +151,23 @@ TEST_F(api_microvm, the_sandbox_runs_the_guest_kernel_not_the_hosts) {
   const std::string guest = trimmed(release.stdout_bytes);
   EXPECT_FALSE(guest.empty());
   EXPECT_NE(guest, host.release) << "the sandbox saw the host's kernel";
-  // Its QEMU runs on this host, named by the sandbox's id.
-  EXPECT_FALSE(processes_with("qemu-system", sandbox_).empty());
+  // Its QEMU runs on this host, named by the sandbox's id, as the
+  // unprivileged VMM uid (nobody by default), in a pid namespace of its own.
+  auto qemu = processes_with("qemu-system", sandbox_);
+  ASSERT_EQ(qemu.size(), 1u);
+  const std::string pid = qemu[0].substr(0, qemu[0].find(':'));
+  std::ifstream status("/proc/" + pid + "/status");
+  std::string line;
+  std::string uid_line;
+  std::string nspid_line;
+  while (std::getline(status, line)) {
+    if (line.rfind("Uid:", 0) == 0)
+      uid_line = line;
+    if (line.rfind("NSpid:", 0) == 0)
+      nspid_line = line;
+  }
+  EXPECT_EQ(uid_line, "Uid:\t65534\t65534\t65534\t65534");
+  EXPECT_EQ(nspid_line, "NSpid:\t" + pid + "\t1");
   auto workers = api.get("/v1/workers");
   ASSERT_EQ(workers.status, 200) << workers.body;
   EXPECT_EQ(workers.json["items"][0]["runtimes"], json::array({"namespace", "microvm"}));

@@ -10,6 +10,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -325,10 +326,33 @@ TEST_F(microvm_boot, qemu_runs_jailed) {
   ASSERT_TRUE(stats) << stats.error().message;
   EXPECT_GT(stats->memory_bytes, 0u);
   EXPECT_GT(stats->pids_current, 1u); // QEMU's threads
-  for (const char* ns : {"net", "ipc", "uts"})
-    EXPECT_NE(fs::read_symlink("/proc/" + std::to_string(pid) + "/ns/" + ns),
+  const std::string proc = "/proc/" + std::to_string(pid);
+  for (const char* ns : {"net", "ipc", "uts", "pid", "mnt"})
+    EXPECT_NE(fs::read_symlink(proc + "/ns/" + ns),
               fs::read_symlink(std::string("/proc/self/ns/") + ns))
       << ns;
+  // pid 1 of a pid namespace of its own: NSpid lists the host's pid, then 1.
+  EXPECT_EQ(proc_status(pid, "NSpid:"), std::to_string(pid) + "\t1");
+  // Its root is the jail: /usr and the VM's own files, nothing else of the host.
+  const fs::path root = proc + "/root";
+  EXPECT_TRUE(fs::exists(root / "usr/bin"));
+  EXPECT_TRUE(fs::exists(root / "dev/urandom"));
+  EXPECT_FALSE(fs::exists(root / "home"));
+  EXPECT_FALSE(fs::exists(root / "etc/passwd"));
+  EXPECT_FALSE(fs::exists(root / "root"));
+  const fs::path disk = fs::path(vm_->run_dir) / (std::string(sandbox_id) + ".ext4");
+  EXPECT_TRUE(fs::exists(root / disk.relative_path())) << disk;
+  size_t beside_disk = 0;
+  for ([[maybe_unused]] const auto& entry :
+       fs::directory_iterator(root / disk.parent_path().relative_path()))
+    ++beside_disk;
+  EXPECT_LE(beside_disk, 2u) << "the run directory shows this VM's disk and console only";
+  // Only QEMU's processes: its /proc lists pid 1 and no other process.
+  size_t processes = 0;
+  for (const auto& entry : fs::directory_iterator(root / "proc"))
+    if (std::isdigit(static_cast<unsigned char>(entry.path().filename().string()[0])))
+      ++processes;
+  EXPECT_EQ(processes, 1u);
 }
 
 TEST_F(microvm_boot, a_tree_as_root_gets_its_own_image_and_destroy_removes_it) {

@@ -95,6 +95,17 @@ std::vector<std::string> qemu_argv(const vm_spec& spec, const std::string& qemu_
   return argv;
 }
 
+vmm_files files_of(const vm_spec& spec, const std::string& firmware) {
+  vmm_files files;
+  for (const auto* path : {&spec.guest.kernel_path, &spec.guest.initrd_path, &firmware})
+    if (!path->empty())
+      files.read_only.push_back(*path);
+  for (const auto* path : {&spec.disk_path, &spec.log_path})
+    if (!path->empty())
+      files.writable.push_back(*path);
+  return files;
+}
+
 uint32_t measure_tsc_khz() {
   auto now_ns = [] {
     timespec ts{};

@@ -69,6 +69,14 @@ inline constexpr std::string_view channel_port_name = "airlock.channel";
 std::vector<std::string> qemu_argv(const vm_spec& spec, const std::string& qemu_binary,
                                    const std::string& firmware, bool seccomp = true);
 
+/// The host files QEMU opens by path for `spec` (the VMM jail holds exactly
+/// these): read-only ones and ones it writes.
+struct vmm_files {
+  std::vector<std::string> read_only;
+  std::vector<std::string> writable;
+};
+vmm_files files_of(const vm_spec& spec, const std::string& firmware);
+
 /// The host's TSC rate in kHz, measured against CLOCK_MONOTONIC_RAW over
 /// about 20 ms (blocks that long). 0 when it cannot be measured.
 uint32_t measure_tsc_khz();

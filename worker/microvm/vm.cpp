@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "worker/command/command.hpp"
+#include "worker/microvm/vmm_jail.hpp"
 
 namespace airlock::worker::microvm {
 namespace {
@@ -64,10 +65,14 @@ std::string tail_of(const std::string& path, size_t bytes) {
   ::_exit(126);
 }
 
-/// In the child, after the descriptors are in place: the jail's layers.
-void enter_jail(const vm_options& options, gid_t kvm_group) {
-  if (options.unshare && ::unshare(CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS) != 0)
-    child_fail("unshare the network, IPC and UTS namespaces");
+/// In the child (already in its own namespaces when `jail` is set), after the
+/// descriptors are in place: the jail's layers.
+void enter_jail(const vm_options& options, gid_t kvm_group, const mount_plan* jail) {
+  if (jail != nullptr) {
+    size_t failed = 0;
+    if (apply_mount_plan(jail->ops(), 0, jail->ops().size(), {}, failed) != 0)
+      child_fail("build the VMM's mount namespace");
+  }
   if (options.vmm_uid != 0) {
     if (::setgroups(kvm_group != 0 ? 1 : 0, &kvm_group) != 0
         || ::setresgid(options.vmm_gid, options.vmm_gid, options.vmm_gid) != 0
@@ -80,11 +85,12 @@ void enter_jail(const vm_options& options, gid_t kvm_group) {
 
 /// Forks and execs `argv` with `channel` as fd 3, `qmp` as fd 4, stdin from
 /// /dev/null, stdout and stderr to `log`, no other descriptor, an empty
-/// environment, a session of its own and the jail of `options`. Everything
-/// the child touches is prepared here: between fork and exec it makes only
-/// async-signal-safe calls.
+/// environment, a session of its own and the jail of `options`; with `jail`,
+/// in new pid, mount, network, IPC and UTS namespaces, the mount namespace
+/// built by that plan. Everything the child touches is prepared here: between
+/// fork and exec it makes only async-signal-safe calls.
 result<pid_t> spawn(const std::vector<std::string>& argv, int channel, int qmp, int log,
-                    const vm_options& options, gid_t kvm_group,
+                    const vm_options& options, gid_t kvm_group, const mount_plan* jail,
                     const std::function<status(pid_t)>& before_exec) {
   // The child waits for one byte on `go` before it execs: the parent's
   // before_exec (joining a cgroup) happens before QEMU runs any code.
@@ -103,9 +109,14 @@ result<pid_t> spawn(const std::vector<std::string>& argv, int channel, int qmp, 
     args.push_back(const_cast<char*>(arg.c_str()));
   args.push_back(nullptr);
   char* env[] = {nullptr};
-  pid_t pid = ::fork();
+  // clone as fork with namespace flags: QEMU is pid 1 of its own pid
+  // namespace, which only it and nothing else lives in.
+  const unsigned long namespaces =
+    jail != nullptr ? CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS : 0;
+  pid_t pid = static_cast<pid_t>(
+    ::syscall(SYS_clone, SIGCHLD | namespaces, nullptr, nullptr, nullptr, nullptr));
   if (pid < 0)
-    return errno_status(errc::resource_exhausted, "fork QEMU");
+    return errno_status(errc::resource_exhausted, "clone QEMU");
   if (pid == 0) {
     char go = 0;
     go_write.reset();
@@ -117,7 +128,7 @@ result<pid_t> spawn(const std::vector<std::string>& argv, int channel, int qmp, 
         || ::dup2(spare_qmp.get(), qmp_fd_in_vmm) < 0)
       ::_exit(127);
     ::syscall(SYS_close_range, qmp_fd_in_vmm + 1, ~0U, 0);
-    enter_jail(options, kvm_group);
+    enter_jail(options, kvm_group, jail);
     ::execve(args[0], args.data(), env);
     child_fail("execute QEMU");
   }
@@ -171,15 +182,14 @@ result<std::unique_ptr<vm>> vm::start(const vm_spec& spec, const std::string& ru
     ::open(self->vmm_log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
   if (!log)
     return errno_status(errc::io_error, "microvm: open " + self->vmm_log_path_);
-  if (options.vmm_uid != 0) {
-    // QEMU opens these by path after it has dropped to the VMM's ids.
-    for (const auto& path : {spec.disk_path, spec.log_path}) {
-      if (path.empty())
-        continue;
-      unique_fd file(::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
-      if (!file || ::fchown(file.get(), options.vmm_uid, options.vmm_gid) != 0)
-        return errno_status(errc::io_error, "microvm: give " + path + " to the VMM's uid");
-    }
+  const auto files = files_of(spec, options.firmware);
+  // QEMU opens its writable files by path after it has dropped to the VMM's
+  // ids; the jail binds them, so they exist first.
+  for (const auto& path : files.writable) {
+    unique_fd file(::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
+    if (!file
+        || (options.vmm_uid != 0 && ::fchown(file.get(), options.vmm_uid, options.vmm_gid) != 0))
+      return errno_status(errc::io_error, "microvm: give " + path + " to the VMM's uid");
   }
   auto argv = qemu_argv(spec, binary, options.firmware, options.seccomp);
   // Under KVM a dropped uid keeps /dev/kvm's group (Debian: kvm, mode 0660)
@@ -188,14 +198,27 @@ result<std::unique_ptr<vm>> vm::start(const vm_spec& spec, const std::string& ru
   struct stat kvm_stat {};
   if (spec.accel == accelerator::kvm && options.vmm_uid != 0 && ::stat("/dev/kvm", &kvm_stat) == 0)
     kvm_group = kvm_stat.st_gid;
-  auto pid =
-    spawn(argv, vm_end.get(), qmp_listener->get(), log.get(), options, kvm_group, before_exec);
+  mount_plan jail;
+  if (options.unshare) {
+    self->jail_root_ = run_dir + "/" + spec.id + ".jail";
+    if (::mkdir(self->jail_root_.c_str(), 0700) != 0 && errno != EEXIST)
+      return errno_status(errc::io_error, "microvm: make " + self->jail_root_);
+    vmm_jail_spec where{self->jail_root_, files.read_only, files.writable, {}};
+    if (spec.accel == accelerator::kvm)
+      where.devices.push_back("/dev/kvm");
+    if (auto planned = build_vmm_jail_plan(where, jail); !planned.is_ok())
+      return planned;
+  }
+  auto pid = spawn(argv, vm_end.get(), qmp_listener->get(), log.get(), options, kvm_group,
+                   options.unshare ? &jail : nullptr, before_exec);
   // QEMU holds the listener now. Ours is closed, so that a QEMU that exits
   // early resets the QMP connection at once instead of leaving it queued.
   qmp_listener->reset();
   if (!pid) {
     ::unlink(self->qmp_path_.c_str());
     ::unlink(self->vmm_log_path_.c_str());
+    if (!self->jail_root_.empty())
+      ::rmdir(self->jail_root_.c_str());
     return pid.error();
   }
   self->pid_ = *pid;
@@ -250,6 +273,9 @@ status vm::stop() {
     ::unlink(qmp_path_.c_str());
   if (!vmm_log_path_.empty())
     ::unlink(vmm_log_path_.c_str());
+  // Only QEMU's mount namespace had the tmpfs on it: the host's is empty.
+  if (!jail_root_.empty())
+    ::rmdir(jail_root_.c_str());
   return outcome;
 }
 

@@ -28,15 +28,16 @@ struct vm_options {
   uint32_t qmp_timeout_ms = 10'000;
   /// stop(): how long QEMU has to exit after QMP quit before SIGKILL. Default: 5000.
   uint32_t stop_timeout_ms = 5'000;
-  // The jail's first layers (issue 16 asks for more: a mount and pid
-  // namespace with only the VM's files, a cgroup). QEMU always runs with
-  // no_new_privs, in a session of its own, with no descriptor but its own.
+  // The jail (docs/microvm.md): QEMU always runs with no_new_privs, in a
+  // session of its own, with no descriptor but its own, in the caller's
+  // cgroup choice (before_exec).
   /// QEMU's own seccomp filter (-sandbox on, denying obsolete calls,
   /// privilege changes, spawning processes and resource control). Default: true.
   bool seccomp = true;
-  /// New network, IPC and UTS namespaces: QEMU needs none of the host's (the
-  /// channel and QMP arrive as descriptors, there is no network yet). Needs
-  /// root. Default: true.
+  /// New pid, mount, network, IPC and UTS namespaces: QEMU is pid 1 of its
+  /// own, sees only the files it opens (vmm_jail.hpp) and needs none of the
+  /// host's network or IPC (the channel, QMP and any tap arrive as
+  /// descriptors). Needs root. Default: true.
   bool unshare = true;
   /// Host uid and gid QEMU runs as; the disk and the console log are given
   /// to them, and the run directory must be traversable by them. No
@@ -89,6 +90,7 @@ private:
   std::optional<qmp_client> qmp_;
   std::string qmp_path_;
   std::string vmm_log_path_;
+  std::string jail_root_; ///< the jail's mount point on the host ("" without one)
   vm_options options_;
 };
 
