@@ -1,6 +1,7 @@
 // Processes through the data plane of `airlockd serve`: output over SSE
-// (ids, base64, resume, filters, 410), stdin, signals, PTYs, timeouts, waits
-// and lists. One sandbox serves the whole suite.
+// (ids, base64, resume, filters, 410), stdin, signals, timeouts, waits and
+// lists (PTYs: runtime_parity_test.cpp, for every runtime). One sandbox
+// serves the whole suite.
 
 #include <set>
 
@@ -158,37 +159,6 @@ TEST_F(api_processes, a_signal_ends_the_process_and_the_exit_event_names_it) {
   auto bad = api.post(process->attach_path + "/signal", {{"signal", "NOPE"}});
   EXPECT_EQ(bad.status, 400);
   EXPECT_TRUE(bad.is_error_shape());
-}
-
-TEST_F(api_processes, a_pty_has_the_requested_size_follows_resize_and_is_a_pts) {
-  auto api = admin();
-  auto process = api.exec(sandbox_, {{"cmd", "stty size; tty; read line; stty size"},
-                                     {"pty", {{"rows", 30}, {"cols", 100}}},
-                                     {"stdin", true}});
-  ASSERT_TRUE(process);
-  auto stream = api.open_stream(process->attach_path + "/output",
-                                {{"Authorization", "Bearer " + process->attach_token}});
-  ASSERT_TRUE(stream);
-  ASSERT_EQ(stream->second.status, 200);
-  process_output output;
-  while (output.stdout_bytes.find("/dev/pts/") == std::string::npos && !output.exit) {
-    auto event = stream->first.next_event();
-    ASSERT_TRUE(event) << "got only: " << output.stdout_bytes;
-    collect_event(output, *event);
-  }
-  EXPECT_NE(output.stdout_bytes.find("30 100"), std::string::npos) << output.stdout_bytes;
-  auto resized = api.post(process->attach_path + "/resize", {{"rows", 40}, {"cols", 120}});
-  EXPECT_EQ(resized.status, 200) << resized.body;
-  EXPECT_EQ(api.call("POST", process->attach_path + "/stdin", "\n").status, 200);
-  while (!output.exit) {
-    auto event = stream->first.next_event();
-    ASSERT_TRUE(event) << "got only: " << output.stdout_bytes;
-    collect_event(output, *event);
-  }
-  EXPECT_NE(output.stdout_bytes.find("40 120"), std::string::npos) << output.stdout_bytes;
-  EXPECT_EQ((*output.exit)["exit_code"], 0);
-  auto bad = api.post(process->attach_path + "/resize", {{"rows", 0}, {"cols", 80}});
-  EXPECT_EQ(bad.status, 400);
 }
 
 TEST_F(api_processes, timeout_s_kills_a_process_that_runs_too_long) {
