@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "actors/runtime_choice.hpp"
 #include "storage/sandbox_store.hpp"
 #include "storage/template_store.hpp"
 #include "storage/write_batch.hpp"
@@ -119,7 +120,7 @@ status fail_interrupted_uploads(storage::kv_store& store, int64_t now_ms) {
 }
 
 status choose_template_version(const template_record& record, uint32_t pinned,
-                               schema::sandbox_spec& spec) {
+                               schema::sandbox_spec& spec, bool take_runtime) {
   const uint32_t version = pinned != 0 ? pinned : record.current_version;
   const auto* chosen = record.find(version);
   if (pinned != 0 && chosen == nullptr)
@@ -139,6 +140,8 @@ status choose_template_version(const template_record& record, uint32_t pinned,
   spec.template_worker_id = chosen->worker_id;
   for (const auto& [key, value] : chosen->env)
     spec.env.emplace(key, value); // the spec's own value wins
+  if (take_runtime && is_runtime_name(chosen->default_runtime))
+    set_runtime(spec, chosen->default_runtime);
   return status::ok();
 }
 

@@ -35,10 +35,11 @@ result<std::pair<std::string, uint32_t>> parse_template_ref(std::string_view ref
 
 /// Fills `spec`'s template fields (name, version, the version's name and
 /// worker, its env under the spec's own) from `record`, at version `pinned`
-/// (0: the current one). not_found for a pinned version it lacks,
-/// wrong_state for no ready version or a version that is not ready.
+/// (0: the current one); with `take_runtime`, also the version's default
+/// runtime. not_found for a pinned version it lacks, wrong_state for no
+/// ready version or a version that is not ready.
 status choose_template_version(const schema::template_record& record, uint32_t pinned,
-                               schema::sandbox_spec& spec);
+                               schema::sandbox_spec& spec, bool take_runtime = false);
 
 /// Sets the warm pool of template `name` as `tenant` (its owner; "" an
 /// admin). A shared template's pool is an admin's to set: permission_denied

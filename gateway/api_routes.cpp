@@ -202,39 +202,44 @@ void with_runtime_offered(api_ptr api, exchange_ptr ex, const std::string& runti
     answer_error(ex), actors::sc_workers_atom::value);
 }
 
-/// The create once its runtime is known to be offered: the template's
-/// default egress, the template version (or the checkpoint's), then placement.
+/// The create once its spec is checked: the template's default egress, the
+/// template version (or the checkpoint's) and, when the request named none,
+/// the version's default runtime; then, once that runtime is offered,
+/// placement.
 void create_sandbox_checked(api_ptr api, exchange_ptr ex, caller who, const json& body,
-                            schema::sandbox_spec spec) {
+                            schema::sandbox_spec spec, bool runtime_asked) {
   // The template's default egress when the request names none.
   const auto& defaults = api->deps.options.template_egress;
   if (auto found = defaults.find(spec.template_name);
       !body.contains("egress") && found != defaults.end())
     spec.egress = found->second;
   auto create = [api, ex, who](schema::sandbox_spec wanted, std::string snapshot_worker) {
-    replay_or(api, ex, who, [api, ex, who, wanted, snapshot_worker]() {
-      auto now = api->deps.clock->now_ms();
-      schema::sandbox_record record;
-      record.id = make_id("sb_", now, *api->deps.entropy);
-      record.tenant_id = who.tenant_id;
-      record.state = schema::sandbox_state::creating;
-      record.spec = wanted;
-      record.created_at_ms = now;
-      record.last_active_at_ms = now;
-      // Warm pools hold namespace sandboxes only.
-      if (snapshot_worker.empty() && api->deps.pools
-          && actors::runtime_of(wanted) == actors::namespace_runtime_name)
-        return claim_or_create(api, ex, who, std::move(record),
-                               [api, ex, who](schema::sandbox_record cold) {
-                                 admit_then_create(api, ex, who, std::move(cold), {});
-                               });
-      admit_then_create(api, ex, who, std::move(record), snapshot_worker);
+    const auto runtime = actors::runtime_of(wanted);
+    with_runtime_offered(api, ex, runtime, [api, ex, who, wanted, snapshot_worker]() {
+      replay_or(api, ex, who, [api, ex, who, wanted, snapshot_worker]() {
+        auto now = api->deps.clock->now_ms();
+        schema::sandbox_record record;
+        record.id = make_id("sb_", now, *api->deps.entropy);
+        record.tenant_id = who.tenant_id;
+        record.state = schema::sandbox_state::creating;
+        record.spec = wanted;
+        record.created_at_ms = now;
+        record.last_active_at_ms = now;
+        // Warm pools hold namespace sandboxes only.
+        if (snapshot_worker.empty() && api->deps.pools
+            && actors::runtime_of(wanted) == actors::namespace_runtime_name)
+          return claim_or_create(api, ex, who, std::move(record),
+                                 [api, ex, who](schema::sandbox_record cold) {
+                                   admit_then_create(api, ex, who, std::move(cold), {});
+                                 });
+        admit_then_create(api, ex, who, std::move(record), snapshot_worker);
+      });
     });
   };
   if (spec.from_checkpoint.empty())
     return with_template_version(
       api, ex, who, std::move(spec),
-      [create](schema::sandbox_spec resolved) { create(std::move(resolved), {}); });
+      [create](schema::sandbox_spec resolved) { create(std::move(resolved), {}); }, runtime_asked);
   // From a checkpoint: the caller's own, complete one; the sandbox takes its
   // template and starts on the worker that holds it.
   auto checkpoint_id = spec.from_checkpoint; // read before spec moves into the reply handler
@@ -276,10 +281,9 @@ void create_sandbox(api_ptr api, exchange_ptr ex, caller who) {
   if (!runtime)
     return ex->respond(error_response(runtime.error()));
   actors::set_runtime(*spec, *runtime);
-  auto checked = std::make_shared<schema::sandbox_spec>(std::move(*spec));
-  with_runtime_offered(api, ex, *runtime, [api, ex, who, checked, body = std::move(*body)] {
-    create_sandbox_checked(api, ex, who, body, std::move(*checked));
-  });
+  const auto field = body->find("runtime");
+  const bool runtime_asked = field != body->end() && !field->is_null();
+  create_sandbox_checked(api, ex, who, *body, std::move(*spec), runtime_asked);
 }
 
 void get_sandbox(api_ptr api, exchange_ptr ex, caller who) {

@@ -81,11 +81,13 @@ void add_snapshot_routes(route_table& routes, const api_ptr& api, const route_op
 
 /// Fills a create's spec from its template's record (template_routes.cpp):
 /// the version (the current one unless NAME:VERSION pins one), that
-/// version's name and worker, its env under the request's; then `next`. A
-/// name the store does not know is left to the worker.
+/// version's name and worker, its env under the request's, and its default
+/// runtime unless `runtime_asked`; then `next`. A name the store does not
+/// know is left to the worker.
 void with_template_version(api_ptr api, exchange_ptr ex, const caller& who,
                            schema::sandbox_spec spec,
-                           std::function<void(schema::sandbox_spec)> next);
+                           std::function<void(schema::sandbox_spec)> next,
+                           bool runtime_asked = true);
 
 /// GET /v1/templates[/{name}], PUT /v1/templates/{name}/archive, DELETE
 /// /v1/templates/{name} (template_routes.cpp).

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "actors/runtime_choice.hpp"
 #include "actors/template_procedures.hpp"
 #include "actors/template_records.hpp"
 #include "gateway/control_api_internal.hpp"
@@ -269,6 +270,8 @@ struct template_recipe {
   std::string user;
   std::string start_cmd;
   bool has_start_cmd = false;
+  /// What its sandboxes run in when a create names no runtime.
+  std::string default_runtime = std::string(actors::namespace_runtime_name);
 };
 
 result<template_recipe> parse_recipe(const json& body, const api_options& options) {
@@ -330,6 +333,11 @@ result<template_recipe> parse_recipe(const json& body, const api_options& option
     *out = text->value_or("");
   }
   recipe.has_start_cmd = body.contains("start_cmd") && !body["start_cmd"].is_null();
+  if (auto runtime = body.find("default_runtime"); runtime != body.end() && !runtime->is_null()) {
+    if (!runtime->is_string() || !actors::is_runtime_name(runtime->get<std::string>()))
+      return bad("default_runtime must be \"namespace\" or \"microvm\"");
+    recipe.default_runtime = runtime->get<std::string>();
+  }
   // env and egress go through a create's own checks.
   json checked = {{"template", recipe.name}};
   for (const char* field : {"env", "egress"})
@@ -359,7 +367,7 @@ void build_template(api_ptr api, exchange_ptr ex, caller who) {
     auto with_worker = [api, ex, who, recipe, base_worker_name,
                         draft](const std::string& worker) mutable {
       draft.state = schema::template_version_state::building;
-      draft.default_runtime = "namespace";
+      draft.default_runtime = recipe->default_runtime;
       draft.worker_id = worker;
       draft.ready_cmd = recipe->ready_cmd;
       json egress = {{"profile", std::string(schema::to_string(recipe->defaults.egress.profile))},
@@ -562,15 +570,16 @@ void get_build_log(api_ptr api, exchange_ptr ex, caller who) {
 /// left to the worker, which knows the templates made there by hand.
 void with_template_version(api_ptr api, exchange_ptr ex, const caller& who,
                            schema::sandbox_spec spec,
-                           std::function<void(schema::sandbox_spec)> next) {
+                           std::function<void(schema::sandbox_spec)> next, bool runtime_asked) {
   auto ref = actors::parse_template_ref(spec.template_name);
   if (!ref)
     return ex->respond(error_response(ref.error()));
   auto [name, pinned] = *ref;
   call_actor(
     *api->deps.system, api->deps.registry, api->call_timeout(),
-    [ex, spec, pinned, next](schema::template_record& record) mutable {
-      if (auto chosen = actors::choose_template_version(record, pinned, spec); !chosen)
+    [ex, spec, pinned, next, runtime_asked](schema::template_record& record) mutable {
+      if (auto chosen = actors::choose_template_version(record, pinned, spec, !runtime_asked);
+          !chosen)
         return ex->respond(error_response(chosen));
       next(std::move(spec));
     },

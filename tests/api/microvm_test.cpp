@@ -178,5 +178,38 @@ TEST_F(api_microvm, delete_leaves_no_qemu_process_and_no_file_of_the_vm) {
       << entry.path() << " is left";
 }
 
+TEST_F(api_microvm, a_template_can_make_microvm_the_default_that_a_create_may_override) {
+  auto api = admin();
+  auto bad = api.post(
+    "/v1/templates",
+    {{"name", "vm-bad"}, {"from", {{"template", "minimal"}}}, {"default_runtime", "firecracker"}});
+  EXPECT_EQ(bad.status, 400) << bad.body;
+  EXPECT_TRUE(bad.is_error_shape());
+  auto built = api.post("/v1/templates", {{"name", "vm-default"},
+                                          {"from", {{"template", "minimal"}}},
+                                          {"run", {"echo from-template > /etc/vm-default"}},
+                                          {"default_runtime", "microvm"}});
+  ASSERT_EQ(built.status, 202) << built.body;
+  ASSERT_EQ(api.wait_operation(built.json["operation_id"])["state"], "succeeded");
+  auto listed = api.get("/v1/templates/vm-default");
+  ASSERT_EQ(listed.status, 200) << listed.body;
+  EXPECT_NE(listed.body.find("\"default_runtime\":\"microvm\""), std::string::npos) << listed.body;
+
+  // No runtime asked: the template's, a VM with the template's files.
+  const auto vm =
+    api.create_running({{"template", "vm-default"}, {"cpu_millis", 1000}, {"memory_mb", 256}});
+  ASSERT_FALSE(vm.empty());
+  EXPECT_EQ(api.get("/v1/sandboxes/" + vm).json["runtime"], "microvm");
+  EXPECT_FALSE(processes_with("qemu-system", vm).empty());
+  EXPECT_EQ(api.run(vm, "cat /etc/vm-default").stdout_bytes, "from-template\n");
+  // Asked for: the create's wins.
+  const auto plain = api.create_running({{"template", "vm-default"}, {"runtime", "namespace"}});
+  ASSERT_FALSE(plain.empty());
+  EXPECT_EQ(api.get("/v1/sandboxes/" + plain).json["runtime"], "namespace");
+  EXPECT_TRUE(processes_with("qemu-system", plain).empty());
+  for (const auto& id : {vm, plain})
+    api.wait_operation(api.call("DELETE", "/v1/sandboxes/" + id).json.value("operation_id", ""));
+}
+
 } // namespace
 } // namespace airlock::test
