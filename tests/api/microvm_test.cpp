@@ -10,37 +10,19 @@
 
 #include <sys/utsname.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "tests/api/api_fixture.hpp"
-#include "worker/command/command.hpp"
+#include "tests/api/microvm_support.hpp"
 
 namespace airlock::test {
 namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-/// Why a VM cannot run here ("" when it can).
-std::string microvm_missing() {
-  for (const char* tool : {"qemu-system-x86_64", "mkfs.ext4", "busybox", "objcopy", "xz"})
-    if (worker::find_program(tool, worker::default_command_path).empty())
-      return std::string("needs ") + tool;
-  if (!fs::exists("/usr/share/qemu/qboot.rom"))
-    return "needs /usr/share/qemu/qboot.rom (qemu-system-data)";
-  return "";
-}
-
-std::string cache_dir() {
-  const char* env = std::getenv("AIRLOCK_TEST_CACHE");
-  return (fs::path(env != nullptr && *env != '\0' ? env : "/var/tmp/airlock-test-cache")
-          / "microvm")
-    .string();
-}
 
 /// Processes whose command line mentions both `a` and `b`.
 std::vector<std::string> processes_with(const std::string& a, const std::string& b) {
@@ -66,22 +48,13 @@ std::string trimmed(std::string text) {
   return text;
 }
 
-/// The API suites' instance (and lock), with the microvm runtime on. Under
-/// TCG without the KVM probe (microvm_integration_tests covers the probe):
-/// it would cost every run 5 s on a host whose KVM cannot boot the guest.
+/// The API suites' instance (and lock), with the microvm runtime on.
 struct microvm_suite_config {
   static constexpr const char* lock_path = "/run/airlock-api-e2e.lock";
   static constexpr const char* what = "the microvm API tests run VMs";
   static serve_process::options options() {
     serve_process::options opts;
-    opts.extra_args = {"--microvm",
-                       "on",
-                       "--microvm-cache",
-                       cache_dir(),
-                       "--microvm-guest-script",
-                       std::string(AIRLOCK_SOURCE_DIR) + "/scripts/microvm-guest",
-                       "--microvm-accel",
-                       "tcg"};
+    opts.extra_args = microvm_serve_args(AIRLOCK_SOURCE_DIR);
     return opts;
   }
 };

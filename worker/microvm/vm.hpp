@@ -35,7 +35,8 @@ struct vm_options {
   /// privilege changes, spawning processes and resource control). Default: true.
   bool seccomp = true;
   /// New network, IPC and UTS namespaces: QEMU needs none of the host's (the
-  /// channel and QMP arrive as descriptors, there is no network yet). Needs
+  /// channel, QMP and a NIC's tap device arrive as descriptors; the tap stays
+  /// in the sandbox's network namespace, QEMU's own stays empty). Needs
   /// root. Default: true.
   bool unshare = true;
   /// Host uid and gid QEMU runs as; the disk and the console log are given
