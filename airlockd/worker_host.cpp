@@ -185,6 +185,9 @@ status worker_host::start(caf::actor_system& system, const std::string& data_dir
     return egress;
   auto runtime_config = runtime_options(data_dir, options, egress_proxy_port(), egress_dns_port());
   runtime_config.net.drop_log_group = drop_log_group_;
+  // VMs draw their addresses from the same pool: one table of taken blocks.
+  runtime_config.shared_slots = std::make_shared<worker::slot_table>();
+  const worker::namespace_runtime_options vm_network = runtime_config;
   auto runtime = worker::namespace_runtime::open(std::move(runtime_config));
   if (!runtime)
     return make_status(runtime.code(),
@@ -208,7 +211,7 @@ status worker_host::start(caf::actor_system& system, const std::string& data_dir
   worker::worker_context context;
   context.guest = std::move(*guest);
   context.runtime = std::shared_ptr<worker::sandbox_runtime>(std::move(*runtime));
-  if (auto vms = start_microvm(options, guest_binary, context); !vms)
+  if (auto vms = start_microvm(options, guest_binary, vm_network, context); !vms)
     return vms;
   context.rootfs = shared_rootfs;
   // The store belongs to the daemon and outlives the worker: no ownership.
@@ -352,6 +355,7 @@ void worker_host::start_firewall_log(const sandbox_host_options& options) {
 
 status worker_host::start_microvm(const sandbox_host_options& options,
                                   const std::string& guest_binary,
+                                  const worker::namespace_runtime_options& network,
                                   worker::worker_context& context) {
   if (options.microvm == "off")
     return status::ok();
@@ -362,6 +366,11 @@ status worker_host::start_microvm(const sandbox_host_options& options,
   // need not be open to that uid.
   vms.vm.vmm_uid = vms.vm.vmm_gid = options.microvm_vmm_uid;
   vms.cgroups.parent = options.instance; // one memory bound with the namespace sandboxes
+  // The namespace runtime's addressing, table, interface prefix and egress
+  // ports: the host side and the egress proxy see a VM as any sandbox.
+  vms.net = network.net;
+  vms.address_pool = network.address_pool;
+  vms.shared_slots = network.shared_slots;
   const std::string dir = data_dir_ + "/microvm";
   const std::string cache = options.microvm_cache.empty() ? dir + "/cache" : options.microvm_cache;
   vms.run_dir = dir + "/run";

@@ -22,6 +22,7 @@
 #include "worker/egress_binding.hpp"
 #include "worker/egress_bridge.hpp"
 #include "worker/node_actor.hpp"
+#include "worker/runtime/namespace_runtime.hpp"
 #include "worker/worker_actor.hpp"
 
 namespace airlock::airlockd {
@@ -71,7 +72,10 @@ private:
   /// Opens the microvm runtime into `context` when options.microvm asks for
   /// it (blocking: builds or finds the guest, probes the accelerator).
   /// Fails only when it is "on" and this host cannot run microVMs.
+  /// `network`: the namespace runtime's addressing, tools and slot table,
+  /// which VMs with network share.
   status start_microvm(const sandbox_host_options& options, const std::string& guest_binary,
+                       const worker::namespace_runtime_options& network,
                        worker::worker_context& context);
 
   actors::logger log_;

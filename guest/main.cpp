@@ -17,10 +17,12 @@
 #include <charconv>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "guest/agent.hpp"
+#include "guest/guest_network.hpp"
 
 namespace {
 
@@ -34,12 +36,15 @@ constexpr int exit_failed = 1;
 struct command_line {
   int fd = -1;
   std::string listen_path;
+  /// --net ADDRESS/PREFIX,GATEWAY (a microVM's /init, from airlock.net=).
+  std::optional<airlock::guest::guest_network> network;
   agent_options options;
 };
 
 void usage() {
   std::fputs("usage: airlock-guest (--fd N | --listen PATH) [--streams-max N] "
              "[--processes-max N]\n"
+             "         [--net ADDRESS/PREFIX,GATEWAY]\n"
              "         [--frame-bytes-max N] [--window-bytes N] [--output-chunk-bytes N]\n"
              "         [--exit-drain-ms N] [--pipe-bytes N] [--watches-max N]\n"
              "         [--watch-dirs-max N] [--outbound-pause-bytes N]\n",
@@ -86,10 +91,15 @@ bool parse(int argc, char** argv, command_line& cl) {
     if (i + 1 >= argc)
       return false;
     std::string_view value = argv[++i];
-    if (flag == "--listen")
+    if (flag == "--listen") {
       cl.listen_path = value;
-    else if (!set_number(flag, value, cl))
+    } else if (flag == "--net") {
+      cl.network = airlock::guest::parse_guest_network(value);
+      if (!cl.network)
+        return false;
+    } else if (!set_number(flag, value, cl)) {
       return false;
+    }
   }
   return (cl.fd >= 0) != !cl.listen_path.empty();
 }
@@ -184,6 +194,16 @@ int main(int argc, char** argv) {
     return exit_usage;
   }
   occupy_standard_fds();
+  // In a microVM the agent is the guest's init and sets its network up
+  // before it serves: the host's first exec may already use it. A VM whose
+  // network cannot be configured fails here, loudly on its console.
+  if (cl.network) {
+    if (auto configured = airlock::guest::configure_guest_network(*cl.network);
+        !configured.is_ok()) {
+      std::fprintf(stderr, "airlock-guest: %s\n", configured.message.c_str());
+      return exit_failed;
+    }
+  }
   unique_fd channel = cl.fd >= 0 ? unique_fd(cl.fd) : accept_host(cl.listen_path);
   if (!channel)
     return exit_failed;

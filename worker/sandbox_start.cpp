@@ -13,15 +13,17 @@ namespace airlock::worker {
 
 namespace {
 
-/// Points the sandbox at the egress proxy: its resolv.conf and trust store,
-/// then the egress proxy's entry for its address (before any of its processes runs).
+bool has_egress(const worker_context& ctx, const create_sandbox_request& req) {
+  return ctx.egress && ctx.egress->enabled() && req.network;
+}
+
+/// The egress proxy's entry for the sandbox's address (before any of its
+/// processes runs). Its resolv.conf and trust store were written into the
+/// root by the launch spec's prepare_root, before the runtime read the root.
 status attach_egress(const worker_context& ctx, const create_sandbox_request& req,
-                     const sandbox_handle& handle, const std::string& rootfs_path) {
-  if (!ctx.egress || !ctx.egress->enabled() || !req.network)
+                     const sandbox_handle& handle) {
+  if (!has_egress(ctx, req))
     return status::ok();
-  if (auto files = prepare_egress_files(rootfs_path, handle.host_address, ctx.egress->root_ca());
-      !files)
-    return files;
   egress::sandbox_view view = req.egress;
   view.sandbox_id = req.id;
   view.address = handle.sandbox_address;
@@ -52,10 +54,7 @@ result<sandbox_parts> start_sandbox(const worker_context& ctx,
   if (!runtime)
     return runtime.error();
   const bool vm = request.runtime == "microvm";
-  // A microVM has no network yet (docs/microvm.md): no veth, no egress entry.
-  create_sandbox_request req = request;
-  if (vm)
-    req.network = false;
+  const create_sandbox_request& req = request;
   // A root left for an id this worker does not run is stale (kept by a
   // restart, or a create cut short): a fresh start replaces it.
   if (!req.reuse_root && ctx.rootfs->sandbox_path(req.id))
@@ -86,13 +85,19 @@ result<sandbox_parts> start_sandbox(const worker_context& ctx,
   spec.channel_fd = pair[1];
   spec.limits = req.limits;
   spec.network.enabled = req.network;
+  if (has_egress(ctx, req)) {
+    // A VM's disk is made from the root at create: the files go in before.
+    spec.prepare_root = [&ctx, root_path = spec.rootfs_path](const std::string& host_address) {
+      return prepare_egress_files(root_path, host_address, ctx.egress->root_ca());
+    };
+  }
   auto handle = (*runtime)->create(spec);
   ::close(pair[1]);
   if (!handle) {
     undo_root();
     return handle.error();
   }
-  if (auto wired = attach_egress(ctx, req, *handle, spec.rootfs_path); !wired) {
+  if (auto wired = attach_egress(ctx, req, *handle); !wired) {
     (void)(*runtime)->destroy(req.id);
     undo_root();
     return wired;

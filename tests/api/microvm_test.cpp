@@ -10,7 +10,6 @@
 
 #include <sys/utsname.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>

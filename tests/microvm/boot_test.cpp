@@ -1,12 +1,19 @@
 // One real microVM under TCG, booted once for this executable through
 // microvm_runtime: the guest that scripts/microvm-guest builds (cached in the
 // test cache), a busybox template tree made into an ext4 image and copied for
-// the sandbox, the agent reached over the virtio-serial channel. Then the accelerator probe, which
+// the sandbox, the agent reached over the virtio-serial channel, and (as root)
+// a network: the namespace runtime's veth, address and nftables rules (a
+// table of the test's own) with a tap into the VM. Then the accelerator probe, which
 // on a host whose KVM cannot boot a stock kernel (this one: PVM) must fall back to TCG.
 
+#include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -18,6 +25,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "guest/client.hpp"
@@ -29,6 +37,7 @@
 #include "worker/microvm/disk_image.hpp"
 #include "worker/microvm/microvm_runtime.hpp"
 #include "worker/microvm/vm.hpp"
+#include "worker/microvm/vm_network.hpp"
 #include "worker/rootfs/rootfs_driver.hpp"
 #include "worker/rootfs/templates.hpp"
 
@@ -80,7 +89,7 @@ void make_template_tree(const fs::path& root) {
   for (const char* sub : {"bin", "etc", "proc", "sys", "dev", "run", "tmp", "root"})
     fs::create_directories(root / sub);
   fs::copy_file(find_program("busybox", default_command_path), root / "bin" / "busybox");
-  for (const char* applet : {"sh", "uname", "cat", "echo", "ls", "ps"})
+  for (const char* applet : {"sh", "uname", "cat", "echo", "ls", "ps", "ip", "nc", "ping"})
     fs::create_symlink("busybox", root / "bin" / applet);
   std::ofstream(root / "etc" / "airlock-template") << template_marker;
   std::ofstream(root / "etc" / "passwd") << "root:x:0:0:root:/root:/bin/sh\n";
@@ -112,6 +121,39 @@ make_template(const std::string& data_dir, const std::string& name, const std::s
                    manifest_to_json(manifest));
   return driver;
 }
+
+/// A TCP listener on every host address at an ephemeral port.
+struct tcp_listener {
+  unique_fd fd;
+  uint16_t port = 0;
+};
+
+tcp_listener listen_tcp() {
+  tcp_listener l;
+  l.fd.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  socklen_t length = sizeof address;
+  if (!l.fd || ::bind(l.fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof address) != 0
+      || ::listen(l.fd.get(), 8) != 0
+      || ::getsockname(l.fd.get(), reinterpret_cast<sockaddr*>(&address), &length) != 0)
+    return {};
+  l.port = ntohs(address.sin_port);
+  return l;
+}
+
+/// The VM's network in a table, interface prefix and pool of the test's own:
+/// every TCP connection is redirected to `proxy_port` (standing in for the
+/// egress proxy) and DNS to `dns_port`.
+net_options test_net_options(uint16_t proxy_port, uint16_t dns_port) {
+  net_options net;
+  net.nft_table = "airlock_vmtest";
+  net.interface_prefix = "am";
+  net.egress_proxy_port = proxy_port;
+  net.egress_dns_port = dns_port;
+  return net;
+}
+constexpr const char* test_address_pool = "10.208.0.0/24";
 
 /// The jail as far as this host allows: as root, QEMU runs as `nobody` in
 /// its own namespaces; otherwise as the caller, without new namespaces.
@@ -148,6 +190,10 @@ protected:
     std::string run_dir;
     std::unique_ptr<microvm_runtime> runtime;
     sandbox_handle handle;
+    /// Stand-ins for the egress proxy's ports (as root, with network).
+    tcp_listener proxy;
+    tcp_listener dns;
+    bool network = false;
     std::unique_ptr<guest::guest_client> client;
     guest::hello hello;
     std::string failure;
@@ -187,6 +233,16 @@ protected:
     options.vm = jailed_vm_options();
     options.use_cgroups = test::running_as_root();
     options.cgroups.parent = "airlock-microvm-test";
+    // The network needs root (ip, nft, a tap); without it the VM has none.
+    vm_->network = test::running_as_root();
+    if (vm_->network) {
+      vm_->proxy = listen_tcp();
+      vm_->dns = listen_tcp();
+      if (!vm_->proxy.fd || !vm_->dns.fd)
+        return "cannot listen on TCP";
+      options.net = test_net_options(vm_->proxy.port, vm_->dns.port);
+      options.address_pool = test_address_pool;
+    }
     // The VMM's uid must reach its disk in the run directory.
     fs::permissions(base, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
     vm_->runtime = std::make_unique<microvm_runtime>(options);
@@ -199,7 +255,7 @@ protected:
     spec.id = sandbox_id;
     spec.rootfs_path = *image;
     spec.channel_fd = theirs.get();
-    spec.network.enabled = false;
+    spec.network.enabled = vm_->network;
     spec.limits.memory_mb = 256;
     const auto start = std::chrono::steady_clock::now();
     auto handle = vm_->runtime->create(spec);
@@ -225,6 +281,8 @@ protected:
       std::error_code ec;
       for (const auto& path : vm_->handle.cgroup_paths)
         fs::remove(fs::path(path).parent_path(), ec);
+      if (vm_->network) // the test's own table
+        (void)run_command({"/usr/sbin/nft", "delete", "table", "inet", "airlock_vmtest"});
     }
     delete vm_;
     vm_ = nullptr;
@@ -304,10 +362,119 @@ TEST_F(microvm_boot, create_refuses_what_is_not_built_yet_and_a_known_id) {
   spec.channel_fd = 0;
   spec.network.enabled = false;
   EXPECT_EQ(vm_->runtime->create(spec).code(), errc::already_exists);
+  EXPECT_EQ(vm_->runtime->set_limits(sandbox_id, 1000, 512).code, errc::unimplemented);
+  // Without an address pool there is no network to give.
+  microvm_runtime_options no_pool;
+  no_pool.run_dir = vm_->run_dir;
+  no_pool.guest_dir = fs::path(vm_->guest.kernel_path).parent_path().string();
+  no_pool.use_cgroups = false;
+  microvm_runtime without_network(no_pool);
   spec.id = "another";
   spec.network.enabled = true;
-  EXPECT_EQ(vm_->runtime->create(spec).code(), errc::unimplemented);
-  EXPECT_EQ(vm_->runtime->set_limits(sandbox_id, 1000, 512).code, errc::unimplemented);
+  auto refused = without_network.create(spec);
+  EXPECT_EQ(refused.code(), errc::unavailable);
+  EXPECT_TRUE(without_network.list().empty());
+}
+
+// The guest's side: the agent configured eth0 from airlock.net= on the
+// kernel command line.
+TEST_F(microvm_boot, the_guest_has_the_sandbox_address_its_own_mac_and_a_route_via_the_host) {
+  if (!vm_->network)
+    GTEST_SKIP() << "needs root: the VM's network (ip, nft, a tap)";
+  const sandbox_handle& h = vm_->handle;
+  ASSERT_FALSE(h.sandbox_address.empty());
+  EXPECT_EQ(h.sandbox_interface, "eth0");
+  EXPECT_EQ(h.prefix_length, 30u);
+  auto addresses = run("ip -4 addr show dev eth0");
+  EXPECT_NE(addresses.out.find("inet " + h.sandbox_address + "/30"), std::string::npos)
+    << addresses.out << addresses.err;
+  EXPECT_NE(addresses.out.find("UP"), std::string::npos) << addresses.out;
+  auto route = run("ip route");
+  EXPECT_NE(route.out.find("default via " + h.host_address + " dev eth0"), std::string::npos)
+    << route.out << route.err;
+  auto mac = run("cat /sys/class/net/eth0/address");
+  EXPECT_EQ(trimmed(mac.out), vm_mac_address(sandbox_id));
+  // IPv6 is off, as in a namespace sandbox (the firewall drops it anyway).
+  auto ipv6 = run("cat /proc/sys/net/ipv6/conf/eth0/disable_ipv6");
+  EXPECT_EQ(trimmed(ipv6.out), "1");
+}
+
+// The host's side is the namespace runtime's: the veth's host end holds the
+// host address, the sandbox is in the firewall's sets, and QEMU itself stays
+// in an empty namespace of its own with only the tap's descriptor.
+TEST_F(microvm_boot, the_host_side_is_a_veth_in_the_firewall_and_qemu_holds_only_the_tap) {
+  if (!vm_->network)
+    GTEST_SKIP() << "needs root: the VM's network (ip, nft, a tap)";
+  const sandbox_handle& h = vm_->handle;
+  EXPECT_EQ(h.host_interface, host_interface_name("am", sandbox_id));
+  EXPECT_TRUE(interface_exists(h.host_interface));
+  auto listed = firewall_has(test_net_options(0, 0), h.host_interface);
+  ASSERT_TRUE(listed) << listed.error().message;
+  EXPECT_TRUE(*listed);
+  struct stat sandbox_ns {};
+  struct stat qemu_ns {};
+  ASSERT_EQ(::stat(h.netns_path.c_str(), &sandbox_ns), 0) << h.netns_path;
+  ASSERT_EQ(::stat(("/proc/" + std::to_string(h.init_pid) + "/ns/net").c_str(), &qemu_ns), 0);
+  EXPECT_NE(sandbox_ns.st_ino, qemu_ns.st_ino);
+  command_options in_sandbox_ns;
+  unique_fd netns(::open(h.netns_path.c_str(), O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(netns);
+  in_sandbox_ns.netns_fd = netns.get();
+  auto links = run_command({"/sbin/ip", "-o", "link"}, in_sandbox_ns);
+  ASSERT_TRUE(links) << links.error().message;
+  for (const char* name : {"tap0", "veth0", "br0"})
+    EXPECT_NE(links->output.find(std::string(name)), std::string::npos) << links->output;
+  for (const char* port : {"tap0", "veth0"}) {
+    auto line = links->output.substr(links->output.find(std::string(port)));
+    line = line.substr(0, line.find('\n'));
+    EXPECT_NE(line.find(",UP,"), std::string::npos) << line;
+    EXPECT_NE(line.find(" master br0 "), std::string::npos) << line;
+  }
+}
+
+// Only through the rules: a TCP connection to any port of the host address
+// is redirected to the egress proxy's port (here the test's listener), never
+// reaches the port it named; ICMP and other UDP are dropped.
+TEST_F(microvm_boot, the_guest_reaches_the_host_only_through_the_egress_redirect) {
+  if (!vm_->network)
+    GTEST_SKIP() << "needs root: the VM's network (ip, nft, a tap)";
+  const sandbox_handle& h = vm_->handle;
+  tcp_listener elsewhere = listen_tcp();
+  ASSERT_TRUE(elsewhere.fd);
+  // The proxy's stand-in takes one connection, reads a line and closes it,
+  // which ends nc in the guest.
+  std::string peer_address;
+  std::string received;
+  std::thread proxy([&] {
+    pollfd ready{vm_->proxy.fd.get(), POLLIN, 0};
+    if (::poll(&ready, 1, command_timeout_ms) != 1)
+      return;
+    sockaddr_in peer{};
+    socklen_t length = sizeof peer;
+    unique_fd accepted(
+      ::accept4(vm_->proxy.fd.get(), reinterpret_cast<sockaddr*>(&peer), &length, SOCK_CLOEXEC));
+    if (!accepted)
+      return;
+    char text[INET_ADDRSTRLEN] = {};
+    ::inet_ntop(AF_INET, &peer.sin_addr, text, sizeof text);
+    peer_address = text;
+    timeval wait{5, 0};
+    ::setsockopt(accepted.get(), SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
+    char buffer[64];
+    ssize_t n = 0;
+    while (received.find('\n') == std::string::npos
+           && (n = ::recv(accepted.get(), buffer, sizeof buffer, 0)) > 0)
+      received.append(buffer, static_cast<size_t>(n));
+  });
+  auto sent =
+    run("echo through-the-rules | nc " + h.host_address + " " + std::to_string(elsewhere.port));
+  proxy.join();
+  EXPECT_EQ(peer_address, h.sandbox_address)
+    << "nothing arrived on the egress port: " << sent.out << sent.err;
+  EXPECT_EQ(received, "through-the-rules\n");
+  EXPECT_EQ(::accept4(elsewhere.fd.get(), nullptr, nullptr, SOCK_CLOEXEC), -1)
+    << "the port the guest named was reached directly";
+  EXPECT_NE(run("ping -c 1 -W 1 " + h.host_address).exit_code, 0);
 }
 
 TEST_F(microvm_boot, qemu_runs_jailed) {
@@ -391,6 +558,14 @@ TEST_F(microvm_boot, destroy_leaves_no_process_socket_or_disk) {
   for (const auto& path : vm_->handle.cgroup_paths)
     EXPECT_FALSE(fs::exists(path)) << path;
   EXPECT_TRUE(vm_->runtime->list().empty());
+  if (vm_->network) {
+    const sandbox_handle& h = vm_->handle;
+    EXPECT_FALSE(interface_exists(h.host_interface)) << h.host_interface;
+    EXPECT_FALSE(fs::exists(h.netns_path)) << h.netns_path;
+    auto listed = firewall_has(test_net_options(0, 0), h.host_interface);
+    ASSERT_TRUE(listed) << listed.error().message;
+    EXPECT_FALSE(*listed) << "nft element for " << h.host_interface;
+  }
   EXPECT_TRUE(vm_->runtime->destroy(sandbox_id).is_ok()); // idempotent
 }
 

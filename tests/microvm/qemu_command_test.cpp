@@ -42,10 +42,28 @@ TEST(qemu_command, boots_microvm_with_acpi_and_the_guest_kernel_under_tcg) {
   EXPECT_NE(values_of(argv, "-append")[0].find("tsc_early_khz=2000000"), std::string::npos);
   EXPECT_TRUE(values_of(argv, "-drive").empty());
   EXPECT_EQ(values_of(argv, "-append")[0].find("airlock.net"), std::string::npos);
+  EXPECT_TRUE(values_of(argv, "-netdev").empty());
+}
+
+TEST(qemu_command, a_nic_is_a_tap_descriptor_and_its_addresses_go_to_the_guest) {
   auto with_nic = sample_spec();
-  with_nic.network = true;
-  EXPECT_NE(values_of(qemu_argv(with_nic, "q", "f"), "-append")[0].find(" airlock.net=1"),
+  with_nic.network = {"10.200.0.6/30", "10.200.0.5", vm_mac_address("box"), 9};
+  auto argv = qemu_argv(with_nic, "q", "f");
+  EXPECT_NE(values_of(argv, "-append")[0].find(" airlock.net=10.200.0.6/30,10.200.0.5"),
             std::string::npos);
+  EXPECT_EQ(values_of(argv, "-netdev"), std::vector<std::string>{"tap,id=net0,vhost=off,fd=5"});
+  auto devices = values_of(argv, "-device");
+  EXPECT_NE(std::find(devices.begin(), devices.end(),
+                      "virtio-net-device,netdev=net0,mac=" + vm_mac_address("box")),
+            devices.end());
+}
+
+TEST(qemu_command, the_mac_is_locally_administered_unicast_and_stable_per_id) {
+  const std::string mac = vm_mac_address("sandbox-1");
+  ASSERT_EQ(mac.size(), 17u);
+  EXPECT_EQ(mac.substr(0, 3), "02:");
+  EXPECT_EQ(mac, vm_mac_address("sandbox-1"));
+  EXPECT_NE(mac, vm_mac_address("sandbox-2"));
 }
 
 TEST(qemu_command, passes_the_channel_and_qmp_as_inherited_descriptors) {

@@ -55,7 +55,16 @@ uint64_t resident_bytes(pid_t pid) {
 } // namespace
 
 microvm_runtime::microvm_runtime(microvm_runtime_options options)
-    : options_(std::move(options)), guest_(guest_image_in(options_.guest_dir)) {
+    : options_(std::move(options)), guest_(guest_image_in(options_.guest_dir)),
+      slots_in_use_(options_.shared_slots ? options_.shared_slots
+                                          : std::make_shared<slot_table>()) {
+  if (options_.address_pool.empty()) {
+    pool_error_ = make_status(errc::unavailable, "microvm: no address pool is configured");
+  } else if (auto pool = parse_address_pool(options_.address_pool); pool) {
+    pool_ = *pool;
+  } else {
+    pool_error_ = pool.error();
+  }
   if (options_.accel == accelerator::tcg && options_.tsc_khz == 0)
     options_.tsc_khz = measure_tsc_khz();
   if (options_.use_cgroups) {
@@ -74,7 +83,43 @@ microvm_runtime::~microvm_runtime() {
     remove_files(s);
     if (cgroups_)
       (void)cgroups_->remove(id, options_.cgroup_remove_timeout_ms);
+    if (s.link)
+      (void)release_link(*s.link);
   }
+}
+
+result<vm_link> microvm_runtime::plan_link(const std::string& id) {
+  if (!pool_)
+    return make_status(pool_error_.code, "microvm: network is unavailable: " + pool_error_.message);
+  if (!firewall_ready_) {
+    // The namespace runtime made the table already when it shares it; this
+    // is idempotent and keeps the elements.
+    if (auto made = ensure_firewall(options_.net); !made)
+      return made;
+    firewall_ready_ = true;
+  }
+  auto slot = slots_in_use_->take(pool_->blocks());
+  if (!slot)
+    return slot.error();
+  auto addresses = pool_addresses(*pool_, *slot);
+  if (!addresses) {
+    slots_in_use_->release(*slot);
+    return addresses.error();
+  }
+  vm_link link;
+  link.netns_name = vm_netns_name(options_.net, id);
+  link.host_interface = host_interface_name(options_.net.interface_prefix, id);
+  link.addresses = *addresses;
+  link.slot = *slot;
+  return link;
+}
+
+status microvm_runtime::release_link(const vm_link& link) {
+  auto removed = unwire_vm_network(options_.net, link);
+  // While an address may still sit on a veth, its block stays taken.
+  if (removed)
+    slots_in_use_->release(link.slot);
+  return removed;
 }
 
 result<sandbox_handle> microvm_runtime::create(const sandbox_launch_spec& spec) {
@@ -85,8 +130,6 @@ result<sandbox_handle> microvm_runtime::create(const sandbox_launch_spec& spec) 
     return make_status(errc::already_exists, "microvm: sandbox " + spec.id + " exists");
   if (spec.channel_fd < 0)
     return make_status(errc::invalid_argument, "microvm: a channel descriptor is required");
-  if (spec.network.enabled)
-    return make_status(errc::unimplemented, "microvm: networking is not built yet");
   if (spec.limits.memory_mb == 0 || spec.limits.cpu_millis == 0)
     return make_status(errc::invalid_argument, "microvm: a zero limit");
   if (sandboxes_.size() >= options_.slots_max)
@@ -99,16 +142,49 @@ result<sandbox_handle> microvm_runtime::create(const sandbox_launch_spec& spec) 
   sandbox s;
   s.disk_path = options_.run_dir + "/" + spec.id + ".ext4";
   s.console_path = options_.run_dir + "/" + spec.id + ".console.log";
+  unique_fd tap;
+  if (spec.network.enabled) {
+    auto link = plan_link(spec.id);
+    if (!link)
+      return link.error();
+    s.link = std::move(*link);
+    s.handle.slot = s.link->slot;
+  }
+  // Everything made from here on is undone by this on failure.
+  auto fail = [this, &s, &spec](status why) {
+    remove_files(s);
+    if (cgroups_)
+      (void)cgroups_->remove(spec.id, options_.cgroup_remove_timeout_ms);
+    if (s.link)
+      (void)release_link(*s.link);
+    return why;
+  };
+  if (s.link) {
+    // A namespace or veth of this id left by an earlier run (VMs are not
+    // adopted yet) would make the wiring fail: removed first.
+    if (vm_netns_exists(s.link->netns_name) || interface_exists(s.link->host_interface))
+      if (auto stale = unwire_vm_network(options_.net, *s.link); !stale)
+        return fail(stale);
+    if (spec.prepare_root)
+      if (auto prepared = spec.prepare_root(s.link->addresses.host); !prepared)
+        return fail(prepared);
+  }
   std::error_code ec;
   // An unknown id's disk is a leftover of an earlier run (VMs are not adopted yet).
   fs::remove(s.disk_path, ec);
   if (fs::is_directory(spec.rootfs_path, ec)) {
     auto made = template_disk(spec.rootfs_path, options_.run_dir, spec.id, options_.disk);
     if (!made)
-      return made.error();
+      return fail(made.error());
   } else if (auto copied = sandbox_disk(spec.rootfs_path, s.disk_path, options_.disk);
              !copied.is_ok()) {
-    return copied;
+    return fail(copied);
+  }
+  if (s.link) {
+    auto wired = wire_vm_network(options_.net, *s.link);
+    if (!wired)
+      return fail(wired.error());
+    tap = std::move(*wired);
   }
   vm_spec vs;
   vs.id = spec.id;
@@ -121,6 +197,11 @@ result<sandbox_handle> microvm_runtime::create(const sandbox_launch_spec& spec) 
   vs.log_path = s.console_path;
   vs.channel_fd = spec.channel_fd;
   vs.tcg_tb_mb = options_.tcg_tb_mb;
+  if (s.link) {
+    const auto& a = s.link->addresses;
+    vs.network = {a.sandbox + "/" + std::to_string(a.prefix_length), a.host,
+                  vm_mac_address(spec.id), tap.get()};
+  }
   std::function<status(pid_t)> join_cgroup;
   if (cgroups_) {
     cgroup_limits limits;
@@ -129,27 +210,31 @@ result<sandbox_handle> microvm_runtime::create(const sandbox_launch_spec& spec) 
     limits.cpu_millis = spec.limits.cpu_millis;
     limits.cpu_request_millis = spec.limits.cpu_request_millis;
     limits.pids_max = options_.vmm_threads_max;
-    if (auto made = cgroups_->create(spec.id, limits); !made.is_ok()) {
-      remove_files(s);
-      return made;
-    }
+    if (auto made = cgroups_->create(spec.id, limits); !made.is_ok())
+      return fail(made);
     join_cgroup = [this, id = spec.id](pid_t pid) { return cgroups_->attach(id, pid); };
   }
   auto machine = vm::start(vs, options_.run_dir, options_.vm, join_cgroup);
-  if (!machine) {
-    remove_files(s);
-    if (cgroups_)
-      (void)cgroups_->remove(spec.id, options_.cgroup_remove_timeout_ms);
-    return machine.error();
-  }
+  // QEMU holds its own copy of the tap: the device lives as long as QEMU.
+  tap.reset();
+  if (!machine)
+    return fail(machine.error());
   s.machine = std::move(*machine);
   s.handle.id = spec.id;
   s.handle.init_pid = s.machine->pid();
   s.handle.init_start_time = stat_field(s.handle.init_pid, 22);
   s.handle.pidfd = s.machine->pidfd();
-  s.handle.slot = static_cast<uint32_t>(sandboxes_.size());
   if (cgroups_)
     s.handle.cgroup_paths = cgroups_->paths(spec.id);
+  if (s.link) {
+    const vm_link& link = *s.link;
+    s.handle.netns_path = vm_netns_path(link.netns_name);
+    s.handle.host_interface = link.host_interface;
+    s.handle.sandbox_interface = "eth0";
+    s.handle.host_address = link.addresses.host;
+    s.handle.sandbox_address = link.addresses.sandbox;
+    s.handle.prefix_length = link.addresses.prefix_length;
+  }
   auto handle = s.handle;
   sandboxes_.emplace(spec.id, std::move(s));
   return handle;
@@ -196,6 +281,12 @@ status microvm_runtime::destroy(std::string_view id) {
     if (auto removed = cgroups_->remove(id, options_.cgroup_remove_timeout_ms);
         !removed.is_ok() && stopped.is_ok())
       stopped = removed;
+  }
+  if (it->second.link) {
+    // QEMU is gone, and the tap with it: the veth, namespace and entries go
+    // now. A failure keeps the sandbox, so that a retry removes them.
+    if (auto removed = release_link(*it->second.link); !removed)
+      return removed;
   }
   sandboxes_.erase(it);
   return stopped;

@@ -3,19 +3,22 @@
 // slice, docs/microvm.md). Each sandbox is one VM booted from the guest that
 // scripts/microvm-guest builds, with its own copy of the root disk, the
 // worker's channel as its virtio-serial port, QMP for control, and QEMU in
-// a cgroup and the jail of vm_options. Not yet: network, adoption after a
-// restart, limits in place.
+// a cgroup and the jail of vm_options. With network enabled, the namespace
+// runtime's addressing, veth and nftables rules plus a tap into the VM
+// (vm_network.hpp). Not yet: adoption after a restart, limits in place.
 //
 // Thread-safe: every call takes one mutex and blocks (QEMU start, QMP, cp).
 
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "worker/microvm/disk_image.hpp"
 #include "worker/microvm/qemu_command.hpp"
 #include "worker/microvm/vm.hpp"
+#include "worker/microvm/vm_network.hpp"
 #include "worker/runtime/cgroup_driver.hpp"
 #include "worker/runtime/sandbox_runtime.hpp"
 
@@ -51,6 +54,17 @@ struct microvm_runtime_options {
   uint32_t cgroup_remove_timeout_ms = 5'000;
   vm_options vm;
   disk_image_options disk;
+  /// Sandboxes with network enabled: the namespace runtime's tools, nftables
+  /// table, interface prefix and egress proxy ports (give it the same
+  /// net_options), so the host side and the egress proxy see a VM as they
+  /// see a namespace sandbox. Default: see net_options.
+  net_options net;
+  /// The pool the /30 blocks come from: the namespace runtime's. "": network
+  /// is refused. Default: "".
+  std::string address_pool;
+  /// The taken blocks, shared with the namespace runtime drawing from the
+  /// same pool. Null: a table of its own. Default: null.
+  std::shared_ptr<slot_table> shared_slots;
 };
 
 class microvm_runtime final : public sandbox_runtime {
@@ -63,13 +77,16 @@ public:
   /// disk: a regular file (a template's ext4 image, template_disk()) is
   /// copied for the sandbox (a reflink on btrfs); a directory is made into
   /// an image of its own. init_argv, init_fd, init_env and stdout/stderr are
-  /// ignored: the agent in the initramfs is the init. unimplemented with
-  /// network enabled (not built yet).
+  /// ignored: the agent in the initramfs is the init. With network enabled
+  /// (unavailable without an address pool) the VM gets a slot's addresses,
+  /// veth and firewall entries, and spec.prepare_root runs before the disk
+  /// is made.
   result<sandbox_handle> create(const sandbox_launch_spec& spec) override;
   /// QMP stop / cont.
   status pause(std::string_view id) override;
   status resume(std::string_view id) override;
-  /// Stops QEMU and removes the sandbox's disk, socket and console log.
+  /// Stops QEMU and removes the sandbox's disk, socket and console log, then
+  /// its veth, network namespace and firewall entries.
   status destroy(std::string_view id) override;
   /// unimplemented: a VM's memory and vCPUs are fixed at boot for now.
   status set_limits(std::string_view id, uint32_t cpu_millis, uint32_t memory_mb) override;
@@ -89,16 +106,27 @@ private:
     std::string disk_path;
     std::string console_path;
     bool paused = false;
+    /// Set with network enabled.
+    std::optional<vm_link> link;
   };
 
   result<sandbox_stats> stats_of(const sandbox& s);
   void remove_files(const sandbox& s);
+  /// Takes a slot and plans the VM's link (the slot is released on failure).
+  result<vm_link> plan_link(const std::string& id);
+  /// Removes the link and frees its slot; a failure keeps the slot taken.
+  status release_link(const vm_link& link);
 
   microvm_runtime_options options_;
   guest_image guest_;
   /// Set when use_cgroups and a driver was found; else cgroups_error_ says why.
   std::unique_ptr<cgroup_driver> cgroups_;
   status cgroups_error_;
+  /// Parsed address_pool; unset: network refused, pool_error_ says why.
+  std::optional<address_pool> pool_;
+  status pool_error_;
+  std::shared_ptr<slot_table> slots_in_use_;
+  bool firewall_ready_ = false;
   mutable std::mutex mutex_;
   std::map<std::string, sandbox, std::less<>> sandboxes_;
 };

@@ -3,6 +3,7 @@
 #include <time.h>
 #include <x86intrin.h>
 
+#include <cstdio>
 #include <fstream>
 
 namespace airlock::worker::microvm {
@@ -30,8 +31,11 @@ std::vector<std::string> qemu_argv(const vm_spec& spec, const std::string& qemu_
   // QEMU instead of looping. no_timer_check: the IO-APIC timer check is
   // unreliable under TCG on a loaded host.
   std::string append = "console=ttyS0 quiet reboot=t panic=-1 no_timer_check";
-  if (spec.network)
-    append += " airlock.net=1";
+  // The guest's /init loads virtio_net only with airlock.net= and hands its
+  // value to the agent, which configures eth0 and the default route.
+  const bool nic = spec.network.tap_fd >= 0;
+  if (nic)
+    append += " airlock.net=" + spec.network.address + "," + spec.network.gateway;
   if (spec.accel == accelerator::tcg && spec.tsc_khz != 0)
     append += " tsc_early_khz=" + std::to_string(spec.tsc_khz);
   std::vector<std::string> argv = {
@@ -92,6 +96,12 @@ std::vector<std::string> qemu_argv(const vm_spec& spec, const std::string& qemu_
     argv.back() += spec.disk_path;
     argv.insert(argv.end(), {"-device", "virtio-blk-device,drive=root"});
   }
+  if (nic) {
+    // vhost=off: the virtio ring is served by QEMU itself (no vhost-net here,
+    // and it would need /dev/vhost-net inside QEMU's jail).
+    argv.insert(argv.end(), {"-netdev", "tap,id=net0,vhost=off,fd=" + std::to_string(tap_fd_in_vmm),
+                             "-device", "virtio-net-device,netdev=net0,mac=" + spec.network.mac});
+  }
   return argv;
 }
 
@@ -104,6 +114,21 @@ vmm_files files_of(const vm_spec& spec, const std::string& firmware) {
     if (!path->empty())
       files.writable.push_back(*path);
   return files;
+}
+
+std::string vm_mac_address(std::string_view id) {
+  uint64_t hash = 14695981039346656037ULL;
+  for (char c : id) {
+    hash ^= static_cast<unsigned char>(c);
+    hash *= 1099511628211ULL;
+  }
+  char text[18];
+  // 0x02: locally administered, unicast.
+  std::snprintf(
+    text, sizeof text, "02:%02x:%02x:%02x:%02x:%02x", static_cast<unsigned>((hash >> 32) & 0xff),
+    static_cast<unsigned>((hash >> 24) & 0xff), static_cast<unsigned>((hash >> 16) & 0xff),
+    static_cast<unsigned>((hash >> 8) & 0xff), static_cast<unsigned>(hash & 0xff));
+  return text;
 }
 
 uint32_t measure_tsc_khz() {

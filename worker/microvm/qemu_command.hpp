@@ -24,6 +24,20 @@ struct guest_image {
 /// Reads `dir`/{vmlinux,initramfs.cpio,release}; empty paths when missing.
 guest_image guest_image_in(const std::string& dir);
 
+/// The guest's NIC: a virtio-net device on a tap descriptor QEMU inherits
+/// (opened by the runtime in the sandbox's network namespace), and what the
+/// guest's agent configures on eth0 (airlock.net= on the kernel command line).
+struct vm_network {
+  /// The guest's address and prefix length, "10.200.0.2/30".
+  std::string address;
+  /// Its default route, the host side of the sandbox's veth.
+  std::string gateway;
+  /// The NIC's MAC, "02:..." (vm_mac_address).
+  std::string mac;
+  /// Borrowed; the tap device's descriptor, passed to QEMU as tap_fd_in_vmm.
+  int tap_fd = -1;
+};
+
 /// One VM's shape.
 struct vm_spec {
   /// Names the VM's sockets and log; [a-z0-9_-], 1..63 characters.
@@ -45,9 +59,9 @@ struct vm_spec {
   /// which would count against a cgroup limit as the guest runs). 0: QEMU's
   /// default. Default: 0.
   uint32_t tcg_tb_mb = 0;
-  /// The guest has a NIC: its /init loads virtio_net (airlock.net=1 on the
-  /// kernel command line). The NIC itself is not wired yet. Default: false.
-  bool network = false;
+  /// The guest's NIC; unset (tap_fd < 0): none, and the guest loads no
+  /// network driver.
+  vm_network network;
   /// File the guest's serial console is written to. "": discarded.
   std::string log_path;
   /// Borrowed; when >= 0, QEMU gets a copy of this connected stream socket as
@@ -61,8 +75,14 @@ struct vm_spec {
 /// that the runtime can connect at once).
 inline constexpr int channel_fd_in_vmm = 3;
 inline constexpr int qmp_fd_in_vmm = 4;
+/// The tap device of a VM with a NIC.
+inline constexpr int tap_fd_in_vmm = 5;
 /// The virtio-serial port the guest's /init hands to the agent.
 inline constexpr std::string_view channel_port_name = "airlock.channel";
+
+/// A locally administered unicast MAC derived from the sandbox id
+/// ("02:" and 5 bytes of a hash): stable for an id, distinct between ids.
+std::string vm_mac_address(std::string_view id);
 
 /// argv of QEMU for `spec`; argv[0] is `qemu_binary`, `firmware` the -bios
 /// file; `seccomp` adds QEMU's own sandbox.

@@ -83,13 +83,14 @@ void enter_jail(const vm_options& options, gid_t kvm_group, const mount_plan* ja
     child_fail("set no_new_privs");
 }
 
-/// Forks and execs `argv` with `channel` as fd 3, `qmp` as fd 4, stdin from
+/// Forks and execs `argv` with `channel` as fd 3, `qmp` as fd 4, `tap` (when
+/// >= 0) as fd 5, stdin from
 /// /dev/null, stdout and stderr to `log`, no other descriptor, an empty
 /// environment, a session of its own and the jail of `options`; with `jail`,
 /// in new pid, mount, network, IPC and UTS namespaces, the mount namespace
 /// built by that plan. Everything the child touches is prepared here: between
 /// fork and exec it makes only async-signal-safe calls.
-result<pid_t> spawn(const std::vector<std::string>& argv, int channel, int qmp, int log,
+result<pid_t> spawn(const std::vector<std::string>& argv, int channel, int qmp, int tap, int log,
                     const vm_options& options, gid_t kvm_group, const mount_plan* jail,
                     const std::function<status(pid_t)>& before_exec) {
   // The child waits for one byte on `go` before it execs: the parent's
@@ -101,8 +102,9 @@ result<pid_t> spawn(const std::vector<std::string>& argv, int channel, int qmp, 
   unique_fd go_write(go_pipe[1]);
   unique_fd spare_channel(::fcntl(channel, F_DUPFD_CLOEXEC, spare_fd_floor));
   unique_fd spare_qmp(::fcntl(qmp, F_DUPFD_CLOEXEC, spare_fd_floor));
+  unique_fd spare_tap(tap >= 0 ? ::fcntl(tap, F_DUPFD_CLOEXEC, spare_fd_floor) : -1);
   unique_fd null_fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-  if (!spare_channel || !spare_qmp || !null_fd)
+  if (!spare_channel || !spare_qmp || !null_fd || (tap >= 0 && !spare_tap))
     return errno_status(errc::io_error, "prepare QEMU's descriptors");
   std::vector<char*> args;
   for (const auto& arg : argv)
@@ -125,9 +127,10 @@ result<pid_t> spawn(const std::vector<std::string>& argv, int channel, int qmp, 
     ::setsid();
     if (::dup2(null_fd.get(), 0) < 0 || ::dup2(log, 1) < 0 || ::dup2(log, 2) < 0
         || ::dup2(spare_channel.get(), channel_fd_in_vmm) < 0
-        || ::dup2(spare_qmp.get(), qmp_fd_in_vmm) < 0)
+        || ::dup2(spare_qmp.get(), qmp_fd_in_vmm) < 0
+        || (spare_tap && ::dup2(spare_tap.get(), tap_fd_in_vmm) < 0))
       ::_exit(127);
-    ::syscall(SYS_close_range, qmp_fd_in_vmm + 1, ~0U, 0);
+    ::syscall(SYS_close_range, (spare_tap ? tap_fd_in_vmm : qmp_fd_in_vmm) + 1, ~0U, 0);
     enter_jail(options, kvm_group, jail);
     ::execve(args[0], args.data(), env);
     child_fail("execute QEMU");
@@ -209,8 +212,8 @@ result<std::unique_ptr<vm>> vm::start(const vm_spec& spec, const std::string& ru
     if (auto planned = build_vmm_jail_plan(where, jail); !planned.is_ok())
       return planned;
   }
-  auto pid = spawn(argv, vm_end.get(), qmp_listener->get(), log.get(), options, kvm_group,
-                   options.unshare ? &jail : nullptr, before_exec);
+  auto pid = spawn(argv, vm_end.get(), qmp_listener->get(), spec.network.tap_fd, log.get(), options,
+                   kvm_group, options.unshare ? &jail : nullptr, before_exec);
   // QEMU holds the listener now. Ours is closed, so that a QEMU that exits
   // early resets the QMP connection at once instead of leaving it queued.
   qmp_listener->reset();

@@ -36,8 +36,9 @@ struct vm_options {
   bool seccomp = true;
   /// New pid, mount, network, IPC and UTS namespaces: QEMU is pid 1 of its
   /// own, sees only the files it opens (vmm_jail.hpp) and needs none of the
-  /// host's network or IPC (the channel, QMP and any tap arrive as
-  /// descriptors). Needs root. Default: true.
+  /// host's network or IPC (the channel, QMP and a NIC's tap device arrive as
+  /// descriptors; the tap stays in the sandbox's network namespace, QEMU's
+  /// own stays empty). Needs root. Default: true.
   bool unshare = true;
   /// Host uid and gid QEMU runs as; the disk and the console log are given
   /// to them, and the run directory must be traversable by them. No

@@ -170,7 +170,9 @@ namespace_runtime::namespace_runtime(namespace_runtime_options options,
                                      std::unique_ptr<cgroup_driver> cgroups, address_pool pool,
                                      seccomp_program seccomp)
     : options_(std::move(options)), cgroups_(std::move(cgroups)), pool_(pool),
-      seccomp_(std::move(seccomp)) {}
+      seccomp_(std::move(seccomp)),
+      slots_in_use_(options_.shared_slots ? options_.shared_slots
+                                          : std::make_shared<slot_table>()) {}
 
 namespace_runtime::~namespace_runtime() = default;
 
@@ -223,13 +225,18 @@ uint32_t namespace_runtime::slots() const {
 }
 
 result<sandbox_record> namespace_runtime::plan_record(const sandbox_launch_spec& spec) {
-  uint32_t slots = this->slots();
-  uint32_t slot = 0;
-  while (slot < slots && slots_in_use_.count(slot) != 0)
-    ++slot;
-  if (slot == slots)
-    return make_status(errc::resource_exhausted,
-                       "all " + std::to_string(slots) + " sandbox slots are in use");
+  auto taken = slots_in_use_->take(slots());
+  if (!taken)
+    return taken.error();
+  const uint32_t slot = *taken;
+  auto planned = plan_record_in_slot(spec, slot);
+  if (!planned)
+    slots_in_use_->release(slot);
+  return planned;
+}
+
+result<sandbox_record> namespace_runtime::plan_record_in_slot(const sandbox_launch_spec& spec,
+                                                              uint32_t slot) {
   auto ids = slot_id_range(options_.id_range_base, options_.ids_per_sandbox, slot);
   if (!ids)
     return ids.error();
@@ -269,7 +276,6 @@ result<sandbox_handle> namespace_runtime::create(const sandbox_launch_spec& spec
     if (!record)
       return with_context(spec.id, record.error());
     box.record = std::move(*record);
-    slots_in_use_.insert(box.record.slot);
     // Holds the id, slot and interface name while the start runs unlocked.
     sandboxes_.emplace(spec.id, sandbox{box.record, unique_fd(), false, phase::starting});
   }
@@ -285,7 +291,7 @@ result<sandbox_handle> namespace_runtime::create(const sandbox_launch_spec& spec
   auto it = sandboxes_.find(spec.id);
   if (!started) {
     if (torn_down)
-      slots_in_use_.erase(box.record.slot);
+      slots_in_use_->release(box.record.slot);
     sandboxes_.erase(it);
     return with_context(spec.id, started);
   }
@@ -302,6 +308,9 @@ status namespace_runtime::start(const sandbox_launch_spec& spec, sandbox& box) {
   limits.cpu_request_millis = spec.limits.cpu_request_millis;
   if (auto made = cgroups_->create(rec.id, limits); !made)
     return made;
+  if (rec.network && spec.prepare_root)
+    if (auto prepared = spec.prepare_root(rec.host_address); !prepared)
+      return prepared;
   if (rec.network)
     if (auto added = firewall_add(options_.net, rec.host_interface, rec.sandbox_address); !added)
       return added;
@@ -449,7 +458,7 @@ status namespace_runtime::destroy(std::string_view id) {
     it->second = std::move(box); // still there: a retry tears down again
     return with_context(id, done);
   }
-  slots_in_use_.erase(box.record.slot);
+  slots_in_use_->release(box.record.slot);
   sandboxes_.erase(it);
   return status::ok();
 }
@@ -543,10 +552,9 @@ status namespace_runtime::adopt_one(const sandbox_record& record, adopt_report& 
     return make_status(errc::wrong_state, "recorded with cgroup driver " + record.cgroup_driver
                                             + ", this worker uses "
                                             + std::string(cgroups_->name()));
-  if (slots_in_use_.count(record.slot) != 0)
+  if (!slots_in_use_->claim(record.slot))
     return make_status(errc::conflict, "slot " + std::to_string(record.slot) + " claimed twice");
   sandbox box{record, unique_fd(), true};
-  slots_in_use_.insert(record.slot);
   if (record.init_pid > 0) {
     // Open first, then compare the start time: if the process at that pid
     // still started when recorded, the pidfd is the sandbox's init. A
@@ -565,7 +573,7 @@ status namespace_runtime::adopt_one(const sandbox_record& record, adopt_report& 
     }
   }
   auto cleaned = teardown(box);
-  slots_in_use_.erase(record.slot);
+  slots_in_use_->release(record.slot);
   if (!cleaned)
     return cleaned;
   report.cleaned.push_back(record.id);

@@ -27,7 +27,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <string>
 
 #include "schema/unique_fd.hpp"
@@ -57,6 +56,9 @@ struct namespace_runtime_options {
   uint32_t ids_per_sandbox = 65536;
   /// Sandboxes at once (also bounded by the address pool). Default: 1024.
   uint32_t slots_max = 1024;
+  /// The taken blocks of the address pool, shared with the other runtimes
+  /// that draw from it (microvm). Null: a table of its own. Default: null.
+  std::shared_ptr<slot_table> shared_slots;
   /// Mount the rootfs id-mapped (host uid 0 on disk is the sandbox's root); false
   /// binds it as is, and the rootfs must then be owned by the sandbox's range.
   /// Default: true.
@@ -135,7 +137,9 @@ private:
                     address_pool pool, seccomp_program seccomp);
 
   status validate(const sandbox_launch_spec& spec) const;
+  /// Takes a slot and plans the sandbox in it (released again on failure).
   result<sandbox_record> plan_record(const sandbox_launch_spec& spec);
+  result<sandbox_record> plan_record_in_slot(const sandbox_launch_spec& spec, uint32_t slot);
   status start(const sandbox_launch_spec& spec, sandbox& box);
   status release_and_wait(sandbox& box, int sync_fd, const mount_plan& mounts);
   status teardown(sandbox& box);
@@ -150,7 +154,7 @@ private:
   seccomp_program seccomp_;
   mutable std::mutex mutex_;
   std::map<std::string, sandbox, std::less<>> sandboxes_;
-  std::set<uint32_t> slots_in_use_;
+  std::shared_ptr<slot_table> slots_in_use_;
 };
 
 } // namespace airlock::worker

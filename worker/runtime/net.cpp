@@ -72,6 +72,33 @@ result<sandbox_addresses> pool_addresses(const address_pool& pool, uint32_t slot
   return sandbox_addresses{format_ipv4(first), format_ipv4(first + 1), pool.block_prefix};
 }
 
+result<uint32_t> slot_table::take(uint32_t bound) {
+  std::lock_guard lock(mutex_);
+  uint32_t slot = 0;
+  while (slot < bound && in_use_.count(slot) != 0)
+    ++slot;
+  if (slot >= bound)
+    return make_status(errc::resource_exhausted,
+                       "all " + std::to_string(bound) + " sandbox slots are in use");
+  in_use_.insert(slot);
+  return slot;
+}
+
+bool slot_table::claim(uint32_t slot) {
+  std::lock_guard lock(mutex_);
+  return in_use_.insert(slot).second;
+}
+
+void slot_table::release(uint32_t slot) {
+  std::lock_guard lock(mutex_);
+  in_use_.erase(slot);
+}
+
+bool slot_table::taken(uint32_t slot) const {
+  std::lock_guard lock(mutex_);
+  return in_use_.count(slot) != 0;
+}
+
 std::string host_interface_name(std::string_view prefix, std::string_view id) {
   uint32_t hash = 2166136261U;
   for (char c : id) {
@@ -231,14 +258,9 @@ status firewall_remove(const net_options& o, const std::string& host_if,
   return status::ok();
 }
 
-namespace {
-
-/// Turns IPv6 off inside the sandbox's namespace before its interfaces come
-/// up: the firewall drops all IPv6 anyway, and without it the interface does
-/// not emit autoconfiguration packets that would only be logged as drops.
-/// /proc/sys/net belongs to the namespace of the thread that opens it, so a
-/// short-lived thread joins the sandbox's namespace to write it.
 status disable_ipv6(int netns_fd) {
+  // /proc/sys/net belongs to the namespace of the thread that opens it, so a
+  // short-lived thread joins the sandbox's namespace to write it.
   status outcome = status::ok();
   std::thread writer([netns_fd, &outcome] {
     if (::setns(netns_fd, CLONE_NEWNET) != 0) {
@@ -264,17 +286,22 @@ status disable_ipv6(int netns_fd) {
   return outcome;
 }
 
-} // namespace
+status add_veth(const net_options& o, const std::string& host_if, const std::string& peer,
+                const std::string& netns, const sandbox_addresses& a) {
+  std::string prefix = "/" + std::to_string(a.prefix_length);
+  std::string host_batch = "link add " + host_if + " type veth peer name " + peer + " netns "
+                           + netns + "\n" + "addr add " + a.host + prefix + " dev " + host_if + "\n"
+                           + "link set " + host_if + " up\n";
+  auto run = tool_options(o, host_batch);
+  return run_checked("create veth " + host_if, {o.ip_path, "-batch", "-"}, run);
+}
 
 status create_veth(const net_options& o, const std::string& host_if, pid_t pid,
                    const sandbox_addresses& a) {
-  std::string prefix = "/" + std::to_string(a.prefix_length);
-  std::string host_batch = "link add " + host_if + " type veth peer name eth0 netns "
-                           + std::to_string(pid) + "\n" + "addr add " + a.host + prefix + " dev "
-                           + host_if + "\n" + "link set " + host_if + " up\n";
-  auto run = tool_options(o, host_batch);
-  if (auto made = run_checked("create veth " + host_if, {o.ip_path, "-batch", "-"}, run); !made)
+  if (auto made = add_veth(o, host_if, "eth0", std::to_string(pid), a); !made)
     return made;
+  std::string prefix = "/" + std::to_string(a.prefix_length);
+  auto run = tool_options(o);
   std::string ns_path = "/proc/" + std::to_string(pid) + "/ns/net";
   unique_fd netns(::open(ns_path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!netns)

@@ -13,6 +13,8 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <mutex>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -72,6 +74,25 @@ struct sandbox_addresses {
 /// sandbox. invalid_argument when the slot is outside the pool.
 result<sandbox_addresses> pool_addresses(const address_pool& pool, uint32_t slot);
 
+/// Which blocks of the address pool (slots) are taken. Every runtime of one
+/// worker that draws addresses from the same pool shares one table, so that a
+/// VM and a namespace sandbox never get the same block. Thread-safe.
+class slot_table {
+public:
+  /// The lowest free slot below `bound`, now taken; resource_exhausted when
+  /// every one is.
+  result<uint32_t> take(uint32_t bound);
+  /// Takes `slot` (a sandbox found again after a restart); false when taken.
+  bool claim(uint32_t slot);
+  /// Frees `slot`; nothing when it was free.
+  void release(uint32_t slot);
+  bool taken(uint32_t slot) const;
+
+private:
+  mutable std::mutex mutex_;
+  std::set<uint32_t> in_use_;
+};
+
 /// `<prefix><8 hex of FNV-1a(id)>h`: at most 15 characters whatever the id.
 std::string host_interface_name(std::string_view prefix, std::string_view id);
 
@@ -100,6 +121,19 @@ result<bool> firewall_has(const net_options& options, const std::string& host_if
 /// and eth0 and sets the default route via the host side.
 status create_veth(const net_options& options, const std::string& host_if, pid_t pid,
                    const sandbox_addresses& addresses);
+
+/// The host half of create_veth: the pair `host_if` / `peer`, the peer made
+/// directly inside the network namespace `netns` (a pid, or the path of a
+/// namespace file such as /run/netns/NAME), the host side addressed and up.
+/// The peer is left down and without an address.
+status add_veth(const net_options& options, const std::string& host_if, const std::string& peer,
+                const std::string& netns, const sandbox_addresses& addresses);
+
+/// Turns IPv6 off inside the network namespace `netns_fd` before its
+/// interfaces come up: the firewall drops all IPv6 anyway, and without it an
+/// interface does not emit autoconfiguration packets that would only be
+/// logged as drops.
+status disable_ipv6(int netns_fd);
 
 /// Deletes the host side (which takes the peer with it); ok when absent.
 status remove_veth(const net_options& options, const std::string& host_if);

@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -59,6 +60,12 @@ struct sandbox_launch_spec {
   int stderr_fd = -1;
   sandbox_limits limits;
   sandbox_network_spec network;
+  /// With network enabled, called once the sandbox's addresses are known
+  /// (with its host-side address) and before the runtime reads the root: a
+  /// VM's disk image is made from it at create, so files the sandbox must
+  /// see (resolv.conf, the egress CA) are written here. A failure fails
+  /// create. Unset: nothing.
+  std::function<status(const std::string& host_address)> prepare_root;
 };
 
 /// What the runtime knows about a running sandbox. A copyable snapshot.

@@ -1,0 +1,25 @@
+#include <gtest/gtest.h>
+
+#include "guest/guest_network.hpp"
+
+namespace airlock::guest {
+namespace {
+
+TEST(guest_network, parses_address_prefix_and_gateway) {
+  auto parsed = parse_guest_network("10.200.0.6/30,10.200.0.5");
+  ASSERT_TRUE(parsed);
+  EXPECT_EQ(parsed->address, 0x0ac80006u);
+  EXPECT_EQ(parsed->prefix_length, 30u);
+  EXPECT_EQ(parsed->gateway, 0x0ac80005u);
+}
+
+TEST(guest_network, refuses_what_is_not_an_address_in_one_subnet_with_its_gateway) {
+  for (const char* bad :
+       {"", "1", "10.200.0.6/30", "10.200.0.6,10.200.0.5", "10.200.0.6/33,10.200.0.5",
+        "10.200.0.6/0,10.200.0.5", "10.200.0.6/3x,10.200.0.5", "10.200.0.6/30,10.200.0.9",
+        "10.200.0.6/30,10.200.0.6", "10.200.0.256/30,10.200.0.5", "10.200.0.6/30,"})
+    EXPECT_FALSE(parse_guest_network(bad)) << bad;
+}
+
+} // namespace
+} // namespace airlock::guest
