@@ -23,6 +23,21 @@ guest_image guest_image_in(const std::string& dir) {
   return image;
 }
 
+std::string machine_argument(const vm_spec& spec) {
+  std::string machine = "microvm,x-option-roms=off";
+  if (!spec.memory_path.empty())
+    machine += ",memory-backend=" + std::string(memory_backend_id);
+  return machine;
+}
+
+std::string memory_backend_argument(const vm_spec& spec) {
+  if (spec.memory_path.empty())
+    return "";
+  return "memory-backend-file,id=" + std::string(memory_backend_id)
+         + ",size=" + std::to_string(spec.memory_mb) + "M,mem-path=" + spec.memory_path
+         + ",share=" + (spec.memory_shared ? "on" : "off");
+}
+
 std::vector<std::string> qemu_argv(const vm_spec& spec, const std::string& qemu_binary,
                                    const std::string& firmware, bool seccomp) {
   // quiet: the console is an emulated UART, slow under TCG. reboot=t and
@@ -39,7 +54,7 @@ std::vector<std::string> qemu_argv(const vm_spec& spec, const std::string& qemu_
     // ACPI stays on (the default): Debian's kernel finds virtio-mmio devices
     // only through it. No option ROMs: the kernel is loaded directly.
     "-M",
-    "microvm,x-option-roms=off",
+    machine_argument(spec),
     "-accel",
     spec.accel == accelerator::tcg && spec.tcg_tb_mb != 0
       ? "tcg,tb-size=" + std::to_string(spec.tcg_tb_mb)
@@ -80,6 +95,10 @@ std::vector<std::string> qemu_argv(const vm_spec& spec, const std::string& qemu_
     "-mon",
     "chardev=qmp,mode=control",
   };
+  if (!spec.memory_path.empty())
+    argv.insert(argv.end(), {"-object", memory_backend_argument(spec)});
+  if (spec.incoming)
+    argv.insert(argv.end(), {"-incoming", "defer"});
   if (seccomp) {
     // QEMU's seccomp filter: a guest that takes over QEMU cannot exec,
     // fork helpers, change ids or use obsolete calls.

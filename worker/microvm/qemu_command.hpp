@@ -54,7 +54,25 @@ struct vm_spec {
   /// the guest channel (the worker's end of its own pair stays the worker's)
   /// and vm::take_channel() returns nothing. -1: vm makes the pair. Default: -1.
   int channel_fd = -1;
+  /// The guest's RAM as a file (memory-backend-file): a running VM's memory
+  /// can then be saved by naming the file instead of streaming it
+  /// (x-ignore-shared). "": anonymous RAM, which cannot be snapshotted.
+  std::string memory_path;
+  /// How memory_path is mapped. true (share=on): the guest writes the file,
+  /// so it holds the guest's memory and can be saved. false (share=off): a
+  /// private copy-on-write mapping, the file is only read; clones of one base
+  /// share its untouched pages through the page cache. Default: true.
+  bool memory_shared = true;
+  /// Start paused and wait for an incoming migration (-incoming defer): the
+  /// state is loaded through QMP (vm::load_state). Default: false.
+  bool incoming = false;
 };
+
+/// The -M argument: everything about the machine that a saved state must
+/// find again on restore (it is recorded in a snapshot).
+std::string machine_argument(const vm_spec& spec);
+/// The -object that backs the guest's RAM with spec.memory_path ("" without one).
+std::string memory_backend_argument(const vm_spec& spec);
 
 /// Descriptors of the QEMU process: the guest channel (a connected unix
 /// socket) and the QMP listener (bound and listening before QEMU starts, so
@@ -63,6 +81,9 @@ inline constexpr int channel_fd_in_vmm = 3;
 inline constexpr int qmp_fd_in_vmm = 4;
 /// The virtio-serial port the guest's /init hands to the agent.
 inline constexpr std::string_view channel_port_name = "airlock.channel";
+/// The memory backend's QOM id; a restore must use the same one (the
+/// migration stream names RAM blocks by it).
+inline constexpr std::string_view memory_backend_id = "mem";
 
 /// argv of QEMU for `spec`; argv[0] is `qemu_binary`, `firmware` the -bios
 /// file; `seccomp` adds QEMU's own sandbox.
