@@ -1,9 +1,16 @@
 #include "worker/microvm/microvm_runtime.hpp"
 
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <system_error>
 
@@ -77,8 +84,7 @@ microvm_runtime::~microvm_runtime() {
   }
 }
 
-result<sandbox_handle> microvm_runtime::create(const sandbox_launch_spec& spec) {
-  std::lock_guard lock(mutex_);
+status microvm_runtime::admit(const sandbox_launch_spec& spec) const {
   if (!valid_id(spec.id))
     return make_status(errc::invalid_argument, "microvm: bad sandbox id '" + spec.id + "'");
   if (sandboxes_.count(spec.id) != 0)
@@ -96,12 +102,40 @@ result<sandbox_handle> microvm_runtime::create(const sandbox_launch_spec& spec) 
                                           + "' (scripts/microvm-guest builds it)");
   if (options_.use_cgroups && !cgroups_)
     return make_status(errc::unavailable, "microvm: no cgroups: " + cgroups_error_.message);
+  return status::ok();
+}
+
+vm_spec microvm_runtime::base_vm_spec(const sandbox_launch_spec& spec, const sandbox& s) const {
+  vm_spec vs;
+  vs.id = spec.id;
+  vs.guest = guest_;
+  vs.disk_path = s.disk_path;
+  vs.accel = options_.accel;
+  vs.memory_mb = s.memory_mb;
+  vs.vcpus = s.vcpus;
+  vs.tsc_khz = options_.tsc_khz;
+  vs.log_path = s.console_path;
+  vs.channel_fd = spec.channel_fd;
+  vs.tcg_tb_mb = options_.tcg_tb_mb;
+  vs.memory_path = s.memory_path;
+  vs.memory_shared = !s.clone;
+  return vs;
+}
+
+result<sandbox_handle> microvm_runtime::create(const sandbox_launch_spec& spec) {
+  std::lock_guard lock(mutex_);
+  if (auto admitted = admit(spec); !admitted.is_ok())
+    return admitted;
   sandbox s;
   s.disk_path = options_.run_dir + "/" + spec.id + ".ext4";
   s.console_path = options_.run_dir + "/" + spec.id + ".console.log";
+  s.memory_path = options_.run_dir + "/" + spec.id + ".ram";
+  s.memory_mb = spec.limits.memory_mb;
+  s.vcpus = std::max<uint32_t>(1, (spec.limits.cpu_millis + 999) / 1000);
   std::error_code ec;
-  // An unknown id's disk is a leftover of an earlier run (VMs are not adopted yet).
+  // An unknown id's files are leftovers of an earlier run (VMs are not adopted yet).
   fs::remove(s.disk_path, ec);
+  fs::remove(s.memory_path, ec);
   if (fs::is_directory(spec.rootfs_path, ec)) {
     auto made = template_disk(spec.rootfs_path, options_.run_dir, spec.id, options_.disk);
     if (!made)
@@ -110,22 +144,16 @@ result<sandbox_handle> microvm_runtime::create(const sandbox_launch_spec& spec) 
              !copied.is_ok()) {
     return copied;
   }
-  vm_spec vs;
-  vs.id = spec.id;
-  vs.guest = guest_;
-  vs.disk_path = s.disk_path;
-  vs.accel = options_.accel;
-  vs.memory_mb = spec.limits.memory_mb;
-  vs.vcpus = std::max<uint32_t>(1, (spec.limits.cpu_millis + 999) / 1000);
-  vs.tsc_khz = options_.tsc_khz;
-  vs.log_path = s.console_path;
-  vs.channel_fd = spec.channel_fd;
-  vs.tcg_tb_mb = options_.tcg_tb_mb;
+  auto vs = base_vm_spec(spec, s);
+  return start_vm(spec, std::move(s), vs, "");
+}
+
+result<sandbox_handle> microvm_runtime::start_vm(const sandbox_launch_spec& spec, sandbox s,
+                                                 const vm_spec& vs, const std::string& state_path) {
   std::function<status(pid_t)> join_cgroup;
   if (cgroups_) {
     cgroup_limits limits;
-    limits.memory_bytes =
-      (uint64_t{spec.limits.memory_mb} + options_.vmm_overhead_mb) * 1024 * 1024;
+    limits.memory_bytes = (uint64_t{s.memory_mb} + options_.vmm_overhead_mb) * 1024 * 1024;
     limits.cpu_millis = spec.limits.cpu_millis;
     limits.cpu_request_millis = spec.limits.cpu_request_millis;
     limits.pids_max = options_.vmm_threads_max;
@@ -135,14 +163,47 @@ result<sandbox_handle> microvm_runtime::create(const sandbox_launch_spec& spec) 
     }
     join_cgroup = [this, id = spec.id](pid_t pid) { return cgroups_->attach(id, pid); };
   }
-  auto machine = vm::start(vs, options_.run_dir, options_.vm, join_cgroup);
-  if (!machine) {
+  auto fail = [&](status why) -> status {
+    if (s.machine)
+      (void)s.machine->stop();
     remove_files(s);
     if (cgroups_)
       (void)cgroups_->remove(spec.id, options_.cgroup_remove_timeout_ms);
-    return machine.error();
-  }
+    return why;
+  };
+  auto machine = vm::start(vs, options_.run_dir, options_.vm, join_cgroup);
+  if (!machine)
+    return fail(machine.error());
   s.machine = std::move(*machine);
+  if (qemu_version_.empty() || !state_path.empty()) {
+    auto version = s.machine->qmp().execute("query-version", "", options_.qmp_timeout_ms);
+    if (!version)
+      return fail(version.error());
+    auto parsed = nlohmann::json::parse(*version, nullptr, false);
+    if (parsed.is_object() && parsed.contains("qemu")) {
+      const auto& q = parsed["qemu"];
+      qemu_version_ = std::to_string(q.value("major", 0)) + "."
+                      + std::to_string(q.value("minor", 0)) + "."
+                      + std::to_string(q.value("micro", 0));
+      if (auto package = parsed.value("package", std::string()); !package.empty())
+        qemu_version_ += " (" + package + ")";
+    }
+  }
+  if (!state_path.empty()) {
+    // The record was checked against everything but QEMU's version before
+    // QEMU started; a migration stream from another QEMU version may not load.
+    auto saved = read_vm_snapshot_record(fs::path(state_path).parent_path().string());
+    if (!saved)
+      return fail(saved.error());
+    if (auto same = check_restorable(*saved, host_record(saved->memory_mb, saved->vcpus));
+        !same.is_ok())
+      return fail(same);
+    if (auto loaded = s.machine->load_state(state_path, options_.migration_timeout_ms);
+        !loaded.is_ok())
+      return fail(loaded);
+    if (auto running = s.machine->qmp().execute("cont", "", options_.qmp_timeout_ms); !running)
+      return fail(running.error());
+  }
   s.handle.id = spec.id;
   s.handle.init_pid = s.machine->pid();
   s.handle.init_start_time = stat_field(s.handle.init_pid, 22);
@@ -153,6 +214,174 @@ result<sandbox_handle> microvm_runtime::create(const sandbox_launch_spec& spec) 
   auto handle = s.handle;
   sandboxes_.emplace(spec.id, std::move(s));
   return handle;
+}
+
+vm_snapshot_record microvm_runtime::host_record(uint32_t memory_mb, uint32_t vcpus) {
+  if (kernel_sha256_.empty())
+    kernel_sha256_ = file_sha256(guest_.kernel_path);
+  if (initrd_sha256_.empty())
+    initrd_sha256_ = file_sha256(guest_.initrd_path);
+  vm_spec vs;
+  vs.accel = options_.accel;
+  vs.memory_mb = memory_mb;
+  vs.memory_path = "file";
+  vm_snapshot_record r;
+  r.qemu_version = qemu_version_;
+  r.machine = machine_argument(vs);
+  r.accel = std::string(to_string(options_.accel));
+  r.cpu = cpu_argument(vs);
+  r.memory_mb = memory_mb;
+  r.vcpus = vcpus;
+  r.kernel_sha256 = kernel_sha256_;
+  r.initrd_sha256 = initrd_sha256_;
+  r.guest_release = guest_.release;
+  return r;
+}
+
+namespace {
+
+int64_t monotonic_ms() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
+}
+
+uint64_t allocated_bytes(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_blocks) * 512 : 0;
+}
+
+/// Moves `from` to `to`: a rename, or a sparse copy and removal across
+/// filesystems.
+status move_file(const std::string& from, const std::string& to,
+                 const disk_image_options& options) {
+  if (::rename(from.c_str(), to.c_str()) == 0)
+    return status::ok();
+  if (errno != EXDEV)
+    return make_status(errc::io_error, "microvm: move " + from + ": " + std::strerror(errno));
+  if (auto copied = sandbox_disk(from, to, options); !copied.is_ok())
+    return copied;
+  ::unlink(from.c_str());
+  return status::ok();
+}
+
+} // namespace
+
+result<vm_snapshot_info> microvm_runtime::snapshot(std::string_view id, const std::string& dir,
+                                                   snapshot_mode mode) {
+  std::lock_guard lock(mutex_);
+  const int64_t began = monotonic_ms();
+  auto it = sandboxes_.find(id);
+  if (it == sandboxes_.end())
+    return make_status(errc::not_found, "microvm: no sandbox " + std::string(id));
+  sandbox& s = it->second;
+  if (s.clone)
+    return make_status(errc::unimplemented,
+                       "microvm: a clone's RAM is a private mapping of its base's file; "
+                       "snapshots of clones are not built");
+  std::error_code ec;
+  if (fs::exists(dir, ec))
+    return make_status(errc::already_exists, "microvm: " + dir + " exists");
+  if (!fs::create_directories(dir, ec))
+    return make_status(errc::io_error, "microvm: create " + dir + ": " + ec.message());
+  auto abandon = [&](status why) -> status {
+    fs::remove_all(dir, ec);
+    // The VM goes back to the state it was in (save_state paused it).
+    if (!s.paused)
+      (void)s.machine->qmp().execute("cont", "", options_.qmp_timeout_ms);
+    return why;
+  };
+  vm_snapshot_info info;
+  info.dir = dir;
+  info.record = host_record(s.memory_mb, s.vcpus);
+  info.record.source_id = std::string(id);
+  info.record.created_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count();
+  const std::string state_path = dir + "/" + info.record.state_file;
+  const std::string memory_path = dir + "/" + info.record.memory_file;
+  const std::string disk_path = dir + "/" + info.record.disk_file;
+  if (auto saved = s.machine->save_state(state_path, options_.migration_timeout_ms); !saved.is_ok())
+    return abandon(saved);
+  info.save_ms = monotonic_ms() - began;
+  // QEMU flushed the disk when the migration completed; the VM is paused.
+  if (auto copied = sandbox_disk(s.disk_path, disk_path, options_.disk); !copied.is_ok())
+    return abandon(copied);
+  if (mode == snapshot_mode::suspend) {
+    // QEMU must be gone before the RAM file moves: its mapping would go on
+    // writing whatever the file is.
+    (void)s.machine->stop();
+    if (auto moved = move_file(s.memory_path, memory_path, options_.disk); !moved.is_ok()) {
+      fs::remove_all(dir, ec);
+      return moved;
+    }
+  } else {
+    if (auto copied = sandbox_disk(s.memory_path, memory_path, options_.disk); !copied.is_ok())
+      return abandon(copied);
+    if (!s.paused) {
+      if (auto running = s.machine->qmp().execute("cont", "", options_.qmp_timeout_ms); !running) {
+        fs::remove_all(dir, ec);
+        return running.error();
+      }
+    }
+  }
+  if (auto written = write_vm_snapshot_record(dir, info.record); !written.is_ok()) {
+    fs::remove_all(dir, ec);
+    return written;
+  }
+  info.state_bytes = allocated_bytes(state_path);
+  info.memory_bytes = allocated_bytes(memory_path);
+  info.disk_bytes = allocated_bytes(disk_path);
+  if (mode == snapshot_mode::suspend) {
+    remove_files(s);
+    if (cgroups_)
+      (void)cgroups_->remove(id, options_.cgroup_remove_timeout_ms);
+    sandboxes_.erase(it);
+  }
+  info.total_ms = monotonic_ms() - began;
+  return info;
+}
+
+result<sandbox_handle> microvm_runtime::restore(const sandbox_launch_spec& spec,
+                                                const std::string& dir, restore_mode mode) {
+  std::lock_guard lock(mutex_);
+  if (auto admitted = admit(spec); !admitted.is_ok())
+    return admitted;
+  auto saved = read_vm_snapshot_record(dir);
+  if (!saved)
+    return saved.error();
+  // Everything but QEMU's version is known before QEMU starts (start_vm
+  // checks that once it answers).
+  auto here = host_record(saved->memory_mb, saved->vcpus);
+  if (here.qemu_version.empty())
+    here.qemu_version = saved->qemu_version;
+  if (auto same = check_restorable(*saved, here); !same.is_ok())
+    return same;
+  sandbox s;
+  s.disk_path = options_.run_dir + "/" + spec.id + ".ext4";
+  s.console_path = options_.run_dir + "/" + spec.id + ".console.log";
+  s.memory_mb = saved->memory_mb;
+  s.vcpus = saved->vcpus;
+  s.clone = mode == restore_mode::clone;
+  std::error_code ec;
+  fs::remove(s.disk_path, ec);
+  if (auto copied = sandbox_disk(dir + "/" + saved->disk_file, s.disk_path, options_.disk);
+      !copied.is_ok())
+    return copied;
+  if (s.clone) {
+    s.memory_path = fs::absolute(dir + "/" + saved->memory_file, ec).string();
+  } else {
+    s.memory_path = options_.run_dir + "/" + spec.id + ".ram";
+    fs::remove(s.memory_path, ec);
+    if (auto copied = sandbox_disk(dir + "/" + saved->memory_file, s.memory_path, options_.disk);
+        !copied.is_ok()) {
+      remove_files(s);
+      return copied;
+    }
+  }
+  auto vs = base_vm_spec(spec, s);
+  vs.incoming = true;
+  return start_vm(spec, std::move(s), vs, dir + "/" + saved->state_file);
 }
 
 status microvm_runtime::pause(std::string_view id) {
@@ -183,6 +412,8 @@ void microvm_runtime::remove_files(const sandbox& s) {
   std::error_code ec;
   fs::remove(s.disk_path, ec);
   fs::remove(s.console_path, ec);
+  if (!s.clone && !s.memory_path.empty())
+    fs::remove(s.memory_path, ec);
 }
 
 status microvm_runtime::destroy(std::string_view id) {

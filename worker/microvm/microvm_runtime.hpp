@@ -16,6 +16,7 @@
 #include "worker/microvm/disk_image.hpp"
 #include "worker/microvm/qemu_command.hpp"
 #include "worker/microvm/vm.hpp"
+#include "worker/microvm/vm_snapshot.hpp"
 #include "worker/runtime/cgroup_driver.hpp"
 #include "worker/runtime/sandbox_runtime.hpp"
 
@@ -51,6 +52,42 @@ struct microvm_runtime_options {
   uint32_t cgroup_remove_timeout_ms = 5'000;
   vm_options vm;
   disk_image_options disk;
+  /// Saving or loading a VM's device state. Default: 10000.
+  uint32_t migration_timeout_ms = 10'000;
+};
+
+/// What snapshot() does with the VM once its state is saved.
+enum class snapshot_mode {
+  /// The VM is stopped and removed (its RAM file moves into the snapshot):
+  /// the sandbox lives on only in the snapshot.
+  suspend,
+  /// The VM runs on (its RAM file is copied, the VM paused meanwhile).
+  checkpoint,
+};
+
+/// How restore() maps the snapshot's RAM.
+enum class restore_mode {
+  /// A copy of the RAM file of the VM's own (shared mapping): the restored
+  /// VM can be snapshotted again. For bringing back a suspended sandbox.
+  owned,
+  /// A private copy-on-write mapping of the snapshot's RAM file, which
+  /// stays untouched: every clone of one base shares its unwritten pages
+  /// through the page cache. A clone cannot be snapshotted (its RAM is not a
+  /// file of its own).
+  clone,
+};
+
+struct vm_snapshot_info {
+  std::string dir;
+  vm_snapshot_record record;
+  /// Bytes allocated on disk (holes not counted).
+  uint64_t state_bytes = 0;
+  uint64_t memory_bytes = 0;
+  uint64_t disk_bytes = 0;
+  /// From the first QMP stop to the device state written.
+  int64_t save_ms = 0;
+  /// The whole call, files and record included.
+  int64_t total_ms = 0;
 };
 
 class microvm_runtime final : public sandbox_runtime {
@@ -80,6 +117,27 @@ public:
   /// cgroups); frozen while paused.
   result<sandbox_stats> stats(std::string_view id) override;
   uint32_t slots() const override { return options_.slots_max; }
+
+  /// Saves sandbox `id`'s memory and disk into `dir` (created; it must not
+  /// exist): the device state, the RAM file, a copy of the disk (a reflink
+  /// on btrfs) and snapshot.json. `suspend` then removes the VM (destroy()
+  /// without the RAM file, which is now the snapshot's); `checkpoint` lets it
+  /// run on. unimplemented for a clone.
+  result<vm_snapshot_info> snapshot(std::string_view id, const std::string& dir,
+                                    snapshot_mode mode);
+  /// Starts sandbox spec.id from the snapshot in `dir` and returns once the
+  /// guest runs again (memory, vCPUs and the guest are the snapshot's; the
+  /// spec's limits bound the cgroup). The record must match this host
+  /// (check_restorable) or wrong_state says what differs. spec.channel_fd
+  /// becomes the VM's channel: the guest's agent goes on where it was and
+  /// does not say hello on it by itself: the caller sends the guest a
+  /// refresh (guest_client::refresh: entropy, clock, hostname), which it
+  /// answers with a new hello.
+  result<sandbox_handle> restore(const sandbox_launch_spec& spec, const std::string& dir,
+                                 restore_mode mode);
+  /// What a snapshot taken here now would record (QEMU's version is known
+  /// once a VM has started; the guest's hashes are computed once).
+  vm_snapshot_record host_record(uint32_t memory_mb, uint32_t vcpus);
   result<sandbox_stats> stats_all() override;
 
 private:
@@ -88,11 +146,26 @@ private:
     std::unique_ptr<vm> machine;
     std::string disk_path;
     std::string console_path;
+    /// The guest's RAM file: the sandbox's own in run_dir, or for a clone
+    /// its base's (not removed with the sandbox).
+    std::string memory_path;
+    bool clone = false;
+    uint32_t memory_mb = 0;
+    uint32_t vcpus = 0;
     bool paused = false;
   };
 
   result<sandbox_stats> stats_of(const sandbox& s);
   void remove_files(const sandbox& s);
+  /// Refusals shared by create and restore; ok when spec may start.
+  status admit(const sandbox_launch_spec& spec) const;
+  /// The cgroup, QEMU, the handle; removes the files on failure.
+  result<sandbox_handle> start_vm(const sandbox_launch_spec& spec, sandbox s, const vm_spec& vs,
+                                  const std::string& state_path);
+  vm_spec base_vm_spec(const sandbox_launch_spec& spec, const sandbox& s) const;
+  std::string qemu_version_;
+  std::string kernel_sha256_;
+  std::string initrd_sha256_;
 
   microvm_runtime_options options_;
   guest_image guest_;

@@ -30,6 +30,12 @@ std::string machine_argument(const vm_spec& spec) {
   return machine;
 }
 
+std::string cpu_argument(const vm_spec& spec) {
+  // Under KVM, -arch-capabilities: QEMU aborts on MSR 0x10a otherwise on
+  // some hosts (docs/microvm.md).
+  return spec.accel == accelerator::kvm ? "host,-arch-capabilities" : "max";
+}
+
 std::string memory_backend_argument(const vm_spec& spec) {
   if (spec.memory_path.empty())
     return "";
@@ -59,10 +65,8 @@ std::vector<std::string> qemu_argv(const vm_spec& spec, const std::string& qemu_
     spec.accel == accelerator::tcg && spec.tcg_tb_mb != 0
       ? "tcg,tb-size=" + std::to_string(spec.tcg_tb_mb)
       : std::string(to_string(spec.accel)),
-    // Under KVM, -arch-capabilities: QEMU aborts on MSR 0x10a otherwise on
-    // some hosts (docs/microvm.md).
     "-cpu",
-    spec.accel == accelerator::kvm ? "host,-arch-capabilities" : "max",
+    cpu_argument(spec),
     "-m",
     std::to_string(spec.memory_mb),
     "-smp",

@@ -71,6 +71,8 @@ struct vm_spec {
 /// The -M argument: everything about the machine that a saved state must
 /// find again on restore (it is recorded in a snapshot).
 std::string machine_argument(const vm_spec& spec);
+/// The -cpu argument.
+std::string cpu_argument(const vm_spec& spec);
 /// The -object that backs the guest's RAM with spec.memory_path ("" without one).
 std::string memory_backend_argument(const vm_spec& spec);
 
