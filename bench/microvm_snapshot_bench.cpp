@@ -164,9 +164,14 @@ std::string make_image(const std::string& work) {
 
 /// The raw clone: QEMU spawned by hand with the runtime's own command line
 /// (vm_spec → qemu_argv, seccomp on), driven over QMP; ms to cont returned
-/// and to the agent's first pong.
+/// and to the agent's first pong. `prespawned`: QEMU is started without the
+/// channel's chardev and port and waits (untimed, as a pool would hold it);
+/// the timed part hands it the channel (getfd, chardev-add, device_add of
+/// the port before the state loads: QEMU 7.2 cannot swap a virtio-serial
+/// port's chardev, "chardev hotswap" is refused) and loads the state.
 std::pair<double, double> raw_clone(const std::string& base_dir, const guest_image& guest,
-                                    const std::string& work, int n, int memory_mb) {
+                                    const std::string& work, int n, int memory_mb,
+                                    bool prespawned) {
   const std::string disk = work + "/raw-" + std::to_string(n) + ".ext4";
   fs::remove(disk);
   if (!sandbox_disk(base_dir + "/disk.ext4", disk).is_ok())
@@ -182,7 +187,8 @@ std::pair<double, double> raw_clone(const std::string& base_dir, const guest_ima
   spec.memory_path = base_dir + "/memory";
   spec.memory_shared = false;
   spec.incoming = true;
-  const auto start = clock_type::now();
+  auto start = clock_type::now();
+  unique_fd theirs_copy(::fcntl(theirs.get(), F_DUPFD_CLOEXEC, 0));
   ::unlink(qmp_path.c_str());
   unique_fd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_un address{};
@@ -193,6 +199,17 @@ std::pair<double, double> raw_clone(const std::string& base_dir, const guest_ima
     fail("listen " + qmp_path);
   auto argv = qemu_argv(spec, find_program("qemu-system-x86_64", default_command_path),
                         vm_options{}.firmware);
+  const std::string channel_chardev = "socket,id=channel,fd=" + std::to_string(channel_fd_in_vmm);
+  const std::string channel_port =
+    "virtserialport,chardev=channel,name=" + std::string(channel_port_name);
+  if (prespawned) {
+    for (size_t i = 0; i + 1 < argv.size();) {
+      if (argv[i + 1] == channel_chardev || argv[i + 1] == channel_port)
+        argv.erase(argv.begin() + static_cast<long>(i), argv.begin() + static_cast<long>(i) + 2);
+      else
+        ++i;
+    }
+  }
   std::vector<char*> args;
   for (auto& a : argv)
     args.push_back(a.data());
@@ -216,6 +233,23 @@ std::pair<double, double> raw_clone(const std::string& base_dir, const guest_ima
     if (!r)
       fail(std::string("raw ") + what + ": " + r.error().message);
   };
+  if (prespawned) {
+    start = clock_type::now();
+    unique_fd channel(::fcntl(theirs_copy.get(), F_DUPFD_CLOEXEC, 0));
+    must(qmp->execute_with_fd("getfd", R"({"fdname": "channel"})", channel.get(), 5000),
+         "getfd channel");
+    must(qmp->execute("chardev-add",
+                      R"({"id": "channel", "backend": {"type": "socket", "data": )"
+                      R"({"addr": {"type": "fd", "data": {"str": "channel"}}, "server": false}}})",
+                      5000),
+         "chardev-add");
+    must(qmp->execute("device_add",
+                      R"({"driver": "virtserialport", "chardev": "channel", "name": ")"
+                        + std::string(channel_port_name) + "\"}",
+                      5000),
+         "device_add");
+    theirs_copy.reset();
+  }
   must(qmp->execute("migrate-set-capabilities",
                     R"({"capabilities": [{"capability": "x-ignore-shared", "state": true}]})",
                     5000),
@@ -377,11 +411,14 @@ int run(const bench_options& options) {
   idle_clients.clear();
 
   // Raw QEMU clones.
-  series raw_cont, raw_ready;
+  series raw_cont, raw_ready, pre_cont, pre_ready;
   for (int i = 0; i < options.raw; ++i) {
-    auto [c, r] = raw_clone(base_dir, guest, options.work, i, options.memory_mb);
+    auto [c, r] = raw_clone(base_dir, guest, options.work, i, options.memory_mb, false);
     raw_cont.values.push_back(c);
     raw_ready.values.push_back(r);
+    auto [pc, pr] = raw_clone(base_dir, guest, options.work, i, options.memory_mb, true);
+    pre_cont.values.push_back(pc);
+    pre_ready.values.push_back(pr);
   }
 
   char load[64] = {};
@@ -395,6 +432,8 @@ int run(const bench_options& options) {
   print_row("clone: agent-ready (refresh answered)", to_ready);
   print_row("raw QEMU clone: cont returned", raw_cont);
   print_row("raw QEMU clone: agent's first pong", raw_ready);
+  print_row("pre-spawned raw clone: cont returned", pre_cont);
+  print_row("pre-spawned raw clone: agent's first pong", pre_ready);
   print_row("cold boot: agent's hello", cold);
   print_row("exec `true` in a clone, first", first_exec);
   print_row("exec `true` in a clone, then", exec_rtt);

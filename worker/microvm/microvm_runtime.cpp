@@ -301,9 +301,10 @@ result<vm_snapshot_info> microvm_runtime::snapshot(std::string_view id, const st
   const std::string state_path = dir + "/" + info.record.state_file;
   const std::string memory_path = dir + "/" + info.record.memory_file;
   const std::string disk_path = dir + "/" + info.record.disk_file;
+  const int64_t save_began = monotonic_ms();
   if (auto saved = s.machine->save_state(state_path, options_.migration_timeout_ms); !saved.is_ok())
     return abandon(saved);
-  info.save_ms = monotonic_ms() - began;
+  info.save_ms = monotonic_ms() - save_began;
   // QEMU flushed the disk when the migration completed; the VM is paused.
   if (auto copied = sandbox_disk(s.disk_path, disk_path, options_.disk); !copied.is_ok())
     return abandon(copied);

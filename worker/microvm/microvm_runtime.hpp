@@ -84,9 +84,10 @@ struct vm_snapshot_info {
   uint64_t state_bytes = 0;
   uint64_t memory_bytes = 0;
   uint64_t disk_bytes = 0;
-  /// From the first QMP stop to the device state written.
+  /// From QMP stop to the device state written.
   int64_t save_ms = 0;
-  /// The whole call, files and record included.
+  /// The whole call: files, record and (the first time) hashing the guest's
+  /// kernel and initramfs for the record included.
   int64_t total_ms = 0;
 };
 
