@@ -55,6 +55,7 @@ struct bench_options {
   int cold = 3;
   int idle = 8;
   int memory_mb = 256;
+  int cpu_millis = 1000;
 };
 
 [[noreturn]] void fail(const std::string& what) {
@@ -131,12 +132,14 @@ uint64_t meminfo_kib(const std::string& field) {
   return 0;
 }
 
+int cpu_millis_flag = 1000;
+
 sandbox_launch_spec launch_spec(const std::string& id, int memory_mb) {
   sandbox_launch_spec spec;
   spec.id = id;
   spec.network.enabled = false;
   spec.limits.memory_mb = static_cast<uint32_t>(memory_mb);
-  spec.limits.cpu_millis = 1000;
+  spec.limits.cpu_millis = static_cast<uint32_t>(cpu_millis_flag);
   return spec;
 }
 
@@ -293,13 +296,16 @@ std::optional<int> parse_options(int argc, char** argv, bench_options& options) 
     .integer("raw", options.raw, "raw QEMU clones timed", 0, 1000)
     .integer("cold", options.cold, "cold boots timed", 0, 100)
     .integer("idle", options.idle, "clones kept idle for the memory measure", 1, 64)
-    .integer("memory-mb", options.memory_mb, "guest RAM", 64, 4096);
+    .integer("memory-mb", options.memory_mb, "guest RAM", 64, 4096)
+    .integer("cpu-millis", options.cpu_millis,
+             "the VMs' CPU bound (their cgroup; the raw clones have none)", 100, 64'000);
   return flags.parse(argc, argv);
 }
 
 int run(const bench_options& options) {
   if (options.guest.empty())
     fail("--guest DIR is required (scripts/microvm-guest --agent build/guest/airlock-guest)");
+  cpu_millis_flag = options.cpu_millis;
   fs::remove_all(options.work);
   fs::create_directories(options.work + "/run");
   const std::string image = make_image(options.work);
@@ -423,7 +429,8 @@ int run(const bench_options& options) {
 
   char load[64] = {};
   std::ifstream("/proc/loadavg").read(load, sizeof load - 1);
-  std::printf("microvm_snapshot_bench: %d MiB guest, TCG, load average %s\n", options.memory_mb,
+  std::printf("microvm_snapshot_bench: %d MiB guest, %d CPU millis, TCG, load average %s\n",
+              options.memory_mb, options.cpu_millis,
               std::string(load).substr(0, std::string(load).find(' ', 10)).c_str());
   std::printf("| %-44s | %4s | %8s | %8s | %8s | %8s |\n", "ms", "n", "p50", "p95", "min", "max");
   std::printf("|%s|------|----------|----------|----------|----------|\n",
