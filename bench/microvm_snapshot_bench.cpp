@@ -5,6 +5,8 @@
 //             cgroup, no jail but QEMU's seccomp, no record check): spawn with
 //             -incoming defer, QMP, x-ignore-shared, getfd, migrate-incoming,
 //             cont, then the agent's answer to a ping
+//   pooled    restore(clone) taking a QEMU the runtime started beforehand
+//             (prepare_clones) + the refresh answered
 //   cold      microvm_runtime::create + the agent's hello (a full boot)
 // and for one VM: suspend (snapshot, VM removed), restore (owned RAM copy)
 // and checkpoint times and the snapshot's size on disk; exec round trips in a
@@ -52,6 +54,7 @@ struct bench_options {
   std::string work = "/var/tmp/airlock-microvm-snapshot-bench";
   int clones = 20;
   int raw = 10;
+  int pooled = 10;
   int cold = 3;
   int idle = 8;
   int memory_mb = 256;
@@ -294,6 +297,8 @@ std::optional<int> parse_options(int argc, char** argv, bench_options& options) 
     .text("work", options.work, "DIR", "scratch directory (run directory, snapshots)")
     .integer("clones", options.clones, "clones timed through the runtime", 1, 1000)
     .integer("raw", options.raw, "raw QEMU clones timed", 0, 1000)
+    .integer("pooled", options.pooled, "clones timed from the runtime's pool of pre-spawned QEMUs",
+             0, 60)
     .integer("cold", options.cold, "cold boots timed", 0, 100)
     .integer("idle", options.idle, "clones kept idle for the memory measure", 1, 64)
     .integer("memory-mb", options.memory_mb, "guest RAM", 64, 4096)
@@ -416,6 +421,39 @@ int run(const bench_options& options) {
     (void)runtime.destroy(id);
   idle_clients.clear();
 
+  // Clones claimed from the runtime's pool (prepared untimed, one at a time
+  // so that the QEMUs starting do not compete with the one timed).
+  series pool_cont, pool_pong, pool_ready, pool_refresh_after_pong;
+  for (int i = 0; i < options.pooled; ++i) {
+    if (auto prepared = runtime.prepare_clones(base_dir, 1); !prepared)
+      fail("prepare_clones: " + prepared.error().message);
+    const std::string id = "pooled-" + std::to_string(i);
+    auto [ours, theirs] = channel_pair();
+    auto spec = launch_spec(id, options.memory_mb);
+    spec.channel_fd = theirs.get();
+    const auto start = clock_type::now();
+    auto handle = runtime.restore(spec, base_dir, restore_mode::clone);
+    if (!handle)
+      fail("pooled clone: " + handle.error().message);
+    pool_cont.values.push_back(ms_since(start));
+    guest::guest_client client(std::move(ours));
+    // Every other one pings first: how much of agent-ready is the guest
+    // waking up at all (its code through an empty TCG cache) and how much
+    // the refresh's own work.
+    if (i % 2 == 1) {
+      if (auto pong = client.ping(30'000); !pong)
+        fail("pooled clone ping: " + pong.error().message);
+      pool_pong.values.push_back(ms_since(start));
+    }
+    if (auto r = client.refresh(random_bytes(64), realtime_ns(), id, 30'000); !r)
+      fail("pooled clone refresh: " + r.error().message);
+    if (i % 2 == 0)
+      pool_ready.values.push_back(ms_since(start));
+    else
+      pool_refresh_after_pong.values.push_back(ms_since(start) - pool_pong.values.back());
+    (void)runtime.destroy(id);
+  }
+
   // Raw QEMU clones.
   series raw_cont, raw_ready, pre_cont, pre_ready;
   for (int i = 0; i < options.raw; ++i) {
@@ -437,6 +475,10 @@ int run(const bench_options& options) {
               std::string(46, '-').c_str());
   print_row("clone: restore returned (QEMU running)", to_cont);
   print_row("clone: agent-ready (refresh answered)", to_ready);
+  print_row("pooled clone: restore returned (running)", pool_cont);
+  print_row("pooled clone: agent-ready (refresh answered)", pool_ready);
+  print_row("pooled clone: first pong (others)", pool_pong);
+  print_row("pooled clone: then the refresh", pool_refresh_after_pong);
   print_row("raw QEMU clone: cont returned", raw_cont);
   print_row("raw QEMU clone: agent's first pong", raw_ready);
   print_row("pre-spawned raw clone: cont returned", pre_cont);

@@ -610,6 +610,27 @@ TEST_F(microvm_snapshot, clones_of_one_base_draw_different_random_bytes_and_take
   EXPECT_EQ(fs::file_size(dir + "/memory"), 256u << 20);
 }
 
+TEST_F(microvm_snapshot, a_pooled_clone_is_handed_its_channel_when_it_is_claimed) {
+  const std::string dir = vm_->dir.path() + "/base";
+  ASSERT_TRUE(fs::exists(dir + "/snapshot.json"));
+  auto pooled = vm_->runtime->prepare_clones(dir, 1);
+  ASSERT_TRUE(pooled) << pooled.error().message;
+  EXPECT_EQ(*pooled, 1u);
+  int64_t ready_ms = 0;
+  auto client = restore("clone-pooled", dir, restore_mode::clone, &ready_ms);
+  ASSERT_TRUE(client);
+  EXPECT_EQ(vm_->runtime->pooled_clones(dir), 0u);
+  std::printf("microvm clone from the pool: ready %lld ms after restore began\n",
+              static_cast<long long>(ready_ms));
+  EXPECT_EQ(trimmed(run(*client, "hostname").out), "clone-pooled");
+  EXPECT_GE(run(*client, "head -c 32 /dev/urandom | od -An -tx1").out.size(), 64u);
+  auto stats = vm_->runtime->stats("clone-pooled");
+  ASSERT_TRUE(stats) << stats.error().message;
+  EXPECT_GT(stats->memory_bytes, 0u);
+  ASSERT_TRUE(vm_->runtime->destroy("clone-pooled").is_ok());
+  EXPECT_FALSE(fs::exists(vm_->run_dir + "/pool-1.ext4"));
+}
+
 TEST_F(microvm_snapshot, a_snapshot_from_another_host_is_refused_with_the_reason) {
   const std::string dir = vm_->dir.path() + "/base";
   ASSERT_TRUE(fs::exists(dir + "/snapshot.json"));

@@ -129,6 +129,18 @@ TEST(qemu_command, a_clone_maps_its_base_private_and_waits_for_the_state) {
   EXPECT_EQ(values_of(argv, "-M"), values_of(booted_argv, "-M"));
 }
 
+TEST(qemu_command, a_hotplugged_channel_leaves_the_port_off_the_command_line) {
+  auto spec = sample_spec();
+  spec.channel_hotplug = true;
+  auto argv = qemu_argv(spec, "qemu", "fw");
+  auto chardevs = values_of(argv, "-chardev");
+  EXPECT_EQ(std::find(chardevs.begin(), chardevs.end(), "socket,id=channel,fd=3"), chardevs.end());
+  auto devices = values_of(argv, "-device");
+  EXPECT_NE(std::find(devices.begin(), devices.end(), "virtio-serial-device"), devices.end());
+  for (const auto& device : devices)
+    EXPECT_EQ(device.find("virtserialport"), std::string::npos) << device;
+}
+
 TEST(qemu_command, measures_a_plausible_tsc_rate) {
   auto khz = measure_tsc_khz();
   EXPECT_GT(khz, 100'000u); // above 100 MHz

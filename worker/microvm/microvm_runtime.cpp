@@ -4,6 +4,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -80,7 +81,13 @@ microvm_runtime::~microvm_runtime() {
     (void)s.machine->stop();
     remove_files(s);
     if (cgroups_)
-      (void)cgroups_->remove(id, options_.cgroup_remove_timeout_ms);
+      (void)cgroups_->remove(s.cgroup_name, options_.cgroup_remove_timeout_ms);
+  }
+  for (auto& s : pool_) {
+    (void)s.machine->stop();
+    remove_files(s);
+    if (cgroups_)
+      (void)cgroups_->remove(s.cgroup_name, options_.cgroup_remove_timeout_ms);
   }
 }
 
@@ -95,7 +102,7 @@ status microvm_runtime::admit(const sandbox_launch_spec& spec) const {
     return make_status(errc::unimplemented, "microvm: networking is not built yet");
   if (spec.limits.memory_mb == 0 || spec.limits.cpu_millis == 0)
     return make_status(errc::invalid_argument, "microvm: a zero limit");
-  if (sandboxes_.size() >= options_.slots_max)
+  if (sandboxes_.size() + pool_.size() >= options_.slots_max)
     return make_status(errc::resource_exhausted, "microvm: every slot is taken");
   if (guest_.kernel_path.empty() || guest_.initrd_path.empty())
     return make_status(errc::not_found, "microvm: no guest in '" + options_.guest_dir
@@ -149,7 +156,11 @@ result<sandbox_handle> microvm_runtime::create(const sandbox_launch_spec& spec) 
 }
 
 result<sandbox_handle> microvm_runtime::start_vm(const sandbox_launch_spec& spec, sandbox s,
-                                                 const vm_spec& vs, const std::string& state_path) {
+                                                 const vm_spec& vs, const std::string& state_path,
+                                                 bool pooled) {
+  if (s.cgroup_name.empty())
+    s.cgroup_name = spec.id;
+  const std::string cgroup = s.cgroup_name;
   std::function<status(pid_t)> join_cgroup;
   if (cgroups_) {
     cgroup_limits limits;
@@ -157,18 +168,18 @@ result<sandbox_handle> microvm_runtime::start_vm(const sandbox_launch_spec& spec
     limits.cpu_millis = spec.limits.cpu_millis;
     limits.cpu_request_millis = spec.limits.cpu_request_millis;
     limits.pids_max = options_.vmm_threads_max;
-    if (auto made = cgroups_->create(spec.id, limits); !made.is_ok()) {
+    if (auto made = cgroups_->create(cgroup, limits); !made.is_ok()) {
       remove_files(s);
       return made;
     }
-    join_cgroup = [this, id = spec.id](pid_t pid) { return cgroups_->attach(id, pid); };
+    join_cgroup = [this, cgroup](pid_t pid) { return cgroups_->attach(cgroup, pid); };
   }
   auto fail = [&](status why) -> status {
     if (s.machine)
       (void)s.machine->stop();
     remove_files(s);
     if (cgroups_)
-      (void)cgroups_->remove(spec.id, options_.cgroup_remove_timeout_ms);
+      (void)cgroups_->remove(cgroup, options_.cgroup_remove_timeout_ms);
     return why;
   };
   auto machine = vm::start(vs, options_.run_dir, options_.vm, join_cgroup);
@@ -198,6 +209,10 @@ result<sandbox_handle> microvm_runtime::start_vm(const sandbox_launch_spec& spec
     if (auto same = check_restorable(*saved, host_record(saved->memory_mb, saved->vcpus));
         !same.is_ok())
       return fail(same);
+    if (pooled) {
+      pool_.push_back(std::move(s));
+      return sandbox_handle{};
+    }
     if (auto loaded = s.machine->load_state(state_path, options_.migration_timeout_ms);
         !loaded.is_ok())
       return fail(loaded);
@@ -210,7 +225,7 @@ result<sandbox_handle> microvm_runtime::start_vm(const sandbox_launch_spec& spec
   s.handle.pidfd = s.machine->pidfd();
   s.handle.slot = static_cast<uint32_t>(sandboxes_.size());
   if (cgroups_)
-    s.handle.cgroup_paths = cgroups_->paths(spec.id);
+    s.handle.cgroup_paths = cgroups_->paths(cgroup);
   auto handle = s.handle;
   sandboxes_.emplace(spec.id, std::move(s));
   return handle;
@@ -336,11 +351,97 @@ result<vm_snapshot_info> microvm_runtime::snapshot(std::string_view id, const st
   if (mode == snapshot_mode::suspend) {
     remove_files(s);
     if (cgroups_)
-      (void)cgroups_->remove(id, options_.cgroup_remove_timeout_ms);
+      (void)cgroups_->remove(s.cgroup_name, options_.cgroup_remove_timeout_ms);
     sandboxes_.erase(it);
   }
   info.total_ms = monotonic_ms() - began;
   return info;
+}
+
+result<uint32_t> microvm_runtime::prepare_clones(const std::string& dir, uint32_t count,
+                                                 const sandbox_limits& limits) {
+  std::lock_guard lock(mutex_);
+  std::error_code ec;
+  const std::string key = fs::absolute(dir, ec).lexically_normal().string();
+  auto saved = read_vm_snapshot_record(key);
+  if (!saved)
+    return saved.error();
+  auto here = host_record(saved->memory_mb, saved->vcpus);
+  if (here.qemu_version.empty())
+    here.qemu_version = saved->qemu_version;
+  if (auto same = check_restorable(*saved, here); !same.is_ok())
+    return same;
+  for (uint32_t i = 0; i < count; ++i) {
+    sandbox_launch_spec spec;
+    spec.id = "pool-" + std::to_string(++pool_serial_);
+    spec.limits = limits;
+    if (spec.limits.memory_mb == 0 || spec.limits.cpu_millis == 0)
+      return make_status(errc::invalid_argument, "microvm: a zero limit");
+    if (sandboxes_.size() + pool_.size() >= options_.slots_max)
+      return make_status(errc::resource_exhausted, "microvm: every slot is taken");
+    if (guest_.kernel_path.empty() || guest_.initrd_path.empty())
+      return make_status(errc::not_found, "microvm: no guest in '" + options_.guest_dir + "'");
+    sandbox s;
+    s.disk_path = options_.run_dir + "/" + spec.id + ".ext4";
+    s.console_path = options_.run_dir + "/" + spec.id + ".console.log";
+    s.memory_mb = saved->memory_mb;
+    s.vcpus = saved->vcpus;
+    s.clone = true;
+    s.pool_dir = key;
+    s.memory_path = key + "/" + saved->memory_file;
+    fs::remove(s.disk_path, ec);
+    if (auto copied = sandbox_disk(key + "/" + saved->disk_file, s.disk_path, options_.disk);
+        !copied.is_ok())
+      return copied;
+    auto vs = base_vm_spec(spec, s);
+    vs.incoming = true;
+    vs.channel_hotplug = true;
+    vs.channel_fd = -1;
+    if (auto started = start_vm(spec, std::move(s), vs, key + "/" + saved->state_file, true);
+        !started)
+      return started.error();
+  }
+  return pooled_clones(dir);
+}
+
+uint32_t microvm_runtime::pooled_clones(const std::string& dir) const {
+  std::error_code ec;
+  const std::string key = fs::absolute(dir, ec).lexically_normal().string();
+  return static_cast<uint32_t>(std::count_if(
+    pool_.begin(), pool_.end(), [&key](const sandbox& s) { return s.pool_dir == key; }));
+}
+
+result<sandbox_handle> microvm_runtime::claim_pooled(const sandbox_launch_spec& spec, sandbox s) {
+  auto fail = [&](status why) -> status {
+    (void)s.machine->stop();
+    remove_files(s);
+    if (cgroups_)
+      (void)cgroups_->remove(s.cgroup_name, options_.cgroup_remove_timeout_ms);
+    return why;
+  };
+  auto saved = read_vm_snapshot_record(s.pool_dir);
+  if (!saved)
+    return fail(saved.error());
+  if (auto attached = s.machine->attach_channel(spec.channel_fd, options_.qmp_timeout_ms);
+      !attached.is_ok())
+    return fail(attached);
+  if (auto loaded =
+        s.machine->load_state(s.pool_dir + "/" + saved->state_file, options_.migration_timeout_ms);
+      !loaded.is_ok())
+    return fail(loaded);
+  if (auto running = s.machine->qmp().execute("cont", "", options_.qmp_timeout_ms); !running)
+    return fail(running.error());
+  s.pool_dir.clear();
+  s.handle.id = spec.id;
+  s.handle.init_pid = s.machine->pid();
+  s.handle.init_start_time = stat_field(s.handle.init_pid, 22);
+  s.handle.pidfd = s.machine->pidfd();
+  s.handle.slot = static_cast<uint32_t>(sandboxes_.size());
+  if (cgroups_)
+    s.handle.cgroup_paths = cgroups_->paths(s.cgroup_name);
+  auto handle = s.handle;
+  sandboxes_.emplace(spec.id, std::move(s));
+  return handle;
 }
 
 result<sandbox_handle> microvm_runtime::restore(const sandbox_launch_spec& spec,
@@ -351,6 +452,7 @@ result<sandbox_handle> microvm_runtime::restore(const sandbox_launch_spec& spec,
   auto saved = read_vm_snapshot_record(dir);
   if (!saved)
     return saved.error();
+  std::error_code ec;
   // Everything but QEMU's version is known before QEMU starts (start_vm
   // checks that once it answers).
   auto here = host_record(saved->memory_mb, saved->vcpus);
@@ -358,13 +460,22 @@ result<sandbox_handle> microvm_runtime::restore(const sandbox_launch_spec& spec,
     here.qemu_version = saved->qemu_version;
   if (auto same = check_restorable(*saved, here); !same.is_ok())
     return same;
+  if (mode == restore_mode::clone) {
+    const std::string key = fs::absolute(dir, ec).lexically_normal().string();
+    for (auto it = pool_.begin(); it != pool_.end(); ++it) {
+      if (it->pool_dir == key) {
+        sandbox pooled = std::move(*it);
+        pool_.erase(it);
+        return claim_pooled(spec, std::move(pooled));
+      }
+    }
+  }
   sandbox s;
   s.disk_path = options_.run_dir + "/" + spec.id + ".ext4";
   s.console_path = options_.run_dir + "/" + spec.id + ".console.log";
   s.memory_mb = saved->memory_mb;
   s.vcpus = saved->vcpus;
   s.clone = mode == restore_mode::clone;
-  std::error_code ec;
   fs::remove(s.disk_path, ec);
   if (auto copied = sandbox_disk(dir + "/" + saved->disk_file, s.disk_path, options_.disk);
       !copied.is_ok())
@@ -425,7 +536,7 @@ status microvm_runtime::destroy(std::string_view id) {
   auto stopped = it->second.machine->stop();
   remove_files(it->second);
   if (cgroups_) {
-    if (auto removed = cgroups_->remove(id, options_.cgroup_remove_timeout_ms);
+    if (auto removed = cgroups_->remove(it->second.cgroup_name, options_.cgroup_remove_timeout_ms);
         !removed.is_ok() && stopped.is_ok())
       stopped = removed;
   }
@@ -450,7 +561,7 @@ result<adopt_report> microvm_runtime::adopt() { return adopt_report{}; }
 result<sandbox_stats> microvm_runtime::stats_of(const sandbox& s) {
   sandbox_stats out;
   if (cgroups_) {
-    auto usage = cgroups_->usage(s.handle.id);
+    auto usage = cgroups_->usage(s.cgroup_name);
     if (!usage)
       return usage.error();
     out.memory_bytes = usage->memory_bytes;

@@ -136,6 +136,16 @@ public:
   /// answers with a new hello.
   result<sandbox_handle> restore(const sandbox_launch_spec& spec, const std::string& dir,
                                  restore_mode mode);
+  /// Starts `count` QEMUs for clones of the snapshot in `dir`, each waiting
+  /// for its state with no channel yet (-incoming defer, its own disk copy,
+  /// its cgroup bounded by `limits`): a later restore(spec, dir, clone) takes
+  /// one and only hands it the channel, loads the state and continues it,
+  /// saving QEMU's process start (~75 ms here). Pooled QEMUs count against
+  /// slots. Returns how many are pooled for `dir` now.
+  result<uint32_t> prepare_clones(const std::string& dir, uint32_t count,
+                                  const sandbox_limits& limits = {});
+  /// QEMUs waiting in the pool for `dir`.
+  uint32_t pooled_clones(const std::string& dir) const;
   /// What a snapshot taken here now would record (QEMU's version is known
   /// once a VM has started; the guest's hashes are computed once).
   vm_snapshot_record host_record(uint32_t memory_mb, uint32_t vcpus);
@@ -151,6 +161,11 @@ private:
     /// its base's (not removed with the sandbox).
     std::string memory_path;
     bool clone = false;
+    /// The cgroup's name: the sandbox's id, or for a clone that waited in
+    /// the pool the name it was started under.
+    std::string cgroup_name;
+    /// A pooled clone: the snapshot directory whose state it waits for.
+    std::string pool_dir;
     uint32_t memory_mb = 0;
     uint32_t vcpus = 0;
     bool paused = false;
@@ -161,8 +176,11 @@ private:
   /// Refusals shared by create and restore; ok when spec may start.
   status admit(const sandbox_launch_spec& spec) const;
   /// The cgroup, QEMU, the handle; removes the files on failure.
+  /// With `pooled`, the VM waits in pool_ instead (its handle is empty).
   result<sandbox_handle> start_vm(const sandbox_launch_spec& spec, sandbox s, const vm_spec& vs,
-                                  const std::string& state_path);
+                                  const std::string& state_path, bool pooled = false);
+  /// Hands a pooled VM spec's channel, loads its state and registers it.
+  result<sandbox_handle> claim_pooled(const sandbox_launch_spec& spec, sandbox s);
   vm_spec base_vm_spec(const sandbox_launch_spec& spec, const sandbox& s) const;
   std::string qemu_version_;
   std::string kernel_sha256_;
@@ -175,6 +193,8 @@ private:
   status cgroups_error_;
   mutable std::mutex mutex_;
   std::map<std::string, sandbox, std::less<>> sandboxes_;
+  std::vector<sandbox> pool_;
+  uint64_t pool_serial_ = 0;
 };
 
 } // namespace airlock::worker::microvm

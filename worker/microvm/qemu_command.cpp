@@ -91,14 +91,15 @@ std::vector<std::string> qemu_argv(const vm_spec& spec, const std::string& qemu_
     "-device",
     "virtio-serial-device",
     "-chardev",
-    "socket,id=channel,fd=" + std::to_string(channel_fd_in_vmm),
-    "-device",
-    "virtserialport,chardev=channel,name=" + std::string(channel_port_name),
-    "-chardev",
     "socket,id=qmp,server=on,wait=off,fd=" + std::to_string(qmp_fd_in_vmm),
     "-mon",
     "chardev=qmp,mode=control",
   };
+  if (!spec.channel_hotplug) {
+    argv.insert(argv.end(),
+                {"-chardev", "socket,id=channel,fd=" + std::to_string(channel_fd_in_vmm), "-device",
+                 "virtserialport,chardev=channel,name=" + std::string(channel_port_name)});
+  }
   if (!spec.memory_path.empty())
     argv.insert(argv.end(), {"-object", memory_backend_argument(spec)});
   if (spec.incoming)

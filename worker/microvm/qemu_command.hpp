@@ -63,6 +63,12 @@ struct vm_spec {
   /// private copy-on-write mapping, the file is only read; clones of one base
   /// share its untouched pages through the page cache. Default: true.
   bool memory_shared = true;
+  /// No guest channel on the command line: it is added over QMP later
+  /// (vm::attach_channel), so that a QEMU can be started before the channel
+  /// it will serve exists (a pool of clones waiting for their state). QEMU
+  /// 7.2 cannot swap the chardev of an existing virtio-serial port.
+  /// Default: false.
+  bool channel_hotplug = false;
   /// Start paused and wait for an incoming migration (-incoming defer): the
   /// state is loaded through QMP (vm::load_state). Default: false.
   bool incoming = false;

@@ -289,6 +289,30 @@ status vm::save_state(const std::string& state_path, int timeout_ms) {
   return await_migration(*qmp_, deadline, "saving the VM's state");
 }
 
+status vm::attach_channel(int fd, int timeout_ms) {
+  if (!qmp_)
+    return make_status(errc::wrong_state, "microvm: the VM is stopped");
+  const int64_t deadline = monotonic_ms() + timeout_ms;
+  if (auto passed =
+        qmp_->execute_with_fd("getfd", R"({"fdname": "channel"})", fd, left_ms(deadline));
+      !passed)
+    return passed.error();
+  if (auto added =
+        qmp_->execute("chardev-add",
+                      R"({"id": "channel", "backend": {"type": "socket", "data": )"
+                      R"({"addr": {"type": "fd", "data": {"str": "channel"}}, "server": false}}})",
+                      left_ms(deadline));
+      !added)
+    return added.error();
+  if (auto port = qmp_->execute("device_add",
+                                R"({"driver": "virtserialport", "chardev": "channel", "name": ")"
+                                  + std::string(channel_port_name) + "\"}",
+                                left_ms(deadline));
+      !port)
+    return port.error();
+  return status::ok();
+}
+
 status vm::load_state(const std::string& state_path, int timeout_ms) {
   if (!qmp_)
     return make_status(errc::wrong_state, "microvm: the VM is stopped");

@@ -78,6 +78,11 @@ public:
   /// spec's memory_path file, which must be mapped shared. Leaves the VM
   /// paused (postmigrate): quit it, or QMP cont to go on.
   status save_state(const std::string& state_path, int timeout_ms);
+  /// For a VM started with spec.channel_hotplug, before its state loads:
+  /// gives QEMU a copy of `fd` (getfd), makes it the channel's chardev
+  /// (chardev-add) and adds the virtio-serial port on it (device_add), so
+  /// that the device line matches a VM booted with the channel.
+  status attach_channel(int fd, int timeout_ms);
   /// For a VM started with spec.incoming: loads `state_path` (same
   /// capability, same descriptor passing) and waits until it is loaded. The
   /// VM stays paused; QMP cont runs it.
