@@ -628,7 +628,7 @@ TEST_F(microvm_snapshot, a_pooled_clone_is_handed_its_channel_when_it_is_claimed
   ASSERT_TRUE(stats) << stats.error().message;
   EXPECT_GT(stats->memory_bytes, 0u);
   ASSERT_TRUE(vm_->runtime->destroy("clone-pooled").is_ok());
-  EXPECT_FALSE(fs::exists(vm_->run_dir + "/pool-1.ext4"));
+  EXPECT_FALSE(fs::exists(vm_->run_dir + "/pool.1.ext4"));
 }
 
 TEST_F(microvm_snapshot, a_snapshot_from_another_host_is_refused_with_the_reason) {

@@ -373,7 +373,8 @@ result<uint32_t> microvm_runtime::prepare_clones(const std::string& dir, uint32_
     return same;
   for (uint32_t i = 0; i < count; ++i) {
     sandbox_launch_spec spec;
-    spec.id = "pool-" + std::to_string(++pool_serial_);
+    // A dot: no sandbox id has one, so the names never collide.
+    spec.id = "pool." + std::to_string(++pool_serial_);
     spec.limits = limits;
     if (spec.limits.memory_mb == 0 || spec.limits.cpu_millis == 0)
       return make_status(errc::invalid_argument, "microvm: a zero limit");
