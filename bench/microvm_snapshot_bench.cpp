@@ -61,8 +61,14 @@ struct bench_options {
   int cpu_millis = 1000;
 };
 
+/// The runtime of the run, so that a failure stops its VMs (QEMU runs in a
+/// session of its own and would outlive the bench).
+std::unique_ptr<microvm_runtime>* running_runtime = nullptr;
+
 [[noreturn]] void fail(const std::string& what) {
   std::cerr << "microvm_snapshot_bench: " << what << "\n";
+  if (running_runtime != nullptr)
+    running_runtime->reset();
   std::exit(1);
 }
 
@@ -319,7 +325,9 @@ int run(const bench_options& options) {
   ro.guest_dir = options.guest;
   ro.cgroups.parent = "airlock-microvm-bench";
   ro.vm.unshare = true;
-  microvm_runtime runtime(ro);
+  auto owned_runtime = std::make_unique<microvm_runtime>(ro);
+  running_runtime = &owned_runtime;
+  microvm_runtime& runtime = *owned_runtime;
   const guest_image guest = guest_image_in(options.guest);
 
   // Cold boots.
@@ -501,6 +509,8 @@ int run(const bench_options& options) {
               "MemTotal %.0f MiB holds ~%.0f idle clones by PSS\n",
               pss_per_clone_mib, idle_ids.size(), total_mib,
               pss_per_clone_mib > 0 ? total_mib / pss_per_clone_mib : 0.0);
+  running_runtime = nullptr;
+  owned_runtime.reset();
   fs::remove_all(options.work);
   return 0;
 }
