@@ -151,6 +151,8 @@ struct guest_agent::state {
   void on(const ping_request& m) { send(pong{m.nonce}); }
 
   void on(const stats_request& m);
+  /// Entropy, clock and hostname after a restore (agent_refresh.cpp).
+  void on(const refresh_request& m);
 
   // ---- process streams (agent_processes.cpp) --------------------------------
 

@@ -61,6 +61,8 @@ uint32_t request_of(const guest_message& m) {
     return r->request_id;
   if (auto* s = std::get_if<stats_reply>(&m))
     return s->request_id;
+  if (auto* r = std::get_if<refreshed>(&m))
+    return r->request_id;
   return 0;
 }
 
@@ -553,6 +555,27 @@ result<stats_reply> guest_client::stats(int timeout_ms) {
   if (!message)
     return message.error();
   return std::get<stats_reply>(*message);
+}
+
+result<refreshed> guest_client::refresh(std::string entropy, int64_t realtime_ns,
+                                        std::string hostname, int timeout_ms) {
+  const int64_t deadline = now_ms() + timeout_ms;
+  auto id = next_request_id();
+  if (auto sent =
+        send(refresh_request{id, std::move(entropy), realtime_ns, std::move(hostname)}, timeout_ms);
+      !sent.is_ok())
+    return sent;
+  auto message = wait_for([id](const guest_message& m) { return request_of(m) == id; }, deadline);
+  if (!message)
+    return message.error();
+  if (auto* e = std::get_if<error_reply>(&*message))
+    return as_status(*e);
+  auto done = std::get<refreshed>(*message);
+  last_stream_id_ = std::max(last_stream_id_, done.stream_id_max);
+  if (auto greeted = handshake(static_cast<int>(std::max<int64_t>(1, deadline - now_ms())));
+      !greeted)
+    return greeted.error();
+  return done;
 }
 
 result<int64_t> guest_client::ping(int timeout_ms) {

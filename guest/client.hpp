@@ -120,6 +120,14 @@ public:
                          uint32_t watch_id = 0);
   /// Stops a watch (no reply; events already sent may still arrive).
   status unwatch(uint32_t watch_id, int timeout_ms = 5000);
+  /// After a restore from a memory snapshot (a new session on a new host
+  /// socket; the agent said hello to the old one): hands the guest
+  /// `entropy`, the wall clock `realtime_ns` (0: leave it) and `hostname`
+  /// ("": keep), and waits for its answer and its new hello (peer() then
+  /// holds it; no handshake() needed). New streams get ids above those still
+  /// open in the guest.
+  result<refreshed> refresh(std::string entropy, int64_t realtime_ns, std::string hostname,
+                            int timeout_ms);
   /// Round trip of a ping, in microseconds.
   result<int64_t> ping(int timeout_ms);
 

@@ -125,6 +125,12 @@ struct guest_filler {
     s.setWatchId(m.watch_id);
   }
   void operator()(const pong& m) { b.initPong().setNonce(m.nonce); }
+  void operator()(const refreshed& m) {
+    auto s = b.initRefreshed();
+    s.setRequestId(m.request_id);
+    s.setClockStepNs(m.clock_step_ns);
+    s.setStreamIdMax(m.stream_id_max);
+  }
   void operator()(const stats_reply& m) { fill(b.initStats(), m); }
   void operator()(const watch_started& m) {
     auto s = b.initWatchStarted();
@@ -282,6 +288,10 @@ result<guest_message> read(cs::GuestToHost::Reader r) {
       return guest_message{watch_started{s.getWatchId(), s.getDirectories()}};
     }
     case which::WATCH_EVENTS: return guest_message{read(r.getWatchEvents())};
+    case which::REFRESHED: {
+      auto s = r.getRefreshed();
+      return guest_message{refreshed{s.getRequestId(), s.getClockStepNs(), s.getStreamIdMax()}};
+    }
   }
   return make_status(errc::unsupported_version, "guest message kind "
                                                   + std::to_string(static_cast<int>(r.which()))

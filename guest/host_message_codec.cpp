@@ -100,6 +100,13 @@ struct host_filler {
     s.setRecursive(m.recursive);
   }
   void operator()(const watch_stop& m) { b.initWatchStop().setWatchId(m.watch_id); }
+  void operator()(const refresh_request& m) {
+    auto s = b.initRefresh();
+    s.setRequestId(m.request_id);
+    s.setEntropy(as_data(m.entropy));
+    s.setRealtimeNs(m.realtime_ns);
+    s.setHostname(as_text(m.hostname));
+  }
 };
 
 size_t payload_hint(const host_message& m) {
@@ -180,6 +187,11 @@ result<host_message> read(cs::HostToGuest::Reader r) {
       return host_message{watch_start{s.getWatchId(), to_string(s.getPath()), s.getRecursive()}};
     }
     case which::WATCH_STOP: return host_message{watch_stop{r.getWatchStop().getWatchId()}};
+    case which::REFRESH: {
+      auto s = r.getRefresh();
+      return host_message{refresh_request{s.getRequestId(), to_string(s.getEntropy()),
+                                          s.getRealtimeNs(), to_string(s.getHostname())}};
+    }
   }
   return make_status(errc::unsupported_version, "host message kind "
                                                   + std::to_string(static_cast<int>(r.which()))

@@ -137,11 +137,22 @@ struct watch_stop {
   uint32_t watch_id = 0;
 };
 
+/// After a restore from a memory snapshot: fresh entropy, the host's wall
+/// clock and optionally a new hostname (schema/guest.capnp, GuestRefresh).
+/// The guest answers `refreshed` then a new `hello`, or an error_reply.
+struct refresh_request {
+  uint32_t request_id = 0;
+  std::string entropy;     ///< at most refresh_entropy_bytes_max
+  int64_t realtime_ns = 0; ///< 0: leave the clock
+  std::string hostname;    ///< "": keep
+};
+inline constexpr size_t refresh_entropy_bytes_max = 4096;
+
 using host_message =
   std::variant<start_request, stdin_data, close_stdin, signal_request, resize_request, credit_grant,
                file_read_request, write_begin, write_chunk, write_end, list_request, stat_request,
                mkdir_request, remove_request, rename_request, ping_request, stats_request,
-               watch_start, watch_stop>;
+               watch_start, watch_stop, refresh_request>;
 
 // ---- guest -> host ----------------------------------------------------------
 
@@ -285,10 +296,19 @@ struct watch_events {
   std::vector<watch_event> events;
 };
 
+/// The refresh is done: entropy credited, the CRNG reseeded, the clock set.
+struct refreshed {
+  uint32_t request_id = 0;
+  int64_t clock_step_ns = 0; ///< new CLOCK_REALTIME minus the old one
+  /// Highest stream id still open in the guest: a new session's streams
+  /// must not reuse the ids of processes that ran on before the snapshot.
+  uint32_t stream_id_max = 0;
+};
+
 /// Stdin credit travels as `credit_grant` too; the direction tells them apart.
 using guest_message =
   std::variant<hello, started, output_chunk, exited, credit_grant, file_data, file_stat, file_list,
-               file_done, error_reply, pong, stats_reply, watch_started, watch_events>;
+               file_done, error_reply, pong, stats_reply, watch_started, watch_events, refreshed>;
 
 // ---- codec --------------------------------------------------------------------
 

@@ -125,6 +125,20 @@ struct GuestWatchStop {
   watchId @0 :UInt32;            # unknown ids are ignored (idempotent)
 }
 
+# After a VM is restored from a memory snapshot (or cloned from a base one)
+# its kernel's random state and clock are the snapshot's: every clone would
+# draw the same random numbers. The host hands over fresh entropy and its
+# wall clock; the agent credits the entropy (RNDADDENTROPY), reseeds the CRNG
+# (RNDRESEEDCRNG), sets CLOCK_REALTIME and, when given, the hostname, then
+# answers `refreshed` and a fresh `hello` (the worker's session after a
+# restore is a new one: the agent's first hello went to the old socket).
+struct GuestRefresh {
+  requestId @0 :UInt32;
+  entropy @1 :Data;              # credited as entropy; at most 4096 bytes
+  realtimeNs @2 :Int64;          # the host's CLOCK_REALTIME; 0: leave the clock
+  hostname @3 :Text;             # "": keep the current one
+}
+
 struct HostToGuest {
   schemaVersion @0 :UInt16;      # the sender's protocol version
   union {
@@ -147,6 +161,7 @@ struct HostToGuest {
     stats @17 :GuestStatsRequest;
     watchStart @18 :GuestWatchStart;
     watchStop @19 :GuestWatchStop;
+    refresh @20 :GuestRefresh;
   }
 }
 
@@ -288,6 +303,12 @@ struct GuestWatchEvents {
   events @1 :List(GuestWatchEvent);
 }
 
+struct GuestRefreshed {
+  requestId @0 :UInt32;
+  clockStepNs @1 :Int64;         # how far CLOCK_REALTIME moved (the snapshot's age, roughly)
+  streamIdMax @2 :UInt32;        # highest stream id still open (processes started before the snapshot)
+}
+
 struct GuestToHost {
   schemaVersion @0 :UInt16;
   union {
@@ -305,5 +326,6 @@ struct GuestToHost {
     stats @12 :GuestStats;
     watchStarted @13 :GuestWatchStarted;
     watchEvents @14 :GuestWatchEvents;
+    refreshed @15 :GuestRefreshed;
   }
 }

@@ -96,6 +96,11 @@ typename Inspector::result_type inspect(Inspector& f, pong& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, refreshed& x) {
+  return f(caf::meta::type_name("refreshed"), x.request_id, x.clock_step_ns, x.stream_id_max);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, stats_reply& x) {
   return f(caf::meta::type_name("stats_reply"), x.request_id, x.processes_started,
            x.processes_running, x.reaped_total, x.orphans_reaped, x.open_streams, x.outbound_bytes,

@@ -109,6 +109,56 @@ TEST(qemu_command, turns_on_qemus_seccomp_sandbox_unless_told_not_to) {
   EXPECT_TRUE(values_of(qemu_argv(sample_spec(), "qemu", "fw", false), "-sandbox").empty());
 }
 
+TEST(qemu_command, anonymous_ram_has_no_memory_backend_and_no_incoming) {
+  auto argv = qemu_argv(sample_spec(), "qemu", "fw");
+  EXPECT_TRUE(values_of(argv, "-object").empty());
+  EXPECT_TRUE(values_of(argv, "-incoming").empty());
+  EXPECT_EQ(values_of(argv, "-M")[0].find("memory-backend"), std::string::npos);
+}
+
+TEST(qemu_command, ram_in_a_shared_file_backs_the_machine) {
+  auto spec = sample_spec();
+  spec.memory_mb = 512;
+  spec.memory_path = "/run/vm1.ram";
+  auto argv = qemu_argv(spec, "qemu", "fw");
+  EXPECT_EQ(values_of(argv, "-object"),
+            std::vector<std::string>{
+              "memory-backend-file,id=mem,size=512M,mem-path=/run/vm1.ram,share=on"});
+  EXPECT_EQ(values_of(argv, "-M"),
+            std::vector<std::string>{"microvm,x-option-roms=off,memory-backend=mem"});
+  EXPECT_EQ(values_of(argv, "-m"), std::vector<std::string>{"512"});
+  EXPECT_EQ(machine_argument(spec), values_of(argv, "-M")[0]);
+}
+
+TEST(qemu_command, a_clone_maps_its_base_private_and_waits_for_the_state) {
+  auto spec = sample_spec();
+  spec.memory_path = "/snap/memory";
+  spec.memory_shared = false;
+  spec.incoming = true;
+  auto argv = qemu_argv(spec, "qemu", "fw");
+  ASSERT_EQ(values_of(argv, "-object").size(), 1u);
+  EXPECT_NE(values_of(argv, "-object")[0].find(",share=off"), std::string::npos);
+  EXPECT_EQ(values_of(argv, "-incoming"), std::vector<std::string>{"defer"});
+  // The device line is the booted VM's: a migration stream finds its devices again.
+  auto booted = sample_spec();
+  booted.memory_path = "/run/vm1.ram";
+  auto booted_argv = qemu_argv(booted, "qemu", "fw");
+  EXPECT_EQ(values_of(argv, "-device"), values_of(booted_argv, "-device"));
+  EXPECT_EQ(values_of(argv, "-M"), values_of(booted_argv, "-M"));
+}
+
+TEST(qemu_command, a_hotplugged_channel_leaves_the_port_off_the_command_line) {
+  auto spec = sample_spec();
+  spec.channel_hotplug = true;
+  auto argv = qemu_argv(spec, "qemu", "fw");
+  auto chardevs = values_of(argv, "-chardev");
+  EXPECT_EQ(std::find(chardevs.begin(), chardevs.end(), "socket,id=channel,fd=3"), chardevs.end());
+  auto devices = values_of(argv, "-device");
+  EXPECT_NE(std::find(devices.begin(), devices.end(), "virtio-serial-device"), devices.end());
+  for (const auto& device : devices)
+    EXPECT_EQ(device.find("virtserialport"), std::string::npos) << device;
+}
+
 TEST(qemu_command, measures_a_plausible_tsc_rate) {
   auto khz = measure_tsc_khz();
   EXPECT_GT(khz, 100'000u); // above 100 MHz

@@ -19,6 +19,7 @@
 #include "worker/microvm/qemu_command.hpp"
 #include "worker/microvm/vm.hpp"
 #include "worker/microvm/vm_network.hpp"
+#include "worker/microvm/vm_snapshot.hpp"
 #include "worker/runtime/cgroup_driver.hpp"
 #include "worker/runtime/sandbox_runtime.hpp"
 
@@ -65,6 +66,43 @@ struct microvm_runtime_options {
   /// The taken blocks, shared with the namespace runtime drawing from the
   /// same pool. Null: a table of its own. Default: null.
   std::shared_ptr<slot_table> shared_slots;
+  /// Saving or loading a VM's device state. Default: 10000.
+  uint32_t migration_timeout_ms = 10'000;
+};
+
+/// What snapshot() does with the VM once its state is saved.
+enum class snapshot_mode {
+  /// The VM is stopped and removed (its RAM file moves into the snapshot):
+  /// the sandbox lives on only in the snapshot.
+  suspend,
+  /// The VM runs on (its RAM file is copied, the VM paused meanwhile).
+  checkpoint,
+};
+
+/// How restore() maps the snapshot's RAM.
+enum class restore_mode {
+  /// A copy of the RAM file of the VM's own (shared mapping): the restored
+  /// VM can be snapshotted again. For bringing back a suspended sandbox.
+  owned,
+  /// A private copy-on-write mapping of the snapshot's RAM file, which
+  /// stays untouched: every clone of one base shares its unwritten pages
+  /// through the page cache. A clone cannot be snapshotted (its RAM is not a
+  /// file of its own).
+  clone,
+};
+
+struct vm_snapshot_info {
+  std::string dir;
+  vm_snapshot_record record;
+  /// Bytes allocated on disk (holes not counted).
+  uint64_t state_bytes = 0;
+  uint64_t memory_bytes = 0;
+  uint64_t disk_bytes = 0;
+  /// From QMP stop to the device state written.
+  int64_t save_ms = 0;
+  /// The whole call: files, record and (the first time) hashing the guest's
+  /// kernel and initramfs for the record included.
+  int64_t total_ms = 0;
 };
 
 class microvm_runtime final : public sandbox_runtime {
@@ -97,6 +135,37 @@ public:
   /// cgroups); frozen while paused.
   result<sandbox_stats> stats(std::string_view id) override;
   uint32_t slots() const override { return options_.slots_max; }
+
+  /// Saves sandbox `id`'s memory and disk into `dir` (created; it must not
+  /// exist): the device state, the RAM file, a copy of the disk (a reflink
+  /// on btrfs) and snapshot.json. `suspend` then removes the VM (destroy()
+  /// without the RAM file, which is now the snapshot's); `checkpoint` lets it
+  /// run on. unimplemented for a clone.
+  result<vm_snapshot_info> snapshot(std::string_view id, const std::string& dir,
+                                    snapshot_mode mode);
+  /// Starts sandbox spec.id from the snapshot in `dir` and returns once the
+  /// guest runs again (memory, vCPUs and the guest are the snapshot's; the
+  /// spec's limits bound the cgroup). The record must match this host
+  /// (check_restorable) or wrong_state says what differs. spec.channel_fd
+  /// becomes the VM's channel: the guest's agent goes on where it was and
+  /// does not say hello on it by itself: the caller sends the guest a
+  /// refresh (guest_client::refresh: entropy, clock, hostname), which it
+  /// answers with a new hello.
+  result<sandbox_handle> restore(const sandbox_launch_spec& spec, const std::string& dir,
+                                 restore_mode mode);
+  /// Starts `count` QEMUs for clones of the snapshot in `dir`, each waiting
+  /// for its state with no channel yet (-incoming defer, its own disk copy,
+  /// its cgroup bounded by `limits`): a later restore(spec, dir, clone) takes
+  /// one and only hands it the channel, loads the state and continues it,
+  /// saving QEMU's process start (~75 ms here). Pooled QEMUs count against
+  /// slots. Returns how many are pooled for `dir` now.
+  result<uint32_t> prepare_clones(const std::string& dir, uint32_t count,
+                                  const sandbox_limits& limits = {});
+  /// QEMUs waiting in the pool for `dir`.
+  uint32_t pooled_clones(const std::string& dir) const;
+  /// What a snapshot taken here now would record (QEMU's version is known
+  /// once a VM has started; the guest's hashes are computed once).
+  vm_snapshot_record host_record(uint32_t memory_mb, uint32_t vcpus);
   result<sandbox_stats> stats_all() override;
 
 private:
@@ -105,6 +174,17 @@ private:
     std::unique_ptr<vm> machine;
     std::string disk_path;
     std::string console_path;
+    /// The guest's RAM file: the sandbox's own in run_dir, or for a clone
+    /// its base's (not removed with the sandbox).
+    std::string memory_path;
+    bool clone = false;
+    /// The cgroup's name: the sandbox's id, or for a clone that waited in
+    /// the pool the name it was started under.
+    std::string cgroup_name;
+    /// A pooled clone: the snapshot directory whose state it waits for.
+    std::string pool_dir;
+    uint32_t memory_mb = 0;
+    uint32_t vcpus = 0;
     bool paused = false;
     /// Set with network enabled.
     std::optional<vm_link> link;
@@ -116,19 +196,33 @@ private:
   result<vm_link> plan_link(const std::string& id);
   /// Removes the link and frees its slot; a failure keeps the slot taken.
   status release_link(const vm_link& link);
+  /// Refusals shared by create and restore; ok when spec may start.
+  status admit(const sandbox_launch_spec& spec) const;
+  /// The cgroup, QEMU, the handle; removes the files on failure.
+  /// With `pooled`, the VM waits in pool_ instead (its handle is empty).
+  result<sandbox_handle> start_vm(const sandbox_launch_spec& spec, sandbox s, const vm_spec& vs,
+                                  const std::string& state_path, bool pooled = false);
+  /// Hands a pooled VM spec's channel, loads its state and registers it.
+  result<sandbox_handle> claim_pooled(const sandbox_launch_spec& spec, sandbox s);
+  vm_spec base_vm_spec(const sandbox_launch_spec& spec, const sandbox& s) const;
+  std::string qemu_version_;
+  std::string kernel_sha256_;
+  std::string initrd_sha256_;
 
   microvm_runtime_options options_;
   guest_image guest_;
   /// Set when use_cgroups and a driver was found; else cgroups_error_ says why.
   std::unique_ptr<cgroup_driver> cgroups_;
   status cgroups_error_;
-  /// Parsed address_pool; unset: network refused, pool_error_ says why.
-  std::optional<address_pool> pool_;
-  status pool_error_;
+  /// Parsed address_pool; unset: network refused, address_pool_error_ says why.
+  std::optional<address_pool> address_pool_;
+  status address_pool_error_;
   std::shared_ptr<slot_table> slots_in_use_;
   bool firewall_ready_ = false;
   mutable std::mutex mutex_;
   std::map<std::string, sandbox, std::less<>> sandboxes_;
+  std::vector<sandbox> pool_;
+  uint64_t pool_serial_ = 0;
 };
 
 } // namespace airlock::worker::microvm

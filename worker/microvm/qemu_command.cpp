@@ -24,6 +24,27 @@ guest_image guest_image_in(const std::string& dir) {
   return image;
 }
 
+std::string machine_argument(const vm_spec& spec) {
+  std::string machine = "microvm,x-option-roms=off";
+  if (!spec.memory_path.empty())
+    machine += ",memory-backend=" + std::string(memory_backend_id);
+  return machine;
+}
+
+std::string cpu_argument(const vm_spec& spec) {
+  // Under KVM, -arch-capabilities: QEMU aborts on MSR 0x10a otherwise on
+  // some hosts (docs/microvm.md).
+  return spec.accel == accelerator::kvm ? "host,-arch-capabilities" : "max";
+}
+
+std::string memory_backend_argument(const vm_spec& spec) {
+  if (spec.memory_path.empty())
+    return "";
+  return "memory-backend-file,id=" + std::string(memory_backend_id)
+         + ",size=" + std::to_string(spec.memory_mb) + "M,mem-path=" + spec.memory_path
+         + ",share=" + (spec.memory_shared ? "on" : "off");
+}
+
 std::vector<std::string> qemu_argv(const vm_spec& spec, const std::string& qemu_binary,
                                    const std::string& firmware, bool seccomp) {
   // quiet: the console is an emulated UART, slow under TCG. reboot=t and
@@ -43,15 +64,13 @@ std::vector<std::string> qemu_argv(const vm_spec& spec, const std::string& qemu_
     // ACPI stays on (the default): Debian's kernel finds virtio-mmio devices
     // only through it. No option ROMs: the kernel is loaded directly.
     "-M",
-    "microvm,x-option-roms=off",
+    machine_argument(spec),
     "-accel",
     spec.accel == accelerator::tcg && spec.tcg_tb_mb != 0
       ? "tcg,tb-size=" + std::to_string(spec.tcg_tb_mb)
       : std::string(to_string(spec.accel)),
-    // Under KVM, -arch-capabilities: QEMU aborts on MSR 0x10a otherwise on
-    // some hosts (docs/microvm.md).
     "-cpu",
-    spec.accel == accelerator::kvm ? "host,-arch-capabilities" : "max",
+    cpu_argument(spec),
     "-m",
     std::to_string(spec.memory_mb),
     "-smp",
@@ -76,14 +95,19 @@ std::vector<std::string> qemu_argv(const vm_spec& spec, const std::string& qemu_
     "-device",
     "virtio-serial-device",
     "-chardev",
-    "socket,id=channel,fd=" + std::to_string(channel_fd_in_vmm),
-    "-device",
-    "virtserialport,chardev=channel,name=" + std::string(channel_port_name),
-    "-chardev",
     "socket,id=qmp,server=on,wait=off,fd=" + std::to_string(qmp_fd_in_vmm),
     "-mon",
     "chardev=qmp,mode=control",
   };
+  if (!spec.channel_hotplug) {
+    argv.insert(argv.end(),
+                {"-chardev", "socket,id=channel,fd=" + std::to_string(channel_fd_in_vmm), "-device",
+                 "virtserialport,chardev=channel,name=" + std::string(channel_port_name)});
+  }
+  if (!spec.memory_path.empty())
+    argv.insert(argv.end(), {"-object", memory_backend_argument(spec)});
+  if (spec.incoming)
+    argv.insert(argv.end(), {"-incoming", "defer"});
   if (seccomp) {
     // QEMU's seccomp filter: a guest that takes over QEMU cannot exec,
     // fork helpers, change ids or use obsolete calls.
@@ -110,7 +134,8 @@ vmm_files files_of(const vm_spec& spec, const std::string& firmware) {
   for (const auto* path : {&spec.guest.kernel_path, &spec.guest.initrd_path, &firmware})
     if (!path->empty())
       files.read_only.push_back(*path);
-  for (const auto* path : {&spec.disk_path, &spec.log_path})
+  // A clone's private mapping of its base's RAM file still opens it read-write.
+  for (const auto* path : {&spec.disk_path, &spec.log_path, &spec.memory_path})
     if (!path->empty())
       files.writable.push_back(*path);
   return files;

@@ -68,7 +68,33 @@ struct vm_spec {
   /// the guest channel (the worker's end of its own pair stays the worker's)
   /// and vm::take_channel() returns nothing. -1: vm makes the pair. Default: -1.
   int channel_fd = -1;
+  /// The guest's RAM as a file (memory-backend-file): a running VM's memory
+  /// can then be saved by naming the file instead of streaming it
+  /// (x-ignore-shared). "": anonymous RAM, which cannot be snapshotted.
+  std::string memory_path;
+  /// How memory_path is mapped. true (share=on): the guest writes the file,
+  /// so it holds the guest's memory and can be saved. false (share=off): a
+  /// private copy-on-write mapping, the file is only read; clones of one base
+  /// share its untouched pages through the page cache. Default: true.
+  bool memory_shared = true;
+  /// No guest channel on the command line: it is added over QMP later
+  /// (vm::attach_channel), so that a QEMU can be started before the channel
+  /// it will serve exists (a pool of clones waiting for their state). QEMU
+  /// 7.2 cannot swap the chardev of an existing virtio-serial port.
+  /// Default: false.
+  bool channel_hotplug = false;
+  /// Start paused and wait for an incoming migration (-incoming defer): the
+  /// state is loaded through QMP (vm::load_state). Default: false.
+  bool incoming = false;
 };
+
+/// The -M argument: everything about the machine that a saved state must
+/// find again on restore (it is recorded in a snapshot).
+std::string machine_argument(const vm_spec& spec);
+/// The -cpu argument.
+std::string cpu_argument(const vm_spec& spec);
+/// The -object that backs the guest's RAM with spec.memory_path ("" without one).
+std::string memory_backend_argument(const vm_spec& spec);
 
 /// Descriptors of the QEMU process: the guest channel (a connected unix
 /// socket) and the QMP listener (bound and listening before QEMU starts, so
@@ -79,6 +105,9 @@ inline constexpr int qmp_fd_in_vmm = 4;
 inline constexpr int tap_fd_in_vmm = 5;
 /// The virtio-serial port the guest's /init hands to the agent.
 inline constexpr std::string_view channel_port_name = "airlock.channel";
+/// The memory backend's QOM id; a restore must use the same one (the
+/// migration stream names RAM blocks by it).
+inline constexpr std::string_view memory_backend_id = "mem";
 
 /// A locally administered unicast MAC derived from the sandbox id
 /// ("02:" and 5 bytes of a hash): stable for an id, distinct between ids.

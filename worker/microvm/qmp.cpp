@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -113,6 +114,57 @@ result<std::string> qmp_client::execute(std::string_view command, std::string_vi
   }
   if (auto sent = write_all(socket_.get(), request.dump() + "\n", deadline); !sent.is_ok())
     return sent;
+  return await_reply(command, deadline);
+}
+
+result<std::string> qmp_client::execute_with_fd(std::string_view command,
+                                                std::string_view arguments_json, int fd,
+                                                int timeout_ms) {
+  const int64_t deadline = now_ms() + timeout_ms;
+  nlohmann::json request = {{"execute", command}};
+  if (!arguments_json.empty()) {
+    auto arguments = nlohmann::json::parse(arguments_json, nullptr, false);
+    if (arguments.is_discarded() || !arguments.is_object())
+      return make_status(errc::invalid_argument, "qmp: arguments are not a JSON object");
+    request["arguments"] = std::move(arguments);
+  }
+  // The descriptor rides on the first byte of the command; QEMU attaches it
+  // to the monitor when it reads that byte. A short write sends the rest
+  // without it.
+  std::string text = request.dump() + "\n";
+  iovec iov{text.data(), text.size()};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr message{};
+  message.msg_iov = &iov;
+  message.msg_iovlen = 1;
+  message.msg_control = control;
+  message.msg_controllen = sizeof control;
+  cmsghdr* header = CMSG_FIRSTHDR(&message);
+  header->cmsg_level = SOL_SOCKET;
+  header->cmsg_type = SCM_RIGHTS;
+  header->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(header), &fd, sizeof(int));
+  ssize_t sent = -1;
+  for (;;) {
+    sent = ::sendmsg(socket_.get(), &message, MSG_NOSIGNAL);
+    if (sent >= 0 || (errno != EAGAIN && errno != EINTR))
+      break;
+    int64_t left = deadline - now_ms();
+    if (left <= 0)
+      return make_status(errc::timeout, "qmp: write timed out");
+    pollfd p{socket_.get(), POLLOUT, 0};
+    ::poll(&p, 1, static_cast<int>(left));
+  }
+  if (sent < 0)
+    return make_status(errc::unavailable, std::string("qmp: sendmsg: ") + std::strerror(errno));
+  if (auto rest = write_all(socket_.get(), std::string_view(text).substr(static_cast<size_t>(sent)),
+                            deadline);
+      !rest.is_ok())
+    return rest;
+  return await_reply(command, deadline);
+}
+
+result<std::string> qmp_client::await_reply(std::string_view command, int64_t deadline) {
   // One command in flight: the first reply that is not an event is its answer.
   for (;;) {
     auto line = read_line(deadline);

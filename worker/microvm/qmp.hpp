@@ -28,6 +28,11 @@ public:
   result<std::string> execute(std::string_view command, std::string_view arguments_json,
                               int timeout_ms);
 
+  /// execute() with `fd` passed along (SCM_RIGHTS) on the command's message:
+  /// for getfd, which files it under a name that fd: URIs then use.
+  result<std::string> execute_with_fd(std::string_view command, std::string_view arguments_json,
+                                      int fd, int timeout_ms);
+
   /// query-status's "status": running, paused, inmigrate, postmigrate, ...
   result<std::string> run_state(int timeout_ms);
 
@@ -35,6 +40,7 @@ private:
   explicit qmp_client(unique_fd socket) : socket_(std::move(socket)) {}
   /// The next JSON line (without the newline).
   result<std::string> read_line(int64_t deadline_ms);
+  result<std::string> await_reply(std::string_view command, int64_t deadline_ms);
 
   unique_fd socket_;
   std::string buffer_;

@@ -13,11 +13,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <time.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "worker/command/command.hpp"
 #include "worker/microvm/vmm_jail.hpp"
@@ -239,6 +244,124 @@ result<std::unique_ptr<vm>> vm::start(const vm_spec& spec, const std::string& ru
 }
 
 vm::~vm() { (void)stop(); }
+
+namespace {
+
+int64_t monotonic_ms() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
+}
+
+int left_ms(int64_t deadline) {
+  return static_cast<int>(std::max<int64_t>(1, deadline - monotonic_ms()));
+}
+
+constexpr const char* state_fd_name = "airlock-state";
+constexpr const char* ignore_shared_capability =
+  R"({"capabilities": [{"capability": "x-ignore-shared", "state": true}]})";
+
+/// Polls query-migrate until it reports completed (ok) or failed, or the
+/// deadline passes. Migration of device state alone takes milliseconds, so
+/// the poll backs off from 1 ms.
+status await_migration(qmp_client& qmp, int64_t deadline, const char* what) {
+  int pause_us = 1000;
+  for (;;) {
+    auto reply = qmp.execute("query-migrate", "", left_ms(deadline));
+    if (!reply)
+      return reply.error();
+    auto parsed = nlohmann::json::parse(*reply, nullptr, false);
+    std::string state = parsed.is_object() ? parsed.value("status", std::string()) : "";
+    if (state == "completed")
+      return status::ok();
+    if (state == "failed" || state == "cancelled")
+      return make_status(errc::io_error,
+                         std::string("microvm: ") + what + " failed: "
+                           + (parsed.is_object() ? parsed.value("error-desc", state) : state));
+    if (monotonic_ms() >= deadline)
+      return make_status(errc::timeout, std::string("microvm: ") + what + " did not complete in "
+                                          + "time (state '" + state + "')");
+    ::usleep(static_cast<useconds_t>(pause_us));
+    pause_us = std::min(pause_us * 2, 20'000);
+  }
+}
+
+} // namespace
+
+status vm::save_state(const std::string& state_path, int timeout_ms) {
+  if (!qmp_)
+    return make_status(errc::wrong_state, "microvm: the VM is stopped");
+  const int64_t deadline = monotonic_ms() + timeout_ms;
+  if (auto stopped = qmp_->execute("stop", "", left_ms(deadline)); !stopped)
+    return stopped.error();
+  if (auto set =
+        qmp_->execute("migrate-set-capabilities", ignore_shared_capability, left_ms(deadline));
+      !set)
+    return set.error();
+  unique_fd state(::open(state_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  if (!state)
+    return errno_status(errc::io_error, "microvm: create " + state_path);
+  if (auto passed =
+        qmp_->execute_with_fd("getfd", std::string(R"({"fdname": ")") + state_fd_name + "\"}",
+                              state.get(), left_ms(deadline));
+      !passed)
+    return passed.error();
+  state.reset(); // QEMU has its own copy now
+  if (auto started = qmp_->execute(
+        "migrate", std::string(R"({"uri": "fd:)") + state_fd_name + "\"}", left_ms(deadline));
+      !started)
+    return started.error();
+  return await_migration(*qmp_, deadline, "saving the VM's state");
+}
+
+status vm::attach_channel(int fd, int timeout_ms) {
+  if (!qmp_)
+    return make_status(errc::wrong_state, "microvm: the VM is stopped");
+  const int64_t deadline = monotonic_ms() + timeout_ms;
+  if (auto passed =
+        qmp_->execute_with_fd("getfd", R"({"fdname": "channel"})", fd, left_ms(deadline));
+      !passed)
+    return passed.error();
+  if (auto added =
+        qmp_->execute("chardev-add",
+                      R"({"id": "channel", "backend": {"type": "socket", "data": )"
+                      R"({"addr": {"type": "fd", "data": {"str": "channel"}}, "server": false}}})",
+                      left_ms(deadline));
+      !added)
+    return added.error();
+  if (auto port = qmp_->execute("device_add",
+                                R"({"driver": "virtserialport", "chardev": "channel", "name": ")"
+                                  + std::string(channel_port_name) + "\"}",
+                                left_ms(deadline));
+      !port)
+    return port.error();
+  return status::ok();
+}
+
+status vm::load_state(const std::string& state_path, int timeout_ms) {
+  if (!qmp_)
+    return make_status(errc::wrong_state, "microvm: the VM is stopped");
+  const int64_t deadline = monotonic_ms() + timeout_ms;
+  if (auto set =
+        qmp_->execute("migrate-set-capabilities", ignore_shared_capability, left_ms(deadline));
+      !set)
+    return set.error();
+  unique_fd state(::open(state_path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!state)
+    return errno_status(errc::not_found, "microvm: open " + state_path);
+  if (auto passed =
+        qmp_->execute_with_fd("getfd", std::string(R"({"fdname": ")") + state_fd_name + "\"}",
+                              state.get(), left_ms(deadline));
+      !passed)
+    return passed.error();
+  state.reset();
+  if (auto started =
+        qmp_->execute("migrate-incoming", std::string(R"({"uri": "fd:)") + state_fd_name + "\"}",
+                      left_ms(deadline));
+      !started)
+    return started.error();
+  return await_migration(*qmp_, deadline, "loading the VM's state");
+}
 
 bool vm::wait_exit(int timeout_ms) {
   if (reaped_)
