@@ -513,8 +513,7 @@ TEST_F(microvm_boot, qemu_runs_jailed) {
   for ([[maybe_unused]] const auto& entry :
        fs::directory_iterator(root / disk.parent_path().relative_path()))
     ++beside_disk;
-  EXPECT_LE(beside_disk, 3u)
-    << "the run directory shows this VM's disk, console and RAM file only";
+  EXPECT_LE(beside_disk, 3u) << "the run directory shows this VM's disk, console and RAM file only";
   // Only QEMU's processes: its /proc lists pid 1 and no other process.
   size_t processes = 0;
   for (const auto& entry : fs::directory_iterator(root / "proc"))
