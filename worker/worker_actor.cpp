@@ -343,6 +343,17 @@ recover_report recover_blocking(const worker_context& ctx) {
   } else {
     report.failures.push_back("runtime adopt: " + adopted.error().message);
   }
+  // VMs a crash left running are ended: their sandboxes come back from their
+  // roots as a namespace sandbox whose init died does.
+  if (ctx.microvm) {
+    if (auto vms = ctx.microvm->adopt(); vms) {
+      ids.insert(vms->cleaned.begin(), vms->cleaned.end());
+      for (const auto& failure : vms->failures)
+        report.failures.push_back("microvm adopt: " + failure.message);
+    } else {
+      report.failures.push_back("microvm adopt: " + vms.error().message);
+    }
+  }
   // Sandboxes that ran (or were stopped) keep their root, recorded as
   // stopped; half-made creates and destroys go.
   std::map<std::string, schema::sandbox_record> keep;

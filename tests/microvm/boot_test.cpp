@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -580,6 +581,7 @@ protected:
     std::unique_ptr<microvm_runtime> runtime;
     std::unique_ptr<guest::guest_client> client;
     std::string failure;
+    microvm_runtime_options options; ///< the runtime's, for another one
   };
   static inline shared* vm_ = nullptr;
   static inline std::string skip_;
@@ -614,6 +616,7 @@ protected:
     options.use_cgroups = test::running_as_root();
     options.cgroups.parent = "airlock-microvm-test";
     fs::permissions(base, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
+    vm_->options = options;
     vm_->runtime = std::make_unique<microvm_runtime>(options);
     sandbox_launch_spec spec = launch_spec(base_id);
     spec.rootfs_path = *image;
@@ -828,6 +831,41 @@ TEST_F(microvm_snapshot, a_pooled_clone_is_handed_its_channel_when_it_is_claimed
   EXPECT_GT(stats->memory_bytes, 0u);
   ASSERT_TRUE(vm_->runtime->destroy("clone-pooled").is_ok());
   EXPECT_FALSE(fs::exists(vm_->run_dir + "/pool.1.ext4"));
+}
+
+TEST_F(microvm_snapshot, a_vm_left_by_a_crashed_run_is_ended_and_removed_by_the_next_adopt) {
+  auto options = vm_->options;
+  options.run_dir = vm_->dir.path() + "/crashed-run";
+  fs::create_directories(options.run_dir);
+  // The run that crashes: its runtime is never destroyed (as after kill -9).
+  auto* crashed = new microvm_runtime(options);
+  auto [ours, theirs] = channel_pair();
+  auto spec = launch_spec("left-behind");
+  spec.rootfs_path = vm_->image;
+  spec.channel_fd = theirs.get();
+  auto handle = crashed->create(spec);
+  ASSERT_TRUE(handle) << handle.error().message;
+  const pid_t qemu = handle->init_pid;
+  ASSERT_TRUE(fs::exists(options.run_dir + "/left-behind.vm.json"));
+  // The next run.
+  microvm_runtime next(options);
+  auto report = next.adopt();
+  ASSERT_TRUE(report) << report.error().message;
+  EXPECT_EQ(report->cleaned, std::vector<std::string>{"left-behind"});
+  EXPECT_TRUE(report->adopted.empty()) << "a VM whose channel is gone is not taken over";
+  EXPECT_TRUE(report->failures.empty());
+  EXPECT_EQ(::waitpid(qemu, nullptr, WNOHANG), qemu) << "its QEMU still runs";
+  size_t left = 0;
+  for (const auto& entry : fs::directory_iterator(options.run_dir)) {
+    ADD_FAILURE() << entry.path() << " is left";
+    ++left;
+  }
+  EXPECT_EQ(left, 0u);
+  for (const auto& path : handle->cgroup_paths)
+    EXPECT_FALSE(fs::exists(path)) << path;
+  auto again = next.adopt();
+  ASSERT_TRUE(again);
+  EXPECT_TRUE(again->cleaned.empty()) << "nothing twice";
 }
 
 TEST_F(microvm_snapshot, a_snapshot_from_another_host_is_refused_with_the_reason) {

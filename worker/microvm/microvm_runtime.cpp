@@ -1,6 +1,9 @@
 #include "worker/microvm/microvm_runtime.hpp"
 
+#include <poll.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -60,7 +63,43 @@ uint64_t resident_bytes(pid_t pid) {
   return kib * 1024;
 }
 
+/// `<run_dir>/<name>.vm.json` (name: the VM's cgroup and file name, its
+/// sandbox's id or a pooled VM's): what a later run needs to remove a VM
+/// that this one left running. It cannot take the VM over: the guest
+/// channel's host end died with this process.
+std::string vm_record_path(const std::string& run_dir, const std::string& name) {
+  return run_dir + "/" + name + ".vm.json";
+}
+
 } // namespace
+
+status microvm_runtime::record_vm(const sandbox& s, const std::string& sandbox_id) const {
+  nlohmann::json record = {{"name", s.cgroup_name},
+                           {"sandbox_id", sandbox_id},
+                           {"pid", s.machine->pid()},
+                           {"start_time", stat_field(s.machine->pid(), 22)}};
+  if (s.link)
+    record["link"] = {{"netns", s.link->netns_name},
+                      {"host_interface", s.link->host_interface},
+                      {"host", s.link->addresses.host},
+                      {"sandbox", s.link->addresses.sandbox},
+                      {"prefix_length", s.link->addresses.prefix_length},
+                      {"slot", s.link->slot}};
+  const std::string path = vm_record_path(options_.run_dir, s.cgroup_name);
+  const std::string partial = path + ".partial";
+  {
+    std::ofstream out(partial, std::ios::trunc);
+    out << record.dump();
+    out.flush();
+    if (!out)
+      return make_status(errc::io_error, "microvm: write " + partial);
+  }
+  std::error_code ec;
+  fs::rename(partial, path, ec);
+  if (ec)
+    return make_status(errc::io_error, "microvm: rename " + partial + ": " + ec.message());
+  return status::ok();
+}
 
 microvm_runtime::microvm_runtime(microvm_runtime_options options)
     : options_(std::move(options)), guest_(guest_image_in(options_.guest_dir)),
@@ -273,6 +312,8 @@ result<sandbox_handle> microvm_runtime::start_vm(const sandbox_launch_spec& spec
   if (!machine)
     return fail(machine.error());
   s.machine = std::move(*machine);
+  if (auto recorded = record_vm(s, pooled ? "" : spec.id); !recorded.is_ok())
+    return fail(recorded);
   if (qemu_version_.empty() || !state_path.empty()) {
     auto version = s.machine->qmp().execute("query-version", "", options_.qmp_timeout_ms);
     if (!version)
@@ -530,6 +571,8 @@ result<sandbox_handle> microvm_runtime::claim_pooled(const sandbox_launch_spec& 
   if (auto running = s.machine->qmp().execute("cont", "", options_.qmp_timeout_ms); !running)
     return fail(running.error());
   s.pool_dir.clear();
+  if (auto recorded = record_vm(s, spec.id); !recorded.is_ok())
+    return fail(recorded);
   s.handle.id = spec.id;
   s.handle.init_pid = s.machine->pid();
   s.handle.init_start_time = stat_field(s.handle.init_pid, 22);
@@ -626,6 +669,8 @@ status microvm_runtime::resume(std::string_view id) {
 
 void microvm_runtime::remove_files(const sandbox& s) {
   std::error_code ec;
+  if (!s.cgroup_name.empty())
+    fs::remove(vm_record_path(options_.run_dir, s.cgroup_name), ec);
   fs::remove(s.disk_path, ec);
   fs::remove(s.console_path, ec);
   if (!s.clone && !s.memory_path.empty())
@@ -666,7 +711,57 @@ std::vector<sandbox_handle> microvm_runtime::list() const {
   return out;
 }
 
-result<adopt_report> microvm_runtime::adopt() { return adopt_report{}; }
+result<adopt_report> microvm_runtime::adopt() {
+  std::lock_guard lock(mutex_);
+  adopt_report report;
+  std::error_code ec;
+  std::vector<fs::path> records;
+  for (const auto& entry : fs::directory_iterator(options_.run_dir, ec))
+    if (entry.path().string().ends_with(".vm.json"))
+      records.push_back(entry.path());
+  for (const auto& path : records) {
+    std::ifstream in(path);
+    auto record = nlohmann::json::parse(in, nullptr, false);
+    const std::string name = record.is_object() ? record.value("name", "") : "";
+    if (name.empty() || name.find('/') != std::string::npos || name.starts_with(".")) {
+      report.failures.push_back(
+        make_status(errc::corrupt_record, "microvm: unreadable VM record " + path.string()));
+      continue;
+    }
+    // Its QEMU is ended, only if it is still the process the record names.
+    const auto pid = static_cast<pid_t>(record.value("pid", 0));
+    const auto start_time = record.value("start_time", uint64_t{0});
+    if (pid > 0 && stat_field(pid, 22) == start_time) {
+      unique_fd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+      if (pidfd && stat_field(pid, 22) == start_time) {
+        ::syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0);
+        pollfd gone{pidfd.get(), POLLIN, 0};
+        (void)::poll(&gone, 1, static_cast<int>(options_.vm.stop_timeout_ms));
+      }
+    }
+    if (cgroups_)
+      (void)cgroups_->remove(name, options_.cgroup_remove_timeout_ms);
+    if (auto link = record.find("link"); link != record.end() && link->is_object()) {
+      vm_link wired;
+      wired.netns_name = link->value("netns", "");
+      wired.host_interface = link->value("host_interface", "");
+      wired.addresses.host = link->value("host", "");
+      wired.addresses.sandbox = link->value("sandbox", "");
+      wired.addresses.prefix_length = link->value("prefix_length", 0u);
+      wired.slot = link->value("slot", 0u);
+      if (auto removed = unwire_vm_network(options_.net, wired); !removed) {
+        report.failures.push_back(removed);
+        continue; // the record stays: a later run tries again
+      }
+    }
+    for (const char* suffix : {".ext4", ".console.log", ".ram", ".qmp", ".vmm.log", ".jail"})
+      fs::remove(options_.run_dir + "/" + name + suffix, ec);
+    fs::remove(path, ec);
+    if (auto id = record.value("sandbox_id", ""); !id.empty())
+      report.cleaned.push_back(id);
+  }
+  return report;
+}
 
 result<sandbox_stats> microvm_runtime::stats_of(const sandbox& s) {
   sandbox_stats out;

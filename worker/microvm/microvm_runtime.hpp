@@ -5,7 +5,9 @@
 // worker's channel as its virtio-serial port, QMP for control, and QEMU in
 // a cgroup and the jail of vm_options. With network enabled, the namespace
 // runtime's addressing, veth and nftables rules plus a tap into the VM
-// (vm_network.hpp). Not yet: adoption after a restart, limits in place.
+// (vm_network.hpp). A VM that a crashed run left is ended and removed by
+// adopt() (from its `<name>.vm.json`), not taken over. Not yet: limits in
+// place.
 //
 // Thread-safe: every call takes one mutex and blocks (QEMU start, QMP, cp).
 
@@ -129,7 +131,9 @@ public:
   /// unimplemented: a VM's memory and vCPUs are fixed at boot for now.
   status set_limits(std::string_view id, uint32_t cpu_millis, uint32_t memory_mb) override;
   std::vector<sandbox_handle> list() const override;
-  /// Finds nothing yet: VMs of an earlier run are not recorded.
+  /// Ends and removes every VM an earlier run left (QEMU if it is still the
+  /// recorded process, its cgroup, network, files), reported as cleaned:
+  /// none is taken over, as its guest channel's host end is gone.
   result<adopt_report> adopt() override;
   /// The cgroup's counters (QEMU's resident memory and CPU time without
   /// cgroups); frozen while paused.
@@ -191,6 +195,8 @@ private:
   };
 
   result<sandbox_stats> stats_of(const sandbox& s);
+  /// Writes `<run_dir>/<cgroup_name>.vm.json` for a started VM (adopt() reads it).
+  status record_vm(const sandbox& s, const std::string& sandbox_id) const;
   void remove_files(const sandbox& s);
   /// Takes a slot and plans the VM's link (the slot is released on failure).
   result<vm_link> plan_link(const std::string& id);
