@@ -42,6 +42,19 @@ status write_all(int fd, std::string_view bytes, int64_t deadline_ms) {
   return status::ok();
 }
 
+/// One command as QMP's wire line; invalid_argument when the arguments are
+/// not a JSON object.
+result<std::string> request_line(std::string_view command, std::string_view arguments_json) {
+  nlohmann::json request = {{"execute", command}};
+  if (!arguments_json.empty()) {
+    auto arguments = nlohmann::json::parse(arguments_json, nullptr, false);
+    if (arguments.is_discarded() || !arguments.is_object())
+      return make_status(errc::invalid_argument, "qmp: arguments are not a JSON object");
+    request["arguments"] = std::move(arguments);
+  }
+  return request.dump() + "\n";
+}
+
 } // namespace
 
 result<qmp_client> qmp_client::open(unique_fd socket, int timeout_ms) {
@@ -105,14 +118,10 @@ result<std::string> qmp_client::read_line(int64_t deadline_ms) {
 result<std::string> qmp_client::execute(std::string_view command, std::string_view arguments_json,
                                         int timeout_ms) {
   const int64_t deadline = now_ms() + timeout_ms;
-  nlohmann::json request = {{"execute", command}};
-  if (!arguments_json.empty()) {
-    auto arguments = nlohmann::json::parse(arguments_json, nullptr, false);
-    if (arguments.is_discarded() || !arguments.is_object())
-      return make_status(errc::invalid_argument, "qmp: arguments are not a JSON object");
-    request["arguments"] = std::move(arguments);
-  }
-  if (auto sent = write_all(socket_.get(), request.dump() + "\n", deadline); !sent.is_ok())
+  auto line = request_line(command, arguments_json);
+  if (!line)
+    return line.error();
+  if (auto sent = write_all(socket_.get(), *line, deadline); !sent.is_ok())
     return sent;
   return await_reply(command, deadline);
 }
@@ -121,17 +130,13 @@ result<std::string> qmp_client::execute_with_fd(std::string_view command,
                                                 std::string_view arguments_json, int fd,
                                                 int timeout_ms) {
   const int64_t deadline = now_ms() + timeout_ms;
-  nlohmann::json request = {{"execute", command}};
-  if (!arguments_json.empty()) {
-    auto arguments = nlohmann::json::parse(arguments_json, nullptr, false);
-    if (arguments.is_discarded() || !arguments.is_object())
-      return make_status(errc::invalid_argument, "qmp: arguments are not a JSON object");
-    request["arguments"] = std::move(arguments);
-  }
+  auto line = request_line(command, arguments_json);
+  if (!line)
+    return line.error();
   // The descriptor rides on the first byte of the command; QEMU attaches it
   // to the monitor when it reads that byte. A short write sends the rest
   // without it.
-  std::string text = request.dump() + "\n";
+  std::string& text = *line;
   iovec iov{text.data(), text.size()};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
   msghdr message{};
