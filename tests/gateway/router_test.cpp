@@ -138,6 +138,27 @@ TEST(exchange, exposes_parameters_and_query_and_answers_only_once) {
   EXPECT_FALSE(late->send("x", "y"));
 }
 
+TEST(exchange, query_uint_reads_a_bounded_number_and_takes_empty_as_absent) {
+  auto transport = std::make_shared<test::recording_transport>();
+  exchange request(get("/v1/x?limit=42&empty=&big=101&word=ten&neg=-1&huge=99999999999999999999"),
+                   "/v1/x", {}, transport, 1);
+  auto limit = request.query_uint("limit", 100);
+  ASSERT_TRUE(limit);
+  EXPECT_EQ(*limit, std::optional<uint64_t>(42));
+  for (const char* absent : {"missing", "empty"}) {
+    auto none = request.query_uint(absent, 100);
+    ASSERT_TRUE(none) << absent;
+    EXPECT_EQ(*none, std::nullopt) << absent;
+  }
+  for (const char* bad : {"big", "word", "neg", "huge"}) {
+    auto refused = request.query_uint(bad, 100);
+    ASSERT_FALSE(refused) << bad;
+    EXPECT_EQ(refused.error().code, errc::invalid_argument);
+    EXPECT_NE(refused.error().message.find(std::string("?") + bad + "="), std::string::npos)
+      << refused.error().message;
+  }
+}
+
 TEST(exchange, an_answer_after_the_connection_is_gone_is_dropped) {
   auto transport = std::make_shared<test::recording_transport>();
   auto request = std::make_shared<exchange>(
