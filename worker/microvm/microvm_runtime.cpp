@@ -18,6 +18,8 @@
 #include <sstream>
 #include <system_error>
 
+#include "worker/runtime/sys.hpp"
+
 namespace airlock::worker::microvm {
 namespace fs = std::filesystem;
 namespace {
@@ -73,11 +75,16 @@ std::string vm_record_path(const std::string& run_dir, const std::string& name) 
 
 } // namespace
 
+uint64_t microvm_runtime::start_time_of(pid_t pid) {
+  auto started = process_start_time(pid);
+  return started ? *started : 0;
+}
+
 status microvm_runtime::record_vm(const sandbox& s, const std::string& sandbox_id) const {
   nlohmann::json record = {{"name", s.cgroup_name},
                            {"sandbox_id", sandbox_id},
                            {"pid", s.machine->pid()},
-                           {"start_time", stat_field(s.machine->pid(), 22)}};
+                           {"start_time", start_time_of(s.machine->pid())}};
   if (s.link)
     record["link"] = {{"netns", s.link->netns_name},
                       {"host_interface", s.link->host_interface},
@@ -125,20 +132,28 @@ microvm_runtime::microvm_runtime(microvm_runtime_options options)
 
 microvm_runtime::~microvm_runtime() {
   std::lock_guard lock(mutex_);
-  for (auto& [id, s] : sandboxes_) {
-    (void)s.machine->stop();
-    remove_files(s);
-    if (cgroups_)
-      (void)cgroups_->remove(s.cgroup_name, options_.cgroup_remove_timeout_ms);
-    if (s.link)
-      (void)release_link(*s.link);
+  for (auto& [id, s] : sandboxes_)
+    (void)tear_down(s);
+  for (auto& s : pool_)
+    (void)tear_down(s);
+}
+
+status microvm_runtime::tear_down(sandbox& s) {
+  auto outcome = s.machine ? s.machine->stop() : status::ok();
+  remove_files(s);
+  if (cgroups_) {
+    if (auto removed = cgroups_->remove(s.cgroup_name, options_.cgroup_remove_timeout_ms);
+        !removed.is_ok() && outcome.is_ok())
+      outcome = removed;
   }
-  for (auto& s : pool_) {
-    (void)s.machine->stop();
-    remove_files(s);
-    if (cgroups_)
-      (void)cgroups_->remove(s.cgroup_name, options_.cgroup_remove_timeout_ms);
+  if (s.link) {
+    // QEMU is gone, and the tap with it: the veth, namespace and entries go
+    // now. A failure keeps the link, so that a retry removes them.
+    if (auto removed = release_link(*s.link); !removed)
+      return removed;
+    s.link.reset();
   }
+  return outcome;
 }
 
 result<vm_link> microvm_runtime::plan_link(const std::string& id) {
@@ -349,7 +364,7 @@ result<sandbox_handle> microvm_runtime::start_vm(const sandbox_launch_spec& spec
   }
   s.handle.id = spec.id;
   s.handle.init_pid = s.machine->pid();
-  s.handle.init_start_time = stat_field(s.handle.init_pid, 22);
+  s.handle.init_start_time = start_time_of(s.handle.init_pid);
   s.handle.pidfd = s.machine->pidfd();
   if (cgroups_)
     s.handle.cgroup_paths = cgroups_->paths(cgroup);
@@ -365,282 +380,6 @@ result<sandbox_handle> microvm_runtime::start_vm(const sandbox_launch_spec& spec
   auto handle = s.handle;
   sandboxes_.emplace(spec.id, std::move(s));
   return handle;
-}
-
-vm_snapshot_record microvm_runtime::host_record(uint32_t memory_mb, uint32_t vcpus) {
-  if (kernel_sha256_.empty())
-    kernel_sha256_ = file_sha256(guest_.kernel_path);
-  if (initrd_sha256_.empty())
-    initrd_sha256_ = file_sha256(guest_.initrd_path);
-  vm_spec vs;
-  vs.accel = options_.accel;
-  vs.memory_mb = memory_mb;
-  vs.memory_path = "file";
-  vm_snapshot_record r;
-  r.qemu_version = qemu_version_;
-  r.machine = machine_argument(vs);
-  r.accel = std::string(to_string(options_.accel));
-  r.cpu = cpu_argument(vs);
-  r.memory_mb = memory_mb;
-  r.vcpus = vcpus;
-  r.kernel_sha256 = kernel_sha256_;
-  r.initrd_sha256 = initrd_sha256_;
-  r.guest_release = guest_.release;
-  return r;
-}
-
-namespace {
-
-int64_t monotonic_ms() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
-}
-
-uint64_t allocated_bytes(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_blocks) * 512 : 0;
-}
-
-/// Moves `from` to `to`: a rename, or a sparse copy and removal across
-/// filesystems.
-status move_file(const std::string& from, const std::string& to,
-                 const disk_image_options& options) {
-  if (::rename(from.c_str(), to.c_str()) == 0)
-    return status::ok();
-  if (errno != EXDEV)
-    return make_status(errc::io_error, "microvm: move " + from + ": " + std::strerror(errno));
-  if (auto copied = sandbox_disk(from, to, options); !copied.is_ok())
-    return copied;
-  ::unlink(from.c_str());
-  return status::ok();
-}
-
-} // namespace
-
-result<vm_snapshot_info> microvm_runtime::snapshot(std::string_view id, const std::string& dir,
-                                                   snapshot_mode mode) {
-  std::lock_guard lock(mutex_);
-  const int64_t began = monotonic_ms();
-  auto it = sandboxes_.find(id);
-  if (it == sandboxes_.end())
-    return make_status(errc::not_found, "microvm: no sandbox " + std::string(id));
-  sandbox& s = it->second;
-  if (s.clone)
-    return make_status(errc::unimplemented,
-                       "microvm: a clone's RAM is a private mapping of its base's file; "
-                       "snapshots of clones are not built");
-  std::error_code ec;
-  if (fs::exists(dir, ec))
-    return make_status(errc::already_exists, "microvm: " + dir + " exists");
-  if (!fs::create_directories(dir, ec))
-    return make_status(errc::io_error, "microvm: create " + dir + ": " + ec.message());
-  auto abandon = [&](status why) -> status {
-    fs::remove_all(dir, ec);
-    // The VM goes back to the state it was in (save_state paused it).
-    if (!s.paused)
-      (void)s.machine->qmp().execute("cont", "", options_.qmp_timeout_ms);
-    return why;
-  };
-  vm_snapshot_info info;
-  info.dir = dir;
-  info.record = host_record(s.memory_mb, s.vcpus);
-  info.record.source_id = std::string(id);
-  info.record.created_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                  std::chrono::system_clock::now().time_since_epoch())
-                                  .count();
-  const std::string state_path = dir + "/" + info.record.state_file;
-  const std::string memory_path = dir + "/" + info.record.memory_file;
-  const std::string disk_path = dir + "/" + info.record.disk_file;
-  const int64_t save_began = monotonic_ms();
-  if (auto saved = s.machine->save_state(state_path, options_.migration_timeout_ms); !saved.is_ok())
-    return abandon(saved);
-  info.save_ms = monotonic_ms() - save_began;
-  // QEMU flushed the disk when the migration completed; the VM is paused.
-  if (auto copied = sandbox_disk(s.disk_path, disk_path, options_.disk); !copied.is_ok())
-    return abandon(copied);
-  if (mode == snapshot_mode::suspend) {
-    // QEMU must be gone before the RAM file moves: its mapping would go on
-    // writing whatever the file is.
-    (void)s.machine->stop();
-    if (auto moved = move_file(s.memory_path, memory_path, options_.disk); !moved.is_ok()) {
-      fs::remove_all(dir, ec);
-      return moved;
-    }
-  } else {
-    if (auto copied = sandbox_disk(s.memory_path, memory_path, options_.disk); !copied.is_ok())
-      return abandon(copied);
-    if (!s.paused) {
-      if (auto running = s.machine->qmp().execute("cont", "", options_.qmp_timeout_ms); !running) {
-        fs::remove_all(dir, ec);
-        return running.error();
-      }
-    }
-  }
-  if (auto written = write_vm_snapshot_record(dir, info.record); !written.is_ok()) {
-    fs::remove_all(dir, ec);
-    return written;
-  }
-  info.state_bytes = allocated_bytes(state_path);
-  info.memory_bytes = allocated_bytes(memory_path);
-  info.disk_bytes = allocated_bytes(disk_path);
-  if (mode == snapshot_mode::suspend) {
-    remove_files(s);
-    if (cgroups_)
-      (void)cgroups_->remove(s.cgroup_name, options_.cgroup_remove_timeout_ms);
-    if (s.link)
-      (void)release_link(*s.link);
-    sandboxes_.erase(it);
-  }
-  info.total_ms = monotonic_ms() - began;
-  return info;
-}
-
-result<uint32_t> microvm_runtime::prepare_clones(const std::string& dir, uint32_t count,
-                                                 const sandbox_limits& limits) {
-  std::lock_guard lock(mutex_);
-  std::error_code ec;
-  const std::string key = fs::absolute(dir, ec).lexically_normal().string();
-  auto saved = read_vm_snapshot_record(key);
-  if (!saved)
-    return saved.error();
-  auto here = host_record(saved->memory_mb, saved->vcpus);
-  if (here.qemu_version.empty())
-    here.qemu_version = saved->qemu_version;
-  if (auto same = check_restorable(*saved, here); !same.is_ok())
-    return same;
-  for (uint32_t i = 0; i < count; ++i) {
-    sandbox_launch_spec spec;
-    // A dot: no sandbox id has one, so the names never collide.
-    spec.id = "pool." + std::to_string(++pool_serial_);
-    spec.limits = limits;
-    if (spec.limits.memory_mb == 0 || spec.limits.cpu_millis == 0)
-      return make_status(errc::invalid_argument, "microvm: a zero limit");
-    if (sandboxes_.size() + pool_.size() >= options_.slots_max)
-      return make_status(errc::resource_exhausted, "microvm: every slot is taken");
-    if (guest_.kernel_path.empty() || guest_.initrd_path.empty())
-      return make_status(errc::not_found, "microvm: no guest in '" + options_.guest_dir + "'");
-    sandbox s;
-    s.disk_path = options_.run_dir + "/" + spec.id + ".ext4";
-    s.console_path = options_.run_dir + "/" + spec.id + ".console.log";
-    s.memory_mb = saved->memory_mb;
-    s.vcpus = saved->vcpus;
-    s.clone = true;
-    s.pool_dir = key;
-    s.memory_path = key + "/" + saved->memory_file;
-    fs::remove(s.disk_path, ec);
-    if (auto copied = sandbox_disk(key + "/" + saved->disk_file, s.disk_path, options_.disk);
-        !copied.is_ok())
-      return copied;
-    auto vs = base_vm_spec(spec, s);
-    vs.incoming = true;
-    vs.channel_hotplug = true;
-    vs.channel_fd = -1;
-    if (auto started = start_vm(spec, std::move(s), vs, key + "/" + saved->state_file, true);
-        !started)
-      return started.error();
-  }
-  return pooled_clones(dir);
-}
-
-uint32_t microvm_runtime::pooled_clones(const std::string& dir) const {
-  std::error_code ec;
-  const std::string key = fs::absolute(dir, ec).lexically_normal().string();
-  return static_cast<uint32_t>(std::count_if(
-    pool_.begin(), pool_.end(), [&key](const sandbox& s) { return s.pool_dir == key; }));
-}
-
-result<sandbox_handle> microvm_runtime::claim_pooled(const sandbox_launch_spec& spec, sandbox s) {
-  auto fail = [&](status why) -> status {
-    (void)s.machine->stop();
-    remove_files(s);
-    if (cgroups_)
-      (void)cgroups_->remove(s.cgroup_name, options_.cgroup_remove_timeout_ms);
-    return why;
-  };
-  auto saved = read_vm_snapshot_record(s.pool_dir);
-  if (!saved)
-    return fail(saved.error());
-  if (auto attached = s.machine->attach_channel(spec.channel_fd, options_.qmp_timeout_ms);
-      !attached.is_ok())
-    return fail(attached);
-  if (auto loaded =
-        s.machine->load_state(s.pool_dir + "/" + saved->state_file, options_.migration_timeout_ms);
-      !loaded.is_ok())
-    return fail(loaded);
-  if (auto running = s.machine->qmp().execute("cont", "", options_.qmp_timeout_ms); !running)
-    return fail(running.error());
-  s.pool_dir.clear();
-  if (auto recorded = record_vm(s, spec.id); !recorded.is_ok())
-    return fail(recorded);
-  s.handle.id = spec.id;
-  s.handle.init_pid = s.machine->pid();
-  s.handle.init_start_time = stat_field(s.handle.init_pid, 22);
-  s.handle.pidfd = s.machine->pidfd();
-  s.handle.slot = static_cast<uint32_t>(sandboxes_.size());
-  if (cgroups_)
-    s.handle.cgroup_paths = cgroups_->paths(s.cgroup_name);
-  auto handle = s.handle;
-  sandboxes_.emplace(spec.id, std::move(s));
-  return handle;
-}
-
-result<sandbox_handle> microvm_runtime::restore(const sandbox_launch_spec& spec,
-                                                const std::string& dir, restore_mode mode) {
-  std::lock_guard lock(mutex_);
-  if (auto admitted = admit(spec); !admitted.is_ok())
-    return admitted;
-  // The saved device state would need the same NIC, wired to a new slot,
-  // and the guest its new address: not built.
-  if (spec.network.enabled)
-    return make_status(errc::unimplemented,
-                       "microvm: restoring a VM with a network is not built; restore it "
-                       "with network off");
-  auto saved = read_vm_snapshot_record(dir);
-  if (!saved)
-    return saved.error();
-  std::error_code ec;
-  // Everything but QEMU's version is known before QEMU starts (start_vm
-  // checks that once it answers).
-  auto here = host_record(saved->memory_mb, saved->vcpus);
-  if (here.qemu_version.empty())
-    here.qemu_version = saved->qemu_version;
-  if (auto same = check_restorable(*saved, here); !same.is_ok())
-    return same;
-  if (mode == restore_mode::clone) {
-    const std::string key = fs::absolute(dir, ec).lexically_normal().string();
-    for (auto it = pool_.begin(); it != pool_.end(); ++it) {
-      if (it->pool_dir == key) {
-        sandbox pooled = std::move(*it);
-        pool_.erase(it);
-        return claim_pooled(spec, std::move(pooled));
-      }
-    }
-  }
-  sandbox s;
-  s.disk_path = options_.run_dir + "/" + spec.id + ".ext4";
-  s.console_path = options_.run_dir + "/" + spec.id + ".console.log";
-  s.memory_mb = saved->memory_mb;
-  s.vcpus = saved->vcpus;
-  s.clone = mode == restore_mode::clone;
-  fs::remove(s.disk_path, ec);
-  if (auto copied = sandbox_disk(dir + "/" + saved->disk_file, s.disk_path, options_.disk);
-      !copied.is_ok())
-    return copied;
-  if (s.clone) {
-    s.memory_path = fs::absolute(dir + "/" + saved->memory_file, ec).string();
-  } else {
-    s.memory_path = options_.run_dir + "/" + spec.id + ".ram";
-    fs::remove(s.memory_path, ec);
-    if (auto copied = sandbox_disk(dir + "/" + saved->memory_file, s.memory_path, options_.disk);
-        !copied.is_ok()) {
-      remove_files(s);
-      return copied;
-    }
-  }
-  auto vs = base_vm_spec(spec, s);
-  vs.incoming = true;
-  return start_vm(spec, std::move(s), vs, dir + "/" + saved->state_file);
 }
 
 status microvm_runtime::pause(std::string_view id) {
@@ -682,21 +421,11 @@ status microvm_runtime::destroy(std::string_view id) {
   auto it = sandboxes_.find(id);
   if (it == sandboxes_.end())
     return status::ok();
-  auto stopped = it->second.machine->stop();
-  remove_files(it->second);
-  if (cgroups_) {
-    if (auto removed = cgroups_->remove(it->second.cgroup_name, options_.cgroup_remove_timeout_ms);
-        !removed.is_ok() && stopped.is_ok())
-      stopped = removed;
-  }
-  if (it->second.link) {
-    // QEMU is gone, and the tap with it: the veth, namespace and entries go
-    // now. A failure keeps the sandbox, so that a retry removes them.
-    if (auto removed = release_link(*it->second.link); !removed)
-      return removed;
-  }
+  auto done = tear_down(it->second);
+  if (it->second.link)
+    return done; // kept, so that a retry removes the link
   sandboxes_.erase(it);
-  return stopped;
+  return done;
 }
 
 status microvm_runtime::set_limits(std::string_view, uint32_t, uint32_t) {
@@ -731,9 +460,9 @@ result<adopt_report> microvm_runtime::adopt() {
     // Its QEMU is ended, only if it is still the process the record names.
     const auto pid = static_cast<pid_t>(record.value("pid", 0));
     const auto start_time = record.value("start_time", uint64_t{0});
-    if (pid > 0 && stat_field(pid, 22) == start_time) {
+    if (pid > 0 && start_time_of(pid) == start_time) {
       unique_fd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
-      if (pidfd && stat_field(pid, 22) == start_time) {
+      if (pidfd && start_time_of(pid) == start_time) {
         ::syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0);
         pollfd gone{pidfd.get(), POLLIN, 0};
         (void)::poll(&gone, 1, static_cast<int>(options_.vm.stop_timeout_ms));

@@ -195,6 +195,15 @@ private:
   };
 
   result<sandbox_stats> stats_of(const sandbox& s);
+  /// Stops the VM and removes its files, cgroup and link, going on past
+  /// failures; the first one is returned. A link that could not be removed
+  /// stays set (a retry removes it).
+  status tear_down(sandbox& s);
+  /// The record of snapshot `dir`, when this host can restore it (all but
+  /// QEMU's version, which start_vm checks once QEMU answers).
+  result<vm_snapshot_record> restorable_record(const std::string& dir);
+  /// /proc/<pid>/stat's start time (process_start_time); 0 when it is gone.
+  static uint64_t start_time_of(pid_t pid);
   /// Writes `<run_dir>/<cgroup_name>.vm.json` for a started VM (adopt() reads it).
   status record_vm(const sandbox& s, const std::string& sandbox_id) const;
   void remove_files(const sandbox& s);
