@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "actors/runtime_choice.hpp"
 #include "gateway/api_common.hpp"
 #include "gateway/api_routes.hpp"
 
@@ -78,6 +79,27 @@ void add_operation_routes(route_table& routes, const api_ptr& api);
 /// POST /v1/sandboxes/{id}/suspend, restore, wake and fork
 /// (snapshot_routes.cpp).
 void add_snapshot_routes(route_table& routes, const api_ptr& api, const route_options& json_body);
+
+/// A POST /v1/templates body checked: the recipe the worker builds (from,
+/// run, ready_cmd, egress) and the version's defaults.
+struct template_recipe {
+  std::string name;
+  std::string base;    ///< from.template: "NAME" or "NAME:N"; empty for debootstrap
+  nlohmann::json from; ///< as the worker reads it
+  nlohmann::json run = nlohmann::json::array();
+  std::string ready_cmd;
+  schema::sandbox_spec defaults; ///< env and egress, checked as a create's
+  std::string workdir;
+  std::string user;
+  std::string start_cmd;
+  bool has_start_cmd = false;
+  /// What its sandboxes run in when a create names no runtime.
+  std::string default_runtime = std::string(actors::namespace_runtime_name);
+};
+
+/// A POST /v1/templates body as a recipe (template_recipe.cpp);
+/// invalid_argument saying what is wrong.
+result<template_recipe> parse_recipe(const nlohmann::json& body, const api_options& options);
 
 /// Fills a create's spec from its template's record (template_routes.cpp):
 /// the version (the current one unless NAME:VERSION pins one), that
