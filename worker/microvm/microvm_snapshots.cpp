@@ -4,7 +4,6 @@
 // says which host can restore what.
 
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -46,9 +45,7 @@ vm_snapshot_record microvm_runtime::host_record(uint32_t memory_mb, uint32_t vcp
 namespace {
 
 int64_t monotonic_ms() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
+  return static_cast<int64_t>(worker::monotonic_ms()); // signed: deadlines are subtracted
 }
 
 uint64_t allocated_bytes(const std::string& path) {

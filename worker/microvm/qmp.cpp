@@ -5,12 +5,13 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
+
+#include "worker/runtime/sys.hpp"
 
 namespace airlock::worker::microvm {
 namespace {
@@ -19,9 +20,7 @@ namespace {
 constexpr size_t line_bytes_max = size_t{1} << 20;
 
 int64_t now_ms() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
+  return static_cast<int64_t>(worker::monotonic_ms()); // signed: deadlines are subtracted
 }
 
 status write_all(int fd, std::string_view bytes, int64_t deadline_ms) {

@@ -13,8 +13,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <time.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -26,6 +24,7 @@
 
 #include "worker/command/command.hpp"
 #include "worker/microvm/vmm_jail.hpp"
+#include "worker/runtime/sys.hpp"
 
 namespace airlock::worker::microvm {
 namespace {
@@ -248,9 +247,7 @@ vm::~vm() { (void)stop(); }
 namespace {
 
 int64_t monotonic_ms() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
+  return static_cast<int64_t>(worker::monotonic_ms()); // signed: deadlines are subtracted
 }
 
 int left_ms(int64_t deadline) {
