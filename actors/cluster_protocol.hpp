@@ -348,13 +348,15 @@ using node_actor = caf::typed_actor<
   /// and sent_at_ms empty): requested, limited and used resources, memory
   /// pressure, sandbox ids.
   caf::replies_to<nd_load_atom>::with<schema::worker_heartbeat>,
-  /// Takes checkpoint (sandbox id, checkpoint id) of the sandbox's files,
-  /// consistent (frozen while its root is snapshotted). Errors: not_found,
+  /// Takes checkpoint (sandbox id, checkpoint id, include memory) of the
+  /// sandbox's files, consistent (frozen while its root is snapshotted), and
+  /// with `include memory` its memory and running processes (microvm only;
+  /// a namespace sandbox refuses it with unimplemented). Errors: not_found,
   /// wrong_state, already_exists (the checkpoint id is taken),
   /// invalid_argument (a bad id), unavailable. Not idempotent: a repeat
   /// after a lost reply gets already_exists, which means it was taken.
   /// Answers its size in bytes (what the sandbox held beyond its template).
-  caf::replies_to<nd_ckpt_atom, std::string, std::string>::with<uint64_t>,
+  caf::replies_to<nd_ckpt_atom, std::string, std::string, bool>::with<uint64_t>,
   /// Deletes a checkpoint this worker holds. Idempotent.
   caf::replies_to<nd_ckptdel_atom, std::string>::with<bool>,
   /// The checkpoints this worker holds (for reconciliation). Idempotent.

@@ -29,7 +29,8 @@ schema::placement_request placement_for(const schema::sandbox_record& record,
     schema::resources{spec.cpu_request_millis, spec.memory_request_mb, spec.disk_request_mb, 1},
     // A snapshot lives on one worker, as does a template version built from
     // an upload: the sandbox goes where its files are.
-    snapshot_worker.empty() ? spec.template_worker_id : std::move(snapshot_worker)};
+    snapshot_worker.empty() ? spec.template_worker_id : std::move(snapshot_worker),
+    runtime_of(spec)};
 }
 
 schema::snapshot_record new_snapshot_record(const schema::sandbox_record& sandbox,
@@ -44,6 +45,10 @@ schema::snapshot_record new_snapshot_record(const schema::sandbox_record& sandbo
   if (sandbox.spec.template_version != 0)
     snapshot.template_version = std::to_string(sandbox.spec.template_version);
   snapshot.runtime = runtime_of(sandbox.spec);
+  // A VM's snapshots hold its memory: its processes go on after a restore
+  // and in every fork. Its disk alone would miss what the guest has not
+  // written back, so there are no files-only ones.
+  snapshot.memory_persisted = snapshot.runtime == microvm_runtime_name;
   snapshot.created_at_ms = created_at_ms;
   return snapshot;
 }

@@ -75,7 +75,9 @@ void take_snapshot(std::shared_ptr<step_context> ctx, sandbox_record record, con
             snapshot.size_bytes = size_bytes;
             ctx->save_snapshot(std::move(snapshot), taken);
           };
-          ctx->self->request(node, ctx->node_timeout(), nd_ckpt_atom::value, record.id, snapshot.id)
+          ctx->self
+            ->request(node, ctx->node_timeout(), nd_ckpt_atom::value, record.id, snapshot.id,
+                      snapshot.memory_persisted)
             .then([mark_complete](uint64_t size_bytes) mutable { mark_complete(size_bytes); },
                   [ctx, mark_complete, forget_then](caf::error& error) mutable {
                     auto failure = to_status(error);
@@ -255,11 +257,11 @@ void restore_mark(std::shared_ptr<step_context> ctx, sandbox_record record) {
                              : "restore without a checkpoint needs it suspended");
 }
 
-std::string restore_result(const sandbox_record& record, const std::string& source) {
+std::string restore_result(const sandbox_record& record, const snapshot_record& source) {
   return json{{"sandbox_id", record.id},
               {"state", std::string(schema::to_string(record.state))},
-              {"restored_from", source},
-              {"memory_persisted", false}}
+              {"restored_from", source.id},
+              {"memory_persisted", source.memory_persisted}}
     .dump();
 }
 
@@ -291,12 +293,12 @@ void restore_start(std::shared_ptr<step_context> ctx, sandbox_record record) {
                                          bool destroyed) {
     ctx->place(
       std::move(current), snapshot.worker_id,
-      [ctx, source, give_up, destroyed](sandbox_record placed) {
+      [ctx, source, snapshot, give_up, destroyed](sandbox_record placed) {
         ctx->start(
           std::move(placed), source,
-          [ctx, source](sandbox_record running) {
-            auto finish = [ctx, source](sandbox_record done) {
-              ctx->deliver(step_outcome::complete(restore_result(done, source)));
+          [ctx, snapshot](sandbox_record running) {
+            auto finish = [ctx, snapshot](sandbox_record done) {
+              ctx->deliver(step_outcome::complete(restore_result(done, snapshot)));
             };
             if (running.snapshot_id.empty())
               return finish(std::move(running));

@@ -374,6 +374,9 @@ status worker_host::start_microvm(const sandbox_host_options& options,
   const std::string dir = data_dir_ + "/microvm";
   const std::string cache = options.microvm_cache.empty() ? dir + "/cache" : options.microvm_cache;
   vms.run_dir = dir + "/run";
+  // Checkpoints of VMs (memory, devices, disk), named as the worker's
+  // checkpoints; they outlive a restart as the rootfs driver's do.
+  vms.machine_dir = dir + "/machines";
   auto fail = [this, &options, &context](std::string why) {
     context.microvm_missing = why;
     if (options.microvm == "on")
@@ -383,11 +386,20 @@ status worker_host::start_microvm(const sandbox_host_options& options,
   };
   if (auto missing = microvm_tools_missing(vms.vm); !missing.empty())
     return fail(missing);
-  for (const auto& made : {cache, vms.run_dir}) {
+  for (const auto& made : {cache, vms.run_dir, vms.machine_dir}) {
     std::error_code ec;
     std::filesystem::create_directories(made, ec);
     if (ec)
       return fail("cannot make " + made + ": " + ec.message());
+  }
+  // The base machines new VMs are cloned from (worker/sandbox_start.cpp)
+  // are made again after a start: the QEMU, the guest or the egress CA in
+  // them may be another now. Checkpoints' machines stay.
+  {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(vms.machine_dir, ec))
+      if (entry.path().filename().string().rfind("base-", 0) == 0)
+        std::filesystem::remove_all(entry.path(), ec);
   }
   const std::string script = options.microvm_guest_script.empty() ? default_microvm_guest_script()
                                                                   : options.microvm_guest_script;

@@ -371,7 +371,7 @@ int run(const bench_options& options) {
     if (!handle)
       fail("restore: " + handle.error().message);
     base_client = std::make_unique<guest::guest_client>(std::move(ours));
-    if (auto r = base_client->refresh(random_bytes(64), realtime_ns(), "base", 30'000); !r)
+    if (auto r = base_client->refresh(random_bytes(64), realtime_ns(), "base", "", 30'000); !r)
       fail("restore refresh: " + r.error().message);
     restore_ms = ms_since(start);
   }
@@ -396,7 +396,7 @@ int run(const bench_options& options) {
       fail("clone: " + handle.error().message);
     to_cont.values.push_back(ms_since(start));
     auto client = std::make_unique<guest::guest_client>(std::move(ours));
-    if (auto r = client->refresh(random_bytes(64), realtime_ns(), id, 30'000); !r)
+    if (auto r = client->refresh(random_bytes(64), realtime_ns(), id, "", 30'000); !r)
       fail("clone refresh: " + r.error().message);
     to_ready.values.push_back(ms_since(start));
     auto exec_once = [&](series& into) {
@@ -453,7 +453,7 @@ int run(const bench_options& options) {
         fail("pooled clone ping: " + pong.error().message);
       pool_pong.values.push_back(ms_since(start));
     }
-    if (auto r = client.refresh(random_bytes(64), realtime_ns(), id, 30'000); !r)
+    if (auto r = client.refresh(random_bytes(64), realtime_ns(), id, "", 30'000); !r)
       fail("pooled clone refresh: " + r.error().message);
     if (i % 2 == 0)
       pool_ready.values.push_back(ms_since(start));

@@ -4,6 +4,7 @@
 // sandbox's state, the checkpoint's owner) so that bad requests change
 // nothing; the procedures check again when they run.
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -62,22 +63,30 @@ void create_checkpoint(api_ptr api, exchange_ptr ex, caller who) {
                                       + std::to_string(checkpoint_label_bytes_max) + " bytes"));
     label = found->get<std::string>();
   }
+  std::optional<bool> include_memory;
   if (auto memory = body.find("include_memory"); memory != body.end()) {
     if (!memory->is_boolean())
       return ex->respond(json_error(http::status::bad_request, "invalid_argument",
                                     "include_memory must be true or false"));
-    if (memory->get<bool>())
-      return ex->respond(json_error(http::status::bad_request, "invalid_argument",
-                                    "a namespace sandbox's checkpoint holds its files only; "
-                                    "memory checkpoints need the microvm runtime"));
+    include_memory = memory->get<bool>();
   }
-  with_sandbox_for(api, ex, who, actors::sandbox_verb::checkpoint,
-                   [api, ex, label](schema::sandbox_record& sandbox, caller acting) {
-                     store_snapshot_then_start(
-                       api, ex, acting,
-                       new_snapshot(api, sandbox, schema::snapshot_kind::checkpoint, label),
-                       actors::kind_checkpoint_create, "checkpoint_id", json::object());
-                   });
+  with_sandbox_for(
+    api, ex, who, actors::sandbox_verb::checkpoint,
+    [api, ex, label, include_memory](schema::sandbox_record& sandbox, caller acting) {
+      auto snapshot = new_snapshot(api, sandbox, schema::snapshot_kind::checkpoint, label);
+      // The runtime decides (new_snapshot_record): a VM's holds its memory,
+      // a namespace sandbox's its files only.
+      if (include_memory && *include_memory != snapshot.memory_persisted)
+        return ex->respond(json_error(
+          http::status::bad_request, "invalid_argument",
+          snapshot.memory_persisted
+            ? "a microVM's checkpoint always holds its memory (its disk alone would miss what "
+              "the guest has not written back yet): omit include_memory or set it true"
+            : "a namespace sandbox's checkpoint holds its files only; memory checkpoints need "
+              "the microvm runtime"));
+      store_snapshot_then_start(api, ex, acting, std::move(snapshot),
+                                actors::kind_checkpoint_create, "checkpoint_id", json::object());
+    });
 }
 
 void list_checkpoints(api_ptr api, exchange_ptr ex, caller who) {

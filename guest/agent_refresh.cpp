@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "guest/agent_state.hpp"
+#include "guest/guest_network.hpp"
 
 namespace airlock::guest {
 namespace {
@@ -81,6 +82,18 @@ void guest_agent::state::on(const refresh_request& m) {
   if (!m.hostname.empty() && ::sethostname(m.hostname.data(), m.hostname.size()) != 0) {
     fail(errno_status(errno, "set the hostname"));
     return;
+  }
+  if (!m.network.empty()) {
+    auto network = parse_guest_network(m.network);
+    if (!network) {
+      fail(make_status(errc::invalid_argument,
+                       "bad network \"" + m.network + "\": ADDRESS/PREFIX,GATEWAY"));
+      return;
+    }
+    if (auto wired = configure_guest_network(*network); !wired.is_ok()) {
+      fail(wired);
+      return;
+    }
   }
   const uint32_t stream_id_max = processes.empty() ? 0 : processes.rbegin()->first;
   send(refreshed{m.request_id, step_ns, stream_id_max});

@@ -558,11 +558,12 @@ result<stats_reply> guest_client::stats(int timeout_ms) {
 }
 
 result<refreshed> guest_client::refresh(std::string entropy, int64_t realtime_ns,
-                                        std::string hostname, int timeout_ms) {
+                                        std::string hostname, std::string network, int timeout_ms) {
   const int64_t deadline = now_ms() + timeout_ms;
   auto id = next_request_id();
-  if (auto sent =
-        send(refresh_request{id, std::move(entropy), realtime_ns, std::move(hostname)}, timeout_ms);
+  if (auto sent = send(refresh_request{id, std::move(entropy), realtime_ns, std::move(hostname),
+                                       std::move(network)},
+                       timeout_ms);
       !sent.is_ok())
     return sent;
   auto message = wait_for([id](const guest_message& m) { return request_of(m) == id; }, deadline);

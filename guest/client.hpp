@@ -123,11 +123,12 @@ public:
   /// After a restore from a memory snapshot (a new session on a new host
   /// socket; the agent said hello to the old one): hands the guest
   /// `entropy`, the wall clock `realtime_ns` (0: leave it) and `hostname`
-  /// ("": keep), and waits for its answer and its new hello (peer() then
-  /// holds it; no handshake() needed). New streams get ids above those still
-  /// open in the guest.
+  /// ("": keep), and `network`, eth0's new "ADDRESS/PREFIX,GATEWAY" ("":
+  /// keep), and waits for its answer and its new hello (peer() then holds
+  /// it; no handshake() needed). New streams get ids above those still open
+  /// in the guest.
   result<refreshed> refresh(std::string entropy, int64_t realtime_ns, std::string hostname,
-                            int timeout_ms);
+                            std::string network, int timeout_ms);
   /// Round trip of a ping, in microseconds.
   result<int64_t> ping(int timeout_ms);
 

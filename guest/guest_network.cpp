@@ -135,6 +135,15 @@ status configure_guest_network(const guest_network& network, const std::string& 
   route.rt_flags = RTF_UP | RTF_GATEWAY;
   std::string device = interface;
   route.rt_dev = device.data();
+  // A restored VM had a default route via its old gateway: gone first (no
+  // route there, ESRCH, is fine: a first configuration has none).
+  rtentry old_route{};
+  old_route.rt_dst = ipv4_sockaddr(0);
+  old_route.rt_genmask = ipv4_sockaddr(0);
+  old_route.rt_flags = RTF_UP;
+  for (int removed = 0; removed < 16 && ::ioctl(sock.get(), SIOCDELRT, &old_route) == 0;
+       ++removed) {
+  }
   if (::ioctl(sock.get(), SIOCADDRT, &route) != 0)
     return failed("add the default route via the host", errno);
   return status::ok();

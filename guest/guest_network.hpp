@@ -26,8 +26,10 @@ struct guest_network {
 /// 1..32, a gateway outside the subnet).
 std::optional<guest_network> parse_guest_network(std::string_view text);
 
-/// Configures `interface` (eth0) and lo as above. Waits up to `wait_ms` for
-/// the interface to appear (the driver probes the NIC as it loads).
+/// Configures `interface` (eth0) and lo as above, replacing an address and
+/// default route it had (a VM restored onto a new slot). Waits up to
+/// `wait_ms` for the interface to appear (the driver probes the NIC as it
+/// loads).
 status configure_guest_network(const guest_network& network, const std::string& interface = "eth0",
                                int wait_ms = 3000);
 

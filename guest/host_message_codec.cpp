@@ -106,6 +106,7 @@ struct host_filler {
     s.setEntropy(as_data(m.entropy));
     s.setRealtimeNs(m.realtime_ns);
     s.setHostname(as_text(m.hostname));
+    s.setNetwork(as_text(m.network));
   }
 };
 
@@ -190,7 +191,8 @@ result<host_message> read(cs::HostToGuest::Reader r) {
     case which::REFRESH: {
       auto s = r.getRefresh();
       return host_message{refresh_request{s.getRequestId(), to_string(s.getEntropy()),
-                                          s.getRealtimeNs(), to_string(s.getHostname())}};
+                                          s.getRealtimeNs(), to_string(s.getHostname()),
+                                          to_string(s.getNetwork())}};
     }
   }
   return make_status(errc::unsupported_version, "host message kind "

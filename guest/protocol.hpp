@@ -145,6 +145,9 @@ struct refresh_request {
   std::string entropy;     ///< at most refresh_entropy_bytes_max
   int64_t realtime_ns = 0; ///< 0: leave the clock
   std::string hostname;    ///< "": keep
+  /// eth0's new "ADDRESS/PREFIX,GATEWAY" (a restored VM is wired to a new
+  /// slot); "": keep.
+  std::string network;
 };
 inline constexpr size_t refresh_entropy_bytes_max = 4096;
 

@@ -63,6 +63,14 @@ std::string refusal(const std::vector<worker_view>& workers, const placement_req
            + " holds the snapshot or template version it starts from, and it has "
            + describe(most_free({*holder})) + " free: free capacity on it and retry";
   }
+  const bool runtime_offered =
+    std::any_of(workers.begin(), workers.end(),
+                [&](const worker_view& w) { return w.schedulable && offers_runtime(w, request); });
+  if (!runtime_offered)
+    return message + "; no ready worker offers the "
+           + (request.runtime.empty() ? std::string("namespace") : request.runtime)
+           + " runtime: start a worker with it (airlockd --microvm on) or create the sandbox "
+             "with another runtime";
   size_t pressured = 0;
   size_t over_limit_bound = 0;
   for (const auto& w : workers) {
@@ -95,6 +103,13 @@ schema::resources effective_request(const worker_view& worker, const schema::res
                            or_default(requests.disk_mb, d.disk_mb), 1};
 }
 
+bool offers_runtime(const worker_view& worker, const placement_request& request) {
+  const std::string wanted = request.runtime.empty() ? "namespace" : request.runtime;
+  if (worker.runtimes.empty())
+    return wanted == "namespace";
+  return std::find(worker.runtimes.begin(), worker.runtimes.end(), wanted) != worker.runtimes.end();
+}
+
 bool fits(const worker_view& worker, const placement_request& request) {
   const auto& c = worker.capacity;
   const auto& a = worker.allocated;
@@ -103,7 +118,8 @@ bool fits(const worker_view& worker, const placement_request& request) {
     worker.memory_limit_percent == 0
     || uint64_t{worker.limited.memory_mb} + request.need.memory_mb <= memory_limit_bound(worker);
   bool holds_snapshot = request.snapshot_worker.empty() || request.snapshot_worker == worker.id;
-  return holds_snapshot && worker.schedulable && !worker.memory_pressure && within_limit_bound
+  return holds_snapshot && offers_runtime(worker, request) && worker.schedulable
+         && !worker.memory_pressure && within_limit_bound
          && free_of(c.cpu_millis, a.cpu_millis) >= need.cpu_millis
          && free_of(c.memory_mb, a.memory_mb) >= need.memory_mb
          && free_of(c.disk_mb, a.disk_mb) >= need.disk_mb && free_of(c.sandboxes, a.sandboxes) >= 1;

@@ -28,6 +28,8 @@ struct worker_view {
   bool schedulable = true;            ///< false when cordoned, draining or lost
   bool memory_pressure = false;       ///< the worker refuses placements until it recovers
   std::vector<std::string> templates; ///< templates it has cached locally
+  /// The runtimes it offers; empty: namespace only (a worker that names none).
+  std::vector<std::string> runtimes;
 };
 
 struct placement_request {
@@ -38,6 +40,9 @@ struct placement_request {
   /// Non-empty: the sandbox starts from a snapshot this worker holds, and
   /// only it fits (snapshots do not move between workers yet).
   std::string snapshot_worker;
+  /// The runtime the sandbox runs in: only a worker offering it fits.
+  /// Empty: namespace.
+  std::string runtime;
 };
 
 struct placement_options {
@@ -53,7 +58,11 @@ struct placement_options {
 /// the worker's default request.
 schema::resources effective_request(const worker_view& worker, const schema::resources& requests);
 
-/// True when `worker` is schedulable, not under memory pressure, has room
+/// True when `worker` offers the runtime `request` names (namespace when
+/// either says nothing).
+bool offers_runtime(const worker_view& worker, const placement_request& request);
+
+/// True when `worker` offers the runtime, is schedulable, not under memory pressure, has room
 /// for the request plus one more sandbox, and stays within its memory-limit
 /// bound with `request.need` added.
 bool fits(const worker_view& worker, const placement_request& request);

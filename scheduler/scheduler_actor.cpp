@@ -205,6 +205,7 @@ std::vector<worker_view> fleet_for_placement(const scheduler_state& st) {
     v.memory_limit_percent = w.registration.memory_limit_percent;
     v.schedulable = !w.lost;
     v.memory_pressure = w.memory_pressure;
+    v.runtimes = w.registration.runtimes;
     fleet.push_back(std::move(v));
   }
   return fleet;
@@ -246,7 +247,7 @@ caf::result<placement> on_place(self_ptr self, actors::placement_request& reques
                                                   + std::to_string(st.options.reservations_max)
                                                   + " placed sandboxes; release some first");
   placement_request wanted{request.needs, request.requests, request.template_name,
-                           request.snapshot_worker};
+                           request.snapshot_worker, request.runtime};
   auto fleet = fleet_for_placement(st);
   auto chosen = place(fleet, wanted, st.options.placement, *st.deps.entropy);
   if (!chosen)

@@ -148,6 +148,7 @@ struct PlacementRequest {
   needs @3 :Common.Resources;     # limits
   requests @4 :Common.Resources;  # reserved; a zero field takes the worker's default
   snapshotWorker @5 :Text;        # holds the snapshot the sandbox starts from; empty: none
+  runtime @6 :Text;               # namespace | microvm; empty: namespace
 }
 
 # A template version for a worker to make (template.build).

@@ -343,6 +343,7 @@ std::string encode(const placement_request& x) {
     detail::fill_resources(b.initNeeds(), x.needs);
     detail::fill_resources(b.initRequests(), x.requests);
     b.setSnapshotWorker(x.snapshot_worker);
+    b.setRuntime(x.runtime);
   });
 }
 
@@ -350,10 +351,10 @@ result<placement_request> decode_placement_request(std::string_view bytes) {
   return detail::from_bytes<cs::PlacementRequest, placement_request>(
     bytes, cluster_schema_version, "placement request",
     [](cs::PlacementRequest::Reader b) -> result<placement_request> {
-      return placement_request{detail::text(b.getSandboxId()), detail::text(b.getTemplateName()),
-                               detail::read_resources(b.getNeeds()),
-                               detail::read_resources(b.getRequests()),
-                               detail::text(b.getSnapshotWorker())};
+      return placement_request{
+        detail::text(b.getSandboxId()),       detail::text(b.getTemplateName()),
+        detail::read_resources(b.getNeeds()), detail::read_resources(b.getRequests()),
+        detail::text(b.getSnapshotWorker()),  detail::text(b.getRuntime())};
     });
 }
 

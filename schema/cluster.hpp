@@ -238,6 +238,8 @@ struct placement_request {
   /// The worker holding what the sandbox starts from: a snapshot (restore,
   /// fork) or a template version built there; empty: any worker.
   std::string snapshot_worker;
+  /// The runtime it runs in: only a worker offering it fits. Empty: namespace.
+  std::string runtime;
   bool operator==(const placement_request&) const = default;
 };
 

@@ -129,7 +129,8 @@ struct GuestWatchStop {
 # its kernel's random state and clock are the snapshot's: every clone would
 # draw the same random numbers. The host hands over fresh entropy and its
 # wall clock; the agent credits the entropy (RNDADDENTROPY), reseeds the CRNG
-# (RNDRESEEDCRNG), sets CLOCK_REALTIME and, when given, the hostname, then
+# (RNDRESEEDCRNG), sets CLOCK_REALTIME and, when given, the hostname and
+# eth0's address and route (a restored VM's network is a new slot's), then
 # answers `refreshed` and a fresh `hello` (the worker's session after a
 # restore is a new one: the agent's first hello went to the old socket).
 struct GuestRefresh {
@@ -137,6 +138,7 @@ struct GuestRefresh {
   entropy @1 :Data;              # credited as entropy; at most 4096 bytes
   realtimeNs @2 :Int64;          # the host's CLOCK_REALTIME; 0: leave the clock
   hostname @3 :Text;             # "": keep the current one
+  network @4 :Text;              # eth0's new "ADDRESS/PREFIX,GATEWAY"; "": keep
 }
 
 struct HostToGuest {

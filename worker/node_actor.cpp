@@ -98,16 +98,24 @@ void continue_create(self_ptr self, const std::string& id, const status& ready) 
   }
   auto req = to_create_request(it->second.record);
   req.reuse_root = it->second.reuse_root;
+  // A VM restored from its memory still runs the start_cmd it ran before.
+  const bool resumed = req.runtime == "microvm" && !req.from_snapshot.empty() && !req.reuse_root;
   self
     ->request(self->state.context.worker, ms(opts(self).create_timeout_ms), wk_create_atom::value,
               req)
-    .then([self, id](const sandbox_actor& box) { run_start_cmd(self, id, box); },
-          [self, id, name = req.template_name](caf::error& err) {
-            auto failure = to_status(err);
-            if (failure.code == errc::not_found) // the template went away since
-              self->state.ready_templates.erase(name);
-            finish_create(self, id, failure);
-          });
+    .then(
+      [self, id, resumed](const sandbox_actor& box) {
+        if (resumed)
+          finish_create(self, id, status::ok());
+        else
+          run_start_cmd(self, id, box);
+      },
+      [self, id, name = req.template_name](caf::error& err) {
+        auto failure = to_status(err);
+        if (failure.code == errc::not_found) // the template went away since
+          self->state.ready_templates.erase(name);
+        finish_create(self, id, failure);
+      });
 }
 
 caf::result<node_sandbox> handle_create(self_ptr self, const schema::sandbox_record& record,
@@ -528,8 +536,10 @@ node_impl_actor::behavior_type node_body(self_ptr self, node_context context) {
           [promise](caf::error& error) mutable { promise.deliver(std::move(error)); });
       return promise;
     },
-    [self](actors::nd_ckpt_atom, const std::string& id, const std::string& checkpoint_id) {
-      return forward_to_worker<uint64_t>(self, wk_ckpt_atom::value, id, checkpoint_id);
+    [self](actors::nd_ckpt_atom, const std::string& id, const std::string& checkpoint_id,
+           bool include_memory) {
+      return forward_to_worker<uint64_t>(self, wk_ckpt_atom::value, id, checkpoint_id,
+                                         include_memory);
     },
     [self](actors::nd_ckptdel_atom, const std::string& checkpoint_id) {
       return forward_to_worker<bool>(self, wk_ckptdel_atom::value, checkpoint_id);

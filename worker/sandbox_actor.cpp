@@ -137,8 +137,8 @@ sandbox_actor::behavior_type sandbox_impl(self_ptr self, sandbox_parts parts,
     [self](sbx_resume_atom) { return handle_freeze(self, false); },
     [self](sbx_stats_atom) { return handle_stats(self); },
     [self](sbx_usage_atom) { return handle_usage(self); },
-    [self](sbx_ckpt_atom, const std::string& checkpoint_id) {
-      return handle_checkpoint(self, checkpoint_id);
+    [self](sbx_ckpt_atom, const std::string& checkpoint_id, bool include_memory) {
+      return handle_checkpoint(self, checkpoint_id, include_memory);
     },
     [self](sbx_destroy_atom) { return handle_destroy(self, false); },
     [self](sbx_release_atom) { return handle_destroy(self, true); },

@@ -346,7 +346,7 @@ using sandbox_actor = caf::typed_actor<
   /// checkpoint whole or not at all. Errors: wrong_state (being destroyed,
   /// or a checkpoint or pause already in flight), already_exists,
   /// unavailable (no rootfs driver). A destroy waits for it.
-  caf::replies_to<sbx_ckpt_atom, std::string>::with<uint64_t>,
+  caf::replies_to<sbx_ckpt_atom, std::string, bool>::with<uint64_t>,
   /// A directory watch inside the sandbox. open (path, recursive) replies
   /// with the watch id once the guest watches; read replies with the
   /// changes since the last read, at once when there are some or the watch

@@ -202,7 +202,32 @@ caf::result<bool> handle_destroy(self_ptr self, bool keep_root) {
   return promise;
 }
 
-caf::result<uint64_t> handle_checkpoint(self_ptr self, const std::string& checkpoint_id) {
+namespace {
+
+/// A VM's checkpoint: its machine (memory, devices, disk) saved by the
+/// runtime under the checkpoint's id, and the rootfs driver's checkpoint of
+/// its root beside it (what the worker lists, and what a fork's root comes
+/// from). A repeat after a lost answer finds the machine and makes sure the
+/// root's checkpoint exists too, then answers already_exists.
+result<uint64_t> checkpoint_machine(sandbox_runtime& runtime, rootfs_driver& rootfs,
+                                    const std::string& id, const std::string& checkpoint_id) {
+  auto saved = runtime.save_machine(id, checkpoint_id);
+  if (!saved && saved.code() != errc::already_exists)
+    return saved.error();
+  if (!rootfs.checkpoint_path(checkpoint_id)) {
+    if (auto taken = rootfs.checkpoint(id, checkpoint_id); !taken) {
+      if (saved)
+        (void)runtime.delete_machine(checkpoint_id);
+      return taken.error();
+    }
+  }
+  return saved;
+}
+
+} // namespace
+
+caf::result<uint64_t> handle_checkpoint(self_ptr self, const std::string& checkpoint_id,
+                                        bool include_memory) {
   auto& st = self->state;
   if (st.destroying)
     return make_error(errc::wrong_state, "sandbox " + st.parts.id + " is being destroyed");
@@ -212,11 +237,16 @@ caf::result<uint64_t> handle_checkpoint(self_ptr self, const std::string& checkp
                                              "done");
   if (!st.parts.rootfs)
     return make_error(errc::unavailable, "this worker has no rootfs driver: no checkpoints");
-  if (!st.parts.files_in_root)
+  // A VM's files are in its disk, whose guest may not have written back
+  // what it cached: only the machine as a whole is consistent.
+  const bool machine = !st.parts.files_in_root;
+  if (include_memory != machine)
     return make_error(errc::unimplemented,
-                      "sandbox " + st.parts.id
-                        + " runs in a microVM, whose checkpoints and suspend are not built yet "
-                          "(docs/microvm.md)");
+                      machine ? "sandbox " + st.parts.id
+                                  + " runs in a microVM, whose checkpoints always hold its memory"
+                              : "sandbox " + st.parts.id
+                                  + " runs in the namespace runtime, whose checkpoints hold its "
+                                    "files only");
   auto promise = self->make_response_promise<uint64_t>();
   auto runtime = st.parts.runtime;
   auto rootfs = st.parts.rootfs;
@@ -226,8 +256,18 @@ caf::result<uint64_t> handle_checkpoint(self_ptr self, const std::string& checkp
   st.paused = true; // a frozen guest answers nothing: hold new guest work
   post_blocking(
     self,
-    [runtime, rootfs, id, checkpoint_id, was_paused] {
+    [runtime, rootfs, id, checkpoint_id, was_paused, machine] {
       job_result out;
+      if (machine) {
+        // The runtime stops the VM while it saves it and lets it go on
+        // (or stay paused) after.
+        auto taken = checkpoint_machine(*runtime, *rootfs, id, checkpoint_id);
+        if (taken)
+          out.size_bytes = *taken;
+        else
+          out.outcome = taken.error();
+        return out;
+      }
       // Frozen, no process is between two writes of its own: the snapshot
       // holds every write() that returned and none that had not started.
       if (!was_paused)

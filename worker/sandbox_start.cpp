@@ -1,8 +1,11 @@
 #include "worker/sandbox_start.hpp"
 
+#include <sys/random.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <utility>
@@ -46,6 +49,39 @@ result<std::shared_ptr<sandbox_runtime>> runtime_for(const worker_context& ctx,
   return ctx.microvm;
 }
 
+/// The base machine of VMs of `req`'s shape: what a saved machine fixes
+/// (the template version its disk came from, memory, vCPUs, a NIC or none).
+/// Bases live with the worker's machine snapshots (machine names are
+/// checkpoint ids, which never start with "base-") and are wiped when the
+/// worker starts (airlockd): a new QEMU, guest or egress CA makes new ones.
+/// "": no base for a name that would be too long.
+std::string base_machine_name(const create_sandbox_request& req) {
+  const uint32_t vcpus = std::max<uint32_t>(1, (req.limits.cpu_millis + 999) / 1000);
+  std::string name = "base-" + req.template_name + "-" + std::to_string(req.limits.memory_mb) + "m-"
+                     + std::to_string(vcpus) + "c-" + (req.network ? "net" : "nonet");
+  return name.size() <= 128 ? name : std::string();
+}
+
+/// A guest restored from memory goes on with the saved kernel's random state,
+/// clock, hostname and address: the refresh hands it fresh entropy, the
+/// host's clock, its own id as hostname and its new slot's network, and it
+/// answers with a hello.
+status greet_restored(guest::guest_client& client, const sandbox_handle& handle, int timeout_ms) {
+  std::string entropy(64, '\0');
+  if (::getrandom(entropy.data(), entropy.size(), 0) != static_cast<ssize_t>(entropy.size()))
+    return make_status(errc::internal, "getrandom failed");
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  const int64_t realtime_ns = static_cast<int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
+  std::string network;
+  if (!handle.sandbox_address.empty())
+    network = handle.sandbox_address + "/" + std::to_string(handle.prefix_length) + ","
+              + handle.host_address;
+  auto refreshed =
+    client.refresh(std::move(entropy), realtime_ns, handle.id, std::move(network), timeout_ms);
+  return refreshed ? status::ok() : refreshed.error();
+}
+
 } // namespace
 
 result<sandbox_parts> start_sandbox(const worker_context& ctx,
@@ -55,6 +91,19 @@ result<sandbox_parts> start_sandbox(const worker_context& ctx,
     return runtime.error();
   const bool vm = request.runtime == "microvm";
   const create_sandbox_request& req = request;
+  // A VM from a checkpoint (a restore or a fork) comes back from its
+  // machine snapshot, memory and processes included; a new VM is a clone
+  // of its shape's base machine once one was saved.
+  const bool from_checkpoint = vm && !req.from_snapshot.empty() && !req.reuse_root;
+  if (from_checkpoint && !(*runtime)->has_machine(req.from_snapshot))
+    return make_status(errc::not_found, "checkpoint " + req.from_snapshot
+                                          + " holds no microVM memory on this worker; restore "
+                                            "another checkpoint or create the sandbox anew");
+  const std::string base =
+    vm && req.from_snapshot.empty() && !req.reuse_root ? base_machine_name(req) : std::string();
+  std::string machine = from_checkpoint                                  ? req.from_snapshot
+                        : !base.empty() && (*runtime)->has_machine(base) ? base
+                                                                         : std::string();
   // A root left for an id this worker does not run is stale (kept by a
   // restart, or a create cut short): a fresh start replaces it.
   if (!req.reuse_root && ctx.rootfs->sandbox_path(req.id))
@@ -91,7 +140,17 @@ result<sandbox_parts> start_sandbox(const worker_context& ctx,
       return prepare_egress_files(root_path, host_address, ctx.egress->root_ca());
     };
   }
-  auto handle = (*runtime)->create(spec);
+  auto handle =
+    machine.empty() ? (*runtime)->create(spec) : (*runtime)->restore_machine(spec, machine);
+  if (!handle && !base.empty() && machine == base
+      && (handle.code() == errc::wrong_state || handle.code() == errc::corrupt_record
+          || handle.code() == errc::unsupported_version)) {
+    // A base this host can no longer restore (another QEMU or guest): it
+    // goes, and this VM boots and leaves the next base.
+    (void)(*runtime)->delete_machine(base);
+    machine.clear();
+    handle = (*runtime)->create(spec);
+  }
   ::close(pair[1]);
   if (!handle) {
     undo_root();
@@ -106,9 +165,15 @@ result<sandbox_parts> start_sandbox(const worker_context& ctx,
   auto client = std::make_unique<guest::guest_client>(std::move(host_end));
   const int handshake_ms =
     vm ? ctx.options.microvm_handshake_timeout_ms : ctx.options.guest_handshake_timeout_ms;
-  if (auto hello = client->handshake(handshake_ms); !hello) {
-    auto failure = make_status(hello.code(), "the guest of sandbox " + req.id
-                                               + " did not say hello: " + hello.error().message);
+  auto greeted = [&]() -> status {
+    if (!machine.empty())
+      return greet_restored(*client, *handle, handshake_ms);
+    auto hello = client->handshake(handshake_ms);
+    return hello ? status::ok() : hello.error();
+  };
+  if (auto hello = greeted(); !hello) {
+    auto failure = make_status(hello.code, "the guest of sandbox " + req.id
+                                             + " did not say hello: " + hello.message);
     client.reset();
     if (ctx.egress)
       ctx.egress->detach(req.id);
@@ -116,6 +181,12 @@ result<sandbox_parts> start_sandbox(const worker_context& ctx,
     undo_root();
     return failure;
   }
+  // The first VM of its shape to boot here leaves the base the next ones
+  // are cloned from: saved now, before anything of its own ran in it (a
+  // pause of a few hundred ms). Another create that saved it first wins;
+  // a failure only means the next VM boots too.
+  if (!base.empty() && machine.empty() && !(*runtime)->has_machine(base))
+    (void)(*runtime)->save_machine(req.id, base);
   sandbox_parts parts;
   parts.id = req.id;
   parts.handle = std::move(*handle);

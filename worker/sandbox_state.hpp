@@ -218,6 +218,7 @@ caf::result<sandbox_stats> handle_stats(self_ptr self);
 caf::result<schema::sandbox_usage> handle_usage(self_ptr self);
 /// Destroys the sandbox; with keep_root its root filesystem stays on disk.
 caf::result<bool> handle_destroy(self_ptr self, bool keep_root);
-caf::result<uint64_t> handle_checkpoint(self_ptr self, const std::string& checkpoint_id);
+caf::result<uint64_t> handle_checkpoint(self_ptr self, const std::string& checkpoint_id,
+                                        bool include_memory);
 
 } // namespace airlock::worker::sandbox_detail

@@ -255,8 +255,12 @@ caf::result<bool> run_blocking(self_ptr self, std::function<status()> work) {
 }
 
 caf::result<uint64_t> forward_checkpoint(self_ptr self, const std::string& id,
-                                         const std::string& checkpoint_id) {
+                                         const std::string& checkpoint_id, bool include_memory) {
   auto actor = actor_of(self, id);
+  if (!actor && actor.code() == errc::not_found && include_memory)
+    return make_error(errc::wrong_state, "sandbox " + id
+                                           + " does not run on this worker (a restart ended it): "
+                                             "its memory is gone; checkpoint its files only");
   if (!actor && actor.code() == errc::not_found && self->state.context.rootfs) {
     // Stopped by a restart (its root kept): nothing runs in it, so its root
     // is snapshotted as it is. A suspend cut short by the restart finishes so.
@@ -275,7 +279,7 @@ caf::result<uint64_t> forward_checkpoint(self_ptr self, const std::string& id,
   // A freeze, a snapshot and a thaw. The rootfs driver checks the id.
   auto timeout = std::chrono::milliseconds(2 * self->state.context.options.freeze_timeout_ms
                                            + self->state.context.options.destroy_timeout_ms);
-  self->request(*actor, timeout, sbx_ckpt_atom::value, checkpoint_id)
+  self->request(*actor, timeout, sbx_ckpt_atom::value, checkpoint_id, include_memory)
     .then([promise](uint64_t size) mutable { promise.deliver(size); },
           [promise](caf::error& err) mutable { promise.deliver(reconcile_timeout(err)); });
   return promise;
@@ -444,15 +448,22 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_context context) {
       });
       return promise;
     },
-    [self](wk_ckpt_atom, const std::string& id, const std::string& checkpoint_id) {
-      return forward_checkpoint(self, id, checkpoint_id);
+    [self](wk_ckpt_atom, const std::string& id, const std::string& checkpoint_id,
+           bool include_memory) {
+      return forward_checkpoint(self, id, checkpoint_id, include_memory);
     },
     [self](wk_ckptdel_atom, const std::string& checkpoint_id) -> caf::result<bool> {
       auto rootfs = self->state.context.rootfs;
       if (!rootfs)
         return make_error(errc::unavailable, "this worker has no rootfs driver: no checkpoints");
-      return run_blocking(
-        self, [rootfs, checkpoint_id] { return rootfs->delete_checkpoint(checkpoint_id); });
+      // A VM's checkpoint has a machine snapshot beside its root's: it goes first.
+      auto machines = self->state.context.microvm;
+      return run_blocking(self, [rootfs, machines, checkpoint_id] {
+        if (machines)
+          if (auto gone = machines->delete_machine(checkpoint_id); !gone)
+            return gone;
+        return rootfs->delete_checkpoint(checkpoint_id);
+      });
     },
     [self](wk_claim_atom, const std::string& id, const std::string& tenant, uint32_t cpu_millis,
            uint32_t memory_mb) -> caf::result<bool> {

@@ -216,7 +216,7 @@ using worker_actor = caf::typed_actor<
   /// consistent (sandbox_actor's sbx_ckpt). Errors: not_found, wrong_state,
   /// already_exists (the checkpoint id is taken), unavailable. Answers its
   /// size (rootfs_driver::checkpoint).
-  caf::replies_to<wk_ckpt_atom, std::string, std::string>::with<uint64_t>,
+  caf::replies_to<wk_ckpt_atom, std::string, std::string, bool>::with<uint64_t>,
   /// Deletes a checkpoint's files. Idempotent: ok for an unknown id.
   caf::replies_to<wk_ckptdel_atom, std::string>::with<bool>,
   /// The checkpoints this worker holds on disk: its own record of them.

@@ -30,7 +30,7 @@ checkpoint_figures measure(caf::scoped_actor& self, const worker_actor& worker, 
   for (int i = 0; i < rounds; ++i) {
     const std::string id = sandbox_id + "-ck" + std::to_string(i);
     auto start = clock_type::now();
-    auto taken = ask<uint64_t>(self, worker, wk_ckpt_atom::value, sandbox_id, id);
+    auto taken = ask<uint64_t>(self, worker, wk_ckpt_atom::value, sandbox_id, id, false);
     out.worker_ms.push_back(ms_since(start));
     if (!taken) {
       std::cerr << "checkpoint failed: " << taken.error().message << "\n";

@@ -143,7 +143,7 @@ inline node_actor spawn_fake_node(caf::actor_system& system, std::shared_ptr<nod
       },
       [](actors::nd_metrics_atom) { return std::string{}; },
       [](actors::nd_load_atom) { return schema::worker_heartbeat{}; },
-      [script](actors::nd_ckpt_atom, std::string&, std::string& id) -> caf::result<uint64_t> {
+      [script](actors::nd_ckpt_atom, std::string&, std::string& id, bool) -> caf::result<uint64_t> {
         if (auto code = script->checkpoint_error.load(); code != errc::none)
           return make_error(code, "the fake worker refuses the snapshot");
         std::lock_guard<std::mutex> lock(script->mutex);

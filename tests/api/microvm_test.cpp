@@ -161,6 +161,101 @@ TEST_F(api_microvm, pause_and_resume_stop_and_continue_the_vm) {
   EXPECT_EQ(api.run(sandbox_, "echo alive").stdout_bytes, "alive\n");
 }
 
+/// Starts `operation` (POST `path` with an empty object) and waits for it.
+json run_operation(const api_client& api, const std::string& path) {
+  auto started = api.post(path, json::object());
+  EXPECT_EQ(started.status, 202) << path << ": " << started.body;
+  if (started.status != 202)
+    return json::object();
+  return api.wait_operation(started.json["operation_id"]);
+}
+
+/// A guest command that waits (at most ~10 s of the guest's time) for
+/// /tmp/count to move on, then prints it: proof that the counter runs.
+constexpr const char* next_count =
+  "a=$(cat /tmp/count); i=0; while [ \"$(cat /tmp/count)\" = \"$a\" ] && [ $i -lt 200 ]; "
+  "do sleep 0.05; i=$((i+1)); done; cat /tmp/count";
+
+TEST_F(api_microvm, suspend_keeps_memory_and_a_counting_process_goes_on_in_the_same_pid) {
+  auto api = admin();
+  // A counter in the background, left running when its shell ends.
+  auto started = api.run(sandbox_, "sh -c 'i=0; while true; do i=$((i+1)); echo $i > /tmp/count; "
+                                   "sleep 0.1; done' >/dev/null 2>&1 & echo $!");
+  const std::string pid = trimmed(started.stdout_bytes);
+  ASSERT_FALSE(pid.empty()) << started.stderr_bytes;
+  const long before = std::stol(trimmed(api.run(sandbox_, next_count).stdout_bytes));
+  ASSERT_GT(before, 0);
+
+  auto suspended = run_operation(api, "/v1/sandboxes/" + sandbox_ + "/suspend");
+  ASSERT_EQ(suspended["state"], "succeeded") << suspended.dump() << server().log();
+  EXPECT_EQ(suspended["result"]["memory_persisted"], true) << suspended.dump();
+  EXPECT_GT(suspended["result"].value("size_bytes", uint64_t{0}), 0u);
+  EXPECT_EQ(api.get("/v1/sandboxes/" + sandbox_).json["state"], "suspended");
+  EXPECT_TRUE(processes_with("qemu-system", sandbox_).empty()) << "a suspended VM holds no QEMU";
+
+  auto restored = run_operation(api, "/v1/sandboxes/" + sandbox_ + "/restore");
+  ASSERT_EQ(restored["state"], "succeeded") << restored.dump() << server().log();
+  EXPECT_EQ(restored["result"]["memory_persisted"], true) << restored.dump();
+  EXPECT_EQ(api.get("/v1/sandboxes/" + sandbox_).json["state"], "running");
+  // The same process, counting on from where it was (not from 1 again).
+  EXPECT_EQ(api.run(sandbox_, "kill -0 " + pid + " && echo alive").stdout_bytes, "alive\n");
+  const long after = std::stol(trimmed(api.run(sandbox_, next_count).stdout_bytes));
+  EXPECT_GT(after, before);
+  // Its network was wired to a new slot and the guest re-addressed by the
+  // refresh: a default route via the new gateway is in place.
+  auto routes = api.run(sandbox_, "cat /proc/net/route").stdout_bytes;
+  EXPECT_NE(routes.find("eth0\t00000000\t"), std::string::npos) << routes;
+  EXPECT_EQ(trimmed(api.run(sandbox_, "hostname").stdout_bytes), sandbox_);
+}
+
+TEST_F(api_microvm, a_checkpoint_holds_memory_and_a_fork_goes_on_with_the_same_processes) {
+  auto api = admin();
+  auto files_only =
+    api.post("/v1/sandboxes/" + sandbox_ + "/checkpoints", {{"include_memory", false}});
+  EXPECT_EQ(files_only.status, 400) << files_only.body;
+  EXPECT_NE(files_only.body.find("always holds its memory"), std::string::npos);
+
+  auto pid = trimmed(api
+                       .run(sandbox_, "sh -c 'while true; do date +%s%N > /tmp/tick; sleep "
+                                      "0.1; done' >/dev/null 2>&1 & echo $!")
+                       .stdout_bytes);
+  ASSERT_FALSE(pid.empty());
+  auto checkpoint = run_operation(api, "/v1/sandboxes/" + sandbox_ + "/checkpoints");
+  ASSERT_EQ(checkpoint["state"], "succeeded") << checkpoint.dump() << server().log();
+  const std::string checkpoint_id = checkpoint["result"].value("checkpoint_id", "");
+  auto listed = api.get("/v1/checkpoints/" + checkpoint_id);
+  ASSERT_EQ(listed.status, 200) << listed.body;
+  EXPECT_EQ(listed.json["memory_persisted"], true) << listed.body;
+  EXPECT_EQ(listed.json["runtime"], "microvm") << listed.body;
+  const fs::path machine = server().data_dir() + "/microvm/machines/" + checkpoint_id;
+  EXPECT_TRUE(fs::exists(machine / "snapshot.json")) << machine;
+  // The source runs on after its checkpoint.
+  EXPECT_EQ(api.run(sandbox_, "kill -0 " + pid + " && echo alive").stdout_bytes, "alive\n");
+
+  auto forked = api.post("/v1/sandboxes/" + sandbox_ + "/fork", {{"count", 1}});
+  ASSERT_EQ(forked.status, 202) << forked.body;
+  auto fork_op = api.wait_operation(forked.json["operation_id"]);
+  ASSERT_EQ(fork_op["state"], "succeeded") << fork_op.dump() << server().log();
+  ASSERT_EQ(fork_op["result"]["sandbox_ids"].size(), 1u) << fork_op.dump();
+  const std::string child = fork_op["result"]["sandbox_ids"][0];
+  EXPECT_EQ(api.get("/v1/sandboxes/" + child).json["runtime"], "microvm");
+  // The fork has the source's processes (same pid, running), its own
+  // hostname, and files that are its own from here on.
+  EXPECT_EQ(api.run(child, "kill -0 " + pid + " && echo alive").stdout_bytes, "alive\n");
+  EXPECT_EQ(trimmed(api.run(child, "hostname").stdout_bytes), child);
+  EXPECT_EQ(api.run(child, "echo fork > /tmp/owner; cat /tmp/owner").stdout_bytes, "fork\n");
+  EXPECT_NE(api.run(sandbox_, "cat /tmp/owner 2>/dev/null || echo none").stdout_bytes, "fork\n");
+  auto deleted = api.call("DELETE", "/v1/sandboxes/" + child);
+  ASSERT_EQ(deleted.status, 202) << deleted.body;
+  EXPECT_EQ(api.wait_operation(deleted.json["operation_id"])["state"], "succeeded");
+
+  auto dropped = api.call("DELETE", "/v1/checkpoints/" + checkpoint_id);
+  ASSERT_EQ(dropped.status, 202) << dropped.body;
+  EXPECT_EQ(api.wait_operation(dropped.json["operation_id"])["state"], "succeeded");
+  EXPECT_FALSE(fs::exists(machine)) << "the machine snapshot goes with its checkpoint";
+  (void)api.run(sandbox_, "kill " + pid);
+}
+
 TEST_F(api_microvm, delete_leaves_no_qemu_process_and_no_file_of_the_vm) {
   auto api = admin();
   auto deleted = api.call("DELETE", "/v1/sandboxes/" + sandbox_);

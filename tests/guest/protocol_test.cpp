@@ -85,14 +85,15 @@ TEST(protocol, refresh_and_its_answer_round_trip) {
   std::string entropy(64, '\0');
   for (size_t i = 0; i < entropy.size(); ++i)
     entropy[i] = static_cast<char>(i * 37);
-  auto request = decode_host_message(encode_payload(
-    host_message{refresh_request{4, entropy, 1'780'000'000'123'456'789, "clone-2"}}));
+  auto request = decode_host_message(encode_payload(host_message{
+    refresh_request{4, entropy, 1'780'000'000'123'456'789, "clone-2", "10.0.0.6/30,10.0.0.5"}}));
   ASSERT_TRUE(request);
   auto& r = std::get<refresh_request>(*request);
   EXPECT_EQ(r.request_id, 4u);
   EXPECT_EQ(r.entropy, entropy);
   EXPECT_EQ(r.realtime_ns, 1'780'000'000'123'456'789);
   EXPECT_EQ(r.hostname, "clone-2");
+  EXPECT_EQ(r.network, "10.0.0.6/30,10.0.0.5");
   auto answer = decode_guest_message(encode_payload(guest_message{refreshed{4, -2'500'000, 9}}));
   ASSERT_TRUE(answer);
   EXPECT_EQ(std::get<refreshed>(*answer).request_id, 4u);

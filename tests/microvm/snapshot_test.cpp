@@ -157,7 +157,7 @@ protected:
     auto client = std::make_unique<guest::guest_client>(std::move(ours));
     std::string entropy(64, '\0');
     std::ifstream("/dev/urandom", std::ios::binary).read(entropy.data(), 64);
-    auto refreshed = client->refresh(entropy, host_realtime_ns(), id, command_timeout_ms);
+    auto refreshed = client->refresh(entropy, host_realtime_ns(), id, "", command_timeout_ms);
     EXPECT_TRUE(refreshed) << refreshed.error().message << "; console: "
                            << test::read_file(vm_->run_dir + "/" + id + ".console.log");
     if (!refreshed)

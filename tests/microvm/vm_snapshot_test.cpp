@@ -33,7 +33,13 @@ TEST(vm_snapshot_record, round_trips_with_relative_file_names) {
   EXPECT_EQ(parsed->state_file, "state");
   EXPECT_EQ(parsed->memory_file, "memory");
   EXPECT_EQ(parsed->disk_file, "disk.ext4");
+  EXPECT_FALSE(parsed->network);
   EXPECT_TRUE(check_restorable(*parsed, sample()).is_ok());
+  auto wired = sample();
+  wired.network = true;
+  auto with_nic = vm_snapshot_record_from_json(to_json(wired));
+  ASSERT_TRUE(with_nic) << with_nic.error().message;
+  EXPECT_TRUE(with_nic->network);
 }
 
 TEST(vm_snapshot_record, refuses_other_versions_garbage_and_paths_out_of_the_directory) {

@@ -57,7 +57,7 @@ TEST_F(cluster_messages, scheduler_values_survive_caf_serialization) {
   EXPECT_EQ(round_trip(views), views);
   registration_ack ack{"wk_1", std::string(32, '\0'), 250, "chain"};
   EXPECT_EQ(round_trip(ack), ack);
-  placement_request request{"sb_1", "base", {10, 20, 30, 1}, {1, 2, 3, 1}, "wk_1"};
+  placement_request request{"sb_1", "base", {10, 20, 30, 1}, {1, 2, 3, 1}, "wk_1", "microvm"};
   EXPECT_EQ(round_trip(request), request);
 }
 

@@ -236,8 +236,9 @@ TEST_F(cluster_transport, a_worker_joins_beats_and_serves_calls_over_the_wire) {
   EXPECT_GT(v.last_heartbeat_at_ms, 0);
   EXPECT_EQ(v.registration.capacity, (schema::resources{4000, 8192, 100'000, 16}));
 
-  auto placed = ask<placement>(control->scheduler, sc_place_atom::value,
-                               placement_request{"sb_new", "base", {1000, 512, 2048, 1}, {}, {}});
+  auto placed =
+    ask<placement>(control->scheduler, sc_place_atom::value,
+                   placement_request{"sb_new", "base", {1000, 512, 2048, 1}, {}, {}, {}});
   ASSERT_TRUE(placed) << render(placed.error());
   EXPECT_EQ(placed->worker_id, "wk_loop");
   EXPECT_EQ(placed->data_url, "http://127.0.0.1:7071");

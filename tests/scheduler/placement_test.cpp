@@ -16,10 +16,10 @@ worker_view worker(std::string id, uint32_t cpu_free, uint32_t mem_free) {
 }
 
 /// Requests as large as the limits: the placements below reserve all of them.
-placement_request small() { return {{500, 512, 1024, 0}, {500, 512, 1024, 0}, "base", {}}; }
+placement_request small() { return {{500, 512, 1024, 0}, {500, 512, 1024, 0}, "base", {}, {}}; }
 
 /// An idle agent's sandbox: limits of a core and 512 MiB, a small request.
-placement_request idle_agent() { return {{1000, 512, 2048, 1}, {10, 16, 8, 1}, "base", {}}; }
+placement_request idle_agent() { return {{1000, 512, 2048, 1}, {10, 16, 8, 1}, "base", {}, {}}; }
 
 TEST(placement, rejects_a_spec_when_no_worker_has_capacity) {
   seeded_entropy entropy{1};
@@ -64,6 +64,27 @@ TEST(placement, a_sandbox_from_a_snapshot_goes_only_to_the_worker_that_holds_it)
   auto away = place(fleet, wanted, {}, entropy);
   ASSERT_FALSE(away);
   EXPECT_NE(away.error().message.find("not ready"), std::string::npos) << away.error().message;
+}
+
+TEST(placement, a_microvm_goes_only_to_a_worker_offering_it_and_the_refusal_says_so) {
+  seeded_entropy entropy{6};
+  auto vms = worker("wk_vms", 600, 600);
+  vms.runtimes = {"namespace", "microvm"};
+  // A worker naming no runtime offers the namespace one.
+  std::vector<worker_view> fleet{worker("wk_roomy", 4000, 8192), vms};
+  auto wanted = small();
+  wanted.runtime = "microvm";
+  for (int i = 0; i < 20; ++i)
+    EXPECT_EQ(*place(fleet, wanted, {}, entropy), "wk_vms");
+  EXPECT_TRUE(offers_runtime(vms, small())) << "a VM worker takes namespace sandboxes too";
+  EXPECT_FALSE(offers_runtime(fleet[0], wanted));
+  fleet.pop_back();
+  auto refused = place(fleet, wanted, {}, entropy);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.code(), errc::resource_exhausted);
+  EXPECT_NE(refused.error().message.find("no ready worker offers the microvm runtime"),
+            std::string::npos)
+    << refused.error().message;
 }
 
 TEST(placement, scoring_every_worker_picks_the_one_with_most_headroom) {
@@ -127,7 +148,7 @@ TEST(placement, a_request_left_at_zero_takes_the_workers_default) {
   EXPECT_EQ(need.disk_mb, 4u);
   host.allocated = {4000 - 4, 0, 0, 0};
   seeded_entropy entropy{7};
-  auto chosen = place({host}, {{1000, 512, 0, 1}, {}, "base", {}}, {}, entropy);
+  auto chosen = place({host}, {{1000, 512, 0, 1}, {}, "base", {}, {}}, {}, entropy);
   ASSERT_FALSE(chosen) << "the default 5 mCPU does not fit in the 4 left";
 }
 

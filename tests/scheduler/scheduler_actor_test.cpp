@@ -36,11 +36,8 @@ schema::worker_registration registration(std::string id, uint32_t cpu_millis = 1
 }
 
 placement_request ask_for(std::string sandbox_id, uint32_t cpu_millis, uint32_t memory_mb = 100) {
-  return placement_request{std::move(sandbox_id),
-                           "base",
-                           {cpu_millis, memory_mb, 100, 1},
-                           {cpu_millis, memory_mb, 100, 1},
-                           {}};
+  return placement_request{std::move(sandbox_id),           "base", {cpu_millis, memory_mb, 100, 1},
+                           {cpu_millis, memory_mb, 100, 1}, {},     {}};
 }
 
 class scheduler_test : public ::testing::Test {

@@ -108,7 +108,7 @@ node_actor::behavior_type stub_node(node_actor::pointer, std::shared_ptr<stub_no
     [](actors::nd_load_atom) -> caf::result<schema::worker_heartbeat> {
       return make_error(errc::unavailable, "the stub node reports no load");
     },
-    [](actors::nd_ckpt_atom, std::string&, std::string&) -> caf::result<uint64_t> {
+    [](actors::nd_ckpt_atom, std::string&, std::string&, bool) -> caf::result<uint64_t> {
       return uint64_t{0};
     },
     [](actors::nd_ckptdel_atom, std::string&) -> caf::result<bool> { return true; },

@@ -131,8 +131,9 @@ TEST(cluster_codec, round_trips_every_node_and_data_plane_message) {
 }
 
 TEST(cluster_codec, round_trips_every_scheduler_message) {
-  expect_round_trip(placement_request{"sb_9", "base", {250, 256, 512, 1}, {10, 16, 8, 1}, "wk_3"},
-                    decode_placement_request);
+  expect_round_trip(
+    placement_request{"sb_9", "base", {250, 256, 512, 1}, {10, 16, 8, 1}, "wk_3", "microvm"},
+    decode_placement_request);
   expect_round_trip(registration_ack{"wk_1", std::string(32, '\x01') + std::string(1, '\0'), 750,
                                      "-----BEGIN CERTIFICATE-----\n..."},
                     decode_registration_ack);

@@ -115,7 +115,7 @@ TEST_F(node_actor_test, a_template_s_start_cmd_runs_at_each_start_including_one_
   // From a checkpoint (a restore or a fork): the files come back and the
   // start_cmd runs again.
   ASSERT_TRUE(ask<uint64_t>(self, node_, timeout, actors::nd_ckpt_atom::value,
-                            std::string("nd-start"), std::string("nd-start-ck")));
+                            std::string("nd-start"), std::string("nd-start-ck"), false));
   auto from = record("nd-start-2", "with-start");
   from.spec.from_checkpoint = "nd-start-ck";
   auto restored = create(from);
@@ -166,11 +166,11 @@ TEST_F(node_actor_test, checkpoints_are_taken_listed_and_deleted_through_the_nod
   must_create("nd-ckpt");
   caf::scoped_actor self{*system_};
   auto taken = ask<uint64_t>(self, node_, timeout, actors::nd_ckpt_atom::value,
-                             std::string("nd-ckpt"), std::string("nd-ck1"));
+                             std::string("nd-ckpt"), std::string("nd-ck1"), false);
   ASSERT_TRUE(taken) << taken.error().message;
   // A repeat after a lost reply says the checkpoint exists.
   auto repeat = ask<uint64_t>(self, node_, timeout, actors::nd_ckpt_atom::value,
-                              std::string("nd-ckpt"), std::string("nd-ck1"));
+                              std::string("nd-ckpt"), std::string("nd-ck1"), false);
   EXPECT_EQ(repeat.code(), errc::already_exists);
   auto held = ask<std::vector<std::string>>(self, node_, timeout, actors::nd_ckpts_atom::value);
   ASSERT_TRUE(held) << held.error().message;
@@ -184,7 +184,7 @@ TEST_F(node_actor_test, checkpoints_are_taken_listed_and_deleted_through_the_nod
   ASSERT_TRUE(held);
   EXPECT_TRUE(held->empty());
   auto unknown = ask<uint64_t>(self, node_, timeout, actors::nd_ckpt_atom::value,
-                               std::string("nobody"), std::string("nd-ck2"));
+                               std::string("nobody"), std::string("nd-ck2"), false);
   EXPECT_EQ(unknown.code(), errc::not_found);
 }
 

@@ -484,7 +484,7 @@ TEST_F(worker_lifecycle, checkpoints_taken_under_a_writer_hold_only_whole_writes
   for (int round = 0; round < 5; ++round) {
     const std::string id = "wl-ckpt-" + std::to_string(round);
     auto taken =
-      ask<uint64_t>(self, worker_, timeout, wk_ckpt_atom::value, std::string("wl-ckpt"), id);
+      ask<uint64_t>(self, worker_, timeout, wk_ckpt_atom::value, std::string("wl-ckpt"), id, false);
     ASSERT_TRUE(taken) << taken.error().message;
     auto path = host_.rootfs->checkpoint_path(id);
     ASSERT_TRUE(path) << path.error().message;
@@ -518,20 +518,20 @@ TEST_F(worker_lifecycle, checkpoints_are_listed_refuse_a_taken_id_outlive_their_
   // A paused sandbox stays paused through a checkpoint.
   ASSERT_TRUE(ask<bool>(self, worker_, timeout, wk_pause_atom::value, std::string("wl-ckpt2")));
   auto taken = ask<uint64_t>(self, worker_, timeout, wk_ckpt_atom::value, std::string("wl-ckpt2"),
-                             std::string("ck-one"));
+                             std::string("ck-one"), false);
   ASSERT_TRUE(taken) << taken.error().message;
   auto stats = ask<sandbox_stats>(self, box, timeout, sbx_stats_atom::value);
   ASSERT_TRUE(stats);
   EXPECT_TRUE(stats->frozen);
   ASSERT_TRUE(ask<bool>(self, worker_, timeout, wk_resume_atom::value, std::string("wl-ckpt2")));
   auto again = ask<uint64_t>(self, worker_, timeout, wk_ckpt_atom::value, std::string("wl-ckpt2"),
-                             std::string("ck-one"));
+                             std::string("ck-one"), false);
   EXPECT_EQ(again.code(), errc::already_exists);
   auto bad = ask<uint64_t>(self, worker_, timeout, wk_ckpt_atom::value, std::string("wl-ckpt2"),
-                           std::string("../escape"));
+                           std::string("../escape"), false);
   EXPECT_EQ(bad.code(), errc::invalid_argument);
   auto unknown = ask<uint64_t>(self, worker_, timeout, wk_ckpt_atom::value, std::string("nobody"),
-                               std::string("ck-two"));
+                               std::string("ck-two"), false);
   EXPECT_EQ(unknown.code(), errc::not_found);
   auto held = ask<std::vector<std::string>>(self, worker_, timeout, wk_ckpts_atom::value);
   ASSERT_TRUE(held) << held.error().message;

@@ -237,14 +237,8 @@ result<sandbox_handle> microvm_runtime::create(const sandbox_launch_spec& spec) 
   s.memory_path = options_.run_dir + "/" + spec.id + ".ram";
   s.memory_mb = spec.limits.memory_mb;
   s.vcpus = std::max<uint32_t>(1, (spec.limits.cpu_millis + 999) / 1000);
-  unique_fd tap;
-  if (spec.network.enabled) {
-    auto link = plan_link(spec.id);
-    if (!link)
-      return link.error();
-    s.link = std::move(*link);
-    s.handle.slot = s.link->slot;
-  }
+  if (auto planned = claim_link(spec, s); !planned.is_ok())
+    return planned;
   // Everything made from here on is undone by this on failure.
   auto fail = [this, &s](status why) {
     remove_files(s);
@@ -252,16 +246,9 @@ result<sandbox_handle> microvm_runtime::create(const sandbox_launch_spec& spec) 
       (void)release_link(*s.link);
     return why;
   };
-  if (s.link) {
-    // A namespace or veth of this id left by an earlier run (VMs are not
-    // adopted yet) would make the wiring fail: removed first.
-    if (vm_netns_exists(s.link->netns_name) || interface_exists(s.link->host_interface))
-      if (auto stale = unwire_vm_network(options_.net, *s.link); !stale)
-        return fail(stale);
-    if (spec.prepare_root)
-      if (auto prepared = spec.prepare_root(s.link->addresses.host); !prepared)
-        return fail(prepared);
-  }
+  if (s.link && spec.prepare_root)
+    if (auto prepared = spec.prepare_root(s.link->addresses.host); !prepared)
+      return fail(prepared);
   std::error_code ec;
   // An unknown id's files are leftovers of an earlier run (VMs are not adopted yet).
   fs::remove(s.disk_path, ec);
@@ -274,26 +261,51 @@ result<sandbox_handle> microvm_runtime::create(const sandbox_launch_spec& spec) 
              !copied.is_ok()) {
     return fail(copied);
   }
-  if (s.link) {
-    auto wired = wire_vm_network(options_.net, *s.link);
-    if (!wired)
-      return fail(wired.error());
-    tap = std::move(*wired);
-  }
   auto vs = base_vm_spec(spec, s);
-  if (s.link) {
-    const auto& a = s.link->addresses;
-    vs.network = {a.sandbox + "/" + std::to_string(a.prefix_length), a.host,
-                  vm_mac_address(spec.id), tap.get()};
-  }
+  auto tap = wire_link(spec, s, vs);
+  if (!tap)
+    return fail(tap.error());
   // start_vm takes the sandbox; its link is released here if it fails.
   const auto link = s.link;
   auto started = start_vm(spec, std::move(s), vs, "");
   // QEMU holds its own copy of the tap: the device lives as long as QEMU.
-  tap.reset();
+  tap->reset();
   if (!started && link)
     (void)release_link(*link);
   return started;
+}
+
+status microvm_runtime::claim_link(const sandbox_launch_spec& spec, sandbox& s) {
+  if (!spec.network.enabled)
+    return status::ok();
+  auto link = plan_link(spec.id);
+  if (!link)
+    return link.error();
+  s.link = std::move(*link);
+  s.handle.slot = s.link->slot;
+  // A namespace or veth of this id left by an earlier run would make the
+  // wiring fail: removed first.
+  if (vm_netns_exists(s.link->netns_name) || interface_exists(s.link->host_interface)) {
+    if (auto stale = unwire_vm_network(options_.net, *s.link); !stale) {
+      (void)release_link(*s.link);
+      s.link.reset();
+      return stale;
+    }
+  }
+  return status::ok();
+}
+
+result<unique_fd> microvm_runtime::wire_link(const sandbox_launch_spec& spec, const sandbox& s,
+                                             vm_spec& vs) {
+  if (!s.link)
+    return unique_fd();
+  auto tap = wire_vm_network(options_.net, *s.link);
+  if (!tap)
+    return tap.error();
+  const auto& a = s.link->addresses;
+  vs.network = {a.sandbox + "/" + std::to_string(a.prefix_length), a.host, vm_mac_address(spec.id),
+                tap->get()};
+  return tap;
 }
 
 result<sandbox_handle> microvm_runtime::start_vm(const sandbox_launch_spec& spec, sandbox s,

@@ -70,6 +70,10 @@ struct microvm_runtime_options {
   std::shared_ptr<slot_table> shared_slots;
   /// Saving or loading a VM's device state. Default: 10000.
   uint32_t migration_timeout_ms = 10'000;
+  /// Where save_machine() keeps machine snapshots, one directory each,
+  /// named as the worker's checkpoints. "": save_machine is unavailable.
+  /// Default: "".
+  std::string machine_dir;
 };
 
 /// What snapshot() does with the VM once its state is saved.
@@ -153,8 +157,11 @@ public:
   /// (check_restorable) or wrong_state says what differs. spec.channel_fd
   /// becomes the VM's channel: the guest's agent goes on where it was and
   /// does not say hello on it by itself: the caller sends the guest a
-  /// refresh (guest_client::refresh: entropy, clock, hostname), which it
-  /// answers with a new hello.
+  /// refresh (guest_client::refresh: entropy, clock, hostname, and the
+  /// returned handle's network), which it answers with a new hello. The
+  /// spec's network must be what the snapshot had (wrong_state otherwise):
+  /// with one, the VM's NIC is wired to a new slot. A clone with a network
+  /// does not come from the pool (pooled QEMUs have no NIC).
   result<sandbox_handle> restore(const sandbox_launch_spec& spec, const std::string& dir,
                                  restore_mode mode);
   /// Starts `count` QEMUs for clones of the snapshot in `dir`, each waiting
@@ -171,6 +178,15 @@ public:
   /// once a VM has started; the guest's hashes are computed once).
   vm_snapshot_record host_record(uint32_t memory_mb, uint32_t vcpus);
   result<sandbox_stats> stats_all() override;
+
+  /// snapshot(id, machine_dir/name, checkpoint): state + RAM + disk bytes.
+  result<uint64_t> save_machine(std::string_view id, std::string_view name) override;
+  /// restore(spec, machine_dir/name, owned): a restored machine can be
+  /// snapshotted again.
+  result<sandbox_handle> restore_machine(const sandbox_launch_spec& spec,
+                                         std::string_view name) override;
+  bool has_machine(std::string_view name) const override;
+  status delete_machine(std::string_view name) override;
 
 private:
   struct sandbox {
@@ -209,6 +225,13 @@ private:
   void remove_files(const sandbox& s);
   /// Takes a slot and plans the VM's link (the slot is released on failure).
   result<vm_link> plan_link(const std::string& id);
+  /// With spec's network enabled, plans s's link (s.link, the slot) and
+  /// removes a namespace or veth of the id an earlier run left.
+  status claim_link(const sandbox_launch_spec& spec, sandbox& s);
+  /// Wires s's planned link (if any) and adds its NIC to `vs`: the tap,
+  /// which QEMU must have inherited before it is closed.
+  result<unique_fd> wire_link(const sandbox_launch_spec& spec, const sandbox& s, vm_spec& vs);
+  std::string machine_dir(std::string_view name) const;
   /// Removes the link and frees its slot; a failure keeps the slot taken.
   status release_link(const vm_link& link);
   /// Refusals shared by create and restore; ok when spec may start.

@@ -44,6 +44,16 @@ vm_snapshot_record microvm_runtime::host_record(uint32_t memory_mb, uint32_t vcp
 
 namespace {
 
+/// A machine snapshot's name is a checkpoint id: one path component.
+bool valid_machine_name(std::string_view name) {
+  if (name.empty() || name.size() > 128)
+    return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_'
+           || c == '-';
+  });
+}
+
 int64_t monotonic_ms() {
   return static_cast<int64_t>(worker::monotonic_ms()); // signed: deadlines are subtracted
 }
@@ -111,6 +121,7 @@ result<vm_snapshot_info> microvm_runtime::snapshot(std::string_view id, const st
   info.dir = dir;
   info.record = host_record(s.memory_mb, s.vcpus);
   info.record.source_id = std::string(id);
+  info.record.network = s.link.has_value();
   info.record.created_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                                   std::chrono::system_clock::now().time_since_epoch())
                                   .count();
@@ -246,17 +257,20 @@ result<sandbox_handle> microvm_runtime::restore(const sandbox_launch_spec& spec,
   std::lock_guard lock(mutex_);
   if (auto admitted = admit(spec); !admitted.is_ok())
     return admitted;
-  // The saved device state would need the same NIC, wired to a new slot,
-  // and the guest its new address: not built.
-  if (spec.network.enabled)
-    return make_status(errc::unimplemented,
-                       "microvm: restoring a VM with a network is not built; restore it "
-                       "with network off");
   auto saved = restorable_record(dir);
   if (!saved)
     return saved.error();
+  // The saved device state names a NIC or none: the restored VM has the
+  // same, wired to a slot of its own (the guest takes its address from the
+  // caller's refresh).
+  if (saved->network != spec.network.enabled)
+    return make_status(errc::wrong_state,
+                       std::string("microvm: the snapshot was taken ")
+                         + (saved->network ? "with" : "without")
+                         + " a network; restore it with the same network setting");
   std::error_code ec;
-  if (mode == restore_mode::clone) {
+  // Pooled QEMUs wait without a NIC.
+  if (mode == restore_mode::clone && !spec.network.enabled) {
     const std::string key = fs::absolute(dir, ec).lexically_normal().string();
     for (auto it = pool_.begin(); it != pool_.end(); ++it) {
       if (it->pool_dir == key) {
@@ -272,24 +286,79 @@ result<sandbox_handle> microvm_runtime::restore(const sandbox_launch_spec& spec,
   s.memory_mb = saved->memory_mb;
   s.vcpus = saved->vcpus;
   s.clone = mode == restore_mode::clone;
+  if (auto planned = claim_link(spec, s); !planned.is_ok())
+    return planned;
+  auto fail = [this, &s](status why) {
+    remove_files(s);
+    if (s.link)
+      (void)release_link(*s.link);
+    return why;
+  };
   fs::remove(s.disk_path, ec);
   if (auto copied = sandbox_disk(dir + "/" + saved->disk_file, s.disk_path, options_.disk);
       !copied.is_ok())
-    return copied;
+    return fail(copied);
   if (s.clone) {
     s.memory_path = fs::absolute(dir + "/" + saved->memory_file, ec).string();
   } else {
     s.memory_path = options_.run_dir + "/" + spec.id + ".ram";
     fs::remove(s.memory_path, ec);
     if (auto copied = sandbox_disk(dir + "/" + saved->memory_file, s.memory_path, options_.disk);
-        !copied.is_ok()) {
-      remove_files(s);
-      return copied;
-    }
+        !copied.is_ok())
+      return fail(copied);
   }
   auto vs = base_vm_spec(spec, s);
   vs.incoming = true;
-  return start_vm(spec, std::move(s), vs, dir + "/" + saved->state_file);
+  auto tap = wire_link(spec, s, vs);
+  if (!tap)
+    return fail(tap.error());
+  const auto link = s.link;
+  auto started = start_vm(spec, std::move(s), vs, dir + "/" + saved->state_file);
+  tap->reset();
+  if (!started && link)
+    (void)release_link(*link);
+  return started;
+}
+
+std::string microvm_runtime::machine_dir(std::string_view name) const {
+  return options_.machine_dir + "/" + std::string(name);
+}
+
+result<uint64_t> microvm_runtime::save_machine(std::string_view id, std::string_view name) {
+  if (options_.machine_dir.empty())
+    return make_status(errc::unavailable, "microvm: no directory for machine snapshots is set");
+  if (!valid_machine_name(name))
+    return make_status(errc::invalid_argument,
+                       "microvm: bad machine name '" + std::string(name) + "'");
+  auto saved = snapshot(id, machine_dir(name), snapshot_mode::checkpoint);
+  if (!saved)
+    return saved.error();
+  return saved->state_bytes + saved->memory_bytes + saved->disk_bytes;
+}
+
+result<sandbox_handle> microvm_runtime::restore_machine(const sandbox_launch_spec& spec,
+                                                        std::string_view name) {
+  if (!has_machine(name))
+    return make_status(errc::not_found, "microvm: no machine snapshot " + std::string(name));
+  return restore(spec, machine_dir(name), restore_mode::owned);
+}
+
+bool microvm_runtime::has_machine(std::string_view name) const {
+  if (options_.machine_dir.empty() || !valid_machine_name(name))
+    return false;
+  std::error_code ec;
+  return fs::exists(machine_dir(name) + "/" + vm_snapshot_record_name, ec);
+}
+
+status microvm_runtime::delete_machine(std::string_view name) {
+  if (options_.machine_dir.empty() || !valid_machine_name(name))
+    return status::ok();
+  std::error_code ec;
+  fs::remove_all(machine_dir(name), ec);
+  if (ec)
+    return make_status(errc::io_error, "microvm: delete machine snapshot " + std::string(name)
+                                         + ": " + ec.message());
+  return status::ok();
 }
 
 } // namespace airlock::worker::microvm

@@ -36,6 +36,7 @@ std::string to_json(const vm_snapshot_record& r) {
     {"kernel_sha256", r.kernel_sha256},
     {"initrd_sha256", r.initrd_sha256},
     {"guest_release", r.guest_release},
+    {"network", r.network},
     {"files", {{"state", r.state_file}, {"memory", r.memory_file}, {"disk", r.disk_file}}},
   };
   return j.dump(2) + "\n";
@@ -64,6 +65,7 @@ result<vm_snapshot_record> vm_snapshot_record_from_json(const std::string& text)
     r.kernel_sha256 = j.at("kernel_sha256").get<std::string>();
     r.initrd_sha256 = j.at("initrd_sha256").get<std::string>();
     r.guest_release = j.value("guest_release", std::string());
+    r.network = j.value("network", false);
     const auto& files = j.at("files");
     r.state_file = files.at("state").get<std::string>();
     r.memory_file = files.at("memory").get<std::string>();

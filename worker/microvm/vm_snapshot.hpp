@@ -35,6 +35,9 @@ struct vm_snapshot_record {
   std::string kernel_sha256;
   std::string initrd_sha256;
   std::string guest_release;
+  /// The VM had a NIC: a restore must give it one (its device state names
+  /// one), wired to the new sandbox's slot. Absent in a record: false.
+  bool network = false;
   /// Relative to the snapshot directory.
   std::string state_file = vm_snapshot_state_name;
   std::string memory_file = vm_snapshot_memory_name;

@@ -150,6 +150,45 @@ public:
 
   /// Usage of all its sandboxes together. Cheap: it does not visit each one.
   virtual result<sandbox_stats> stats_all() = 0;
+
+  // Machine snapshots: a runtime whose sandbox is a machine with memory of
+  // its own (the microvm one) saves it whole, by name, where the runtime
+  // keeps them; its processes go on in whatever is started from it. The
+  // namespace runtime has none (its files are the rootfs driver's and its
+  // processes end): these answer unimplemented, false and ok.
+
+  /// Saves running (or paused) sandbox `id`'s memory, device state and disk
+  /// as `name`; the sandbox goes on as it was. Answers the bytes it holds.
+  /// already_exists for a name taken, not_found for an unknown id.
+  virtual result<uint64_t> save_machine(std::string_view id, std::string_view name) {
+    (void)id;
+    (void)name;
+    return make_status(errc::unimplemented, "this runtime keeps no machine state");
+  }
+
+  /// Starts sandbox spec.id from machine `name`, as create() does from a
+  /// root: its memory is the saved one, so its processes go on where they
+  /// were. Its guest agent says no hello by itself: the caller sends it a
+  /// refresh (fresh entropy, the clock, the hostname, and the network of the
+  /// returned handle), which it answers with one.
+  virtual result<sandbox_handle> restore_machine(const sandbox_launch_spec& spec,
+                                                 std::string_view name) {
+    (void)spec;
+    (void)name;
+    return make_status(errc::unimplemented, "this runtime keeps no machine state");
+  }
+
+  /// True when machine `name` was saved here.
+  virtual bool has_machine(std::string_view name) const {
+    (void)name;
+    return false;
+  }
+
+  /// Deletes machine `name`. Idempotent: ok when there is none.
+  virtual status delete_machine(std::string_view name) {
+    (void)name;
+    return status::ok();
+  }
 };
 
 } // namespace airlock::worker
