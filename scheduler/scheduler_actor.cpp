@@ -58,6 +58,14 @@ struct scheduler_state {
 
 using self_ptr = scheduler_actor::stateful_pointer<scheduler_state>;
 
+/// `from` less `taken`, each field at least 0.
+schema::resources minus(const schema::resources& from, const schema::resources& taken) {
+  auto less = [](uint32_t a, uint32_t b) { return a > b ? a - b : 0; };
+  return schema::resources{less(from.cpu_millis, taken.cpu_millis),
+                           less(from.memory_mb, taken.memory_mb), less(from.disk_mb, taken.disk_mb),
+                           less(from.sandboxes, taken.sandboxes)};
+}
+
 /// Reservations the worker's heartbeats do not cover yet.
 reservation pending_reservations(const worker_entry& w) {
   reservation sum;
@@ -270,8 +278,20 @@ bool on_release(self_ptr self, const std::string& worker_id, const std::string& 
   if (i == st.placed.end() || i->second != worker_id)
     return true;
   st.placed.erase(i);
-  if (auto w = st.workers.find(worker_id); w != st.workers.end())
-    w->second.reservations.erase(sandbox_id);
+  auto w = st.workers.find(worker_id);
+  if (w == st.workers.end())
+    return true;
+  auto& worker = w->second;
+  auto held = worker.reservations.find(sandbox_id);
+  // Counted in the last beat's figures: what it held comes off them now, so
+  // that a create right after a delete finds the room the next beat would
+  // show (the beat then replaces the figures).
+  if (held != worker.reservations.end() && worker.running.erase(sandbox_id) != 0) {
+    worker.allocated = minus(worker.allocated, held->second.requested);
+    worker.limited = minus(worker.limited, held->second.limits);
+  }
+  if (held != worker.reservations.end())
+    worker.reservations.erase(held);
   return true;
 }
 

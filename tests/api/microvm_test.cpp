@@ -256,6 +256,34 @@ TEST_F(api_microvm, a_checkpoint_holds_memory_and_a_fork_goes_on_with_the_same_p
   (void)api.run(sandbox_, "kill " + pid);
 }
 
+TEST_F(api_microvm, a_second_vm_of_the_same_shape_is_a_clone_of_the_base_the_first_left) {
+  auto api = admin();
+  const fs::path machines = server().data_dir() + "/microvm/machines";
+  std::vector<std::string> bases;
+  for (const auto& entry : fs::directory_iterator(machines))
+    if (entry.path().filename().string().rfind("base-", 0) == 0)
+      bases.push_back(entry.path().filename().string());
+  ASSERT_EQ(bases.size(), 1u) << "the suite's VM left the base of its shape";
+  EXPECT_EQ(bases[0], "base-minimal-256m-1c-net");
+  auto clone = api.create_running({{"runtime", "microvm"},
+                                   {"cpu_millis", 1000},
+                                   {"cpu_request_millis", 1000},
+                                   {"memory_mb", 256}});
+  ASSERT_FALSE(clone.empty());
+  // Its QEMU loaded the base's state instead of booting the kernel.
+  auto qemu = processes_with("qemu-system", clone);
+  ASSERT_EQ(qemu.size(), 1u);
+  EXPECT_NE(qemu[0].find("-incoming"), std::string::npos) << qemu[0];
+  // Its own identity and network, not the base's.
+  EXPECT_EQ(trimmed(api.run(clone, "hostname").stdout_bytes), clone);
+  auto routes = api.run(clone, "cat /proc/net/route").stdout_bytes;
+  EXPECT_NE(routes.find("eth0\t00000000\t"), std::string::npos) << routes;
+  EXPECT_EQ(api.run(clone, "echo fresh > /tmp/mine; cat /tmp/mine").stdout_bytes, "fresh\n");
+  auto deleted = api.call("DELETE", "/v1/sandboxes/" + clone);
+  ASSERT_EQ(deleted.status, 202) << deleted.body;
+  EXPECT_EQ(api.wait_operation(deleted.json["operation_id"])["state"], "succeeded");
+}
+
 TEST_F(api_microvm, delete_leaves_no_qemu_process_and_no_file_of_the_vm) {
   auto api = admin();
   auto deleted = api.call("DELETE", "/v1/sandboxes/" + sandbox_);

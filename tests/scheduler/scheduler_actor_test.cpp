@@ -225,6 +225,22 @@ TEST_F(scheduler_test, a_sandbox_in_a_heartbeat_counts_once_not_as_reservation_a
   EXPECT_FALSE(place(ask_for("sb_3", 100))) << "1000 mCPU are all taken";
 }
 
+TEST_F(scheduler_test, a_release_frees_what_the_last_heartbeat_counted_before_the_next_one) {
+  ASSERT_TRUE(join("wk_a"));
+  ASSERT_TRUE(place(ask_for("sb_1", 600)));
+  ASSERT_TRUE(beat("wk_a", 1, {"sb_1"}, {600, 100, 100, 1}));
+  EXPECT_FALSE(place(ask_for("sb_2", 600))) << "600 of 1000 mCPU are taken";
+  // Deleted: its 600 mCPU are free at once, not only after the next beat.
+  ASSERT_TRUE(ask<bool>(sc_release_atom::value, std::string("wk_a"), std::string("sb_1")));
+  EXPECT_EQ(workers()[0].allocated.cpu_millis, 0u);
+  auto fits = place(ask_for("sb_2", 600));
+  ASSERT_TRUE(fits) << system.render(fits.error());
+  // The next beat (without sb_1, with sb_2) is the truth again.
+  ASSERT_TRUE(beat("wk_a", 2, {"sb_2"}, {600, 100, 100, 1}));
+  EXPECT_EQ(workers()[0].allocated.cpu_millis, 600u);
+  EXPECT_EQ(workers()[0].reserved, schema::resources{});
+}
+
 TEST_F(scheduler_test, heartbeats_rebuild_what_runs_where_after_a_control_plane_restart) {
   // A fresh scheduler (the control plane restarted): the worker registers
   // again and its first beat reports what it runs and what that requested.
