@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "actors/errors.hpp"
+#include "actors/runtime_choice.hpp"
 #include "actors/sandbox_procedures.hpp"
 #include "actors/template_records.hpp"
 #include "metrics/metrics.hpp"
@@ -27,8 +28,15 @@ bool member_fits(const sandbox_record& member, const sandbox_record& wanted) {
   auto same_or_default = [](uint32_t wanted_value, uint32_t member_value) {
     return wanted_value == 0 || wanted_value == member_value;
   };
+  // A VM's memory and vCPUs are fixed at boot: a claim cannot change them.
+  const auto runtime = runtime_of(have);
+  const auto vcpus = [](uint32_t cpu_millis) { return (cpu_millis + 999) / 1000; };
+  const bool vm_shape_fits =
+    runtime != microvm_runtime_name
+    || (have.memory_mb == want.memory_mb && vcpus(have.cpu_millis) == vcpus(want.cpu_millis));
   return have.template_name == want.template_name && have.template_version == want.template_version
-         && want.from_checkpoint.empty() && have.disk_mb == want.disk_mb
+         && runtime == runtime_of(want) && vm_shape_fits && want.from_checkpoint.empty()
+         && have.disk_mb == want.disk_mb
          && same_or_default(want.cpu_request_millis, have.cpu_request_millis)
          && same_or_default(want.memory_request_mb, have.memory_request_mb)
          && same_or_default(want.disk_request_mb, have.disk_request_mb)
@@ -153,7 +161,9 @@ void start_member(pool_pointer self, pool_entry& pool, const std::string& worker
   record.created_at_ms = now;
   record.last_active_at_ms = now;
   auto& spec = record.spec;
-  if (auto chosen = choose_template_version(pool.record, 0, spec); !chosen)
+  // A member runs in the version's default runtime: a pool of a microvm
+  // template holds VMs (clones of their shape's base machine).
+  if (auto chosen = choose_template_version(pool.record, 0, spec, true); !chosen)
     return;
   spec.template_worker_id = worker_id; // a member is made where it is counted
   spec.cpu_millis = pool.record.pool.cpu_millis;

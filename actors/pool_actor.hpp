@@ -107,8 +107,9 @@ pool_actor spawn_pool_actor(caf::actor_system& system, pool_actor_deps deps,
 
 /// Whether a create of `wanted` can take `member`: the same template
 /// version, no checkpoint to start from, the same disk limit and requests
-/// (a wanted 0 is the default a member got). CPU and memory limits may
-/// differ: the claim sets them in place.
+/// (a wanted 0 is the default a member got), the same runtime. CPU and
+/// memory limits may differ: the claim sets them in place; a microVM's
+/// memory and vCPUs are fixed at boot, so for a VM member they must match.
 bool member_fits(const schema::sandbox_record& member, const schema::sandbox_record& wanted);
 
 } // namespace airlock::actors

@@ -175,9 +175,8 @@ result<std::string> requested_runtime(const json& body, const schema::sandbox_sp
 }
 
 /// Calls `next` when some ready worker offers `runtime` (every worker offers
-/// namespace); else 409 runtime_unavailable saying what is missing. The
-/// scheduler does not place by runtime yet: with several workers, one
-/// without it refuses the create (the sandbox ends in error).
+/// namespace); else 409 runtime_unavailable saying what is missing, before
+/// anything is stored. The scheduler then places it only on such a worker.
 void with_runtime_offered(api_ptr api, exchange_ptr ex, const std::string& runtime,
                           std::function<void()> next) {
   if (runtime == actors::namespace_runtime_name)
@@ -225,9 +224,9 @@ void create_sandbox_checked(api_ptr api, exchange_ptr ex, caller who, const json
         record.spec = wanted;
         record.created_at_ms = now;
         record.last_active_at_ms = now;
-        // Warm pools hold namespace sandboxes only.
-        if (snapshot_worker.empty() && api->deps.pools
-            && actors::runtime_of(wanted) == actors::namespace_runtime_name)
+        // A pool member of the same runtime (and for a VM the same shape)
+        // is claimed when one fits.
+        if (snapshot_worker.empty() && api->deps.pools)
           return claim_or_create(api, ex, who, std::move(record),
                                  [api, ex, who](schema::sandbox_record cold) {
                                    admit_then_create(api, ex, who, std::move(cold), {});

@@ -151,8 +151,9 @@ const std::map<doc_key, route_doc>& docs() {
      {"A data-plane token for this sandbox {scope, ttl_s}: 201 {data_url, token, expires_at}.",
       "api_key", 201, "json", "json"}},
     {{"POST", "/v1/sandboxes/{id}/checkpoints"},
-     {"Checkpoint {label?, include_memory?: false}: 202 operation; its result names checkpoint_id. "
-      "409 unless running or paused.",
+     {"Checkpoint {label?, include_memory?}: 202 operation; its result names checkpoint_id. A "
+      "microvm sandbox's holds its memory (include_memory false is 400), a namespace sandbox's "
+      "its files only (true is 400). 409 unless running or paused.",
       "api_key", 202, "json", "json"}},
     {{"GET", "/v1/sandboxes/{id}/checkpoints"},
      {"The sandbox's checkpoints, oldest first.", "api_key", 200, "none", "json"}},

@@ -84,13 +84,11 @@ status greet_restored(guest::guest_client& client, const sandbox_handle& handle,
 
 } // namespace
 
-result<sandbox_parts> start_sandbox(const worker_context& ctx,
-                                    const create_sandbox_request& request) {
-  auto runtime = runtime_for(ctx, request);
+result<sandbox_parts> start_sandbox(const worker_context& ctx, const create_sandbox_request& req) {
+  auto runtime = runtime_for(ctx, req);
   if (!runtime)
     return runtime.error();
-  const bool vm = request.runtime == "microvm";
-  const create_sandbox_request& req = request;
+  const bool vm = req.runtime == "microvm";
   // A VM from a checkpoint (a restore or a fork) comes back from its
   // machine snapshot, memory and processes included; a new VM is a clone
   // of its shape's base machine once one was saved.

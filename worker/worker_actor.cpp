@@ -19,6 +19,7 @@
 #include <set>
 
 #include "actors/errors.hpp"
+#include "actors/runtime_choice.hpp"
 #include "worker/rootfs/fs_util.hpp"
 #include "worker/sandbox_start.hpp"
 #include "worker/worker_load.hpp"
@@ -119,6 +120,7 @@ caf::result<sandbox_actor> handle_create(self_ptr self, const create_sandbox_req
   entry.record.spec.cpu_request_millis = req.limits.cpu_request_millis;
   entry.record.spec.memory_request_mb = req.memory_request_mb;
   entry.record.spec.disk_request_mb = req.disk_request_mb;
+  actors::set_runtime(entry.record.spec, req.runtime);
   entry.record.worker_id = st.context.options.worker_id;
   // Recorded before anything exists, so a crash mid-create is cleaned up by recover.
   if (auto saved = persist(self, entry.record); !saved)
@@ -476,7 +478,11 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_context context) {
       record.spec.memory_mb = memory_mb;
       if (auto saved = persist(self, record); !saved)
         return make_error(saved);
-      auto runtime = self->state.context.runtime;
+      auto runtime = actors::runtime_of(record.spec) == actors::microvm_runtime_name
+                       ? self->state.context.microvm
+                       : self->state.context.runtime;
+      if (!runtime)
+        return make_error(errc::unavailable, "this worker runs no microvm sandboxes");
       return run_blocking(self, [runtime, id, cpu_millis, memory_mb] {
         return runtime->set_limits(id, cpu_millis, memory_mb);
       });

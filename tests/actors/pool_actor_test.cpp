@@ -12,6 +12,7 @@
 #include <string>
 
 #include "actors/pool_actor.hpp"
+#include "actors/runtime_choice.hpp"
 #include "actors/template_records.hpp"
 #include "lifecycle_fixture.hpp"
 #include "tests/support/wait.hpp"
@@ -286,6 +287,30 @@ TEST(pool_member_fits, version_disk_and_requests_must_match_limits_may_differ) {
   EXPECT_FALSE(member_fits(member, other));
   other = want;
   other.spec.template_worker_id = "wk_2";
+  EXPECT_FALSE(member_fits(member, other));
+  other = want;
+  set_runtime(other.spec, microvm_runtime_name);
+  EXPECT_FALSE(member_fits(member, other)) << "a VM is not a namespace member";
+}
+
+TEST(pool_member_fits, a_vm_member_fits_only_its_memory_and_vcpus) {
+  schema::sandbox_record member;
+  member.spec.template_name = "vm";
+  member.spec.template_version = 1;
+  member.spec.cpu_millis = 1000;
+  member.spec.memory_mb = 256;
+  set_runtime(member.spec, microvm_runtime_name);
+  auto want = member;
+  want.spec.cpu_millis = 500; // one vCPU still, less of its time
+  EXPECT_TRUE(member_fits(member, want));
+  auto other = want;
+  other.spec.memory_mb = 512;
+  EXPECT_FALSE(member_fits(member, other)) << "a VM's memory is fixed at boot";
+  other = want;
+  other.spec.cpu_millis = 2000;
+  EXPECT_FALSE(member_fits(member, other)) << "and so are its vCPUs";
+  other = want;
+  set_runtime(other.spec, namespace_runtime_name);
   EXPECT_FALSE(member_fits(member, other));
 }
 

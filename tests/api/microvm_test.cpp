@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "tests/api/microvm_fixture.hpp"
+#include "tests/support/wait.hpp"
 
 namespace airlock::test {
 namespace {
@@ -330,6 +331,46 @@ TEST_F(api_microvm, a_template_can_make_microvm_the_default_that_a_create_may_ov
   EXPECT_EQ(api.get("/v1/sandboxes/" + plain).json["runtime"], "namespace");
   EXPECT_TRUE(processes_with("qemu-system", plain).empty());
   for (const auto& id : {vm, plain})
+    api.wait_operation(api.call("DELETE", "/v1/sandboxes/" + id).json.value("operation_id", ""));
+}
+
+TEST_F(api_microvm, a_warm_pool_of_a_vm_template_holds_vms_that_a_create_of_their_shape_claims) {
+  auto api = admin();
+  // The template of the case above: its default runtime is microvm.
+  auto set = api.call("PUT", "/v1/templates/vm-default/pool",
+                      json{{"size", 1}, {"cpu_millis", 1000}, {"memory_mb", 256}}.dump());
+  ASSERT_EQ(set.status, 200) << set.body;
+  auto pool = [&api] { return api.get("/v1/templates/vm-default/pool").json; };
+  ASSERT_TRUE(wait_for([&] { return pool().value("ready", uint64_t{0}) == 1; }, wait_max,
+                       std::chrono::milliseconds(100)))
+    << pool().dump();
+  auto listed = api.get("/v1/sandboxes?state=running&metadata.airlock.pool=vm-default");
+  ASSERT_EQ(listed.json["items"].size(), 1u) << listed.body;
+  const std::string member = listed.json["items"][0]["id"];
+  EXPECT_EQ(listed.json["items"][0]["runtime"], "microvm") << listed.body;
+  ASSERT_EQ(processes_with("qemu-system", member).size(), 1u) << "a pool member is a VM";
+
+  // Another memory size is another VM: a miss.
+  auto other =
+    api.create_running({{"template", "vm-default"}, {"cpu_millis", 1000}, {"memory_mb", 320}});
+  ASSERT_FALSE(other.empty());
+  EXPECT_NE(other, member);
+  // Its shape: the member is claimed, less CPU time set in place.
+  auto created = api.create(small_spec({{"template", "vm-default"},
+                                        {"cpu_millis", 500},
+                                        {"memory_mb", 256},
+                                        {"metadata", {{"team", "vm"}}}}));
+  ASSERT_EQ(created.status, 202) << created.body;
+  EXPECT_EQ(created.json["sandbox_id"], member) << "the warm VM was not claimed";
+  ASSERT_EQ(api.wait_operation(created.json["operation_id"])["state"], "succeeded");
+  auto claimed = api.get("/v1/sandboxes/" + member);
+  EXPECT_EQ(claimed.json["runtime"], "microvm") << claimed.body;
+  EXPECT_EQ(claimed.json["metadata"]["team"], "vm") << claimed.body;
+  EXPECT_EQ(api.run(member, "cat /etc/vm-default").stdout_bytes, "from-template\n");
+  EXPECT_EQ(pool().value("hits_total", 0), 1) << pool().dump();
+  EXPECT_EQ(pool().value("misses_total", 0), 1) << pool().dump();
+  ASSERT_EQ(api.call("PUT", "/v1/templates/vm-default/pool", R"({"size": 0})").status, 200);
+  for (const auto& id : {member, other})
     api.wait_operation(api.call("DELETE", "/v1/sandboxes/" + id).json.value("operation_id", ""));
 }
 

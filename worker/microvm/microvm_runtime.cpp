@@ -440,8 +440,27 @@ status microvm_runtime::destroy(std::string_view id) {
   return done;
 }
 
-status microvm_runtime::set_limits(std::string_view, uint32_t, uint32_t) {
-  return make_status(errc::unimplemented, "microvm: limits are fixed at boot");
+status microvm_runtime::set_limits(std::string_view id, uint32_t cpu_millis, uint32_t memory_mb) {
+  if (cpu_millis == 0 || memory_mb == 0)
+    return make_status(errc::invalid_argument, "microvm: a zero limit");
+  std::lock_guard lock(mutex_);
+  auto it = sandboxes_.find(id);
+  if (it == sandboxes_.end())
+    return make_status(errc::not_found, "microvm: no sandbox " + std::string(id));
+  const sandbox& s = it->second;
+  // The guest's RAM and vCPUs are fixed at boot; the CPU time its QEMU may
+  // take is its cgroup's.
+  const uint32_t vcpus = std::max<uint32_t>(1, (cpu_millis + 999) / 1000);
+  if (memory_mb != s.memory_mb || vcpus != s.vcpus)
+    return make_status(errc::invalid_argument, "microvm: a VM's memory ("
+                                                 + std::to_string(s.memory_mb) + " MiB) and vCPUs ("
+                                                 + std::to_string(s.vcpus) + ") are fixed at boot");
+  if (!cgroups_)
+    return status::ok();
+  // Only the CPU limit: a driver leaves what is 0 here as it is.
+  cgroup_limits limits;
+  limits.cpu_millis = cpu_millis;
+  return cgroups_->create(s.cgroup_name, limits);
 }
 
 std::vector<sandbox_handle> microvm_runtime::list() const {
@@ -472,13 +491,10 @@ result<adopt_report> microvm_runtime::adopt() {
     // Its QEMU is ended, only if it is still the process the record names.
     const auto pid = static_cast<pid_t>(record.value("pid", 0));
     const auto start_time = record.value("start_time", uint64_t{0});
-    if (pid > 0 && start_time_of(pid) == start_time) {
-      unique_fd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
-      if (pidfd && start_time_of(pid) == start_time) {
-        ::syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0);
-        pollfd gone{pidfd.get(), POLLIN, 0};
-        (void)::poll(&gone, 1, static_cast<int>(options_.vm.stop_timeout_ms));
-      }
+    if (unique_fd pidfd = open_recorded_process(pid, start_time)) {
+      ::syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0);
+      pollfd gone{pidfd.get(), POLLIN, 0};
+      (void)::poll(&gone, 1, static_cast<int>(options_.vm.stop_timeout_ms));
     }
     if (cgroups_)
       (void)cgroups_->remove(name, options_.cgroup_remove_timeout_ms);

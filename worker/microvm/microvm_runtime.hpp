@@ -6,8 +6,8 @@
 // a cgroup and the jail of vm_options. With network enabled, the namespace
 // runtime's addressing, veth and nftables rules plus a tap into the VM
 // (vm_network.hpp). A VM that a crashed run left is ended and removed by
-// adopt() (from its `<name>.vm.json`), not taken over. Not yet: limits in
-// place.
+// adopt() (from its `<name>.vm.json`), not taken over. Limits in place:
+// CPU only (memory and vCPUs are fixed at boot).
 //
 // Thread-safe: every call takes one mutex and blocks (QEMU start, QMP, cp).
 
@@ -132,7 +132,9 @@ public:
   /// Stops QEMU and removes the sandbox's disk, socket and console log, then
   /// its veth, network namespace and firewall entries.
   status destroy(std::string_view id) override;
-  /// unimplemented: a VM's memory and vCPUs are fixed at boot for now.
+  /// Sets the CPU limit of the VM's cgroup; its memory and vCPUs are fixed
+  /// at boot: another memory_mb (or a cpu_millis that makes other vCPUs) is
+  /// invalid_argument.
   status set_limits(std::string_view id, uint32_t cpu_millis, uint32_t memory_mb) override;
   std::vector<sandbox_handle> list() const override;
   /// Ends and removes every VM an earlier run left (QEMU if it is still the

@@ -555,21 +555,15 @@ status namespace_runtime::adopt_one(const sandbox_record& record, adopt_report& 
   if (!slots_in_use_->claim(record.slot))
     return make_status(errc::conflict, "slot " + std::to_string(record.slot) + " claimed twice");
   sandbox box{record, unique_fd(), true};
-  if (record.init_pid > 0) {
-    // Open first, then compare the start time: if the process at that pid
-    // still started when recorded, the pidfd is the sandbox's init. A
-    // readable pidfd means it has exited (a zombie keeps its start time):
-    // keep the pidfd only to reap it.
-    unique_fd fd(static_cast<int>(::syscall(SYS_pidfd_open, record.init_pid, 0)));
-    auto started = fd ? process_start_time(record.init_pid) : result<uint64_t>(uint64_t{0});
-    if (fd && started && *started == record.init_start_time) {
-      pollfd exited{fd.get(), POLLIN, 0};
-      box.pidfd = std::move(fd);
-      if (::poll(&exited, 1, 0) == 0) {
-        sandboxes_.emplace(record.id, std::move(box));
-        report.adopted.push_back(record.id);
-        return status::ok();
-      }
+  // A readable pidfd of the recorded init means it has exited (a zombie
+  // keeps its start time): kept only to reap it.
+  if (unique_fd fd = open_recorded_process(record.init_pid, record.init_start_time)) {
+    pollfd exited{fd.get(), POLLIN, 0};
+    box.pidfd = std::move(fd);
+    if (::poll(&exited, 1, 0) == 0) {
+      sandboxes_.emplace(record.id, std::move(box));
+      report.adopted.push_back(record.id);
+      return status::ok();
     }
   }
   auto cleaned = teardown(box);

@@ -100,6 +100,18 @@ result<uint64_t> process_start_time(pid_t pid) {
   return std::strtoull(text->c_str() + pos, nullptr, 10);
 }
 
+unique_fd open_recorded_process(pid_t pid, uint64_t start_time) {
+  if (pid <= 0)
+    return unique_fd();
+  unique_fd fd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  if (!fd)
+    return unique_fd();
+  auto started = process_start_time(pid);
+  if (!started || *started != start_time)
+    return unique_fd();
+  return fd;
+}
+
 status wait_pidfd_exit(int pidfd, uint32_t timeout_ms) {
   uint64_t deadline = monotonic_ms() + timeout_ms;
   for (;;) {

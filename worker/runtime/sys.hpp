@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "schema/errc.hpp"
+#include "schema/unique_fd.hpp"
 #include "worker/command/command.hpp"
 
 namespace airlock::worker {
@@ -32,6 +33,11 @@ status write_control_file(const std::string& path, std::string_view content);
 /// The start time of `pid` (field 22 of /proc/<pid>/stat, in clock ticks since
 /// boot): with the pid it names one process across pid reuse.
 result<uint64_t> process_start_time(pid_t pid);
+
+/// A pidfd of the process a record names by pid and start time, or an empty
+/// one when that process is gone (its pid free or reused). Opened first,
+/// then the start time compared, so the pidfd cannot name a later process.
+unique_fd open_recorded_process(pid_t pid, uint64_t start_time);
 
 /// Waits until the process behind `pidfd` has exited (POLLIN on the pidfd),
 /// then reaps it if it is our child. timeout when it has not exited in time.
