@@ -229,7 +229,12 @@ TEST_F(microvm_boot, create_refuses_what_is_not_built_yet_and_a_known_id) {
   spec.channel_fd = 0;
   spec.network.enabled = false;
   EXPECT_EQ(vm_->runtime->create(spec).code(), errc::already_exists);
-  EXPECT_EQ(vm_->runtime->set_limits(sandbox_id, 1000, 512).code, errc::unimplemented);
+  // Memory and vCPUs are fixed at boot; the CPU limit is set in place.
+  EXPECT_EQ(vm_->runtime->set_limits(sandbox_id, 1000, 512).code, errc::invalid_argument);
+  EXPECT_EQ(vm_->runtime->set_limits(sandbox_id, 2000, 256).code, errc::invalid_argument);
+  EXPECT_EQ(vm_->runtime->set_limits(sandbox_id, 0, 256).code, errc::invalid_argument);
+  EXPECT_TRUE(vm_->runtime->set_limits(sandbox_id, 500, 256).is_ok());
+  EXPECT_TRUE(vm_->runtime->set_limits(sandbox_id, 1000, 256).is_ok());
   // Without an address pool there is no network to give.
   microvm_runtime_options no_pool;
   no_pool.run_dir = vm_->run_dir;

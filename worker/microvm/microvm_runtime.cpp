@@ -231,21 +231,13 @@ result<sandbox_handle> microvm_runtime::create(const sandbox_launch_spec& spec) 
   std::lock_guard lock(mutex_);
   if (auto admitted = admit(spec); !admitted.is_ok())
     return admitted;
-  sandbox s;
-  s.disk_path = options_.run_dir + "/" + spec.id + ".ext4";
-  s.console_path = options_.run_dir + "/" + spec.id + ".console.log";
+  sandbox s = new_sandbox(spec.id, spec.limits.memory_mb,
+                          std::max<uint32_t>(1, (spec.limits.cpu_millis + 999) / 1000));
   s.memory_path = options_.run_dir + "/" + spec.id + ".ram";
-  s.memory_mb = spec.limits.memory_mb;
-  s.vcpus = std::max<uint32_t>(1, (spec.limits.cpu_millis + 999) / 1000);
   if (auto planned = claim_link(spec, s); !planned.is_ok())
     return planned;
   // Everything made from here on is undone by this on failure.
-  auto fail = [this, &s](status why) {
-    remove_files(s);
-    if (s.link)
-      (void)release_link(*s.link);
-    return why;
-  };
+  auto fail = [this, &s](status why) { return discard(s, std::move(why)); };
   if (s.link && spec.prepare_root)
     if (auto prepared = spec.prepare_root(s.link->addresses.host); !prepared)
       return fail(prepared);
@@ -262,12 +254,34 @@ result<sandbox_handle> microvm_runtime::create(const sandbox_launch_spec& spec) 
     return fail(copied);
   }
   auto vs = base_vm_spec(spec, s);
+  return start_wired(spec, std::move(s), vs, "");
+}
+
+microvm_runtime::sandbox microvm_runtime::new_sandbox(const std::string& name, uint32_t memory_mb,
+                                                      uint32_t vcpus) const {
+  sandbox s;
+  s.disk_path = options_.run_dir + "/" + name + ".ext4";
+  s.console_path = options_.run_dir + "/" + name + ".console.log";
+  s.memory_mb = memory_mb;
+  s.vcpus = vcpus;
+  return s;
+}
+
+status microvm_runtime::discard(sandbox& s, status why) {
+  remove_files(s);
+  if (s.link)
+    (void)release_link(*s.link);
+  return why;
+}
+
+result<sandbox_handle> microvm_runtime::start_wired(const sandbox_launch_spec& spec, sandbox s,
+                                                    vm_spec vs, const std::string& state_path) {
   auto tap = wire_link(spec, s, vs);
   if (!tap)
-    return fail(tap.error());
+    return discard(s, tap.error());
   // start_vm takes the sandbox; its link is released here if it fails.
   const auto link = s.link;
-  auto started = start_vm(spec, std::move(s), vs, "");
+  auto started = start_vm(spec, std::move(s), vs, state_path);
   // QEMU holds its own copy of the tap: the device lives as long as QEMU.
   tap->reset();
   if (!started && link)

@@ -233,6 +233,15 @@ private:
   /// Wires s's planned link (if any) and adds its NIC to `vs`: the tap,
   /// which QEMU must have inherited before it is closed.
   result<unique_fd> wire_link(const sandbox_launch_spec& spec, const sandbox& s, vm_spec& vs);
+  /// A sandbox named `name` (an id, or a pooled QEMU's name) with its disk
+  /// and console paths in run_dir.
+  sandbox new_sandbox(const std::string& name, uint32_t memory_mb, uint32_t vcpus) const;
+  /// Undoes what create or restore made for `s` before its QEMU started
+  /// (its files and link); returns `why`.
+  status discard(sandbox& s, status why);
+  /// wire_link, then start_vm; the link is released if the start fails.
+  result<sandbox_handle> start_wired(const sandbox_launch_spec& spec, sandbox s, vm_spec vs,
+                                     const std::string& state_path);
   std::string machine_dir(std::string_view name) const;
   /// Removes the link and frees its slot; a failure keeps the slot taken.
   status release_link(const vm_link& link);

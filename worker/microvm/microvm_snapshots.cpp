@@ -187,11 +187,7 @@ result<uint32_t> microvm_runtime::prepare_clones(const std::string& dir, uint32_
       return make_status(errc::resource_exhausted, "microvm: every slot is taken");
     if (guest_.kernel_path.empty() || guest_.initrd_path.empty())
       return make_status(errc::not_found, "microvm: no guest in '" + options_.guest_dir + "'");
-    sandbox s;
-    s.disk_path = options_.run_dir + "/" + spec.id + ".ext4";
-    s.console_path = options_.run_dir + "/" + spec.id + ".console.log";
-    s.memory_mb = saved->memory_mb;
-    s.vcpus = saved->vcpus;
+    sandbox s = new_sandbox(spec.id, saved->memory_mb, saved->vcpus);
     s.clone = true;
     s.pool_dir = key;
     s.memory_path = key + "/" + saved->memory_file;
@@ -280,20 +276,11 @@ result<sandbox_handle> microvm_runtime::restore(const sandbox_launch_spec& spec,
       }
     }
   }
-  sandbox s;
-  s.disk_path = options_.run_dir + "/" + spec.id + ".ext4";
-  s.console_path = options_.run_dir + "/" + spec.id + ".console.log";
-  s.memory_mb = saved->memory_mb;
-  s.vcpus = saved->vcpus;
+  sandbox s = new_sandbox(spec.id, saved->memory_mb, saved->vcpus);
   s.clone = mode == restore_mode::clone;
   if (auto planned = claim_link(spec, s); !planned.is_ok())
     return planned;
-  auto fail = [this, &s](status why) {
-    remove_files(s);
-    if (s.link)
-      (void)release_link(*s.link);
-    return why;
-  };
+  auto fail = [this, &s](status why) { return discard(s, std::move(why)); };
   fs::remove(s.disk_path, ec);
   if (auto copied = sandbox_disk(dir + "/" + saved->disk_file, s.disk_path, options_.disk);
       !copied.is_ok())
@@ -309,15 +296,7 @@ result<sandbox_handle> microvm_runtime::restore(const sandbox_launch_spec& spec,
   }
   auto vs = base_vm_spec(spec, s);
   vs.incoming = true;
-  auto tap = wire_link(spec, s, vs);
-  if (!tap)
-    return fail(tap.error());
-  const auto link = s.link;
-  auto started = start_vm(spec, std::move(s), vs, dir + "/" + saved->state_file);
-  tap->reset();
-  if (!started && link)
-    (void)release_link(*link);
-  return started;
+  return start_wired(spec, std::move(s), vs, dir + "/" + saved->state_file);
 }
 
 std::string microvm_runtime::machine_dir(std::string_view name) const {
