@@ -394,12 +394,18 @@ status worker_host::start_microvm(const sandbox_host_options& options,
   }
   // The base machines new VMs are cloned from (worker/sandbox_start.cpp)
   // are made again after a start: the QEMU, the guest or the egress CA in
-  // them may be another now. Checkpoints' machines stay.
+  // them may be another now. A checkpoint's machine stays while its
+  // checkpoint does (one deleted while this worker was down goes now).
   {
     std::error_code ec;
-    for (const auto& entry : std::filesystem::directory_iterator(vms.machine_dir, ec))
-      if (entry.path().filename().string().rfind("base-", 0) == 0)
-        std::filesystem::remove_all(entry.path(), ec);
+    std::vector<std::filesystem::path> stale;
+    for (const auto& entry : std::filesystem::directory_iterator(vms.machine_dir, ec)) {
+      const auto name = entry.path().filename().string();
+      if (name.rfind("base-", 0) == 0 || (rootfs_ && !rootfs_->checkpoint_path(name)))
+        stale.push_back(entry.path());
+    }
+    for (const auto& path : stale)
+      std::filesystem::remove_all(path, ec);
   }
   const std::string script = options.microvm_guest_script.empty() ? default_microvm_guest_script()
                                                                   : options.microvm_guest_script;

@@ -244,7 +244,8 @@ void create_sandbox_checked(api_ptr api, exchange_ptr ex, caller who, const json
   auto checkpoint_id = spec.from_checkpoint; // read before spec moves into the reply handler
   call_actor(
     *api->deps.system, api->deps.registry, api->call_timeout(),
-    [api, ex, who, create, spec = std::move(spec)](schema::snapshot_record& checkpoint) mutable {
+    [api, ex, who, create, runtime_asked,
+     spec = std::move(spec)](schema::snapshot_record& checkpoint) mutable {
       if (checkpoint.kind != schema::snapshot_kind::checkpoint)
         return ex->respond(
           json_error(http::status::not_found, "not_found", "no checkpoint " + checkpoint.id));
@@ -257,6 +258,15 @@ void create_sandbox_checked(api_ptr api, exchange_ptr ex, caller who, const json
                                       "checkpoint " + checkpoint.id + " is of template "
                                         + checkpoint.template_name + ", not " + spec.template_name
                                         + ": leave template out"));
+      // The checkpoint's runtime: a VM's holds its machine, not a root.
+      const std::string runtime = checkpoint.runtime.empty()
+                                    ? std::string(actors::namespace_runtime_name)
+                                    : checkpoint.runtime;
+      if (runtime_asked && actors::runtime_of(spec) != runtime)
+        return ex->respond(json_error(http::status::bad_request, "invalid_argument",
+                                      "checkpoint " + checkpoint.id + " is of a " + runtime
+                                        + " sandbox: leave runtime out"));
+      actors::set_runtime(spec, runtime);
       // The checkpoint's own template version (its start_cmd runs again).
       spec.template_name = checkpoint.template_name;
       if (!checkpoint.template_version.empty())

@@ -374,5 +374,37 @@ TEST_F(api_microvm, a_warm_pool_of_a_vm_template_holds_vms_that_a_create_of_thei
     api.wait_operation(api.call("DELETE", "/v1/sandboxes/" + id).json.value("operation_id", ""));
 }
 
+TEST_F(api_microvm, a_vm_checkpoint_outlives_a_kill_of_the_daemon_and_bases_are_made_again) {
+  auto api = admin();
+  auto source =
+    api.create_running({{"runtime", "microvm"}, {"cpu_millis", 1000}, {"memory_mb", 256}});
+  ASSERT_FALSE(source.empty());
+  const std::string pid = trimmed(
+    api.run(source, "sh -c 'while true; do sleep 1; done' >/dev/null 2>&1 & echo $!").stdout_bytes);
+  ASSERT_FALSE(pid.empty());
+  auto checkpoint = run_operation(api, "/v1/sandboxes/" + source + "/checkpoints");
+  ASSERT_EQ(checkpoint["state"], "succeeded") << checkpoint.dump();
+  const std::string checkpoint_id = checkpoint["result"].value("checkpoint_id", "");
+  const fs::path machines = server().data_dir() + "/microvm/machines";
+
+  std::string error;
+  ASSERT_TRUE(restart_server(serve_process::stop_kind::sigkill, error)) << error;
+  auto again = admin();
+  // The acknowledged checkpoint's machine is kept; the bases are made again.
+  EXPECT_TRUE(fs::exists(machines / checkpoint_id / "snapshot.json"));
+  for (const auto& entry : fs::directory_iterator(machines))
+    EXPECT_NE(entry.path().filename().string().rfind("base-", 0), 0u) << entry.path();
+  // A sandbox from it runs the process the source ran when it was taken.
+  auto created = again.create({{"from_checkpoint", checkpoint_id}});
+  ASSERT_EQ(created.status, 202) << created.body;
+  ASSERT_EQ(again.wait_operation(created.json["operation_id"])["state"], "succeeded")
+    << server().log();
+  const std::string restored = created.json["sandbox_id"];
+  EXPECT_EQ(again.run(restored, "kill -0 " + pid + " && echo alive").stdout_bytes, "alive\n");
+  for (const auto& id : {restored, source})
+    again.wait_operation(
+      again.call("DELETE", "/v1/sandboxes/" + id).json.value("operation_id", ""));
+}
+
 } // namespace
 } // namespace airlock::test

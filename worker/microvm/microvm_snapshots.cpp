@@ -309,6 +309,11 @@ result<uint64_t> microvm_runtime::save_machine(std::string_view id, std::string_
   if (!valid_machine_name(name))
     return make_status(errc::invalid_argument,
                        "microvm: bad machine name '" + std::string(name) + "'");
+  // A directory without its record is a save cut short (snapshot.json is
+  // written last): it goes, and the save starts again.
+  std::error_code ec;
+  if (!has_machine(name) && fs::exists(machine_dir(name), ec))
+    fs::remove_all(machine_dir(name), ec);
   auto saved = snapshot(id, machine_dir(name), snapshot_mode::checkpoint);
   if (!saved)
     return saved.error();
