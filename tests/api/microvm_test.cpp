@@ -179,12 +179,14 @@ constexpr const char* next_count =
 
 TEST_F(api_microvm, suspend_keeps_memory_and_a_counting_process_goes_on_in_the_same_pid) {
   auto api = admin();
-  // A counter in the background, left running when its shell ends.
-  auto started = api.run(sandbox_, "sh -c 'i=0; while true; do i=$((i+1)); echo $i > /tmp/count; "
-                                   "sleep 0.1; done' >/dev/null 2>&1 & echo $!");
+  // A counter in the background, left running when its shell ends; each
+  // value is renamed into place, so a reader never sees the file empty.
+  auto started = api.run(sandbox_, "sh -c 'i=0; while true; do i=$((i+1)); echo $i > "
+                                   "/tmp/count.new; mv /tmp/count.new /tmp/count; sleep 0.1; "
+                                   "done' >/dev/null 2>&1 & echo $!");
   const std::string pid = trimmed(started.stdout_bytes);
   ASSERT_FALSE(pid.empty()) << started.stderr_bytes;
-  const long before = std::stol(trimmed(api.run(sandbox_, next_count).stdout_bytes));
+  const long before = std::strtol(api.run(sandbox_, next_count).stdout_bytes.c_str(), nullptr, 10);
   ASSERT_GT(before, 0);
 
   auto suspended = run_operation(api, "/v1/sandboxes/" + sandbox_ + "/suspend");
@@ -200,7 +202,7 @@ TEST_F(api_microvm, suspend_keeps_memory_and_a_counting_process_goes_on_in_the_s
   EXPECT_EQ(api.get("/v1/sandboxes/" + sandbox_).json["state"], "running");
   // The same process, counting on from where it was (not from 1 again).
   EXPECT_EQ(api.run(sandbox_, "kill -0 " + pid + " && echo alive").stdout_bytes, "alive\n");
-  const long after = std::stol(trimmed(api.run(sandbox_, next_count).stdout_bytes));
+  const long after = std::strtol(api.run(sandbox_, next_count).stdout_bytes.c_str(), nullptr, 10);
   EXPECT_GT(after, before);
   // Its network was wired to a new slot and the guest re-addressed by the
   // refresh: a default route via the new gateway is in place.

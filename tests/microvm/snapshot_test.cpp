@@ -86,6 +86,8 @@ protected:
     vm_->image = *image;
     microvm_runtime_options options;
     options.run_dir = vm_->run_dir;
+    options.machine_dir = (base / "machines").string();
+    fs::create_directories(options.machine_dir);
     options.guest_dir = *dir;
     options.vm = jailed_vm_options();
     options.use_cgroups = test::running_as_root();
@@ -188,10 +190,12 @@ protected:
 };
 
 TEST_F(microvm_snapshot, a_suspended_vm_restored_goes_on_counting_in_the_same_process) {
-  for (const char* applet : {"sleep", "head", "od", "date", "hostname", "kill"})
+  for (const char* applet : {"sleep", "head", "od", "date", "hostname", "kill", "mv"})
     run(*vm_->client, std::string("ln -sf busybox /bin/") + applet);
-  auto started = run(*vm_->client, "sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/c; "
-                                   "sleep 0.1; done' </dev/null >/dev/null 2>&1 & echo $!");
+  // Each value is renamed into place: a reader never sees the file empty.
+  auto started = run(*vm_->client, "sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/c.new; "
+                                   "mv /tmp/c.new /tmp/c; sleep 0.1; done' </dev/null >/dev/null "
+                                   "2>&1 & echo $!");
   ASSERT_EQ(started.exit_code, 0) << started.err;
   const std::string pid = trimmed(started.out);
   ASSERT_FALSE(pid.empty());
@@ -369,6 +373,33 @@ TEST_F(microvm_snapshot, a_snapshot_from_another_host_is_refused_with_the_reason
   EXPECT_EQ(refused.code(), errc::wrong_state);
   EXPECT_NE(refused.error().message.find("kernel"), std::string::npos) << refused.error().message;
   EXPECT_FALSE(fs::exists(vm_->run_dir + "/foreign.ext4"));
+}
+
+TEST_F(microvm_snapshot, machines_are_saved_by_name_and_a_save_cut_short_is_made_again) {
+  const fs::path partial = fs::path(vm_->options.machine_dir) / "ckpt_partial";
+  fs::create_directories(partial);
+  std::ofstream(partial / "state") << "the start of a save that a crash cut short";
+  EXPECT_FALSE(vm_->runtime->has_machine("ckpt_partial"));
+  auto saved = vm_->runtime->save_machine(base_id, "ckpt_partial");
+  ASSERT_TRUE(saved) << saved.error().message;
+  EXPECT_GT(*saved, 0u);
+  EXPECT_TRUE(vm_->runtime->has_machine("ckpt_partial"));
+  EXPECT_EQ(vm_->runtime->save_machine(base_id, "ckpt_partial").code(), errc::already_exists);
+  EXPECT_EQ(vm_->runtime->save_machine(base_id, "../escape").code(), errc::invalid_argument);
+  // The VM had no NIC: a restore that asks for a network is refused, naming it.
+  auto [ours, theirs] = channel_pair();
+  auto spec = launch_spec("with-network");
+  spec.channel_fd = theirs.get();
+  spec.network.enabled = true;
+  auto refused = vm_->runtime->restore_machine(spec, "ckpt_partial");
+  EXPECT_EQ(refused.code(), errc::wrong_state);
+  if (!refused) {
+    EXPECT_NE(refused.error().message.find("network"), std::string::npos)
+      << refused.error().message;
+  }
+  EXPECT_TRUE(vm_->runtime->delete_machine("ckpt_partial").is_ok());
+  EXPECT_FALSE(fs::exists(partial));
+  EXPECT_TRUE(vm_->runtime->delete_machine("ckpt_partial").is_ok()) << "idempotent";
 }
 
 } // namespace

@@ -213,6 +213,9 @@ private:
   };
 
   result<sandbox_stats> stats_of(const sandbox& s);
+  /// snapshot() with mutex_ held.
+  result<vm_snapshot_info> snapshot_locked(std::string_view id, const std::string& dir,
+                                           snapshot_mode mode);
   /// Stops the VM and removes its files, cgroup and link, going on past
   /// failures; the first one is returned. A link that could not be removed
   /// stays set (a retry removes it).

@@ -96,6 +96,11 @@ result<vm_snapshot_record> microvm_runtime::restorable_record(const std::string&
 result<vm_snapshot_info> microvm_runtime::snapshot(std::string_view id, const std::string& dir,
                                                    snapshot_mode mode) {
   std::lock_guard lock(mutex_);
+  return snapshot_locked(id, dir, mode);
+}
+
+result<vm_snapshot_info>
+microvm_runtime::snapshot_locked(std::string_view id, const std::string& dir, snapshot_mode mode) {
   const int64_t began = monotonic_ms();
   auto it = sandboxes_.find(id);
   if (it == sandboxes_.end())
@@ -309,12 +314,14 @@ result<uint64_t> microvm_runtime::save_machine(std::string_view id, std::string_
   if (!valid_machine_name(name))
     return make_status(errc::invalid_argument,
                        "microvm: bad machine name '" + std::string(name) + "'");
+  std::lock_guard lock(mutex_);
   // A directory without its record is a save cut short (snapshot.json is
-  // written last): it goes, and the save starts again.
+  // written last): it goes, and the save starts again. Under the lock: a
+  // save of the same name in flight is not one.
   std::error_code ec;
   if (!has_machine(name) && fs::exists(machine_dir(name), ec))
     fs::remove_all(machine_dir(name), ec);
-  auto saved = snapshot(id, machine_dir(name), snapshot_mode::checkpoint);
+  auto saved = snapshot_locked(id, machine_dir(name), snapshot_mode::checkpoint);
   if (!saved)
     return saved.error();
   return saved->state_bytes + saved->memory_bytes + saved->disk_bytes;
