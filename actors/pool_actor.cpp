@@ -30,10 +30,10 @@ bool member_fits(const sandbox_record& member, const sandbox_record& wanted) {
   };
   // A VM's memory and vCPUs are fixed at boot: a claim cannot change them.
   const auto runtime = runtime_of(have);
-  const auto vcpus = [](uint32_t cpu_millis) { return (cpu_millis + 999) / 1000; };
   const bool vm_shape_fits =
     runtime != microvm_runtime_name
-    || (have.memory_mb == want.memory_mb && vcpus(have.cpu_millis) == vcpus(want.cpu_millis));
+    || (have.memory_mb == want.memory_mb
+        && schema::whole_cpus(have.cpu_millis) == schema::whole_cpus(want.cpu_millis));
   return have.template_name == want.template_name && have.template_version == want.template_version
          && runtime == runtime_of(want) && vm_shape_fits && want.from_checkpoint.empty()
          && have.disk_mb == want.disk_mb

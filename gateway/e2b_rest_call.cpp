@@ -6,6 +6,7 @@
 
 #include "gateway/e2b_rest_internal.hpp"
 #include "gateway/internal_call.hpp"
+#include "schema/sandbox.hpp"
 
 namespace airlock::gateway::e2b_rest {
 
@@ -92,11 +93,11 @@ json sandbox_json(const e2b_api& api, const json& sandbox) {
 
 json detail_json(const e2b_api& api, const json& sandbox) {
   auto out = sandbox_json(api, sandbox);
-  const auto cpu_millis = sandbox.value("cpu_millis", 1000);
+  const auto cpu_millis = sandbox.value("cpu_millis", 1000u);
   out["startedAt"] = rfc3339(unix_ms_of(sandbox.value("created_at", json())));
   out["endAt"] = rfc3339(end_at_ms(api, sandbox));
   out["state"] = e2b_state(sandbox.value("state", "")).value_or("paused");
-  out["cpuCount"] = std::max(1, (cpu_millis + 999) / 1000);
+  out["cpuCount"] = schema::whole_cpus(cpu_millis);
   out["memoryMB"] = sandbox.value("memory_mb", 0);
   out["diskSizeMB"] = sandbox.value("disk_mb", 0);
   out["metadata"] = sandbox.value("metadata", json::object());

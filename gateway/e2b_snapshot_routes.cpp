@@ -5,6 +5,7 @@
 
 #include "gateway/e2b_rest_internal.hpp"
 #include "gateway/internal_call.hpp"
+#include "schema/sandbox.hpp"
 
 namespace airlock::gateway::e2b_rest {
 
@@ -161,7 +162,7 @@ void sandbox_metrics(e2b_call call) {
     call.v1_json(http::verb::get, "/v1/sandboxes/" + id + "/usage", nullptr,
                  [call, sandbox](json usage) {
                    const auto at_ms = unix_ms_of(usage.value("sampled_at", json()));
-                   const auto cpus = std::max(1, (sandbox.value("cpu_millis", 1000) + 999) / 1000);
+                   const auto cpus = schema::whole_cpus(sandbox.value("cpu_millis", 1000u));
                    const uint64_t mib = uint64_t{1} << 20;
                    json metric = {{"timestamp", rfc3339(at_ms)},
                                   {"timestampUnix", at_ms / 1000},

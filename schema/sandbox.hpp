@@ -48,6 +48,12 @@ struct egress_policy {
   bool operator==(const egress_policy&) const = default;
 };
 
+/// How many whole CPUs a limit of `cpu_millis` is: a VM's vCPU count, and
+/// the CPU count E2B clients are shown. Never 0: a sandbox has one at least.
+constexpr uint32_t whole_cpus(uint32_t cpu_millis) noexcept {
+  return cpu_millis <= 1000 ? 1 : (cpu_millis + 999) / 1000;
+}
+
 struct sandbox_spec {
   std::string template_name;
   uint32_t cpu_millis = 1000;

@@ -56,7 +56,7 @@ result<std::shared_ptr<sandbox_runtime>> runtime_for(const worker_context& ctx,
 /// worker starts (airlockd): a new QEMU, guest or egress CA makes new ones.
 /// "": no base for a name that would be too long.
 std::string base_machine_name(const create_sandbox_request& req) {
-  const uint32_t vcpus = std::max<uint32_t>(1, (req.limits.cpu_millis + 999) / 1000);
+  const uint32_t vcpus = schema::whole_cpus(req.limits.cpu_millis);
   std::string name = "base-" + req.template_name + "-" + std::to_string(req.limits.memory_mb) + "m-"
                      + std::to_string(vcpus) + "c-" + (req.network ? "net" : "nonet");
   return name.size() <= 128 ? name : std::string();

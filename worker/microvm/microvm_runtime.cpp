@@ -18,6 +18,7 @@
 #include <sstream>
 #include <system_error>
 
+#include "schema/sandbox.hpp"
 #include "worker/runtime/sys.hpp"
 
 namespace airlock::worker::microvm {
@@ -232,7 +233,7 @@ result<sandbox_handle> microvm_runtime::create(const sandbox_launch_spec& spec) 
   if (auto admitted = admit(spec); !admitted.is_ok())
     return admitted;
   sandbox s = new_sandbox(spec.id, spec.limits.memory_mb,
-                          std::max<uint32_t>(1, (spec.limits.cpu_millis + 999) / 1000));
+                          ::airlock::schema::whole_cpus(spec.limits.cpu_millis));
   s.memory_path = options_.run_dir + "/" + spec.id + ".ram";
   if (auto planned = claim_link(spec, s); !planned.is_ok())
     return planned;
@@ -464,7 +465,7 @@ status microvm_runtime::set_limits(std::string_view id, uint32_t cpu_millis, uin
   const sandbox& s = it->second;
   // The guest's RAM and vCPUs are fixed at boot; the CPU time its QEMU may
   // take is its cgroup's.
-  const uint32_t vcpus = std::max<uint32_t>(1, (cpu_millis + 999) / 1000);
+  const uint32_t vcpus = ::airlock::schema::whole_cpus(cpu_millis);
   if (memory_mb != s.memory_mb || vcpus != s.vcpus)
     return make_status(errc::invalid_argument, "microvm: a VM's memory ("
                                                  + std::to_string(s.memory_mb) + " MiB) and vCPUs ("
