@@ -81,25 +81,12 @@ protected:
 
   /// Builds the guest and the template image and boots the VM; the failure, or "".
   static std::string boot() {
-    auto dir = build_guest();
-    if (!dir)
-      return dir.error().message;
-    vm_->guest = guest_image_in(*dir);
-    const fs::path base = vm_->dir.path();
-    vm_->run_dir = (base / "run").string();
-    fs::create_directories(vm_->run_dir);
-    auto driver = make_template((base / "data").string(), "busybox_v1", "v1");
-    if (!driver)
-      return driver.error().message;
-    auto image = template_disk_of(**driver, "busybox_v1", (base / "images").string());
-    if (!image)
-      return image.error().message;
-    microvm_runtime_options options;
-    options.run_dir = vm_->run_dir;
-    options.guest_dir = *dir;
-    options.vm = jailed_vm_options();
-    options.use_cgroups = test::running_as_root();
-    options.cgroups.parent = "airlock-microvm-test";
+    auto setup = prepare_test_vm(vm_->dir.path());
+    if (!setup)
+      return setup.error().message;
+    vm_->guest = guest_image_in(setup->guest_dir);
+    vm_->run_dir = setup->options.run_dir;
+    microvm_runtime_options options = setup->options;
     // The network needs root (ip, nft, a tap); without it the VM has none.
     vm_->network = test::running_as_root();
     if (vm_->network) {
@@ -110,17 +97,13 @@ protected:
       options.net = test_net_options(vm_->proxy.port, vm_->dns.port);
       options.address_pool = test_address_pool;
     }
-    // The VMM's uid must reach its disk in the run directory.
-    fs::permissions(base, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
     vm_->runtime = std::make_unique<microvm_runtime>(options);
-    int pair[2];
-    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0)
+    auto [ours, theirs] = channel_pair();
+    if (!ours)
       return "socketpair failed";
-    unique_fd ours(pair[0]);
-    unique_fd theirs(pair[1]);
     sandbox_launch_spec spec;
     spec.id = sandbox_id;
-    spec.rootfs_path = *image;
+    spec.rootfs_path = setup->image;
     spec.channel_fd = theirs.get();
     spec.network.enabled = vm_->network;
     spec.limits.memory_mb = 256;
@@ -397,10 +380,8 @@ TEST_F(microvm_boot, qemu_runs_jailed) {
 TEST_F(microvm_boot, a_tree_as_root_gets_its_own_image_and_destroy_removes_it) {
   const fs::path tree = fs::path(vm_->dir.path()) / "plain-tree";
   make_template_tree(tree);
-  int pair[2];
-  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
-  unique_fd ours(pair[0]);
-  unique_fd theirs(pair[1]);
+  auto [ours, theirs] = channel_pair();
+  ASSERT_TRUE(ours);
   sandbox_launch_spec spec;
   spec.id = "from-tree";
   spec.rootfs_path = tree.string();

@@ -145,6 +145,38 @@ vm_options jailed_vm_options() {
   return options;
 }
 
+result<test_vm_setup> prepare_test_vm(const fs::path& base) {
+  auto dir = build_guest();
+  if (!dir)
+    return dir.error();
+  test_vm_setup setup;
+  setup.guest_dir = *dir;
+  const std::string run_dir = (base / "run").string();
+  fs::create_directories(run_dir);
+  auto driver = make_template((base / "data").string(), "busybox_v1", "v1");
+  if (!driver)
+    return driver.error();
+  auto image = template_disk_of(**driver, "busybox_v1", (base / "images").string());
+  if (!image)
+    return image.error();
+  setup.image = *image;
+  setup.options.run_dir = run_dir;
+  setup.options.guest_dir = *dir;
+  setup.options.vm = jailed_vm_options();
+  setup.options.use_cgroups = test::running_as_root();
+  setup.options.cgroups.parent = "airlock-microvm-test";
+  // The VMM's uid must reach its disk in the run directory.
+  fs::permissions(base, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
+  return setup;
+}
+
+std::pair<unique_fd, unique_fd> channel_pair() {
+  int pair[2] = {-1, -1};
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0)
+    return {};
+  return {unique_fd(pair[0]), unique_fd(pair[1])};
+}
+
 /// The value of `key` ("Uid:") in /proc/<pid>/status, without the blanks after the key.
 std::string proc_status(pid_t pid, const std::string& key) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");

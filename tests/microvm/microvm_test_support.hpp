@@ -9,9 +9,11 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "schema/errc.hpp"
 #include "schema/unique_fd.hpp"
+#include "worker/microvm/microvm_runtime.hpp"
 #include "worker/microvm/vm.hpp"
 #include "worker/rootfs/rootfs_driver.hpp"
 #include "worker/runtime/net.hpp"
@@ -59,6 +61,21 @@ inline constexpr const char* test_address_pool = "10.208.0.0/24";
 /// The jail as far as this host allows: as root, QEMU runs as `nobody` in
 /// its own namespaces; otherwise as the caller, without new namespaces.
 vm_options jailed_vm_options();
+
+/// What a suite needs before its first VM: the guest built, a busybox
+/// template made into a disk image, a run directory and the runtime's options
+/// (jail, cgroups) for a VM without network; the suite adds its own.
+struct test_vm_setup {
+  std::string guest_dir;
+  std::string image;
+  microvm_runtime_options options;
+};
+
+/// Builds `test_vm_setup` under `base` (made reachable by the VMM's uid).
+result<test_vm_setup> prepare_test_vm(const fs::path& base);
+
+/// A connected pair of stream sockets: ours and the VM's channel.
+std::pair<unique_fd, unique_fd> channel_pair();
 
 /// The value of `key` ("Uid:") in /proc/<pid>/status, without the blanks after the key.
 std::string proc_status(pid_t pid, const std::string& key);

@@ -71,32 +71,19 @@ protected:
   }
 
   static std::string boot() {
-    auto dir = build_guest();
-    if (!dir)
-      return dir.error().message;
     const fs::path base = vm_->dir.path();
-    vm_->run_dir = (base / "run").string();
-    fs::create_directories(vm_->run_dir);
-    auto driver = make_template((base / "data").string(), "busybox_v1", "v1");
-    if (!driver)
-      return driver.error().message;
-    auto image = template_disk_of(**driver, "busybox_v1", (base / "images").string());
-    if (!image)
-      return image.error().message;
-    vm_->image = *image;
-    microvm_runtime_options options;
-    options.run_dir = vm_->run_dir;
+    auto setup = prepare_test_vm(base);
+    if (!setup)
+      return setup.error().message;
+    vm_->image = setup->image;
+    vm_->run_dir = setup->options.run_dir;
+    microvm_runtime_options options = setup->options;
     options.machine_dir = (base / "machines").string();
     fs::create_directories(options.machine_dir);
-    options.guest_dir = *dir;
-    options.vm = jailed_vm_options();
-    options.use_cgroups = test::running_as_root();
-    options.cgroups.parent = "airlock-microvm-test";
-    fs::permissions(base, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
     vm_->options = options;
     vm_->runtime = std::make_unique<microvm_runtime>(options);
     sandbox_launch_spec spec = launch_spec(base_id);
-    spec.rootfs_path = *image;
+    spec.rootfs_path = vm_->image;
     auto [ours, theirs] = channel_pair();
     spec.channel_fd = theirs.get();
     auto handle = vm_->runtime->create(spec);
@@ -122,13 +109,6 @@ protected:
     spec.network.enabled = false;
     spec.limits.memory_mb = 256;
     return spec;
-  }
-
-  static std::pair<unique_fd, unique_fd> channel_pair() {
-    int pair[2] = {-1, -1};
-    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0)
-      return {};
-    return {unique_fd(pair[0]), unique_fd(pair[1])};
   }
 
   void SetUp() override {
