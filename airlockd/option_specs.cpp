@@ -235,6 +235,11 @@ void add_microvm_specs(std::vector<option_spec<O>>& specs) {
                      return set_number<uint32_t>(o.sandboxes.microvm_vmm_uid, v, 1, 4'000'000'000);
                    },
                    [](const O& o) { return show_number(o.sandboxes.microvm_vmm_uid); }});
+  specs.push_back(
+    {"microvm-share-memory", "BOOL",
+     "VMs from one base or checkpoint share the RAM pages none has written (false: a copy each)",
+     [](O& o, std::string_view v) { return set_bool(o.sandboxes.microvm_share_memory, v); },
+     [](const O& o) { return std::string(o.sandboxes.microvm_share_memory ? "true" : "false"); }});
 }
 
 /// Options of the hosts that run sandboxes (serve, worker).

@@ -377,6 +377,7 @@ status worker_host::start_microvm(const sandbox_host_options& options,
   // Checkpoints of VMs (memory, devices, disk), named as the worker's
   // checkpoints; they outlive a restart as the rootfs driver's do.
   vms.machine_dir = dir + "/machines";
+  vms.clone_machines = options.microvm_share_memory;
   auto fail = [this, &options, &context](std::string why) {
     context.microvm_missing = why;
     if (options.microvm == "on")

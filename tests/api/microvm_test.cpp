@@ -277,6 +277,10 @@ TEST_F(api_microvm, a_second_vm_of_the_same_shape_is_a_clone_of_the_base_the_fir
   auto qemu = processes_with("qemu-system", clone);
   ASSERT_EQ(qemu.size(), 1u);
   EXPECT_NE(qemu[0].find("-incoming"), std::string::npos) << qemu[0];
+  // Its RAM is the base's file mapped private: pages it has not written are the base's.
+  EXPECT_NE(qemu[0].find("mem-path=" + (machines / bases[0] / "memory").string() + ",share=off"),
+            std::string::npos)
+    << qemu[0];
   // Its own identity and network, not the base's.
   EXPECT_EQ(trimmed(api.run(clone, "hostname").stdout_bytes), clone);
   auto routes = api.run(clone, "cat /proc/net/route").stdout_bytes;

@@ -57,6 +57,7 @@ protected:
     std::unique_ptr<guest::guest_client> client;
     std::string failure;
     microvm_runtime_options options; ///< the runtime's, for another one
+    std::string counter_pid;         ///< the guest's counting loop (in the base and its clones)
   };
   static inline shared* vm_ = nullptr;
   static inline std::string skip_;
@@ -126,7 +127,8 @@ protected:
   /// Restores `id` from `dir` on a new channel and refreshes its guest;
   /// the client, or a failed assertion.
   static std::unique_ptr<guest::guest_client> restore(const std::string& id, const std::string& dir,
-                                                      restore_mode mode, int64_t* ready_ms,
+                                                      restore_mode mode,
+                                                      int64_t* ready_ms = nullptr,
                                                       guest::refreshed* refreshed_out = nullptr) {
     auto [ours, theirs] = channel_pair();
     auto spec = launch_spec(id);
@@ -179,6 +181,7 @@ TEST_F(microvm_snapshot, a_suspended_vm_restored_goes_on_counting_in_the_same_pr
   ASSERT_EQ(started.exit_code, 0) << started.err;
   const std::string pid = trimmed(started.out);
   ASSERT_FALSE(pid.empty());
+  vm_->counter_pid = pid;
   // Let it count a while, so that "from where it was" cannot be a restart.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   long before = -1;
@@ -257,8 +260,6 @@ TEST_F(microvm_snapshot, clones_of_one_base_draw_different_random_bytes_and_take
     EXPECT_EQ(trimmed(run(*client, "hostname").out), id);
     // The base's processes run on in each clone (the counter's loop too).
     EXPECT_GE(counter(*client), 1);
-    EXPECT_EQ(vm_->runtime->snapshot(id, dir + "-of-clone", snapshot_mode::checkpoint).code(),
-              errc::unimplemented);
     // Kept running while the next clone starts: both map the base's file.
     if (i == 1) {
       ASSERT_TRUE(vm_->runtime->destroy("clone-0").is_ok());
@@ -269,6 +270,53 @@ TEST_F(microvm_snapshot, clones_of_one_base_draw_different_random_bytes_and_take
   // The clones read the base's files; they are left as they were.
   EXPECT_TRUE(fs::exists(dir + "/memory"));
   EXPECT_EQ(fs::file_size(dir + "/memory"), 256u << 20);
+}
+
+TEST_F(microvm_snapshot, a_clones_snapshot_carries_its_ram_in_the_state_and_restores_counting_on) {
+  const std::string base = vm_->dir.path() + "/base";
+  ASSERT_TRUE(fs::exists(base + "/snapshot.json"));
+  auto clone = restore("clone-saved", base, restore_mode::clone);
+  ASSERT_TRUE(clone);
+  const std::string pid = vm_->counter_pid;
+  const long before = counter(*clone);
+  ASSERT_GE(before, 1);
+  // Its RAM is the base's file mapped private: the checkpoint streams it.
+  const std::string dir = vm_->dir.path() + "/of-clone";
+  auto info = vm_->runtime->snapshot("clone-saved", dir, snapshot_mode::checkpoint);
+  ASSERT_TRUE(info) << info.error().message;
+  EXPECT_EQ(info->record.memory_file, "");
+  EXPECT_FALSE(fs::exists(dir + "/memory"));
+  EXPECT_EQ(info->memory_bytes, 0u);
+  EXPECT_GT(info->state_bytes, 1u << 20) << "the RAM is in the state";
+  EXPECT_LT(info->state_bytes, 256u << 20) << "pages never written are not";
+  std::printf("microvm checkpoint of a clone (RAM in the state): save %lld ms, state %llu MiB\n",
+              static_cast<long long>(info->save_ms),
+              static_cast<unsigned long long>(info->state_bytes >> 20));
+  EXPECT_GE(counter(*clone), before) << "the clone runs on after its checkpoint";
+  ASSERT_TRUE(vm_->runtime->destroy("clone-saved").is_ok());
+  EXPECT_EQ(fs::file_size(base + "/memory"), 256u << 20) << "the base's file is left as it was";
+
+  // Restored with RAM of QEMU's own, then suspended (streamed again) and restored once more.
+  auto restored = restore("from-clone", dir, restore_mode::owned);
+  ASSERT_TRUE(restored);
+  const long after = counter(*restored);
+  EXPECT_GE(after, before);
+  EXPECT_FALSE(fs::exists(vm_->run_dir + "/from-clone.ram")) << "no RAM file of its own";
+  const std::string again = vm_->dir.path() + "/of-restored";
+  auto suspended = vm_->runtime->snapshot("from-clone", again, snapshot_mode::suspend);
+  ASSERT_TRUE(suspended) << suspended.error().message;
+  EXPECT_EQ(suspended->record.memory_file, "");
+  EXPECT_TRUE(vm_->runtime->list().size() == 1u) << "only the base runs";
+  auto back = restore("from-clone", again, restore_mode::clone);
+  ASSERT_TRUE(back);
+  long later = counter(*back);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while ((later = counter(*back)) < after + 3 && std::chrono::steady_clock::now() < deadline) {
+  }
+  EXPECT_GE(later, after + 3) << "the loop does not go on counting";
+  ASSERT_FALSE(pid.empty());
+  EXPECT_EQ(run(*back, "kill -0 " + pid).exit_code, 0) << "pid " << pid << " is gone";
+  ASSERT_TRUE(vm_->runtime->destroy("from-clone").is_ok());
 }
 
 TEST_F(microvm_snapshot, a_pooled_clone_is_handed_its_channel_when_it_is_claimed) {

@@ -40,6 +40,11 @@ TEST(vm_snapshot_record, round_trips_with_relative_file_names) {
   auto with_nic = vm_snapshot_record_from_json(to_json(wired));
   ASSERT_TRUE(with_nic) << with_nic.error().message;
   EXPECT_TRUE(with_nic->network);
+  auto streamed = sample();
+  streamed.memory_file = "";
+  auto in_state = vm_snapshot_record_from_json(to_json(streamed));
+  ASSERT_TRUE(in_state) << in_state.error().message;
+  EXPECT_EQ(in_state->memory_file, "") << "RAM in the state stream";
 }
 
 TEST(vm_snapshot_record, refuses_other_versions_garbage_and_paths_out_of_the_directory) {
@@ -51,6 +56,9 @@ TEST(vm_snapshot_record, refuses_other_versions_garbage_and_paths_out_of_the_dir
   auto escaping = sample();
   escaping.memory_file = "../elsewhere";
   EXPECT_EQ(vm_snapshot_record_from_json(to_json(escaping)).code(), errc::invalid_argument);
+  auto no_state = sample();
+  no_state.state_file = "";
+  EXPECT_EQ(vm_snapshot_record_from_json(to_json(no_state)).code(), errc::invalid_argument);
 }
 
 TEST(vm_snapshot_record, a_different_host_is_refused_naming_what_differs) {

@@ -225,6 +225,7 @@ vm_spec microvm_runtime::base_vm_spec(const sandbox_launch_spec& spec, const san
   vs.tcg_tb_mb = options_.tcg_tb_mb;
   vs.memory_path = s.memory_path;
   vs.memory_shared = !s.clone;
+  vs.memory_in_stream = s.memory_path.empty();
   return vs;
 }
 

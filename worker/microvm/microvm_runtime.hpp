@@ -74,6 +74,13 @@ struct microvm_runtime_options {
   /// named as the worker's checkpoints. "": save_machine is unavailable.
   /// Default: "".
   std::string machine_dir;
+  /// restore_machine() maps a machine's RAM file private (restore_mode::
+  /// clone): every VM from one base or checkpoint shares the pages none has
+  /// written. QEMU 7.2 opens a private file mapping read-write, so a VMM
+  /// that a guest took over could write the shared file; false gives each VM
+  /// a copy of its own instead (docs/microvm.md, "Base machines").
+  /// Default: true.
+  bool clone_machines = true;
 };
 
 /// What snapshot() does with the VM once its state is saved.
@@ -92,8 +99,8 @@ enum class restore_mode {
   owned,
   /// A private copy-on-write mapping of the snapshot's RAM file, which
   /// stays untouched: every clone of one base shares its unwritten pages
-  /// through the page cache. A clone cannot be snapshotted (its RAM is not a
-  /// file of its own).
+  /// through the page cache. A snapshot of a clone carries its RAM in the
+  /// state stream (it is not a file of its own).
   clone,
 };
 
@@ -150,7 +157,10 @@ public:
   /// exist): the device state, the RAM file, a copy of the disk (a reflink
   /// on btrfs) and snapshot.json. `suspend` then removes the VM (destroy()
   /// without the RAM file, which is now the snapshot's); `checkpoint` lets it
-  /// run on. unimplemented for a clone.
+  /// run on. A VM whose RAM is not a file of its own (a clone, or one
+  /// restored from such a snapshot) has its RAM written into the state and
+  /// no memory file (record.memory_file ""); a restore of that gives the VM
+  /// RAM of QEMU's own, filled from the state.
   result<vm_snapshot_info> snapshot(std::string_view id, const std::string& dir,
                                     snapshot_mode mode);
   /// Starts sandbox spec.id from the snapshot in `dir` and returns once the
@@ -183,8 +193,8 @@ public:
 
   /// snapshot(id, machine_dir/name, checkpoint): state + RAM + disk bytes.
   result<uint64_t> save_machine(std::string_view id, std::string_view name) override;
-  /// restore(spec, machine_dir/name, owned): a restored machine can be
-  /// snapshotted again.
+  /// restore(spec, machine_dir/name, clone), or owned without
+  /// options.clone_machines. Either can be snapshotted again.
   result<sandbox_handle> restore_machine(const sandbox_launch_spec& spec,
                                          std::string_view name) override;
   bool has_machine(std::string_view name) const override;
@@ -197,7 +207,8 @@ private:
     std::string disk_path;
     std::string console_path;
     /// The guest's RAM file: the sandbox's own in run_dir, or for a clone
-    /// its base's (not removed with the sandbox).
+    /// its base's (not removed with the sandbox). "": RAM of QEMU's own,
+    /// restored from a state that carried it.
     std::string memory_path;
     bool clone = false;
     /// The cgroup's name: the sandbox's id, or for a clone that waited in
@@ -223,6 +234,11 @@ private:
   /// The record of snapshot `dir`, when this host can restore it (all but
   /// QEMU's version, which start_vm checks once QEMU answers).
   result<vm_snapshot_record> restorable_record(const std::string& dir);
+  /// Sets s's RAM for a restore of sandbox `name` from `saved` in `dir`: QEMU's
+  /// own when the state carries it, else the snapshot's file mapped private
+  /// (clone) or a copy in run_dir (owned).
+  status map_restored_memory(sandbox& s, const std::string& name, const std::string& dir,
+                             const vm_snapshot_record& saved, restore_mode mode);
   /// /proc/<pid>/stat's start time (process_start_time); 0 when it is gone.
   static uint64_t start_time_of(pid_t pid);
   /// Writes `<run_dir>/<cgroup_name>.vm.json` for a started VM (adopt() reads it).

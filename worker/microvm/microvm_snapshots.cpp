@@ -106,10 +106,11 @@ microvm_runtime::snapshot_locked(std::string_view id, const std::string& dir, sn
   if (it == sandboxes_.end())
     return make_status(errc::not_found, "microvm: no sandbox " + std::string(id));
   sandbox& s = it->second;
-  if (s.clone)
-    return make_status(errc::unimplemented,
-                       "microvm: a clone's RAM is a private mapping of its base's file; "
-                       "snapshots of clones are not built");
+  // A clone's RAM is a private mapping of its base's file and a VM restored
+  // from a stream has RAM of QEMU's own: neither is a file the snapshot can
+  // take, so the migration writes the RAM into the state (it skips only
+  // shared mappings).
+  const bool ram_in_stream = s.clone || s.memory_path.empty();
   std::error_code ec;
   if (fs::exists(dir, ec))
     return make_status(errc::already_exists, "microvm: " + dir + " exists");
@@ -127,6 +128,8 @@ microvm_runtime::snapshot_locked(std::string_view id, const std::string& dir, sn
   info.record = host_record(s.memory_mb, s.vcpus);
   info.record.source_id = std::string(id);
   info.record.network = s.link.has_value();
+  if (ram_in_stream)
+    info.record.memory_file.clear();
   info.record.created_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                                   std::chrono::system_clock::now().time_since_epoch())
                                   .count();
@@ -140,7 +143,13 @@ microvm_runtime::snapshot_locked(std::string_view id, const std::string& dir, sn
   // QEMU flushed the disk when the migration completed; the VM is paused.
   if (auto copied = sandbox_disk(s.disk_path, disk_path, options_.disk); !copied.is_ok())
     return abandon(copied);
-  if (mode == snapshot_mode::suspend) {
+  if (ram_in_stream) {
+    if (mode == snapshot_mode::suspend)
+      (void)s.machine->stop();
+    else if (!s.paused)
+      if (auto running = s.machine->qmp().execute("cont", "", options_.qmp_timeout_ms); !running)
+        return abandon(running.error());
+  } else if (mode == snapshot_mode::suspend) {
     // QEMU must be gone before the RAM file moves: its mapping would go on
     // writing whatever the file is.
     (void)s.machine->stop();
@@ -163,7 +172,7 @@ microvm_runtime::snapshot_locked(std::string_view id, const std::string& dir, sn
     return written;
   }
   info.state_bytes = allocated_bytes(state_path);
-  info.memory_bytes = allocated_bytes(memory_path);
+  info.memory_bytes = ram_in_stream ? 0 : allocated_bytes(memory_path);
   info.disk_bytes = allocated_bytes(disk_path);
   if (mode == snapshot_mode::suspend) {
     (void)tear_down(s);
@@ -193,9 +202,10 @@ result<uint32_t> microvm_runtime::prepare_clones(const std::string& dir, uint32_
     if (guest_.kernel_path.empty() || guest_.initrd_path.empty())
       return make_status(errc::not_found, "microvm: no guest in '" + options_.guest_dir + "'");
     sandbox s = new_sandbox(spec.id, saved->memory_mb, saved->vcpus);
-    s.clone = true;
     s.pool_dir = key;
-    s.memory_path = key + "/" + saved->memory_file;
+    if (auto mapped = map_restored_memory(s, spec.id, key, *saved, restore_mode::clone);
+        !mapped.is_ok())
+      return mapped;
     fs::remove(s.disk_path, ec);
     if (auto copied = sandbox_disk(key + "/" + saved->disk_file, s.disk_path, options_.disk);
         !copied.is_ok())
@@ -282,7 +292,6 @@ result<sandbox_handle> microvm_runtime::restore(const sandbox_launch_spec& spec,
     }
   }
   sandbox s = new_sandbox(spec.id, saved->memory_mb, saved->vcpus);
-  s.clone = mode == restore_mode::clone;
   if (auto planned = claim_link(spec, s); !planned.is_ok())
     return planned;
   auto fail = [this, &s](status why) { return discard(s, std::move(why)); };
@@ -290,18 +299,29 @@ result<sandbox_handle> microvm_runtime::restore(const sandbox_launch_spec& spec,
   if (auto copied = sandbox_disk(dir + "/" + saved->disk_file, s.disk_path, options_.disk);
       !copied.is_ok())
     return fail(copied);
-  if (s.clone) {
-    s.memory_path = fs::absolute(dir + "/" + saved->memory_file, ec).string();
-  } else {
-    s.memory_path = options_.run_dir + "/" + spec.id + ".ram";
-    fs::remove(s.memory_path, ec);
-    if (auto copied = sandbox_disk(dir + "/" + saved->memory_file, s.memory_path, options_.disk);
-        !copied.is_ok())
-      return fail(copied);
-  }
+  if (auto mapped = map_restored_memory(s, spec.id, dir, *saved, mode); !mapped.is_ok())
+    return fail(mapped);
   auto vs = base_vm_spec(spec, s);
   vs.incoming = true;
   return start_wired(spec, std::move(s), vs, dir + "/" + saved->state_file);
+}
+
+status microvm_runtime::map_restored_memory(sandbox& s, const std::string& name,
+                                            const std::string& dir, const vm_snapshot_record& saved,
+                                            restore_mode mode) {
+  std::error_code ec;
+  s.clone = false;
+  s.memory_path.clear();
+  if (saved.memory_file.empty())
+    return status::ok(); // QEMU's own RAM, filled from the state
+  if (mode == restore_mode::clone) {
+    s.clone = true;
+    s.memory_path = fs::absolute(dir + "/" + saved.memory_file, ec).lexically_normal().string();
+    return status::ok();
+  }
+  s.memory_path = options_.run_dir + "/" + name + ".ram";
+  fs::remove(s.memory_path, ec);
+  return sandbox_disk(dir + "/" + saved.memory_file, s.memory_path, options_.disk);
 }
 
 std::string microvm_runtime::machine_dir(std::string_view name) const {
@@ -331,7 +351,8 @@ result<sandbox_handle> microvm_runtime::restore_machine(const sandbox_launch_spe
                                                         std::string_view name) {
   if (!has_machine(name))
     return make_status(errc::not_found, "microvm: no machine snapshot " + std::string(name));
-  return restore(spec, machine_dir(name), restore_mode::owned);
+  return restore(spec, machine_dir(name),
+                 options_.clone_machines ? restore_mode::clone : restore_mode::owned);
 }
 
 bool microvm_runtime::has_machine(std::string_view name) const {

@@ -26,7 +26,7 @@ guest_image guest_image_in(const std::string& dir) {
 
 std::string machine_argument(const vm_spec& spec) {
   std::string machine = "microvm,x-option-roms=off";
-  if (!spec.memory_path.empty())
+  if (!spec.memory_path.empty() || spec.memory_in_stream)
     machine += ",memory-backend=" + std::string(memory_backend_id);
   return machine;
 }
@@ -39,7 +39,9 @@ std::string cpu_argument(const vm_spec& spec) {
 
 std::string memory_backend_argument(const vm_spec& spec) {
   if (spec.memory_path.empty())
-    return "";
+    return spec.memory_in_stream ? "memory-backend-ram,id=" + std::string(memory_backend_id)
+                                     + ",size=" + std::to_string(spec.memory_mb) + "M"
+                                 : "";
   return "memory-backend-file,id=" + std::string(memory_backend_id)
          + ",size=" + std::to_string(spec.memory_mb) + "M,mem-path=" + spec.memory_path
          + ",share=" + (spec.memory_shared ? "on" : "off");
@@ -104,8 +106,8 @@ std::vector<std::string> qemu_argv(const vm_spec& spec, const std::string& qemu_
                 {"-chardev", "socket,id=channel,fd=" + std::to_string(channel_fd_in_vmm), "-device",
                  "virtserialport,chardev=channel,name=" + std::string(channel_port_name)});
   }
-  if (!spec.memory_path.empty())
-    argv.insert(argv.end(), {"-object", memory_backend_argument(spec)});
+  if (auto backend = memory_backend_argument(spec); !backend.empty())
+    argv.insert(argv.end(), {"-object", std::move(backend)});
   if (spec.incoming)
     argv.insert(argv.end(), {"-incoming", "defer"});
   if (seccomp) {

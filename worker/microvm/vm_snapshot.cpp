@@ -73,8 +73,9 @@ result<vm_snapshot_record> vm_snapshot_record_from_json(const std::string& text)
   } catch (const nlohmann::json::exception& e) {
     return make_status(errc::corrupt_record, std::string("microvm: snapshot record: ") + e.what());
   }
+  // No memory file: the RAM is in the state stream.
   for (const auto* name : {&r.state_file, &r.memory_file, &r.disk_file})
-    if (!plain_name(*name))
+    if (!plain_name(*name) && !(name == &r.memory_file && name->empty()))
       return make_status(errc::invalid_argument,
                          "microvm: snapshot file '" + *name + "' is not a name in its directory");
   return r;

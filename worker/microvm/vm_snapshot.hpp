@@ -40,6 +40,8 @@ struct vm_snapshot_record {
   bool network = false;
   /// Relative to the snapshot directory.
   std::string state_file = vm_snapshot_state_name;
+  /// "": the RAM is in the state stream (a VM whose RAM was not a file of
+  /// its own: a clone's private mapping, or one restored from such a state).
   std::string memory_file = vm_snapshot_memory_name;
   std::string disk_file = vm_snapshot_disk_name;
 };
