@@ -237,7 +237,7 @@ void add_microvm_specs(std::vector<option_spec<O>>& specs) {
                    [](const O& o) { return show_number(o.sandboxes.microvm_vmm_uid); }});
   specs.push_back(
     {"microvm-share-memory", "BOOL",
-     "VMs from one base or checkpoint share the RAM pages none has written (false: a copy each)",
+     "VMs of one base share the RAM pages none has written (false: a copy each)",
      [](O& o, std::string_view v) { return set_bool(o.sandboxes.microvm_share_memory, v); },
      [](const O& o) { return std::string(o.sandboxes.microvm_share_memory ? "true" : "false"); }});
 }

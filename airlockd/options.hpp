@@ -124,8 +124,8 @@ struct sandbox_host_options {
   /// Host uid and gid the microVMs' QEMU runs as (in its jail: its own
   /// namespaces, only its files); never root. Default: 65534 (nobody).
   uint32_t microvm_vmm_uid = 65'534;
-  /// VMs started from a base machine or a checkpoint map its RAM file
-  /// private and share the pages none has written; false: each copies it
+  /// VMs started from their shape's base machine map its RAM file private
+  /// and share the pages none has written; false: each copies it
   /// (microvm_runtime_options::clone_machines says why one would). Default: true.
   bool microvm_share_memory = true;
 };

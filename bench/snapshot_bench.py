@@ -86,6 +86,28 @@ def creates_at_once(url, key, count):
     return took, ids
 
 
+def vm_memory_kib(sandbox_ids):
+    """(PSS, RSS) in KiB of each sandbox's QEMU (smaps_rollup): PSS splits a page that several
+    VMs map (the base's RAM file) among them, so shared pages count once in a sum of PSS."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+            if "qemu-system" not in cmdline or not any(i in cmdline for i in sandbox_ids):
+                continue
+            rollup = {}
+            with open("/proc/%s/smaps_rollup" % pid) as f:
+                for line in f:
+                    parts = line.split()
+                    if len(parts) >= 2 and parts[1].isdigit():
+                        rollup[parts[0].rstrip(":")] = int(parts[1])
+            found.append((rollup.get("Pss", 0), rollup.get("Rss", 0)))
+        except OSError:
+            continue
+    return found
+
+
 def run(airlockd, data_dir, rounds, serve_args):
     serve, key, url = benchlib.start_serve(
         airlockd, data_dir, INSTANCE, "sb", "10.209.0.0/16", 850000000, 8192, serve_args)
@@ -93,6 +115,7 @@ def run(airlockd, data_dir, rounds, serve_args):
     if serve_args:
         names.append("boot create")
     figures = {name: [] for name in names}
+    memory = []
     try:
         # Builds the template (and for VMs leaves the base): not measured.
         delete(url, key, create(url, key)[1])
@@ -125,11 +148,14 @@ def run(airlockd, data_dir, rounds, serve_args):
                 delete(url, key, sandbox_id)
             took, created = creates_at_once(url, key, 10)
             figures["10 creates"].append(took)
+            if serve_args:
+                # Ten clones of one base, idle once their create answered.
+                memory.extend(vm_memory_kib(created))
             for sandbox_id in created:
                 delete(url, key, sandbox_id)
     finally:
         benchlib.stop_serve(serve, data_dir + "/serve", INSTANCE)
-    return figures
+    return figures, memory
 
 
 def main():
@@ -152,12 +178,24 @@ def main():
                       "--microvm-guest-script", source + "/scripts/microvm-guest"]
     data_dir = tempfile.mkdtemp(prefix="airlock-snapshot-bench-")
     try:
-        figures = run(airlockd, data_dir, args.rounds, serve_args)
+        figures, memory = run(airlockd, data_dir, args.rounds, serve_args)
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
     print("%-12s %8s %10s %10s" % ("through HTTP", "samples", "p50 ms", "p90 ms"))
     for name, samples in figures.items():
         print("%-12s %8d %10.1f %10.1f" % (name, len(samples), p(samples, 0.5), p(samples, 0.9)))
+    if memory:
+        pss = statistics.median(m[0] for m in memory) / 1024.0
+        rss = statistics.median(m[1] for m in memory) / 1024.0
+        available = 0
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    available = int(line.split()[1]) / 1024.0
+        print("memory per idle VM (10 clones of one base, %d samples): PSS p50 %.1f MiB, "
+              "RSS p50 %.1f MiB (RSS counts the shared base pages in every VM); "
+              "MemAvailable %.0f MiB / PSS = %d VMs"
+              % (len(memory), pss, rss, available, int(available / pss) if pss else 0))
     cold = statistics.median(figures["cold create"])
     if figures.get("boot create"):
         print("create (a clone of the base) p50 / boot create p50: %.2f"

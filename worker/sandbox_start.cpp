@@ -138,8 +138,14 @@ result<sandbox_parts> start_sandbox(const worker_context& ctx, const create_sand
       return prepare_egress_files(root_path, host_address, ctx.egress->root_ca());
     };
   }
+  // VMs of one shape share their base's unwritten pages; a checkpoint's are
+  // copies, so that their own suspends and checkpoints stay quick.
   auto handle =
-    machine.empty() ? (*runtime)->create(spec) : (*runtime)->restore_machine(spec, machine);
+    machine.empty()
+      ? (*runtime)->create(spec)
+      : (*runtime)->restore_machine(spec, machine,
+                                    machine == base ? sandbox_runtime::machine_memory::shared
+                                                    : sandbox_runtime::machine_memory::copy);
   if (!handle && !base.empty() && machine == base
       && (handle.code() == errc::wrong_state || handle.code() == errc::corrupt_record
           || handle.code() == errc::unsupported_version)) {

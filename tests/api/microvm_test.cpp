@@ -286,6 +286,13 @@ TEST_F(api_microvm, a_second_vm_of_the_same_shape_is_a_clone_of_the_base_the_fir
   auto routes = api.run(clone, "cat /proc/net/route").stdout_bytes;
   EXPECT_NE(routes.find("eth0\t00000000\t"), std::string::npos) << routes;
   EXPECT_EQ(api.run(clone, "echo fresh > /tmp/mine; cat /tmp/mine").stdout_bytes, "fresh\n");
+  // Its checkpoint carries its RAM in the state: it has no RAM file to save.
+  auto checkpoint = run_operation(api, "/v1/sandboxes/" + clone + "/checkpoints");
+  ASSERT_EQ(checkpoint["state"], "succeeded") << checkpoint.dump();
+  const fs::path saved = machines / checkpoint["result"].value("checkpoint_id", "");
+  EXPECT_TRUE(fs::exists(saved / "state"));
+  EXPECT_FALSE(fs::exists(saved / "memory"));
+  EXPECT_EQ(trimmed(api.run(clone, "cat /tmp/mine").stdout_bytes), "fresh") << "it runs on";
   auto deleted = api.call("DELETE", "/v1/sandboxes/" + clone);
   ASSERT_EQ(deleted.status, 202) << deleted.body;
   EXPECT_EQ(api.wait_operation(deleted.json["operation_id"])["state"], "succeeded");

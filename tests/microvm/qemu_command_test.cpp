@@ -147,21 +147,6 @@ TEST(qemu_command, a_clone_maps_its_base_private_and_waits_for_the_state) {
   EXPECT_EQ(values_of(argv, "-M"), values_of(booted_argv, "-M"));
 }
 
-TEST(qemu_command, ram_saved_in_the_stream_is_a_named_backend_of_qemus_own) {
-  auto spec = sample_spec();
-  spec.memory_mb = 256;
-  spec.memory_in_stream = true;
-  spec.incoming = true;
-  auto argv = qemu_argv(spec, "qemu", "fw");
-  EXPECT_EQ(values_of(argv, "-object"),
-            std::vector<std::string>{"memory-backend-ram,id=mem,size=256M"});
-  // The machine line is a file-backed VM's: a record made by either names the same.
-  auto booted = sample_spec();
-  booted.memory_mb = 256;
-  booted.memory_path = "/run/vm1.ram";
-  EXPECT_EQ(values_of(argv, "-M"), values_of(qemu_argv(booted, "qemu", "fw"), "-M"));
-}
-
 TEST(qemu_command, a_hotplugged_channel_leaves_the_port_off_the_command_line) {
   auto spec = sample_spec();
   spec.channel_hotplug = true;

@@ -225,7 +225,6 @@ vm_spec microvm_runtime::base_vm_spec(const sandbox_launch_spec& spec, const san
   vs.tcg_tb_mb = options_.tcg_tb_mb;
   vs.memory_path = s.memory_path;
   vs.memory_shared = !s.clone;
-  vs.memory_in_stream = s.memory_path.empty();
   return vs;
 }
 
@@ -384,7 +383,8 @@ result<sandbox_handle> microvm_runtime::start_vm(const sandbox_launch_spec& spec
       pool_.push_back(std::move(s));
       return sandbox_handle{};
     }
-    if (auto loaded = s.machine->load_state(state_path, options_.migration_timeout_ms);
+    if (auto loaded = s.machine->load_state(state_path, options_.migration_timeout_ms,
+                                            !saved->memory_file.empty());
         !loaded.is_ok())
       return fail(loaded);
     if (auto running = s.machine->qmp().execute("cont", "", options_.qmp_timeout_ms); !running)

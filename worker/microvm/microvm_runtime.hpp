@@ -74,12 +74,11 @@ struct microvm_runtime_options {
   /// named as the worker's checkpoints. "": save_machine is unavailable.
   /// Default: "".
   std::string machine_dir;
-  /// restore_machine() maps a machine's RAM file private (restore_mode::
-  /// clone): every VM from one base or checkpoint shares the pages none has
-  /// written. QEMU 7.2 opens a private file mapping read-write, so a VMM
-  /// that a guest took over could write the shared file; false gives each VM
-  /// a copy of its own instead (docs/microvm.md, "Base machines").
-  /// Default: true.
+  /// restore_machine(shared) maps a machine's RAM file private (restore_mode::
+  /// clone): every VM from one base shares the pages none has written. false:
+  /// restore_machine always copies. QEMU 7.2 opens a private
+  /// file mapping read-write, so a VMM that a guest took over could write the shared file; false
+  /// gives each VM a copy of its own instead (docs/microvm.md, "Base machines"). Default: true.
   bool clone_machines = true;
 };
 
@@ -193,10 +192,10 @@ public:
 
   /// snapshot(id, machine_dir/name, checkpoint): state + RAM + disk bytes.
   result<uint64_t> save_machine(std::string_view id, std::string_view name) override;
-  /// restore(spec, machine_dir/name, clone), or owned without
-  /// options.clone_machines. Either can be snapshotted again.
-  result<sandbox_handle> restore_machine(const sandbox_launch_spec& spec,
-                                         std::string_view name) override;
+  /// restore(spec, machine_dir/name, clone) for shared memory (unless
+  /// options.clone_machines is off), else owned.
+  result<sandbox_handle> restore_machine(const sandbox_launch_spec& spec, std::string_view name,
+                                         machine_memory memory = machine_memory::copy) override;
   bool has_machine(std::string_view name) const override;
   status delete_machine(std::string_view name) override;
 

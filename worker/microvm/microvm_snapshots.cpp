@@ -106,11 +106,9 @@ microvm_runtime::snapshot_locked(std::string_view id, const std::string& dir, sn
   if (it == sandboxes_.end())
     return make_status(errc::not_found, "microvm: no sandbox " + std::string(id));
   sandbox& s = it->second;
-  // A clone's RAM is a private mapping of its base's file and a VM restored
-  // from a stream has RAM of QEMU's own: neither is a file the snapshot can
-  // take, so the migration writes the RAM into the state (it skips only
-  // shared mappings).
-  const bool ram_in_stream = s.clone || s.memory_path.empty();
+  // A clone's RAM is a private mapping of its base's file, not a file the
+  // snapshot can take: the migration writes it into the state.
+  const bool ram_in_stream = s.clone;
   std::error_code ec;
   if (fs::exists(dir, ec))
     return make_status(errc::already_exists, "microvm: " + dir + " exists");
@@ -137,7 +135,8 @@ microvm_runtime::snapshot_locked(std::string_view id, const std::string& dir, sn
   const std::string memory_path = dir + "/" + info.record.memory_file;
   const std::string disk_path = dir + "/" + info.record.disk_file;
   const int64_t save_began = monotonic_ms();
-  if (auto saved = s.machine->save_state(state_path, options_.migration_timeout_ms); !saved.is_ok())
+  if (auto saved = s.machine->save_state(state_path, options_.migration_timeout_ms, !ram_in_stream);
+      !saved.is_ok())
     return abandon(saved);
   info.save_ms = monotonic_ms() - save_began;
   // QEMU flushed the disk when the migration completed; the VM is paused.
@@ -243,7 +242,8 @@ result<sandbox_handle> microvm_runtime::claim_pooled(const sandbox_launch_spec& 
       !attached.is_ok())
     return fail(attached);
   if (auto loaded =
-        s.machine->load_state(s.pool_dir + "/" + saved->state_file, options_.migration_timeout_ms);
+        s.machine->load_state(s.pool_dir + "/" + saved->state_file, options_.migration_timeout_ms,
+                              !saved->memory_file.empty());
       !loaded.is_ok())
     return fail(loaded);
   if (auto running = s.machine->qmp().execute("cont", "", options_.qmp_timeout_ms); !running)
@@ -311,16 +311,17 @@ status microvm_runtime::map_restored_memory(sandbox& s, const std::string& name,
                                             restore_mode mode) {
   std::error_code ec;
   s.clone = false;
-  s.memory_path.clear();
-  if (saved.memory_file.empty())
-    return status::ok(); // QEMU's own RAM, filled from the state
-  if (mode == restore_mode::clone) {
+  if (mode == restore_mode::clone && !saved.memory_file.empty()) {
     s.clone = true;
     s.memory_path = fs::absolute(dir + "/" + saved.memory_file, ec).lexically_normal().string();
     return status::ok();
   }
   s.memory_path = options_.run_dir + "/" + name + ".ram";
   fs::remove(s.memory_path, ec);
+  // RAM in the state: the load fills a new file of the VM's own, so that its
+  // own snapshots are files again.
+  if (saved.memory_file.empty())
+    return status::ok();
   return sandbox_disk(dir + "/" + saved.memory_file, s.memory_path, options_.disk);
 }
 
@@ -348,11 +349,13 @@ result<uint64_t> microvm_runtime::save_machine(std::string_view id, std::string_
 }
 
 result<sandbox_handle> microvm_runtime::restore_machine(const sandbox_launch_spec& spec,
-                                                        std::string_view name) {
+                                                        std::string_view name,
+                                                        machine_memory memory) {
   if (!has_machine(name))
     return make_status(errc::not_found, "microvm: no machine snapshot " + std::string(name));
   return restore(spec, machine_dir(name),
-                 options_.clone_machines ? restore_mode::clone : restore_mode::owned);
+                 memory == machine_memory::shared && options_.clone_machines ? restore_mode::clone
+                                                                             : restore_mode::owned);
 }
 
 bool microvm_runtime::has_machine(std::string_view name) const {

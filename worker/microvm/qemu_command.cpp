@@ -26,7 +26,7 @@ guest_image guest_image_in(const std::string& dir) {
 
 std::string machine_argument(const vm_spec& spec) {
   std::string machine = "microvm,x-option-roms=off";
-  if (!spec.memory_path.empty() || spec.memory_in_stream)
+  if (!spec.memory_path.empty())
     machine += ",memory-backend=" + std::string(memory_backend_id);
   return machine;
 }
@@ -39,9 +39,7 @@ std::string cpu_argument(const vm_spec& spec) {
 
 std::string memory_backend_argument(const vm_spec& spec) {
   if (spec.memory_path.empty())
-    return spec.memory_in_stream ? "memory-backend-ram,id=" + std::string(memory_backend_id)
-                                     + ",size=" + std::to_string(spec.memory_mb) + "M"
-                                 : "";
+    return "";
   return "memory-backend-file,id=" + std::string(memory_backend_id)
          + ",size=" + std::to_string(spec.memory_mb) + "M,mem-path=" + spec.memory_path
          + ",share=" + (spec.memory_shared ? "on" : "off");

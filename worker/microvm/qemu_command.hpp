@@ -70,13 +70,8 @@ struct vm_spec {
   int channel_fd = -1;
   /// The guest's RAM as a file (memory-backend-file): a running VM's memory
   /// can then be saved by naming the file instead of streaming it
-  /// (x-ignore-shared). "": QEMU's own RAM (see memory_in_stream).
+  /// (x-ignore-shared). "": anonymous RAM, which cannot be snapshotted.
   std::string memory_path;
-  /// Without memory_path: the RAM is a named backend of QEMU's own
-  /// (memory-backend-ram), which a save writes into the migration stream and
-  /// a load fills from it: a VM restored from a snapshot whose RAM is in its
-  /// state. false: QEMU's default RAM, which is never saved. Default: false.
-  bool memory_in_stream = false;
   /// How memory_path is mapped. true (share=on): the guest writes the file,
   /// so it holds the guest's memory and can be saved. false (share=off): a
   /// private copy-on-write mapping, the file is only read; clones of one base
@@ -98,8 +93,7 @@ struct vm_spec {
 std::string machine_argument(const vm_spec& spec);
 /// The -cpu argument.
 std::string cpu_argument(const vm_spec& spec);
-/// The -object that backs the guest's RAM: spec.memory_path, or QEMU's own
-/// with memory_in_stream ("" for neither).
+/// The -object that backs the guest's RAM with spec.memory_path ("" without one).
 std::string memory_backend_argument(const vm_spec& spec);
 
 /// Descriptors of the QEMU process: the guest channel (a connected unix

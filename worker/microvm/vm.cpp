@@ -255,8 +255,18 @@ int left_ms(int64_t deadline) {
 }
 
 constexpr const char* state_fd_name = "airlock-state";
-constexpr const char* ignore_shared_capability =
-  R"({"capabilities": [{"capability": "x-ignore-shared", "state": true}]})";
+/// x-ignore-shared on: RAM mapped shared from a file stays out of the
+/// stream. Off for a VM whose RAM is not such a file (a clone's private
+/// mapping), whose stream carries its RAM; QEMU refuses to load a stream
+/// saved with another setting, so a load sets what the save did.
+std::string ignore_shared_capability(bool ram_in_file) {
+  return std::string(R"({"capabilities": [{"capability": "x-ignore-shared", "state": )")
+         + (ram_in_file ? "true" : "false") + "}]}";
+}
+/// QEMU throttles a migration to 128 MiB/s by default, which is meant for a
+/// network link; a save into a local file of a VM whose RAM is in the stream
+/// (a clone's) would take ~1 s per 128 MiB written. 64 GiB/s: no throttle.
+constexpr const char* unthrottled_parameters = R"({"max-bandwidth": 68719476736})";
 
 /// Polls query-migrate until it reports completed (ok) or failed, or the
 /// deadline passes. Migration of device state alone takes milliseconds, so
@@ -285,16 +295,20 @@ status await_migration(qmp_client& qmp, int64_t deadline, const char* what) {
 
 } // namespace
 
-status vm::save_state(const std::string& state_path, int timeout_ms) {
+status vm::save_state(const std::string& state_path, int timeout_ms, bool ram_in_file) {
   if (!qmp_)
     return make_status(errc::wrong_state, "microvm: the VM is stopped");
   const int64_t deadline = monotonic_ms() + timeout_ms;
   if (auto stopped = qmp_->execute("stop", "", left_ms(deadline)); !stopped)
     return stopped.error();
-  if (auto set =
-        qmp_->execute("migrate-set-capabilities", ignore_shared_capability, left_ms(deadline));
+  if (auto set = qmp_->execute("migrate-set-capabilities", ignore_shared_capability(ram_in_file),
+                               left_ms(deadline));
       !set)
     return set.error();
+  if (auto unthrottled =
+        qmp_->execute("migrate-set-parameters", unthrottled_parameters, left_ms(deadline));
+      !unthrottled)
+    return unthrottled.error();
   unique_fd state(::open(state_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
   if (!state)
     return errno_status(errc::io_error, "microvm: create " + state_path);
@@ -335,12 +349,12 @@ status vm::attach_channel(int fd, int timeout_ms) {
   return status::ok();
 }
 
-status vm::load_state(const std::string& state_path, int timeout_ms) {
+status vm::load_state(const std::string& state_path, int timeout_ms, bool ram_in_file) {
   if (!qmp_)
     return make_status(errc::wrong_state, "microvm: the VM is stopped");
   const int64_t deadline = monotonic_ms() + timeout_ms;
-  if (auto set =
-        qmp_->execute("migrate-set-capabilities", ignore_shared_capability, left_ms(deadline));
+  if (auto set = qmp_->execute("migrate-set-capabilities", ignore_shared_capability(ram_in_file),
+                               left_ms(deadline));
       !set)
     return set.error();
   unique_fd state(::open(state_path.c_str(), O_RDONLY | O_CLOEXEC));

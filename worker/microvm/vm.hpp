@@ -76,19 +76,20 @@ public:
   /// `state_path`: QMP stop, the x-ignore-shared capability, a migration to
   /// the file through a descriptor handed over QMP (getfd; QEMU's seccomp
   /// filter forbids the exec: URI's shell, and 7.2 has no file: URI), and a
-  /// bounded wait for it to complete. RAM is not in the stream: it is the
-  /// spec's memory_path file, which must be mapped shared. Leaves the VM
-  /// paused (postmigrate): quit it, or QMP cont to go on.
-  status save_state(const std::string& state_path, int timeout_ms);
+  /// bounded wait for it to complete. With `ram_in_file` RAM is not in the
+  /// stream: it is the spec's memory_path file, mapped shared. Without it
+  /// (a private mapping) the stream carries the RAM. Leaves the VM paused
+  /// (postmigrate): quit it, or QMP cont to go on.
+  status save_state(const std::string& state_path, int timeout_ms, bool ram_in_file = true);
   /// For a VM started with spec.channel_hotplug, before its state loads:
   /// gives QEMU a copy of `fd` (getfd), makes it the channel's chardev
   /// (chardev-add) and adds the virtio-serial port on it (device_add), so
   /// that the device line matches a VM booted with the channel.
   status attach_channel(int fd, int timeout_ms);
-  /// For a VM started with spec.incoming: loads `state_path` (same
-  /// capability, same descriptor passing) and waits until it is loaded. The
-  /// VM stays paused; QMP cont runs it.
-  status load_state(const std::string& state_path, int timeout_ms);
+  /// For a VM started with spec.incoming: loads `state_path` (the
+  /// capability as the save had it, same descriptor passing) and waits until
+  /// it is loaded. The VM stays paused; QMP cont runs it.
+  status load_state(const std::string& state_path, int timeout_ms, bool ram_in_file = true);
 
   /// Waits up to `timeout_ms` for QEMU to exit by itself; true once it has
   /// (and it is reaped).

@@ -166,15 +166,29 @@ public:
     return make_status(errc::unimplemented, "this runtime keeps no machine state");
   }
 
+  /// How a machine's memory is given to a sandbox started from it.
+  enum class machine_memory : uint8_t {
+    /// A copy of its own: the sandbox's snapshots are as quick as a booted
+    /// one's. For restores and forks of checkpoints.
+    copy,
+    /// Pages none of the sandboxes from that machine has written are one
+    /// copy on the host (where the runtime can, and its options allow); the
+    /// sandbox's own snapshots then carry its memory whole. For bases that
+    /// many sandboxes start from and none writes.
+    shared,
+  };
+
   /// Starts sandbox spec.id from machine `name`, as create() does from a
   /// root: its memory is the saved one, so its processes go on where they
   /// were. Its guest agent says no hello by itself: the caller sends it a
   /// refresh (fresh entropy, the clock, the hostname, and the network of the
   /// returned handle), which it answers with one.
   virtual result<sandbox_handle> restore_machine(const sandbox_launch_spec& spec,
-                                                 std::string_view name) {
+                                                 std::string_view name,
+                                                 machine_memory memory = machine_memory::copy) {
     (void)spec;
     (void)name;
+    (void)memory;
     return make_status(errc::unimplemented, "this runtime keeps no machine state");
   }
 
