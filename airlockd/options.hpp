@@ -125,9 +125,11 @@ struct sandbox_host_options {
   /// namespaces, only its files); never root. Default: 65534 (nobody).
   uint32_t microvm_vmm_uid = 65'534;
   /// VMs started from their shape's base machine map its RAM file private
-  /// and share the pages none has written; false: each copies it
-  /// (microvm_runtime_options::clone_machines says why one would). Default: true.
-  bool microvm_share_memory = true;
+  /// and share the pages none has written; false: each copies it. Off by
+  /// default: a shared VM's first suspend and what is restored from it are
+  /// slower (its RAM goes through the migration stream), and QEMU 7.2 may
+  /// write the shared file (docs/microvm.md, "Base machines"). Default: false.
+  bool microvm_share_memory = false;
 };
 
 /// What the control plane keeps and decides (serve, control).

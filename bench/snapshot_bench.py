@@ -17,7 +17,7 @@ suspend, restore and fork keep memory. One more figure sets that against what it
   boot create   a VM of a shape no base exists for (its memory differs), which boots its kernel
 
   sudo bench/snapshot_bench.py --airlockd build/airlockd/airlockd [--rounds 20] \
-      [--runtime microvm --microvm-cache DIR]
+      [--runtime microvm --microvm-cache DIR --microvm-share-memory true|false]
 
 Needs root. Everything it creates is removed at the end, and the data directory too.
 """
@@ -165,6 +165,8 @@ def main():
     parser.add_argument("--runtime", choices=("namespace", "microvm"), default="namespace")
     parser.add_argument("--microvm-cache", default="/var/tmp/airlock-test-cache/microvm",
                         help="where the guest kernel and initramfs are built and kept")
+    parser.add_argument("--microvm-share-memory", choices=("true", "false"), default="true",
+                        help="serve's --microvm-share-memory: VMs of one base share its pages")
     args = parser.parse_args()
     if not 4 <= args.rounds <= 500:
         sys.exit("--rounds must be 4..500")
@@ -175,7 +177,8 @@ def main():
         source = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         serve_args = ["--microvm", "on", "--microvm-accel", "tcg",
                       "--microvm-cache", args.microvm_cache,
-                      "--microvm-guest-script", source + "/scripts/microvm-guest"]
+                      "--microvm-guest-script", source + "/scripts/microvm-guest",
+                      "--microvm-share-memory", args.microvm_share_memory]
     data_dir = tempfile.mkdtemp(prefix="airlock-snapshot-bench-")
     try:
         figures, memory = run(airlockd, data_dir, args.rounds, serve_args)

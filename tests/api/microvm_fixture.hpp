@@ -17,6 +17,8 @@ struct microvm_suite_config {
   static serve_process::options options() {
     serve_process::options opts;
     opts.extra_args = microvm_serve_args(AIRLOCK_SOURCE_DIR);
+    // VMs of one base share its pages here (the egress suite runs the default, copies).
+    opts.extra_args.insert(opts.extra_args.end(), {"--microvm-share-memory", "true"});
     return opts;
   }
 };
