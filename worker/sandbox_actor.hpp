@@ -213,6 +213,7 @@ struct job_result {
   sandbox_stats stats;
   uint64_t size_bytes = 0; ///< checkpoint
   schema::sandbox_usage usage{};
+  int64_t read_at_ms = 0; ///< usage: the monotonic clock when its CPU time was read
 };
 
 template <class Inspector>
@@ -261,7 +262,8 @@ typename Inspector::result_type inspect(Inspector& f, sandbox_stats& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_result& x) {
-  return f(caf::meta::type_name("job_result"), x.outcome, x.stream, x.file, x.stats, x.usage);
+  return f(caf::meta::type_name("job_result"), x.outcome, x.stream, x.file, x.stats, x.usage,
+           x.read_at_ms);
 }
 
 /// Everything a sandbox actor takes over from its creator.

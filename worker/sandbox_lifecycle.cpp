@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "actors/errors.hpp"
+#include "worker/runtime/sys.hpp"
 #include "worker/sandbox_state.hpp"
 
 namespace airlock::worker::sandbox_detail {
@@ -88,10 +89,15 @@ caf::result<schema::sandbox_usage> handle_usage(self_ptr self) {
   auto runtime = st.parts.runtime;
   auto rootfs = st.parts.rootfs;
   auto id = st.parts.id;
-  const bool have_mark = st.usage_mark_ms > 0 && now_ms(self) - st.usage_mark_ms >= usage_window_ms;
+  // The share's window is timed where the CPU time is read (in the job), not
+  // where the actor hears of it: a late delivery would stretch one window and
+  // shrink the next, and a busy loop would read more than 100 % of one CPU.
+  const auto monotonic_now = [] { return static_cast<int64_t>(monotonic_ms()); };
+  const bool have_mark =
+    st.usage_mark_ms > 0 && monotonic_now() - st.usage_mark_ms >= usage_window_ms;
   post_blocking(
     self,
-    [runtime, rootfs, id, have_mark] {
+    [runtime, rootfs, id, have_mark, monotonic_now] {
       job_result out;
       using clock = std::chrono::steady_clock;
       uint64_t first_ns = 0;
@@ -107,6 +113,7 @@ caf::result<schema::sandbox_usage> handle_usage(self_ptr self) {
         std::this_thread::sleep_for(std::chrono::milliseconds(usage_window_ms));
       }
       auto stats = runtime->stats(id);
+      out.read_at_ms = monotonic_now();
       if (!stats) {
         out.outcome = stats.error();
         return out;
@@ -133,11 +140,11 @@ caf::result<schema::sandbox_usage> handle_usage(self_ptr self) {
       auto usage = done.usage;
       const auto now = now_ms(self);
       if (have_mark)
-        usage.cpu_used_pct =
-          cpu_percent(state.usage_mark_cpu_ns, usage.cpu_usage_ns, now - state.usage_mark_ms);
+        usage.cpu_used_pct = cpu_percent(state.usage_mark_cpu_ns, usage.cpu_usage_ns,
+                                         done.read_at_ms - state.usage_mark_ms);
       usage.sampled_at_ms = now;
       state.usage_mark_cpu_ns = usage.cpu_usage_ns;
-      state.usage_mark_ms = now;
+      state.usage_mark_ms = done.read_at_ms;
       promise.deliver(usage);
     });
   return promise;

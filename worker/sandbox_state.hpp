@@ -109,8 +109,8 @@ struct sandbox_state {
   bool checkpointing = false; ///< a checkpoint job runs; a destroy waits for it
   bool keep_root = false;     ///< the destroy under way leaves the root on disk
   bool channel_closed = false;
-  /// The previous usage reading (CPU time, actor clock ms; 0: none yet):
-  /// the next one's CPU share is measured from it.
+  /// The previous usage reading (CPU time, and the monotonic clock when it
+  /// was read; 0: none yet): the next one's CPU share is measured from it.
   uint64_t usage_mark_cpu_ns = 0;
   int64_t usage_mark_ms = 0;
 };
