@@ -76,9 +76,9 @@ struct microvm_runtime_options {
   std::string machine_dir;
   /// restore_machine(shared) maps a machine's RAM file private (restore_mode::
   /// clone): every VM from one base shares the pages none has written. false:
-  /// restore_machine always copies. QEMU 7.2 opens a private
-  /// file mapping read-write, so a VMM that a guest took over could write the shared file; false
-  /// gives each VM a copy of its own instead (docs/microvm.md, "Base machines"). Default: true.
+  /// restore_machine always copies: QEMU 7.2 opens a private file mapping
+  /// read-write, so a VMM that a guest took over could write the shared
+  /// file (docs/microvm.md, "Base machines"). Default: true.
   bool clone_machines = true;
 };
 
@@ -156,10 +156,9 @@ public:
   /// exist): the device state, the RAM file, a copy of the disk (a reflink
   /// on btrfs) and snapshot.json. `suspend` then removes the VM (destroy()
   /// without the RAM file, which is now the snapshot's); `checkpoint` lets it
-  /// run on. A VM whose RAM is not a file of its own (a clone, or one
-  /// restored from such a snapshot) has its RAM written into the state and
-  /// no memory file (record.memory_file ""); a restore of that gives the VM
-  /// RAM of QEMU's own, filled from the state.
+  /// run on. A clone (its RAM a private mapping of its base's file) has its
+  /// RAM written into the state and no memory file (record.memory_file "");
+  /// a restore of that loads it into a new RAM file of the VM's own.
   result<vm_snapshot_info> snapshot(std::string_view id, const std::string& dir,
                                     snapshot_mode mode);
   /// Starts sandbox spec.id from the snapshot in `dir` and returns once the
@@ -206,8 +205,7 @@ private:
     std::string disk_path;
     std::string console_path;
     /// The guest's RAM file: the sandbox's own in run_dir, or for a clone
-    /// its base's (not removed with the sandbox). "": RAM of QEMU's own,
-    /// restored from a state that carried it.
+    /// its base's (not removed with the sandbox).
     std::string memory_path;
     bool clone = false;
     /// The cgroup's name: the sandbox's id, or for a clone that waited in
@@ -233,9 +231,10 @@ private:
   /// The record of snapshot `dir`, when this host can restore it (all but
   /// QEMU's version, which start_vm checks once QEMU answers).
   result<vm_snapshot_record> restorable_record(const std::string& dir);
-  /// Sets s's RAM for a restore of sandbox `name` from `saved` in `dir`: QEMU's
-  /// own when the state carries it, else the snapshot's file mapped private
-  /// (clone) or a copy in run_dir (owned).
+  /// Sets s's RAM for a restore of sandbox `name` from `saved` in `dir`: the
+  /// snapshot's file mapped private (clone), else a file in run_dir: a copy
+  /// of the snapshot's (owned), or a new one the load fills when the state
+  /// carries the RAM.
   status map_restored_memory(sandbox& s, const std::string& name, const std::string& dir,
                              const vm_snapshot_record& saved, restore_mode mode);
   /// /proc/<pid>/stat's start time (process_start_time); 0 when it is gone.
