@@ -95,6 +95,14 @@ void guest_agent::state::on(const refresh_request& m) {
       return;
     }
   }
+  // Output the old session was sent but never acknowledged went to a host
+  // that is gone: the new session starts every stream with a whole window,
+  // or a process that filled it would block on its output for good.
+  for (auto& [id, stream] : processes) {
+    if (stream.reaped && stream.credit == 0)
+      stream.drain_deadline_ms = now_ms() + options.exit_drain_ms;
+    stream.credit = stream.window;
+  }
   const uint32_t stream_id_max = processes.empty() ? 0 : processes.rbegin()->first;
   send(refreshed{m.request_id, step_ns, stream_id_max});
   // The host's session after a restore is new (the first hello went to the

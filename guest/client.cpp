@@ -181,8 +181,15 @@ void guest_client::consume(const guest_message& message) {
   if (!options_.auto_credit)
     return;
   auto it = streams_.find(out->stream_id);
-  if (it == streams_.end())
+  if (it == streams_.end()) {
+    // A stream of an earlier session: a process that a VM restored from
+    // memory kept running (a base's start_cmd, say). No caller here reads
+    // it, so its output is granted back as it arrives: the process must
+    // not block on a window nobody would refill.
+    if (!out->bytes.empty())
+      (void)send(credit_grant{out->stream_id, static_cast<uint32_t>(out->bytes.size())});
     return;
+  }
   it->second.consumed += out->bytes.size();
   grant_consumed(out->stream_id, it->second);
 }

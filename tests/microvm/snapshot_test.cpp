@@ -164,6 +164,19 @@ protected:
     return ran ? *ran : guest::run_result{};
   }
 
+  /// Takes every event from the guest, as the worker's link does, until
+  /// `path` exists (bounded).
+  static bool runs_to_its_end(guest::guest_client& client, const std::string& path) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (std::chrono::steady_clock::now() < deadline) {
+      while (client.next_event(20)) {
+      }
+      if (client.stat(path, command_timeout_ms))
+        return true;
+    }
+    return false;
+  }
+
   /// The counter file's value (-1 when unreadable).
   static long counter(guest::guest_client& client) {
     auto text = client.read_file("/tmp/c", command_timeout_ms);
@@ -236,6 +249,14 @@ TEST_F(microvm_snapshot, a_suspended_vm_restored_goes_on_counting_in_the_same_pr
 
 TEST_F(microvm_snapshot, clones_of_one_base_draw_different_random_bytes_and_take_the_hosts_clock) {
   ASSERT_EQ(vm_->runtime->list().size(), 1u) << "the base VM was not restored";
+  // A process whose output nobody reads fills its window and blocks: each
+  // clone's new session must let it run to its end (the refresh gives an
+  // earlier session's streams a whole window again, and the client grants
+  // back output of streams it did not start).
+  guest::start_request unread;
+  unread.process.cmd = "head -c 2000000 /dev/zero; echo done > /tmp/flushed";
+  unread.process.env = {{"PATH", "/bin"}};
+  ASSERT_TRUE(vm_->client->start(unread, command_timeout_ms));
   const std::string dir = vm_->dir.path() + "/base";
   auto info = vm_->runtime->snapshot(base_id, dir, snapshot_mode::checkpoint);
   ASSERT_TRUE(info) << info.error().message;
@@ -260,6 +281,7 @@ TEST_F(microvm_snapshot, clones_of_one_base_draw_different_random_bytes_and_take
     EXPECT_EQ(trimmed(run(*client, "hostname").out), id);
     // The base's processes run on in each clone (the counter's loop too).
     EXPECT_GE(counter(*client), 1);
+    EXPECT_TRUE(runs_to_its_end(*client, "/tmp/flushed")) << "the unread process stays blocked";
     // Kept running while the next clone starts: both map the base's file.
     if (i == 1) {
       ASSERT_TRUE(vm_->runtime->destroy("clone-0").is_ok());
