@@ -98,8 +98,10 @@ void continue_create(self_ptr self, const std::string& id, const status& ready) 
   }
   auto req = to_create_request(it->second.record);
   req.reuse_root = it->second.reuse_root;
-  // A VM restored from its memory still runs the start_cmd it ran before.
-  const bool resumed = req.runtime == "microvm" && !req.from_snapshot.empty() && !req.reuse_root;
+  // A VM restored from its memory still runs the start_cmd it ran before,
+  // and a new VM is a clone of its shape's base, which started it
+  // (sandbox_start.cpp); only a VM booted again after a restart starts it.
+  const bool resumed = req.runtime == "microvm" && !req.reuse_root;
   self
     ->request(self->state.context.worker, ms(opts(self).create_timeout_ms), wk_create_atom::value,
               req)
@@ -246,18 +248,8 @@ caf::result<T> on_sandbox(self_ptr self, const std::string& id, Then then) {
 /// anything else a name looked up in the sandbox's /etc/passwd.
 void resolve_user(self_ptr self, const sandbox_actor& box, const std::string& user,
                   std::function<void(result<schema::process_user>)> then) {
-  if (user.empty() || user == "root") {
-    then(schema::process_user{false, 0, 0, "/root"});
-    return;
-  }
-  uint32_t uid = 0;
-  auto [end, ec] = std::from_chars(user.data(), user.data() + user.size(), uid);
-  if (ec == std::errc{} && end == user.data() + user.size()) {
-    then(schema::process_user{true, uid, uid, ""});
-    return;
-  }
-  if (user.find_first_of(":\n") != std::string::npos) {
-    then(make_status(errc::invalid_argument, "user \"" + user + "\" is not a valid name"));
+  if (auto known = user_without_passwd(user)) {
+    then(std::move(*known));
     return;
   }
   file_request read;

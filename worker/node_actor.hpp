@@ -21,6 +21,7 @@
 #include "actors/clock.hpp"
 #include "actors/cluster_protocol.hpp"
 #include "metrics/metrics.hpp"
+#include "worker/process_identity.hpp"
 #include "worker/rootfs/rootfs_driver.hpp"
 #include "worker/rootfs/templates.hpp"
 #include "worker/worker_actor.hpp"
@@ -41,7 +42,7 @@ struct node_options {
   uint32_t file_timeout_ms = 300'000;
   /// PATH of every process unless the sandbox's or the process's env sets it.
   /// Default: /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin.
-  std::string default_path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  std::string default_path = default_process_path;
   /// Largest /etc/passwd read to resolve a user name. Default: 1 MiB.
   uint64_t passwd_bytes_max = uint64_t{1} << 20;
   /// Creates waiting for template builds at once; more fail with

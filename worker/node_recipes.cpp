@@ -104,6 +104,7 @@ struct recipe_build : std::enable_shared_from_this<recipe_build> {
   sandbox_actor box;
   bool sandbox_made = false;
   size_t next_step = 0;
+  bool start_cmd_started = false;
   std::shared_ptr<build_watch> watch;
 
   void note(const std::string& text) { watch->append(text); }
@@ -237,8 +238,8 @@ struct recipe_build : std::enable_shared_from_this<recipe_build> {
         [me](caf::error& error) { me->fail(to_status(error)); });
   }
 
-  /// Runs `cmd` as root to its end; `then` gets its row.
-  void exec(const std::string& cmd, std::function<void(const actors::process_view&)> then) {
+  /// A step's process: `cmd` as root, with the recipe's env.
+  actors::exec_spec step_spec(const std::string& cmd) const {
     actors::exec_spec spec;
     spec.cmd = cmd;
     spec.cwd = "/"; // the workdir may be what the steps make
@@ -247,8 +248,14 @@ struct recipe_build : std::enable_shared_from_this<recipe_build> {
     for (const auto& pair : plan.env)
       spec.env.push_back(pair);
     spec.report_start_failure = true;
+    return spec;
+  }
+
+  /// Runs `cmd` as root to its end; `then` gets its row.
+  void exec(const std::string& cmd, std::function<void(const actors::process_view&)> then) {
     auto me = shared_from_this();
-    self->request(box, milliseconds(opts(self).call_timeout_ms), sbx_exec_atom::value, spec)
+    self
+      ->request(box, milliseconds(opts(self).call_timeout_ms), sbx_exec_atom::value, step_spec(cmd))
       .then([me, then](const std::string& id) { me->wait(id, then); },
             [me](caf::error& error) { me->fail(to_status(error)); });
   }
@@ -319,10 +326,24 @@ struct recipe_build : std::enable_shared_from_this<recipe_build> {
     });
   }
 
-  /// ready_cmd until it succeeds, once a second, bounded.
+  /// ready_cmd until it succeeds, once a second, bounded. What it waits for
+  /// is usually what start_cmd serves, so start_cmd is started first (in
+  /// the background, as root; it ends with the build sandbox), as a microVM
+  /// base of the template does it before its memory is saved.
   void ready() {
     if (plan.ready_cmd.empty())
       return finish();
+    if (!plan.start_cmd.empty() && !start_cmd_started) {
+      start_cmd_started = true;
+      note("$ start_cmd: " + plan.start_cmd + "\n");
+      auto spec = step_spec(plan.start_cmd);
+      spec.cwd = plan.workdir.empty() ? "/" : plan.workdir;
+      auto me = shared_from_this();
+      self->request(box, milliseconds(opts(self).call_timeout_ms), sbx_exec_atom::value, spec)
+        .then([me](const std::string&) { me->ready(); },
+              [me](caf::error& error) { me->fail(to_status(error)); });
+      return;
+    }
     report_step(plan.run.size(), "ready_cmd");
     note("$ ready_cmd: " + plan.ready_cmd + "\n");
     const std::string loop = "i=0; until ( " + plan.ready_cmd + " ); do i=$((i+1)); [ $i -ge "
@@ -355,6 +376,7 @@ struct recipe_build : std::enable_shared_from_this<recipe_build> {
     manifest.name = build.worker_name;
     manifest.source = plan.source;
     manifest.start_cmd = plan.start_cmd;
+    manifest.ready_cmd = plan.ready_cmd;
     for (const auto& [key, value] : plan.env)
       manifest.env.push_back(key + "=" + value);
     manifest.workdir = plan.workdir;

@@ -25,6 +25,7 @@
 #include "actors/inspect_fields.hpp"
 #include "worker/build_watch.hpp"
 #include "worker/node_actor.hpp"
+#include "worker/process_identity.hpp"
 
 namespace airlock::worker::node_detail {
 
@@ -124,9 +125,6 @@ template_defaults defaults_of(self_ptr self, const std::string& id);
 int64_t to_unix_ms(self_ptr self, int64_t actor_ms);
 
 actors::process_view with_unix_times(self_ptr self, actors::process_view view);
-
-/// The uid, gid and home of `user` in the text of an /etc/passwd.
-result<schema::process_user> find_user(std::string_view passwd, const std::string& user);
 
 /// `spec` resolved for the sandbox actor: run as `user`, the whole
 /// environment, start failures reported as failed processes.

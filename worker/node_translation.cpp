@@ -65,62 +65,13 @@ actors::process_view with_unix_times(self_ptr self, actors::process_view view) {
 
 namespace {
 
-/// One /etc/passwd line's (uid, gid, home) if it names `user`.
-std::optional<schema::process_user> passwd_entry(std::string_view line, std::string_view user) {
-  std::vector<std::string_view> fields;
-  while (fields.size() < 7) {
-    auto colon = line.find(':');
-    fields.push_back(line.substr(0, colon));
-    if (colon == std::string_view::npos)
-      break;
-    line.remove_prefix(colon + 1);
-  }
-  if (fields.size() < 6 || fields[0] != user)
-    return std::nullopt;
-  schema::process_user ids{true, 0, 0, std::string(fields[5])};
-  auto parse = [](std::string_view text, uint32_t& out) {
-    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
-    return ec == std::errc{} && end == text.data() + text.size() && !text.empty();
-  };
-  if (!parse(fields[2], ids.uid) || !parse(fields[3], ids.gid))
-    return std::nullopt;
-  return ids;
-}
-
-} // namespace
-
-result<schema::process_user> find_user(std::string_view passwd, const std::string& user) {
-  while (!passwd.empty()) {
-    auto newline = passwd.find('\n');
-    auto line = passwd.substr(0, newline);
-    if (auto ids = passwd_entry(line, user))
-      return *ids;
-    if (newline == std::string_view::npos)
-      break;
-    passwd.remove_prefix(newline + 1);
-  }
-  return make_status(errc::invalid_argument, "no user \"" + user
-                                               + "\" in the sandbox's /etc/passwd; give a name it "
-                                                 "lists or a numeric uid");
-}
-
-namespace {
-
 /// The environment of a process: PATH (and HOME when known), then the
 /// sandbox's env, then the process's own; later ones win.
 std::vector<std::pair<std::string, std::string>> merged_env(self_ptr self,
                                                             const std::string& sandbox_id,
                                                             const actors::exec_spec& spec,
                                                             const schema::process_user& user) {
-  std::map<std::string, std::string> env;
-  env["PATH"] = opts(self).default_path;
-  // TLS clients that do not read the system bundle by default still trust
-  // the egress proxy's CA.
-  env["SSL_CERT_FILE"] = sandbox_ca_bundle;
-  env["REQUESTS_CA_BUNDLE"] = sandbox_ca_bundle;
-  env["NODE_EXTRA_CA_CERTS"] = sandbox_ca_file;
-  if (!user.home.empty())
-    env["HOME"] = user.home;
+  auto env = fixed_process_env(opts(self).default_path, user);
   if (auto it = self->state.sandboxes.find(sandbox_id); it != self->state.sandboxes.end())
     for (const auto& [key, value] : it->second.record.spec.env)
       env[key] = value;

@@ -5,12 +5,20 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <functional>
 #include <memory>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "worker/egress_binding.hpp"
+#include "worker/process_identity.hpp"
+#include "worker/rootfs/templates.hpp"
 
 namespace airlock::worker {
 
@@ -54,12 +62,12 @@ result<std::shared_ptr<sandbox_runtime>> runtime_for(const worker_context& ctx,
 /// Bases live with the worker's machine snapshots (machine names are
 /// checkpoint ids, which never start with "base-") and are wiped when the
 /// worker starts (airlockd): a new QEMU, guest or egress CA makes new ones.
-/// "": no base for a name that would be too long.
+/// At most 5 + 75 (a template's worker name) + 24 + 6 characters: within a
+/// machine name's 128.
 std::string base_machine_name(const create_sandbox_request& req) {
   const uint32_t vcpus = schema::whole_cpus(req.limits.cpu_millis);
-  std::string name = "base-" + req.template_name + "-" + std::to_string(req.limits.memory_mb) + "m-"
-                     + std::to_string(vcpus) + "c-" + (req.network ? "net" : "nonet");
-  return name.size() <= 128 ? name : std::string();
+  return "base-" + req.template_name + "-" + std::to_string(req.limits.memory_mb) + "m-"
+         + std::to_string(vcpus) + "c-" + (req.network ? "net" : "nonet");
 }
 
 /// A guest restored from memory goes on with the saved kernel's random state,
@@ -82,26 +90,28 @@ status greet_restored(guest::guest_client& client, const sandbox_handle& handle,
   return refreshed ? status::ok() : refreshed.error();
 }
 
-} // namespace
+/// A failure that means the machine was saved by another QEMU, kernel or
+/// guest than this host's: it cannot come back here.
+bool unrestorable(errc code) {
+  return code == errc::wrong_state || code == errc::corrupt_record
+         || code == errc::unsupported_version;
+}
 
-result<sandbox_parts> start_sandbox(const worker_context& ctx, const create_sandbox_request& req) {
-  auto runtime = runtime_for(ctx, req);
-  if (!runtime)
-    return runtime.error();
+/// Where a sandbox's VM or namespace starts from.
+struct start_source {
+  std::string machine; ///< a saved machine to restore; "": a boot
+  sandbox_runtime::machine_memory memory = sandbox_runtime::machine_memory::copy;
+  /// Its address gets the request's egress entry. Off for a base's own VM,
+  /// which runs no tenant's code and reaches nothing outside.
+  bool egress = true;
+};
+
+/// The root, the runtime's start (a boot or a restore), the egress entry
+/// and the guest's hello; undoes what it did on failure.
+result<sandbox_parts> launch(const worker_context& ctx, const create_sandbox_request& req,
+                             const std::shared_ptr<sandbox_runtime>& runtime,
+                             const start_source& source) {
   const bool vm = req.runtime == "microvm";
-  // A VM from a checkpoint (a restore or a fork) comes back from its
-  // machine snapshot, memory and processes included; a new VM is a clone
-  // of its shape's base machine once one was saved.
-  const bool from_checkpoint = vm && !req.from_snapshot.empty() && !req.reuse_root;
-  if (from_checkpoint && !(*runtime)->has_machine(req.from_snapshot))
-    return make_status(errc::not_found, "checkpoint " + req.from_snapshot
-                                          + " holds no microVM memory on this worker; restore "
-                                            "another checkpoint or create the sandbox anew");
-  const std::string base =
-    vm && req.from_snapshot.empty() && !req.reuse_root ? base_machine_name(req) : std::string();
-  std::string machine = from_checkpoint                                  ? req.from_snapshot
-                        : !base.empty() && (*runtime)->has_machine(base) ? base
-                                                                         : std::string();
   // A root left for an id this worker does not run is stale (kept by a
   // restart, or a create cut short): a fresh start replaces it.
   if (!req.reuse_root && ctx.rootfs->sandbox_path(req.id))
@@ -133,44 +143,33 @@ result<sandbox_parts> start_sandbox(const worker_context& ctx, const create_sand
   spec.limits = req.limits;
   spec.network.enabled = req.network;
   if (has_egress(ctx, req)) {
-    // A VM's disk is made from the root at create: the files go in before.
+    // A VM's disk is made from the root at create: the files go in before
+    // (a base's too: the disks of its clones are copies of its disk).
     spec.prepare_root = [&ctx, root_path = spec.rootfs_path](const std::string& host_address) {
       return prepare_egress_files(root_path, host_address, ctx.egress->root_ca());
     };
   }
-  // VMs of one shape share their base's unwritten pages; a checkpoint's are
-  // copies, so that their own suspends and checkpoints stay quick.
-  auto handle =
-    machine.empty()
-      ? (*runtime)->create(spec)
-      : (*runtime)->restore_machine(spec, machine,
-                                    machine == base ? sandbox_runtime::machine_memory::shared
-                                                    : sandbox_runtime::machine_memory::copy);
-  if (!handle && !base.empty() && machine == base
-      && (handle.code() == errc::wrong_state || handle.code() == errc::corrupt_record
-          || handle.code() == errc::unsupported_version)) {
-    // A base this host can no longer restore (another QEMU or guest): it
-    // goes, and this VM boots and leaves the next base.
-    (void)(*runtime)->delete_machine(base);
-    machine.clear();
-    handle = (*runtime)->create(spec);
-  }
+  auto handle = source.machine.empty()
+                  ? runtime->create(spec)
+                  : runtime->restore_machine(spec, source.machine, source.memory);
   ::close(pair[1]);
   if (!handle) {
     undo_root();
     return handle.error();
   }
-  if (auto wired = attach_egress(ctx, req, *handle); !wired) {
-    (void)(*runtime)->destroy(req.id);
-    undo_root();
-    return wired;
+  if (source.egress) {
+    if (auto wired = attach_egress(ctx, req, *handle); !wired) {
+      (void)runtime->destroy(req.id);
+      undo_root();
+      return wired;
+    }
   }
   const int fd = host_end.get();
   auto client = std::make_unique<guest::guest_client>(std::move(host_end));
   const int handshake_ms =
     vm ? ctx.options.microvm_handshake_timeout_ms : ctx.options.guest_handshake_timeout_ms;
   auto greeted = [&]() -> status {
-    if (!machine.empty())
+    if (!source.machine.empty())
       return greet_restored(*client, *handle, handshake_ms);
     auto hello = client->handshake(handshake_ms);
     return hello ? status::ok() : hello.error();
@@ -179,27 +178,233 @@ result<sandbox_parts> start_sandbox(const worker_context& ctx, const create_sand
     auto failure = make_status(hello.code, "the guest of sandbox " + req.id
                                              + " did not say hello: " + hello.message);
     client.reset();
-    if (ctx.egress)
+    if (ctx.egress && source.egress)
       ctx.egress->detach(req.id);
-    (void)(*runtime)->destroy(req.id);
+    (void)runtime->destroy(req.id);
     undo_root();
     return failure;
   }
-  // The first VM of its shape to boot here leaves the base the next ones
-  // are cloned from: saved now, before anything of its own ran in it (a
-  // pause of a few hundred ms). Another create that saved it first wins;
-  // a failure only means the next VM boots too.
-  if (!base.empty() && machine.empty() && !(*runtime)->has_machine(base))
-    (void)(*runtime)->save_machine(req.id, base);
   sandbox_parts parts;
   parts.id = req.id;
   parts.handle = std::move(*handle);
-  parts.runtime = *runtime;
+  parts.runtime = runtime;
   parts.rootfs = ctx.rootfs;
   // The VM's files are in its own disk image, made from the root above.
   parts.files_in_root = !vm;
   parts.client = std::move(client);
   parts.channel_fd = fd;
+  return parts;
+}
+
+/// What a template's VM base runs before its memory is saved: the
+/// manifest's start_cmd (started, left running) and ready_cmd (until it
+/// succeeds), as its user, in its workdir, with its env.
+struct base_warmup {
+  std::string start_cmd;
+  std::string ready_cmd;
+  std::string workdir;
+  std::string user;
+  std::vector<std::string> env; ///< "KEY=VALUE"
+  bool needed() const { return !start_cmd.empty() || !ready_cmd.empty(); }
+};
+
+base_warmup warmup_of(const worker_context& ctx, const std::string& template_name) {
+  std::ifstream in(manifest_path(ctx.rootfs->templates_dir(), template_name));
+  std::stringstream text;
+  text << in.rdbuf();
+  auto manifest = parse_manifest(text.str());
+  if (!manifest)
+    return {};
+  return {manifest->start_cmd, manifest->ready_cmd, manifest->workdir, manifest->user,
+          manifest->env};
+}
+
+/// How long a base's ready_cmd is tried, once a second (as a recipe's build
+/// does), and the margin its loop's process gets beyond that.
+constexpr int ready_attempts_max = 120;
+constexpr int ready_margin_ms = 30'000;
+
+/// Events of the base's guest until `done` says the one it waits for came
+/// (true) or failed (its status). Every event is taken, so that a chatty
+/// start_cmd keeps its output credit.
+status await_guest(guest::guest_client& client, int timeout_ms,
+                   const std::function<std::optional<status>(const guest::guest_message&)>& done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        deadline - std::chrono::steady_clock::now())
+                        .count();
+    if (left <= 0)
+      return make_status(errc::timeout, "no answer in " + std::to_string(timeout_ms) + " ms");
+    auto event = client.next_event(static_cast<int>(left));
+    if (!event)
+      return event.error();
+    if (auto outcome = done(*event))
+      return *outcome;
+  }
+}
+
+/// Runs the warmup in a base's VM, whose hello came: start_cmd started,
+/// ready_cmd succeeded.
+status warm_up(guest::guest_client& client, const base_warmup& warmup, int timeout_ms) {
+  auto user = user_without_passwd(warmup.user);
+  if (!user) {
+    auto passwd = client.read_file("/etc/passwd", timeout_ms);
+    if (!passwd)
+      return make_status(passwd.code(), "read /etc/passwd: " + passwd.error().message);
+    user = find_user(*passwd, warmup.user);
+  }
+  if (!*user)
+    return user->error();
+  auto env = fixed_process_env(default_process_path, **user);
+  for (const auto& pair : warmup.env) {
+    auto eq = pair.find('=');
+    env[pair.substr(0, eq)] = eq == std::string::npos ? "" : pair.substr(eq + 1);
+  }
+  auto request = [&](const std::string& cmd) {
+    guest::start_request start;
+    start.process.cmd = cmd;
+    start.process.cwd = warmup.workdir.empty() ? "/" : warmup.workdir;
+    start.process.env.assign(env.begin(), env.end());
+    start.process.run_as = **user;
+    return start;
+  };
+  if (!warmup.start_cmd.empty()) {
+    auto stream = client.start(request(warmup.start_cmd), timeout_ms);
+    if (!stream)
+      return make_status(stream.code(), "start_cmd: " + stream.error().message);
+    auto started = await_guest(
+      client, timeout_ms, [id = *stream](const guest::guest_message& m) -> std::optional<status> {
+        if (const auto* up = std::get_if<guest::started>(&m); up && up->stream_id == id)
+          return status::ok();
+        if (const auto* failure = std::get_if<guest::error_reply>(&m);
+            failure && failure->stream_id == id)
+          return make_status(failure->code, failure->message);
+        return std::nullopt;
+      });
+    if (!started)
+      return make_status(started.code, "start_cmd did not start: " + started.message);
+  }
+  if (warmup.ready_cmd.empty())
+    return status::ok();
+  const std::string loop = "i=0; until ( " + warmup.ready_cmd + " ); do i=$((i+1)); [ $i -ge "
+                           + std::to_string(ready_attempts_max) + " ] && exit 1; sleep 1; done";
+  auto stream = client.start(request(loop), timeout_ms);
+  if (!stream)
+    return make_status(stream.code(), "ready_cmd: " + stream.error().message);
+  return await_guest(
+    client, ready_attempts_max * 1000 + ready_margin_ms,
+    [id = *stream](const guest::guest_message& m) -> std::optional<status> {
+      if (const auto* end = std::get_if<guest::exited>(&m); end && end->stream_id == id)
+        return end->exit_code == 0 && end->signal == 0
+                 ? status::ok()
+                 : make_status(errc::timeout, "ready_cmd did not succeed in "
+                                                + std::to_string(ready_attempts_max) + " tries");
+      if (const auto* failure = std::get_if<guest::error_reply>(&m);
+          failure && failure->stream_id == id && failure->ended)
+        return make_status(failure->code, "ready_cmd: " + failure->message);
+      return std::nullopt;
+    });
+}
+
+/// Makes the base `base` of `req`'s shape for a template whose VMs start
+/// warm: a VM of its own (no tenant's id, env, files or egress in it) boots
+/// from the template, runs the warmup and is saved; the VM and its root go
+/// either way.
+status make_warm_base(const worker_context& ctx, const create_sandbox_request& req,
+                      const std::shared_ptr<sandbox_runtime>& runtime, const std::string& base,
+                      const base_warmup& warmup) {
+  uint64_t nonce = 0;
+  if (::getrandom(&nonce, sizeof nonce, 0) != static_cast<ssize_t>(sizeof nonce))
+    return make_status(errc::internal, "getrandom failed");
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(nonce));
+  create_sandbox_request builder;
+  builder.id = std::string("base-") + hex; // sandbox ids are "sb_...": never this
+  builder.template_name = req.template_name;
+  builder.limits = req.limits;
+  builder.disk_mb = req.disk_mb;
+  builder.network = req.network;
+  builder.runtime = req.runtime;
+  start_source boot;
+  boot.egress = false;
+  auto parts = launch(ctx, builder, runtime, boot);
+  if (!parts)
+    return parts.error();
+  auto warmed = warm_up(*parts->client, warmup, ctx.options.microvm_handshake_timeout_ms);
+  status saved = warmed;
+  if (warmed)
+    if (auto bytes = runtime->save_machine(builder.id, base);
+        !bytes && !runtime->has_machine(base)) // another create's base is as good
+      saved = bytes.error();
+  parts->client.reset();
+  (void)runtime->destroy(builder.id);
+  (void)ctx.rootfs->delete_sandbox(builder.id);
+  if (!saved)
+    return make_status(saved.code, "the template's VM base could not be made: " + saved.message
+                                     + (warmed ? std::string()
+                                               : "; its start_cmd and ready_cmd run in a VM "
+                                                 "of their own, with the template's env and "
+                                                 "no egress: check them with a create of "
+                                                 "runtime namespace"));
+  return status::ok();
+}
+
+} // namespace
+
+result<sandbox_parts> start_sandbox(const worker_context& ctx, const create_sandbox_request& req) {
+  auto runtime = runtime_for(ctx, req);
+  if (!runtime)
+    return runtime.error();
+  const bool vm = req.runtime == "microvm";
+  // A VM from a checkpoint (a restore or a fork) comes back from its
+  // machine snapshot, memory and processes included.
+  const bool from_checkpoint = vm && !req.from_snapshot.empty() && !req.reuse_root;
+  if (from_checkpoint && !(*runtime)->has_machine(req.from_snapshot))
+    return make_status(errc::not_found, "checkpoint " + req.from_snapshot
+                                          + " holds no microVM memory on this worker; restore "
+                                            "another checkpoint or create the sandbox anew");
+  if (!vm || !req.from_snapshot.empty() || req.reuse_root) {
+    start_source source;
+    if (from_checkpoint)
+      source.machine = req.from_snapshot;
+    return launch(ctx, req, *runtime, source);
+  }
+  // A new VM is a clone of its shape's base. VMs of one shape share their
+  // base's unwritten pages (when the runtime maps them shared); a
+  // checkpoint's are copies, so that their own suspends stay quick.
+  start_source clone;
+  clone.machine = base_machine_name(req);
+  clone.memory = sandbox_runtime::machine_memory::shared;
+  const auto warmup = warmup_of(ctx, req.template_name);
+  if (warmup.needed()) {
+    // The base runs the template's start_cmd: every VM of the template is
+    // a clone of it (the node starts no start_cmd in a new VM).
+    for (int attempt = 0;; ++attempt) {
+      if (!(*runtime)->has_machine(clone.machine))
+        if (auto made = make_warm_base(ctx, req, *runtime, clone.machine, warmup); !made)
+          return made;
+      auto parts = launch(ctx, req, *runtime, clone);
+      if (parts || attempt == 1 || !unrestorable(parts.code()))
+        return parts;
+      (void)(*runtime)->delete_machine(clone.machine); // this host's QEMU or guest changed
+    }
+  }
+  if ((*runtime)->has_machine(clone.machine)) {
+    auto parts = launch(ctx, req, *runtime, clone);
+    if (parts || !unrestorable(parts.code()))
+      return parts;
+    // A base this host can no longer restore: it goes, and this VM boots
+    // and leaves the next base.
+    (void)(*runtime)->delete_machine(clone.machine);
+  }
+  auto parts = launch(ctx, req, *runtime, start_source{});
+  // The first VM of its shape to boot here leaves the base the next ones
+  // are cloned from: saved now, before anything of its own ran in it (a
+  // pause of a few hundred ms). Another create that saved it first wins;
+  // a failure only means the next VM boots too.
+  if (parts && !(*runtime)->has_machine(clone.machine))
+    (void)(*runtime)->save_machine(req.id, clone.machine);
   return parts;
 }
 

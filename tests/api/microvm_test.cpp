@@ -387,6 +387,53 @@ TEST_F(api_microvm, a_warm_pool_of_a_vm_template_holds_vms_that_a_create_of_thei
     api.wait_operation(api.call("DELETE", "/v1/sandboxes/" + id).json.value("operation_id", ""));
 }
 
+TEST_F(api_microvm, a_vm_template_with_a_start_cmd_is_cloned_from_a_base_that_started_it) {
+  auto api = admin();
+  // The build starts start_cmd before ready_cmd, which waits for it.
+  auto built = api.post("/v1/templates", {{"name", "vm-warm"},
+                                          {"from", {{"template", "minimal"}}},
+                                          {"env", {{"WARM_FROM", "template"}}},
+                                          {"start_cmd", "echo $$ > /tmp/warm.pid; while :; do "
+                                                        "sleep 1; done"},
+                                          {"ready_cmd", "test -s /tmp/warm.pid"},
+                                          {"default_runtime", "microvm"}});
+  ASSERT_EQ(built.status, 202) << built.body;
+  auto build = api.wait_operation(built.json["operation_id"]);
+  ASSERT_EQ(build["state"], "succeeded") << build.dump();
+
+  std::string pids[2];
+  std::string vms[2];
+  for (int i = 0; i < 2; ++i) {
+    vms[i] = api.create_running({{"template", "vm-warm"},
+                                 {"cpu_millis", 1000},
+                                 {"memory_mb", 256},
+                                 {"env", {{"CREATE_ONLY", "tenant-secret"}}}});
+    ASSERT_FALSE(vms[i].empty());
+    pids[i] = trimmed(api.run(vms[i], "cat /tmp/warm.pid").stdout_bytes);
+    ASSERT_FALSE(pids[i].empty());
+    // The base's start_cmd runs on, once: the create started no other.
+    EXPECT_EQ(api.run(vms[i], "kill -0 " + pids[i] + " && echo alive").stdout_bytes, "alive\n");
+    EXPECT_EQ(trimmed(api
+                        .run(vms[i], "n=0; for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f "
+                                     "| grep -q 'warm[.]pid; while' && n=$((n+1)); done; echo $n")
+                        .stdout_bytes),
+              "1");
+    // It has the template's env, not the create's: it ran before any tenant's.
+    auto environ = api.run(vms[i], "tr '\\0' '\\n' < /proc/" + pids[i] + "/environ").stdout_bytes;
+    EXPECT_NE(environ.find("WARM_FROM=template"), std::string::npos) << environ;
+    EXPECT_EQ(environ.find("CREATE_ONLY"), std::string::npos) << environ;
+    EXPECT_EQ(api.run(vms[i], "echo $CREATE_ONLY").stdout_bytes, "tenant-secret\n");
+  }
+  EXPECT_EQ(pids[0], pids[1]) << "both VMs are clones of one base";
+  const fs::path machines = server().data_dir() + "/microvm/machines";
+  EXPECT_TRUE(fs::exists(machines / "base-vm-warm_v1-256m-1c-net" / "snapshot.json"));
+  // The VM the base was made in is gone.
+  for (const auto& entry : fs::directory_iterator(server().data_dir() + "/microvm/run"))
+    EXPECT_NE(entry.path().filename().string().rfind("base-", 0), 0u) << entry.path();
+  for (const auto& id : vms)
+    api.wait_operation(api.call("DELETE", "/v1/sandboxes/" + id).json.value("operation_id", ""));
+}
+
 TEST_F(api_microvm, a_vm_checkpoint_outlives_a_kill_of_the_daemon_and_bases_are_made_again) {
   auto api = admin();
   auto source =

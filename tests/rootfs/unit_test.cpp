@@ -92,6 +92,8 @@ TEST(template_manifest, round_trips_through_json) {
   manifest.size_bytes = 388u << 20;
   manifest.files = 12345;
   manifest.source = "debootstrap --variant=minbase bookworm http://deb.debian.org/debian";
+  manifest.start_cmd = "server --port 8080";
+  manifest.ready_cmd = "test -e /run/server.ready";
   auto json = manifest_to_json(manifest);
   EXPECT_NE(json.find("2023-11-14T22:13:20Z"), std::string::npos) << json;
   auto parsed = parse_manifest(json);
@@ -101,6 +103,8 @@ TEST(template_manifest, round_trips_through_json) {
   EXPECT_EQ(parsed->size_bytes, manifest.size_bytes);
   EXPECT_EQ(parsed->files, manifest.files);
   EXPECT_EQ(parsed->source, manifest.source);
+  EXPECT_EQ(parsed->start_cmd, manifest.start_cmd);
+  EXPECT_EQ(parsed->ready_cmd, manifest.ready_cmd);
 }
 
 TEST(template_manifest, rejects_broken_and_newer_manifests) {

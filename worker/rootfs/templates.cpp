@@ -206,6 +206,8 @@ std::string manifest_to_json(const template_manifest& manifest) {
   };
   if (!manifest.start_cmd.empty())
     json["start_cmd"] = manifest.start_cmd;
+  if (!manifest.ready_cmd.empty())
+    json["ready_cmd"] = manifest.ready_cmd;
   if (!manifest.env.empty())
     json["env"] = manifest.env;
   if (!manifest.workdir.empty())
@@ -250,8 +252,9 @@ result<template_manifest> parse_manifest(std::string_view text) {
     for (const auto& item : json["env"])
       if (item.is_string())
         out.env.push_back(item.get<std::string>());
-  for (auto [key, field] : {std::pair{"workdir", &out.workdir}, std::pair{"user", &out.user},
-                            std::pair{"digest", &out.digest}})
+  for (auto [key, field] :
+       {std::pair{"ready_cmd", &out.ready_cmd}, std::pair{"workdir", &out.workdir},
+        std::pair{"user", &out.user}, std::pair{"digest", &out.digest}})
     if (has(key, &nlohmann::json::is_string))
       *field = json[key].get<std::string>();
   return out;

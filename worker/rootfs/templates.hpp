@@ -87,6 +87,10 @@ struct template_manifest {
   /// of this template starts: create, restore, fork and a restart's bring-
   /// back. Empty: none. An imported image's Entrypoint and Cmd give it.
   std::string start_cmd;
+  /// A shell line a recipe's build ran until it succeeded (after start_cmd).
+  /// A microVM base of this template runs it again after starting start_cmd,
+  /// before its memory is saved. Empty: none.
+  std::string ready_cmd;
   // An imported image's defaults (empty for the built-in templates).
   std::vector<std::string> env; ///< "KEY=VALUE"
   std::string workdir;
