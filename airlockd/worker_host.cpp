@@ -221,6 +221,7 @@ status worker_host::start(caf::actor_system& system, const std::string& data_dir
   context.options.pressure.available_mb_min = options.pressure_available_mb_min;
   context.options.pressure.full_avg10_percent_max = options.pressure_full_avg10_percent;
   context.egress = egress_;
+  auto base_makers = context.base_makers;
   worker_ = worker::spawn_worker(system, std::move(context));
   caf::scoped_actor self{system};
   status outcome = status::ok();
@@ -241,10 +242,17 @@ status worker_host::start(caf::actor_system& system, const std::string& data_dir
   node.rootfs = shared_rootfs;
   node.clock = std::make_shared<system_wall_clock>();
   node.egress = egress_;
-  if (egress_proxy_)
-    node.host_figures = [proxy = egress_proxy_](metrics::metrics_registry& figures) {
+  node.host_figures = [proxy = egress_proxy_, base_makers](metrics::metrics_registry& figures) {
+    if (proxy)
       report_egress_metrics(*proxy, figures);
-    };
+    figures.describe("airlock_worker_vm_base_boots_total",
+                     "MicroVMs this worker booted to make the base of their shape (the first VM "
+                     "of a shape, or a VM of its own for a template with a start_cmd); later "
+                     "creates of the shape clone the base instead of booting.",
+                     "counter");
+    figures.counter_set("airlock_worker_vm_base_boots_total", {},
+                        static_cast<double>(base_makers->boots()));
+  };
   node_ = worker::spawn_node(system, std::move(node));
   log_.info("worker ready", {{"instance", options.instance},
                              {"address_pool", options.address_pool},

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -219,9 +220,10 @@ base_warmup warmup_of(const worker_context& ctx, const std::string& template_nam
           manifest->env};
 }
 
-/// How long a base's ready_cmd is tried, once a second (as a recipe's build
-/// does), and the margin its loop's process gets beyond that.
-constexpr int ready_attempts_max = 120;
+/// How long a base's ready_cmd is tried, once a second, and the margin its
+/// loop's process gets beyond that. Half a build's tries: it succeeded at
+/// the build already, and the whole create must fit the node's timeout.
+constexpr int ready_attempts_max = 60;
 constexpr int ready_margin_ms = 30'000;
 
 /// Events of the base's guest until `done` says the one it waits for came
@@ -331,12 +333,14 @@ status make_warm_base(const worker_context& ctx, const create_sandbox_request& r
   auto parts = launch(ctx, builder, runtime, boot);
   if (!parts)
     return parts.error();
+  ctx.base_makers->count_boot();
   auto warmed = warm_up(*parts->client, warmup, ctx.options.microvm_handshake_timeout_ms);
   status saved = warmed;
-  if (warmed)
+  if (warmed) {
     if (auto bytes = runtime->save_machine(builder.id, base);
         !bytes && !runtime->has_machine(base)) // another create's base is as good
       saved = bytes.error();
+  }
   parts->client.reset();
   (void)runtime->destroy(builder.id);
   (void)ctx.rootfs->delete_sandbox(builder.id);
@@ -381,9 +385,13 @@ result<sandbox_parts> start_sandbox(const worker_context& ctx, const create_sand
     // The base runs the template's start_cmd: every VM of the template is
     // a clone of it (the node starts no start_cmd in a new VM).
     for (int attempt = 0;; ++attempt) {
-      if (!(*runtime)->has_machine(clone.machine))
-        if (auto made = make_warm_base(ctx, req, *runtime, clone.machine, warmup); !made)
-          return made;
+      {
+        auto maker = ctx.base_makers->lock_for(clone.machine);
+        std::lock_guard<std::mutex> making(*maker);
+        if (!(*runtime)->has_machine(clone.machine))
+          if (auto made = make_warm_base(ctx, req, *runtime, clone.machine, warmup); !made)
+            return made;
+      }
       auto parts = launch(ctx, req, *runtime, clone);
       if (parts || attempt == 1 || !unrestorable(parts.code()))
         return parts;
@@ -403,8 +411,11 @@ result<sandbox_parts> start_sandbox(const worker_context& ctx, const create_sand
   // are cloned from: saved now, before anything of its own ran in it (a
   // pause of a few hundred ms). Another create that saved it first wins;
   // a failure only means the next VM boots too.
-  if (parts && !(*runtime)->has_machine(clone.machine))
-    (void)(*runtime)->save_machine(req.id, clone.machine);
+  if (parts) {
+    ctx.base_makers->count_boot();
+    if (!(*runtime)->has_machine(clone.machine))
+      (void)(*runtime)->save_machine(req.id, clone.machine);
+  }
   return parts;
 }
 

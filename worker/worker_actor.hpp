@@ -18,8 +18,11 @@
 #include <caf/atom.hpp>
 #include <caf/typed_actor.hpp>
 
+#include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -85,6 +88,27 @@ struct worker_options {
 
 /// What the worker is given at spawn. All three are shared with the sandbox
 /// actors and their helper threads (each is thread-safe).
+/// The making of VM bases: a mutex per base name, made on first use and kept
+/// for the worker's life (one per shape: a handful), and how many VMs were
+/// booted to make one.
+class vm_base_makers {
+public:
+  std::shared_ptr<std::mutex> lock_for(const std::string& name) {
+    std::lock_guard<std::mutex> guard(mutex_);
+    auto& slot = by_name_[name];
+    if (!slot)
+      slot = std::make_shared<std::mutex>();
+    return slot;
+  }
+  void count_boot() noexcept { boots_.fetch_add(1, std::memory_order_relaxed); }
+  uint64_t boots() const noexcept { return boots_.load(std::memory_order_relaxed); }
+
+private:
+  std::mutex mutex_;
+  std::map<std::string, std::shared_ptr<std::mutex>> by_name_;
+  std::atomic<uint64_t> boots_{0};
+};
+
 struct worker_context {
   std::shared_ptr<sandbox_runtime> runtime;
   /// The microvm runtime (docs/microvm.md) for sandboxes whose request names
@@ -101,6 +125,9 @@ struct worker_context {
   /// never copied into a template). Null: the init is guest_argv[0] inside
   /// the sandbox's root.
   std::shared_ptr<const unique_fd> guest;
+  /// Held while a VM base is made: creates of its shape that find none
+  /// wait for it instead of each booting a VM to make it.
+  std::shared_ptr<vm_base_makers> base_makers = std::make_shared<vm_base_makers>();
 };
 
 /// Opens the guest agent at `path` for worker_context::guest. Errors:

@@ -42,6 +42,14 @@ std::vector<std::string> processes_with(const std::string& a, const std::string&
   return found;
 }
 
+/// The worker's airlock_worker_vm_base_boots_total (-1 when absent).
+double base_boots(const api_client& api) {
+  const std::string name = "\nairlock_worker_vm_base_boots_total ";
+  auto text = api.get("/metrics").body;
+  auto at = text.find(name);
+  return at == std::string::npos ? -1 : std::stod(text.substr(at + name.size()));
+}
+
 std::string trimmed(std::string text) {
   while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
     text.pop_back();
@@ -401,14 +409,24 @@ TEST_F(api_microvm, a_vm_template_with_a_start_cmd_is_cloned_from_a_base_that_st
   auto build = api.wait_operation(built.json["operation_id"]);
   ASSERT_EQ(build["state"], "succeeded") << build.dump();
 
-  std::string pids[2];
+  // Two creates at once: one VM makes the base, the other create waits for it.
+  const double boots_before = base_boots(api);
+  std::string ops[2];
   std::string vms[2];
   for (int i = 0; i < 2; ++i) {
-    vms[i] = api.create_running({{"template", "vm-warm"},
-                                 {"cpu_millis", 1000},
-                                 {"memory_mb", 256},
-                                 {"env", {{"CREATE_ONLY", "tenant-secret"}}}});
-    ASSERT_FALSE(vms[i].empty());
+    auto created = api.create(small_spec({{"template", "vm-warm"},
+                                          {"cpu_millis", 1000},
+                                          {"memory_mb", 256},
+                                          {"env", {{"CREATE_ONLY", "tenant-secret"}}}}));
+    ASSERT_EQ(created.status, 202) << created.body;
+    ops[i] = created.json.value("operation_id", "");
+    vms[i] = created.json.value("sandbox_id", "");
+  }
+  for (const auto& op : ops)
+    ASSERT_EQ(api.wait_operation(op)["state"], "succeeded") << server().log();
+  EXPECT_EQ(base_boots(api), boots_before + 1) << "one VM boots to make the base";
+  std::string pids[2];
+  for (int i = 0; i < 2; ++i) {
     pids[i] = trimmed(api.run(vms[i], "cat /tmp/warm.pid").stdout_bytes);
     ASSERT_FALSE(pids[i].empty());
     // The base's start_cmd runs on, once: the create started no other.
