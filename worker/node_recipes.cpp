@@ -346,16 +346,15 @@ struct recipe_build : std::enable_shared_from_this<recipe_build> {
     }
     report_step(plan.run.size(), "ready_cmd");
     note("$ ready_cmd: " + plan.ready_cmd + "\n");
-    const std::string loop = "i=0; until ( " + plan.ready_cmd + " ); do i=$((i+1)); [ $i -ge "
-                             + std::to_string(ready_attempts_max) + " ] && exit 1; sleep 1; done";
     auto me = shared_from_this();
-    exec(loop, [me](const actors::process_view& row) {
-      if (row.exit_code != 0 || row.signal != 0)
-        return me->fail(make_status(errc::invalid_argument, "ready_cmd did not succeed in "
-                                                              + std::to_string(ready_attempts_max)
-                                                              + " tries"));
-      me->finish();
-    });
+    exec(retried_each_second(plan.ready_cmd, ready_attempts_max),
+         [me](const actors::process_view& row) {
+           if (row.exit_code != 0 || row.signal != 0)
+             return me->fail(make_status(errc::invalid_argument,
+                                         "ready_cmd did not succeed in "
+                                           + std::to_string(ready_attempts_max) + " tries"));
+           me->finish();
+         });
   }
 
   /// Stops the sandbox keeping its root, which becomes the version.

@@ -77,4 +77,9 @@ std::map<std::string, std::string> fixed_process_env(const std::string& path,
   return env;
 }
 
+std::string retried_each_second(const std::string& cmd, int attempts) {
+  return "i=0; until ( " + cmd + " ); do i=$((i+1)); [ $i -ge " + std::to_string(attempts)
+         + " ] && exit 1; sleep 1; done";
+}
+
 } // namespace airlock::worker

@@ -1,7 +1,8 @@
 #pragma once
-// Who a sandbox's process runs as and the environment every process starts
-// with: shared by the node's processes (resolve_exec) and the start_cmd a
-// microVM base runs before its memory is saved (sandbox_start.cpp).
+// Who a sandbox's process runs as, the environment every process starts
+// with, and a ready_cmd's retry loop: shared by the node's processes and
+// builds and the start_cmd a microVM base runs before its memory is saved
+// (sandbox_start.cpp).
 
 #include <map>
 #include <optional>
@@ -29,5 +30,9 @@ result<schema::process_user> find_user(std::string_view passwd, const std::strin
 /// make TLS clients trust the egress proxy's CA, and HOME when known.
 std::map<std::string, std::string> fixed_process_env(const std::string& path,
                                                      const schema::process_user& user);
+
+/// A shell line that runs `cmd` once a second until it succeeds, at most
+/// `attempts` times, and fails after the last (a template's ready_cmd).
+std::string retried_each_second(const std::string& cmd, int attempts);
 
 } // namespace airlock::worker

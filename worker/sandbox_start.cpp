@@ -289,9 +289,8 @@ status warm_up(guest::guest_client& client, const base_warmup& warmup, int timeo
   }
   if (warmup.ready_cmd.empty())
     return status::ok();
-  const std::string loop = "i=0; until ( " + warmup.ready_cmd + " ); do i=$((i+1)); [ $i -ge "
-                           + std::to_string(ready_attempts_max) + " ] && exit 1; sleep 1; done";
-  auto stream = client.start(request(loop), timeout_ms);
+  auto stream =
+    client.start(request(retried_each_second(warmup.ready_cmd, ready_attempts_max)), timeout_ms);
   if (!stream)
     return make_status(stream.code(), "ready_cmd: " + stream.error().message);
   return await_guest(
@@ -321,13 +320,9 @@ status make_warm_base(const worker_context& ctx, const create_sandbox_request& r
     return make_status(errc::internal, "getrandom failed");
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(nonce));
-  create_sandbox_request builder;
+  create_sandbox_request builder = req;    // the shape, a new VM
   builder.id = std::string("base-") + hex; // sandbox ids are "sb_...": never this
-  builder.template_name = req.template_name;
-  builder.limits = req.limits;
-  builder.disk_mb = req.disk_mb;
-  builder.network = req.network;
-  builder.runtime = req.runtime;
+  builder.egress = {};                     // no tenant's entry: it gets none
   start_source boot;
   boot.egress = false;
   auto parts = launch(ctx, builder, runtime, boot);

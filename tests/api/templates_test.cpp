@@ -212,8 +212,9 @@ TEST_F(api_templates, a_recipe_runs_its_steps_and_ready_cmd_in_a_build_sandbox) 
      {"run", {"echo built > /etc/built-by-recipe", "mkdir -p /opt/app && echo v1 > /opt/app/v"}},
      {"env", {{"APP_MODE", "recipe"}}},
      {"workdir", "/opt/app"},
-     {"ready_cmd", "test -e /etc/built-by-recipe"},
-     {"start_cmd", "echo started > /tmp/start-log; exec sleep 600"}});
+     // start_cmd is started before ready_cmd, which can wait for it.
+     {"ready_cmd", "test -e /etc/built-by-recipe && test -s /tmp/start-log"},
+     {"start_cmd", "echo started in $(hostname) > /tmp/start-log; exec sleep 600"}});
   ASSERT_EQ(posted.status, 202) << posted.body;
   EXPECT_EQ(posted.json["template"], "recipe-test");
   auto done = api.wait_operation(posted.json["operation_id"]);
@@ -226,15 +227,20 @@ TEST_F(api_templates, a_recipe_runs_its_steps_and_ready_cmd_in_a_build_sandbox) 
   EXPECT_EQ(v1["workdir"], "/opt/app");
   EXPECT_NE(v1["build_log_tail"].get<std::string>().find("$ echo built"), std::string::npos)
     << v1.dump();
+  EXPECT_NE(v1["build_log_tail"].get<std::string>().find("$ start_cmd: echo started"),
+            std::string::npos)
+    << v1.dump();
 
   auto id = api.create_running({{"template", "recipe-test"}});
   ASSERT_FALSE(id.empty());
   EXPECT_EQ(output_of(api, id, "cat /etc/built-by-recipe"), "built\n");
   EXPECT_EQ(output_of(api, id, "pwd; cat v; echo $APP_MODE"), "/opt/app\nv1\nrecipe\n");
+  // The sandbox's own start_cmd ran (the hostname is the sandbox's id).
   EXPECT_EQ(output_of(api, id,
-                      "i=0; while [ ! -s /tmp/start-log ] && [ $i -lt 100 ]; do sleep 0.1; "
-                      "i=$((i+1)); done; cat /tmp/start-log"),
-            "started\n");
+                      "i=0; until grep -q " + id
+                        + " /tmp/start-log || [ $i -ge 100 ]; do sleep 0.1; "
+                          "i=$((i+1)); done; cat /tmp/start-log"),
+            "started in " + id + "\n");
 
   // A version derived from it keeps what it had and adds its own.
   auto derived = api.post("/v1/templates", {{"name", "recipe-child"},
