@@ -142,30 +142,25 @@ microvm_runtime::snapshot_locked(std::string_view id, const std::string& dir, sn
   // QEMU flushed the disk when the migration completed; the VM is paused.
   if (auto copied = sandbox_disk(s.disk_path, disk_path, options_.disk); !copied.is_ok())
     return abandon(copied);
-  if (ram_in_stream) {
-    if (mode == snapshot_mode::suspend)
-      (void)s.machine->stop();
-    else if (!s.paused)
-      if (auto running = s.machine->qmp().execute("cont", "", options_.qmp_timeout_ms); !running)
-        return abandon(running.error());
-  } else if (mode == snapshot_mode::suspend) {
-    // QEMU must be gone before the RAM file moves: its mapping would go on
-    // writing whatever the file is.
+  // A suspend's QEMU goes first: with a RAM file, its mapping would go on
+  // writing whatever the file is once it moved.
+  const bool suspend = mode == snapshot_mode::suspend;
+  if (suspend)
     (void)s.machine->stop();
-    if (auto moved = move_file(s.memory_path, memory_path, options_.disk); !moved.is_ok()) {
+  if (!ram_in_stream) {
+    auto kept = suspend ? move_file(s.memory_path, memory_path, options_.disk)
+                        : sandbox_disk(s.memory_path, memory_path, options_.disk);
+    if (!kept.is_ok() && !suspend)
+      return abandon(kept);
+    if (!kept.is_ok()) { // its QEMU is gone: nothing to continue
       fs::remove_all(dir, ec);
-      return moved;
-    }
-  } else {
-    if (auto copied = sandbox_disk(s.memory_path, memory_path, options_.disk); !copied.is_ok())
-      return abandon(copied);
-    if (!s.paused) {
-      if (auto running = s.machine->qmp().execute("cont", "", options_.qmp_timeout_ms); !running) {
-        fs::remove_all(dir, ec);
-        return running.error();
-      }
+      return kept;
     }
   }
+  // A checkpoint's VM goes on as it was.
+  if (!suspend && !s.paused)
+    if (auto running = s.machine->qmp().execute("cont", "", options_.qmp_timeout_ms); !running)
+      return abandon(running.error());
   if (auto written = write_vm_snapshot_record(dir, info.record); !written.is_ok()) {
     fs::remove_all(dir, ec);
     return written;
