@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <net/if.h>
+#include <net/if_arp.h>
 #include <net/route.h>
 #include <netinet/in.h>
 #include <sys/ioctl.h>
@@ -75,7 +76,44 @@ int64_t monotonic_ms() {
 
 } // namespace
 
+namespace {
+
+/// "02:00:0a:c8:00:06": six two-digit hex bytes, unicast.
+std::optional<std::array<uint8_t, 6>> parse_mac(std::string_view text) {
+  if (text.size() != 17)
+    return std::nullopt;
+  std::array<uint8_t, 6> mac{};
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9')
+      return c - '0';
+    if (c >= 'a' && c <= 'f')
+      return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+      return c - 'A' + 10;
+    return -1;
+  };
+  for (size_t i = 0; i < 6; ++i) {
+    const int high = nibble(text[i * 3]);
+    const int low = nibble(text[i * 3 + 1]);
+    if (high < 0 || low < 0 || (i < 5 && text[i * 3 + 2] != ':'))
+      return std::nullopt;
+    mac[i] = static_cast<uint8_t>(high << 4 | low);
+  }
+  if ((mac[0] & 1) != 0) // multicast
+    return std::nullopt;
+  return mac;
+}
+
+} // namespace
+
 std::optional<guest_network> parse_guest_network(std::string_view text) {
+  std::optional<std::array<uint8_t, 6>> mac;
+  if (auto last = text.rfind(','); last != std::string_view::npos && text.find(',') != last) {
+    mac = parse_mac(text.substr(last + 1));
+    if (!mac)
+      return std::nullopt;
+    text = text.substr(0, last);
+  }
   auto slash = text.find('/');
   auto comma = text.find(',');
   if (slash == std::string_view::npos || comma == std::string_view::npos || comma < slash)
@@ -96,7 +134,7 @@ std::optional<guest_network> parse_guest_network(std::string_view text) {
   const uint32_t mask = prefix == 32 ? ~uint32_t{0} : ~((uint32_t{1} << (32 - prefix)) - 1);
   if ((*address & mask) != (*gateway & mask) || *address == *gateway)
     return std::nullopt;
-  return guest_network{*address, prefix, *gateway};
+  return guest_network{*address, prefix, *gateway, mac};
 }
 
 status configure_guest_network(const guest_network& network, const std::string& interface,
@@ -117,6 +155,13 @@ status configure_guest_network(const guest_network& network, const std::string& 
     return lo;
   ifreq request{};
   std::strncpy(request.ifr_name, interface.c_str(), IFNAMSIZ - 1);
+  if (network.mac) {
+    // virtio-net changes it live and tells QEMU (its MAC filter follows).
+    request.ifr_hwaddr.sa_family = ARPHRD_ETHER;
+    std::memcpy(request.ifr_hwaddr.sa_data, network.mac->data(), network.mac->size());
+    if (::ioctl(sock.get(), SIOCSIFHWADDR, &request) != 0)
+      return failed("set the MAC of " + interface, errno);
+  }
   request.ifr_addr = ipv4_sockaddr(network.address);
   if (::ioctl(sock.get(), SIOCSIFADDR, &request) != 0)
     return failed("set the address of " + interface, errno);

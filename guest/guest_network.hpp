@@ -7,6 +7,7 @@
 // of the sandbox's veth), with IPv6 off as in a namespace sandbox (the host's
 // firewall drops it anyway). Plain ioctls: no tool is needed in the guest.
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -20,10 +21,14 @@ struct guest_network {
   uint32_t address = 0; ///< host byte order
   uint32_t prefix_length = 0;
   uint32_t gateway = 0; ///< host byte order; inside the address's subnet
+  /// eth0's hardware address to set; none: keep the NIC's (a first boot's
+  /// is QEMU's; a clone's refresh gives its own, or it would keep its base's).
+  std::optional<std::array<uint8_t, 6>> mac;
 };
 
-/// "10.200.0.2/30,10.200.0.1"; nothing for anything else (a prefix outside
-/// 1..32, a gateway outside the subnet).
+/// "10.200.0.2/30,10.200.0.1" and optionally ",02:00:00:00:00:01" (a unicast
+/// MAC); nothing for anything else (a prefix outside 1..32, a gateway
+/// outside the subnet, a malformed or multicast MAC).
 std::optional<guest_network> parse_guest_network(std::string_view text);
 
 /// Configures `interface` (eth0) and lo as above, replacing an address and

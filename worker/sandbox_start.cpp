@@ -72,9 +72,9 @@ std::string base_machine_name(const create_sandbox_request& req) {
 }
 
 /// A guest restored from memory goes on with the saved kernel's random state,
-/// clock, hostname and address: the refresh hands it fresh entropy, the
-/// host's clock, its own id as hostname and its new slot's network, and it
-/// answers with a hello.
+/// clock, hostname, address and MAC: the refresh hands it fresh entropy, the
+/// host's clock, its own id as hostname and its new slot's network and its
+/// own MAC, and it answers with a hello.
 status greet_restored(guest::guest_client& client, const sandbox_handle& handle, int timeout_ms) {
   std::string entropy(64, '\0');
   if (::getrandom(entropy.data(), entropy.size(), 0) != static_cast<ssize_t>(entropy.size()))
@@ -85,7 +85,7 @@ status greet_restored(guest::guest_client& client, const sandbox_handle& handle,
   std::string network;
   if (!handle.sandbox_address.empty())
     network = handle.sandbox_address + "/" + std::to_string(handle.prefix_length) + ","
-              + handle.host_address;
+              + handle.host_address + (handle.mac.empty() ? "" : "," + handle.mac);
   auto refreshed =
     client.refresh(std::move(entropy), realtime_ns, handle.id, std::move(network), timeout_ms);
   return refreshed ? status::ok() : refreshed.error();

@@ -289,8 +289,16 @@ TEST_F(api_microvm, a_second_vm_of_the_same_shape_is_a_clone_of_the_base_the_fir
   EXPECT_NE(qemu[0].find("mem-path=" + (machines / bases[0] / "memory").string() + ",share=off"),
             std::string::npos)
     << qemu[0];
-  // Its own identity and network, not the base's.
+  // Its own identity and network, not the base's (the suite's VM, whose
+  // MAC is QEMU's from its boot).
   EXPECT_EQ(trimmed(api.run(clone, "hostname").stdout_bytes), clone);
+  const auto mac_of = [&api](const std::string& id) {
+    return trimmed(api.run(id, "cat /sys/class/net/eth0/address").stdout_bytes);
+  };
+  const std::string clone_mac = mac_of(clone);
+  EXPECT_EQ(clone_mac.size(), 17u) << clone_mac;
+  EXPECT_EQ(clone_mac.rfind("02:", 0), 0u) << clone_mac;
+  EXPECT_NE(clone_mac, mac_of(sandbox_));
   auto routes = api.run(clone, "cat /proc/net/route").stdout_bytes;
   EXPECT_NE(routes.find("eth0\t00000000\t"), std::string::npos) << routes;
   EXPECT_EQ(api.run(clone, "echo fresh > /tmp/mine; cat /tmp/mine").stdout_bytes, "fresh\n");

@@ -404,6 +404,7 @@ result<sandbox_handle> microvm_runtime::start_vm(const sandbox_launch_spec& spec
     s.handle.host_address = link.addresses.host;
     s.handle.sandbox_address = link.addresses.sandbox;
     s.handle.prefix_length = link.addresses.prefix_length;
+    s.handle.mac = vm_mac_address(spec.id);
   }
   auto handle = s.handle;
   sandboxes_.emplace(spec.id, std::move(s));

@@ -86,6 +86,7 @@ struct sandbox_handle {
   std::string host_address;              ///< dotted quad on the host side
   std::string sandbox_address;           ///< dotted quad of eth0
   uint32_t prefix_length = 0;            ///< of both addresses
+  std::string mac;                       ///< eth0's MAC when the runtime sets it (VMs); else ""
   bool adopted = false;                  ///< found by adopt() rather than created by this object
 };
 
