@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "schema/hex.hpp"
+
 namespace airlock::gateway {
 
 namespace {
@@ -58,16 +60,6 @@ bool more_specific(const route_entry& a, const route_entry& b) {
   return false;
 }
 
-int hex_value(char c) {
-  if (c >= '0' && c <= '9')
-    return c - '0';
-  if (c >= 'a' && c <= 'f')
-    return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F')
-    return c - 'A' + 10;
-  return -1;
-}
-
 std::string_view verb_name(http::verb verb) {
   auto name = http::to_string(verb);
   return {name.data(), name.size()};
@@ -114,9 +106,10 @@ std::string percent_decode(std::string_view text, bool plus_is_space) {
     char c = text[i];
     if (c == '+' && plus_is_space) {
       out += ' ';
-    } else if (c == '%' && i + 2 < text.size() && hex_value(text[i + 1]) >= 0
-               && hex_value(text[i + 2]) >= 0) {
-      out += static_cast<char>(hex_value(text[i + 1]) * 16 + hex_value(text[i + 2]));
+    } else if (c == '%' && i + 2 < text.size() && schema::hex_digit_value(text[i + 1]) >= 0
+               && schema::hex_digit_value(text[i + 2]) >= 0) {
+      out += static_cast<char>(schema::hex_digit_value(text[i + 1]) * 16
+                               + schema::hex_digit_value(text[i + 2]));
       i += 2;
     } else {
       out += c;

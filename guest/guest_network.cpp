@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "schema/hex.hpp"
 #include "schema/unique_fd.hpp"
 
 namespace airlock::guest {
@@ -83,18 +84,9 @@ std::optional<std::array<uint8_t, 6>> parse_mac(std::string_view text) {
   if (text.size() != 17)
     return std::nullopt;
   std::array<uint8_t, 6> mac{};
-  auto nibble = [](char c) -> int {
-    if (c >= '0' && c <= '9')
-      return c - '0';
-    if (c >= 'a' && c <= 'f')
-      return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-      return c - 'A' + 10;
-    return -1;
-  };
   for (size_t i = 0; i < 6; ++i) {
-    const int high = nibble(text[i * 3]);
-    const int low = nibble(text[i * 3 + 1]);
+    const int high = schema::hex_digit_value(text[i * 3]);
+    const int low = schema::hex_digit_value(text[i * 3 + 1]);
     if (high < 0 || low < 0 || (i < 5 && text[i * 3 + 2] != ':'))
       return std::nullopt;
     mac[i] = static_cast<uint8_t>(high << 4 | low);
