@@ -166,6 +166,10 @@ TEST_F(lifecycle, a_restarted_runtime_adopts_live_sandboxes_and_cleans_dead_ones
   // The worker "crashes": its runtime object goes away without destroying
   // anything, and one sandbox's init dies meanwhile.
   ASSERT_EQ(::syscall(SYS_pidfd_send_signal, dead.handle.pidfd, SIGKILL, nullptr, 0), 0);
+  // The kill is delivered asynchronously: the init has died once its pidfd
+  // reads (adopt asks the same), bounded.
+  pollfd died{dead.handle.pidfd, POLLIN, 0};
+  ASSERT_EQ(::poll(&died, 1, 10'000), 1) << "the killed init did not exit";
   live.runtime = nullptr;
   dead.runtime = nullptr;
   runtime_.reset();
