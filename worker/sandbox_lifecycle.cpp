@@ -75,10 +75,10 @@ namespace {
 /// previous reading the job takes both.
 constexpr int64_t usage_window_ms = 100;
 
-double cpu_percent(uint64_t from_ns, uint64_t to_ns, int64_t elapsed_ms) {
-  if (elapsed_ms <= 0 || to_ns < from_ns)
+double cpu_percent(uint64_t from_ns, uint64_t to_ns, double elapsed_us) {
+  if (elapsed_us <= 0 || to_ns < from_ns)
     return 0;
-  return static_cast<double>(to_ns - from_ns) / (static_cast<double>(elapsed_ms) * 1e4);
+  return static_cast<double>(to_ns - from_ns) / (elapsed_us * 10);
 }
 
 } // namespace
@@ -103,13 +103,16 @@ caf::result<schema::sandbox_usage> handle_usage(self_ptr self) {
       uint64_t first_ns = 0;
       auto first_at = clock::now();
       if (!have_mark) {
+        // The window opens before the first reading and closes after the
+        // second, in microseconds: it never ends up shorter than the CPU
+        // time it holds (a busy loop reads at most its CPU limit).
+        first_at = clock::now();
         auto first = runtime->stats(id);
         if (!first) {
           out.outcome = first.error();
           return out;
         }
         first_ns = first->cpu_usage_ns;
-        first_at = clock::now();
         std::this_thread::sleep_for(std::chrono::milliseconds(usage_window_ms));
       }
       auto stats = runtime->stats(id);
@@ -122,9 +125,11 @@ caf::result<schema::sandbox_usage> handle_usage(self_ptr self) {
       out.usage.memory_bytes = stats->memory_bytes;
       out.usage.processes = stats->pids_current;
       if (!have_mark)
-        out.usage.cpu_used_pct = cpu_percent(
-          first_ns, stats->cpu_usage_ns,
-          std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - first_at).count());
+        out.usage.cpu_used_pct =
+          cpu_percent(first_ns, stats->cpu_usage_ns,
+                      static_cast<double>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                            clock::now() - first_at)
+                                            .count()));
       // A disk reading that fails leaves 0: the rest is still worth answering.
       if (rootfs)
         if (auto disk = rootfs->usage(id))
@@ -140,8 +145,9 @@ caf::result<schema::sandbox_usage> handle_usage(self_ptr self) {
       auto usage = done.usage;
       const auto now = now_ms(self);
       if (have_mark)
-        usage.cpu_used_pct = cpu_percent(state.usage_mark_cpu_ns, usage.cpu_usage_ns,
-                                         done.read_at_ms - state.usage_mark_ms);
+        usage.cpu_used_pct =
+          cpu_percent(state.usage_mark_cpu_ns, usage.cpu_usage_ns,
+                      static_cast<double>(done.read_at_ms - state.usage_mark_ms) * 1000);
       usage.sampled_at_ms = now;
       state.usage_mark_cpu_ns = usage.cpu_usage_ns;
       state.usage_mark_ms = done.read_at_ms;
