@@ -7,18 +7,17 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "worker/egress_binding.hpp"
 #include "worker/process_identity.hpp"
+#include "worker/rootfs/fs_util.hpp"
 #include "worker/rootfs/templates.hpp"
 
 namespace airlock::worker {
@@ -210,10 +209,10 @@ struct base_warmup {
 };
 
 base_warmup warmup_of(const worker_context& ctx, const std::string& template_name) {
-  std::ifstream in(manifest_path(ctx.rootfs->templates_dir(), template_name));
-  std::stringstream text;
-  text << in.rdbuf();
-  auto manifest = parse_manifest(text.str());
+  auto text = read_file(manifest_path(ctx.rootfs->templates_dir(), template_name));
+  if (!text)
+    return {};
+  auto manifest = parse_manifest(*text);
   if (!manifest)
     return {};
   return {manifest->start_cmd, manifest->ready_cmd, manifest->workdir, manifest->user,
