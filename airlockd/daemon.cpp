@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <utility>
 
+#include "airlockd/lock_holders.hpp"
 #include "airlockd/version.hpp"
 
 namespace airlock::airlockd {
@@ -39,16 +40,6 @@ private:
 };
 
 std::string errno_text(int error) { return std::strerror(error); }
-
-/// The pid recorded in a lock file, or "another process" if none is readable.
-std::string lock_holder(int fd) {
-  char text[32] = {};
-  ssize_t n = ::pread(fd, text, sizeof text - 1, 0);
-  std::string pid = n > 0 ? std::string(text, static_cast<size_t>(n)) : std::string();
-  while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' '))
-    pid.pop_back();
-  return pid.empty() ? "another process" : "pid " + pid;
-}
 
 /// /readyz's view of the process; written by the main thread, read by I/O threads.
 enum class phase : uint8_t { starting, ready, stopping };
@@ -91,13 +82,13 @@ result<file_lock> file_lock::acquire(const std::string& path) {
     return make_status(errc::io_error, "cannot open " + path + ": " + errno_text(errno));
   if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
     int error = errno;
-    std::string holder = error == EWOULDBLOCK ? lock_holder(fd.get()) : std::string();
     if (error == EWOULDBLOCK)
-      return make_status(errc::unavailable, holder + " holds " + path);
+      return make_status(errc::unavailable, path + " is " + describe_lock_holders(path));
     return make_status(errc::io_error, "cannot lock " + path + ": " + errno_text(error));
   }
   std::string pid = std::to_string(::getpid()) + "\n";
-  // The pid is only for the message above; failing to record it is harmless.
+  // For an operator reading the file; the error above asks /proc instead.
+  // Failing to record it is harmless.
   [[maybe_unused]] bool recorded =
     ::ftruncate(fd.get(), 0) == 0 && ::pwrite(fd.get(), pid.data(), pid.size(), 0) > 0;
   return file_lock(std::move(fd));

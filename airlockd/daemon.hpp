@@ -43,7 +43,7 @@ private:
 };
 
 /// An exclusive advisory lock (flock) on a file, held for the life of this
-/// object; the file records the holder's pid for the error message.
+/// object; the file also records the holder's pid for an operator.
 class file_lock {
 public:
   /// unavailable when another process holds the lock; io_error when the file

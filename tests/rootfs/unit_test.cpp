@@ -3,12 +3,21 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <sstream>
 #include <thread>
 
 #include "tests/rootfs/test_support.hpp"
+#include "tests/support/host.hpp"
+#include "tests/support/wait.hpp"
 #include "worker/command/command.hpp"
 #include "worker/rootfs/apt_sources.hpp"
 #include "worker/rootfs/fs_util.hpp"
@@ -244,6 +253,91 @@ TEST(run_command, cancels_the_whole_process_group) {
   canceller.join();
   ASSERT_FALSE(ran);
   EXPECT_EQ(ran.code(), errc::cancelled);
+}
+
+// A tool gets none of the worker's descriptors, close-on-exec or not: a
+// tool that outlives a killed worker must not keep its lock or its ports.
+TEST(run_command, a_tool_inherits_no_descriptor_of_the_worker) {
+  airlock::test::temp_dir dir("airlock-cmd");
+  const int inheritable = ::open((dir.path() + "/lock").c_str(), O_RDWR | O_CREAT, 0600);
+  ASSERT_GE(inheritable, 3);
+  auto ran = run_command({"sh", "-c", "ls /proc/self/fd"});
+  ::close(inheritable);
+  ASSERT_TRUE(ran) << ran.error().message;
+  std::istringstream listed(ran->output);
+  for (std::string fd; listed >> fd;)
+    EXPECT_LE(std::stoi(fd), 3) << "fd " << fd << " reached the tool (ls opens 3 itself)";
+}
+
+// A tool whose worker dies gets SIGTERM: nobody is left to read its output.
+TEST(run_command, a_tool_ends_when_the_worker_that_ran_it_is_killed) {
+  int report[2];
+  ASSERT_EQ(::pipe2(report, O_CLOEXEC), 0);
+  const pid_t worker = ::fork();
+  ASSERT_GE(worker, 0);
+  if (worker == 0) {
+    command_options options;
+    options.on_line = [&report](std::string_view line) {
+      (void)!::write(report[1], line.data(), line.size());
+      (void)!::write(report[1], "\n", 1);
+    };
+    (void)run_command({"sh", "-c", "echo $$; exec sleep 600"}, options);
+    ::_exit(0);
+  }
+  ::close(report[1]);
+  std::string line;
+  char c = 0;
+  while (::read(report[0], &c, 1) == 1 && c != '\n')
+    line += c;
+  ::close(report[0]);
+  ASSERT_FALSE(line.empty()) << "the tool did not start";
+  const pid_t tool = std::stoi(line);
+  ASSERT_EQ(::kill(worker, SIGKILL), 0);
+  ASSERT_EQ(::waitpid(worker, nullptr, 0), worker);
+  // Reparented and reaped by init once it has ended: bounded.
+  EXPECT_TRUE(airlock::test::wait_for([tool] { return ::kill(tool, 0) != 0; }))
+    << "the tool (pid " << tool << ") outlived its worker";
+}
+
+// What a child does between clone and exec: keeps exactly what it names.
+TEST(close_fds_except, leaves_open_only_the_descriptors_it_keeps) {
+  int result[2];
+  ASSERT_EQ(::pipe2(result, 0), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const int a = ::open("/dev/null", O_RDONLY);
+    const int b = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    const int c = ::fcntl(a, F_DUPFD, 40);
+    const int keep[] = {c, result[1], -1};
+    if (close_fds_except(keep, std::size(keep)) != 0)
+      ::_exit(2);
+    // One byte per descriptor 0..63: open or not.
+    char open_fds[64];
+    for (int fd = 0; fd < 64; ++fd)
+      open_fds[fd] = ::fcntl(fd, F_GETFD) >= 0 ? '1' : '0';
+    (void)a;
+    (void)b;
+    (void)!::write(result[1], open_fds, sizeof open_fds);
+    ::_exit(0);
+  }
+  ::close(result[1]);
+  std::string open_fds(64, '?');
+  ASSERT_EQ(::read(result[0], open_fds.data(), open_fds.size()), 64);
+  ::close(result[0]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  std::string expected(64, '0');
+  expected[static_cast<size_t>(result[1])] = '1';
+  expected[40] = '1';
+  // Everything else goes, the test's own stdio (0..2) included.
+  for (int fd = 0; fd < 64; ++fd)
+    if (open_fds[static_cast<size_t>(fd)] == '1' && expected[static_cast<size_t>(fd)] == '0')
+      ADD_FAILURE() << "fd " << fd << " stayed open";
+  EXPECT_EQ(open_fds[40], '1');
+  EXPECT_EQ(open_fds[static_cast<size_t>(result[1])], '1');
+  EXPECT_EQ(std::count(open_fds.begin(), open_fds.end(), '1'), 2) << open_fds;
 }
 
 TEST(run_command, says_which_program_is_missing) {

@@ -44,6 +44,7 @@ public:
   /// still running after `timeout`.
   std::optional<int> wait_exit(milliseconds timeout = wait_max);
   const std::string& stderr_path() const { return stderr_path_; }
+  pid_t pid() const { return pid_; }
 
 private:
   child_process(pid_t pid, int stdout_fd, int pid_fd, std::string stderr_path)

@@ -1,8 +1,12 @@
 #include "tests/support/host.hpp"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <sys/file.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -125,6 +129,111 @@ std::vector<std::string> remove_instance_leftovers(const std::string& instance) 
   if (nft)
     nft->wait_exit();
   return left;
+}
+
+namespace {
+
+/// Every process in /proc but this one.
+std::vector<pid_t> other_processes() {
+  std::vector<pid_t> out;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos)
+      continue;
+    const auto pid = static_cast<pid_t>(std::stol(name));
+    if (pid != ::getpid())
+      out.push_back(pid);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool is_at_or_below(const std::string& path, const std::string& dir) {
+  return path == dir
+         || (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0
+             && path[dir.size()] == '/');
+}
+
+} // namespace
+
+std::vector<pid_t> processes_holding_files_under(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const std::string root = fs::weakly_canonical(dir, ec).string();
+  std::vector<pid_t> out;
+  for (pid_t pid : other_processes()) {
+    const fs::path proc = fs::path("/proc") / std::to_string(pid);
+    bool holds = false;
+    for (const char* link : {"cwd", "root"})
+      holds = holds || is_at_or_below(fs::read_symlink(proc / link, ec).string(), root);
+    for (const auto& fd : fs::directory_iterator(proc / "fd", ec)) {
+      if (holds)
+        break;
+      holds = is_at_or_below(fs::read_symlink(fd.path(), ec).string(), root);
+    }
+    if (holds)
+      out.push_back(pid);
+  }
+  return out;
+}
+
+std::vector<pid_t> processes_running(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const std::string target = fs::weakly_canonical(path, ec).string();
+  std::vector<pid_t> out;
+  for (pid_t pid : other_processes())
+    if (fs::read_symlink(fs::path("/proc") / std::to_string(pid) / "exe", ec).string() == target)
+      out.push_back(pid);
+  return out;
+}
+
+std::vector<uint16_t> listening_tcp_ports(pid_t pid) {
+  namespace fs = std::filesystem;
+  const fs::path proc = fs::path("/proc") / std::to_string(pid);
+  std::vector<std::string> sockets;
+  std::error_code ec;
+  for (const auto& fd : fs::directory_iterator(proc / "fd", ec)) {
+    std::string target = fs::read_symlink(fd.path(), ec).string();
+    if (target.rfind("socket:[", 0) == 0)
+      sockets.push_back(target.substr(8, target.size() - 9));
+  }
+  std::vector<uint16_t> ports;
+  for (const char* table : {"net/tcp", "net/tcp6"}) {
+    std::ifstream in(proc / table);
+    std::string line;
+    std::getline(in, line); // the header
+    while (std::getline(in, line)) {
+      // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+      std::istringstream fields(line);
+      std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout, inode;
+      if (!(fields >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid
+            >> timeout >> inode)
+          || state != "0A")
+        continue;
+      if (std::find(sockets.begin(), sockets.end(), inode) == sockets.end())
+        continue;
+      ports.push_back(
+        static_cast<uint16_t>(std::stoul(local.substr(local.find(':') + 1), nullptr, 16)));
+    }
+  }
+  std::sort(ports.begin(), ports.end());
+  ports.erase(std::unique(ports.begin(), ports.end()), ports.end());
+  return ports;
+}
+
+bool loopback_port_accepts(uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return false;
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const bool accepted = ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
+  ::close(fd);
+  return accepted;
 }
 
 } // namespace airlock::test

@@ -3,6 +3,9 @@
 // for suites that share host resources, and clean-up of mounts and of what an
 // airlockd that ran sandboxes leaves behind.
 
+#include <sys/types.h>
+
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -54,5 +57,20 @@ std::vector<std::string> unmount_below(const std::string& dir,
 /// Call it only after that airlockd has exited. Returns what could not be
 /// removed.
 std::vector<std::string> remove_instance_leftovers(const std::string& instance);
+
+/// Processes other than this one with a descriptor, working directory or
+/// root on a path at or below `dir`, by pid.
+std::vector<pid_t> processes_holding_files_under(const std::string& dir);
+
+/// Processes whose executable is the file at `path`, by pid.
+std::vector<pid_t> processes_running(const std::string& path);
+
+/// The TCP ports process `pid` listens on (IPv4 and IPv6, in its network
+/// namespace), sorted: what `ss -ltnp` shows for it.
+std::vector<uint16_t> listening_tcp_ports(pid_t pid);
+
+/// True when a TCP connect to 127.0.0.1:`port` is accepted (something
+/// listens there, even a process that never calls accept).
+bool loopback_port_accepts(uint16_t port);
 
 } // namespace airlock::test

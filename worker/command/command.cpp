@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -136,6 +137,7 @@ private:
 /// Everything the child needs, prepared before it starts so that the child
 /// makes only async-signal-safe calls (it runs on the worker's memory).
 struct spawn_plan {
+  pid_t parent = 0; ///< the worker's pid: a child that sees another parent lost it
   std::string program;
   std::vector<char*> argv;
   std::vector<char*> envp;
@@ -145,6 +147,11 @@ struct spawn_plan {
 };
 
 [[noreturn]] void exec_child(const spawn_plan& plan) {
+  // A tool whose worker died has no one to report to. SIGTERM, not SIGKILL,
+  // so that debootstrap still unmounts what it mounted. Checked again after
+  // asking: the worker may have died before.
+  if (die_with_parent(SIGTERM) != 0 || ::getppid() != plan.parent)
+    ::_exit(126);
   // Its own process group, so that a kill reaches everything it starts.
   ::setpgid(0, 0);
   struct sigaction default_action {};
@@ -270,6 +277,7 @@ result<pid_t> start_tool(spawn_plan& plan, tool_pipes& pipes) {
   ::fcntl(pipes.stdin_write.get(), F_SETFL, O_NONBLOCK);
   plan.stdin_fd = in_read.get();
   plan.output_fd = out_write.get();
+  plan.parent = ::getpid();
   // The child shares the worker's memory until it execs (vfork semantics)
   // instead of copying its page tables: a fork's cost grows with the
   // worker's threads and mappings, which grow with the sandboxes it runs.
@@ -292,6 +300,37 @@ result<pid_t> start_tool(spawn_plan& plan, tool_pipes& pipes) {
 }
 
 } // namespace
+
+int close_fds_except(const int* keep, size_t count) noexcept {
+  // Sorted on the stack: no allocation between clone and exec.
+  constexpr size_t keep_max = 16;
+  if (count > keep_max)
+    return EINVAL;
+  int sorted[keep_max];
+  size_t kept = 0;
+  for (size_t i = 0; i < count; ++i) {
+    if (keep[i] < 0)
+      continue;
+    size_t at = kept++;
+    for (; at > 0 && sorted[at - 1] > keep[i]; --at)
+      sorted[at] = sorted[at - 1];
+    sorted[at] = keep[i];
+  }
+  unsigned first = 0;
+  for (size_t i = 0; i < kept; ++i) {
+    const auto fd = static_cast<unsigned>(sorted[i]);
+    if (fd > first && ::syscall(SYS_close_range, first, fd - 1, 0U) != 0)
+      return errno;
+    first = fd + 1;
+  }
+  if (::syscall(SYS_close_range, first, ~0U, 0U) != 0)
+    return errno;
+  return 0;
+}
+
+int die_with_parent(int signal) noexcept {
+  return ::prctl(PR_SET_PDEATHSIG, static_cast<unsigned long>(signal), 0, 0, 0) == 0 ? 0 : errno;
+}
 
 std::string find_program(std::string_view program, std::string_view path_var) {
   if (program.find('/') != std::string_view::npos)

@@ -77,6 +77,21 @@ status run_checked(std::string_view what, const std::vector<std::string>& argv,
 /// when not found.
 std::string find_program(std::string_view program, std::string_view path_var);
 
+/// For a child between clone and exec (async-signal-safe): closes every
+/// descriptor but the `count` in `keep` (negative entries are skipped). A
+/// child parked before its exec must hold none of the worker's files (the
+/// data directory's lock, the stores, listening sockets, other children's
+/// start channels): if the worker dies meanwhile, they would outlive it.
+/// 0, or the errno of the close_range that failed.
+int close_fds_except(const int* keep, size_t count) noexcept;
+
+/// For a child between clone and exec: asks the kernel for `signal` when the
+/// thread that cloned it exits (a killed worker), so that nothing it started
+/// waits forever for a go that never comes. 0 or an errno. Cleared by the
+/// child itself before an exec that must outlive the worker (a sandbox init,
+/// QEMU), because it survives exec.
+int die_with_parent(int signal) noexcept;
+
 /// The PATH used when nothing else sets one: the sbin directories first,
 /// because mkfs.btrfs, debootstrap, ip and nft live there.
 inline constexpr std::string_view default_command_path =

@@ -124,8 +124,15 @@ result<pid_t> spawn(const std::vector<std::string>& argv, int channel, int qmp, 
   if (pid < 0)
     return errno_status(errc::resource_exhausted, "clone QEMU");
   if (pid == 0) {
+    // Until the go, the child dies with the worker and holds nothing of its
+    // but what QEMU gets: a worker killed meanwhile leaves no process that
+    // keeps the data directory's lock or its ports (with the worker's copy of
+    // `go_write` gone, the read below sees end-of-file).
+    const int own[] = {go_read.get(),       null_fd.get(),   log,
+                       spare_channel.get(), spare_qmp.get(), spare_tap.get()};
+    if (die_with_parent(SIGKILL) != 0 || close_fds_except(own, std::size(own)) != 0)
+      ::_exit(125);
     char go = 0;
-    go_write.reset();
     if (::read(go_read.get(), &go, 1) != 1)
       ::_exit(125); // the parent gave up
     ::setsid();
@@ -136,6 +143,10 @@ result<pid_t> spawn(const std::vector<std::string>& argv, int channel, int qmp, 
       ::_exit(127);
     ::syscall(SYS_close_range, (spare_tap ? tap_fd_in_vmm : qmp_fd_in_vmm) + 1, ~0U, 0);
     enter_jail(options, kvm_group, jail);
+    // A running VM outlives the thread that started it (a restarted worker
+    // finds and ends it: microvm adopt).
+    if (die_with_parent(0) != 0)
+      child_fail("clear the parent-death signal");
     ::execve(args[0], args.data(), env);
     child_fail("execute QEMU");
   }

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "worker/command/command.hpp"
 #include "worker/runtime/caps.hpp"
 #include "worker/runtime/seccomp_filter.hpp"
 
@@ -106,6 +107,10 @@ void reset_signal_handlers() noexcept {
 } // namespace
 
 void run_child(const child_plan& plan) noexcept {
+  // Step 0 (child.hpp): nothing of the worker's outlives the worker here.
+  const int own[] = {plan.sync_fd, plan.exec_fd, plan.channel_fd, plan.stdout_fd, plan.stderr_fd};
+  if (die_with_parent(SIGKILL) != 0 || close_fds_except(own, std::size(own)) != 0)
+    ::_exit(126);
   // Lifted above 0-3 so that placing the init's fds cannot close it.
   const int sync = ::fcntl(plan.sync_fd, F_DUPFD_CLOEXEC, 10);
   if (sync < 0)
@@ -140,6 +145,10 @@ void run_child(const child_plan& plan) noexcept {
       ::close(fd);
   ::umask(022);
   if (int err = place_fds(plan); err != 0)
+    fail(sync, child_step::file_descriptors, err);
+  // From here on a dead worker leaves a sandbox to adopt: its record with
+  // this pid is on disk before the go.
+  if (int err = die_with_parent(0); err != 0)
     fail(sync, child_step::file_descriptors, err);
   if (plan.no_new_privs) {
     if (int err = drop_capabilities(plan.capabilities); err != 0)

@@ -2,6 +2,15 @@
 // The sandbox side of the start sequence: what the cloned child does between
 // clone and exec, in this order (each step needs the one before):
 //
+//   0. die with the worker (PR_SET_PDEATHSIG) and close every descriptor the
+//      clone copied from it but the child's own: its end of the sync socket,
+//      the init binary, the channel and the output fds. Until then the child
+//      holds the worker's files (the data directory's lock, the stores,
+//      listening sockets, the worker's end of this very socket); a killed
+//      worker then leaves a child that blocks the next one from starting.
+//      With the worker's end closed, its death reads as end-of-file on the
+//      sync socket (a SOCK_SEQPACKET pair), even if it died before the
+//      death signal was asked for;
 //   1. wait for the worker's "go" (maps written, cgroups joined, veth moved
 //      in), receiving the id-mapped rootfs mount and the boot_id file mount
 //      with it;
@@ -21,7 +30,8 @@
 //  11. the seccomp filter (seccomp_filter.hpp): last, since it forbids mount.
 //      Without no_new_privs (child_plan::no_new_privs false) steps 9-11 are
 //      the filter first, while CAP_SYS_ADMIN still lets it in, then the caps;
-//  12. execve the init.
+//  12. execve the init. The death signal is cleared first: a started init
+//      outlives its worker (a restarted worker adopts it).
 //
 // The child shares the memory of a multi-threaded worker until it execs: it
 // makes only system calls, on data prepared before clone, with every signal

@@ -308,6 +308,7 @@ status namespace_runtime::start(const sandbox_launch_spec& spec, sandbox& box) {
   limits.cpu_request_millis = spec.limits.cpu_request_millis;
   if (auto made = cgroups_->create(rec.id, limits); !made)
     return made;
+  reached("cgroup_created");
   if (rec.network && spec.prepare_root)
     if (auto prepared = spec.prepare_root(rec.host_address); !prepared)
       return prepared;
@@ -337,6 +338,7 @@ status namespace_runtime::start(const sandbox_launch_spec& spec, sandbox& box) {
   child_end.reset();
   box.pidfd.reset(pidfd);
   child_reaper reaper(pidfd, options_.destroy_timeout_ms);
+  reached("cloned");
   rec.init_pid = *pid;
   auto started_at = process_start_time(*pid);
   if (!started_at)
@@ -344,8 +346,10 @@ status namespace_runtime::start(const sandbox_launch_spec& spec, sandbox& box) {
   rec.init_start_time = *started_at;
   if (auto mapped = write_id_maps(*pid, pidfd, {rec.uid_base, rec.ids_count}); !mapped)
     return mapped;
+  reached("ids_mapped");
   if (auto joined = cgroups_->attach(rec.id, *pid); !joined)
     return joined;
+  reached("cgroup_joined");
   // Lowering a score needs CAP_SYS_RESOURCE, which a host may withhold: the
   // agent then stays at 0 and still outranks its programs (they raise theirs).
   if (auto protected_init = write_control_file("/proc/" + std::to_string(*pid) + "/oom_score_adj",
@@ -358,6 +362,7 @@ status namespace_runtime::start(const sandbox_launch_spec& spec, sandbox& box) {
                      : bring_up_loopback(options_.net, *pid);
       !wired)
     return wired;
+  reached("network_wired");
   unique_fd rootfs;
   if (options_.idmap_rootfs) {
     std::string userns_path = "/proc/" + std::to_string(*pid) + "/ns/user";
@@ -377,12 +382,19 @@ status namespace_runtime::start(const sandbox_launch_spec& spec, sandbox& box) {
     return boot_id.error();
   if (auto saved = save_record(options_.state_dir, rec); !saved)
     return saved;
+  reached("record_saved");
   if (auto sent = send_go(sync.get(), {rootfs.get(), boot_id->get()}); !sent)
     return sent;
+  reached("released");
   auto execed = release_and_wait(box, sync.get(), mounts);
   if (execed)
     reaper.release(); // exec gave the child its own memory
   return execed;
+}
+
+void namespace_runtime::reached(std::string_view step) const {
+  if (options_.on_start_step)
+    options_.on_start_step(step);
 }
 
 status namespace_runtime::release_and_wait(sandbox& box, int sync_fd, const mount_plan& mounts) {

@@ -24,6 +24,7 @@
 // Any failure unwinds what exists, so a failed create leaves nothing.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -90,7 +91,19 @@ struct namespace_runtime_options {
   /// sandbox's own processes (the agent starts them at +500) before the
   /// agent that serves them. Default: -900.
   int init_oom_score_adj = -900;
+  /// Called on the starting thread as a start reaches each step of
+  /// start_steps, with its name: a fault hook for tests that kill the worker
+  /// there and check what a restart finds. Default: empty (the product).
+  std::function<void(std::string_view step)> on_start_step;
 };
+
+/// The steps of a start, in order, as on_start_step names them: the cgroup
+/// exists; the child is cloned (parked before its go, in the worker's
+/// cgroup); its id maps are written; it joined its cgroup; its network is
+/// wired; its record (with its pid) is saved; the go is sent.
+inline constexpr std::string_view start_steps[] = {
+  "cgroup_created", "cloned",       "ids_mapped", "cgroup_joined",
+  "network_wired",  "record_saved", "released"};
 
 /// sandbox_runtime on Linux namespaces. Thread-safe: the lock guards only the
 /// table of sandboxes, so one sandbox's start or teardown (tens of
@@ -142,6 +155,8 @@ private:
   result<sandbox_record> plan_record_in_slot(const sandbox_launch_spec& spec, uint32_t slot);
   status start(const sandbox_launch_spec& spec, sandbox& box);
   status release_and_wait(sandbox& box, int sync_fd, const mount_plan& mounts);
+  /// Calls options_.on_start_step, if any.
+  void reached(std::string_view step) const;
   status teardown(sandbox& box);
   status adopt_one(const sandbox_record& record, adopt_report& report);
   sandbox_handle handle_of(const sandbox& box) const;

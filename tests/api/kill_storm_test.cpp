@@ -1,0 +1,223 @@
+// The kill storm: `airlockd serve` under a load of creates and deletes,
+// killed with SIGKILL at a random moment and restarted on the same data
+// directory, round after round. Every restart must come up (no process of the
+// killed run may keep the data directory's lock or its port), every operation
+// the API acknowledged must end, and once everything is deleted nothing may be
+// left on the host.
+//
+// AIRLOCK_KILL_STORM_ROUNDS sets the rounds (default 12; docs/benchmarks.md
+// records a run of 50); AIRLOCK_KILL_STORM_SEED the random kill moments
+// (default: from the clock, printed so that a failure can be replayed).
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/api/api_support.hpp"
+
+namespace airlock::test {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* airlockd_path = AIRLOCK_AIRLOCKD_PATH;
+/// Sandboxes the load keeps alive at once: enough that a kill usually lands
+/// in the middle of some start, few enough for a two-core host.
+constexpr size_t live_max = 3;
+
+uint64_t env_number(const char* name, uint64_t fallback) {
+  const char* text = std::getenv(name);
+  return text != nullptr && *text != '\0' ? std::strtoull(text, nullptr, 10) : fallback;
+}
+
+/// Creates and deletes sandboxes until told to stop; keeps the ids of the
+/// operations the API acknowledged (202).
+class churn {
+public:
+  explicit churn(api_client api) : api_(std::move(api)) {}
+
+  void run(const std::atomic<bool>& stop) {
+    while (!stop) {
+      if (live_.size() < live_max) {
+        auto created =
+          api_.call("POST", "/v1/sandboxes", small_spec().dump(), {}, milliseconds(10'000));
+        if (created.status == 202) {
+          acknowledge(created.json.value("operation_id", ""));
+          live_.push_back(created.json.value("sandbox_id", ""));
+        }
+      } else {
+        auto deleted =
+          api_.call("DELETE", "/v1/sandboxes/" + live_.front(), {}, {}, milliseconds(10'000));
+        if (deleted.status == 202)
+          acknowledge(deleted.json.value("operation_id", ""));
+        // A 409 (still starting) keeps it for later; anything else, or no
+        // answer, moves on.
+        if (deleted.status != 409)
+          live_.erase(live_.begin());
+        else
+          std::rotate(live_.begin(), live_.begin() + 1, live_.end());
+      }
+    }
+  }
+
+  std::vector<std::string> take_acknowledged() {
+    std::lock_guard lock(mutex_);
+    return std::exchange(acknowledged_, {});
+  }
+
+private:
+  void acknowledge(const std::string& operation_id) {
+    std::lock_guard lock(mutex_);
+    acknowledged_.push_back(operation_id);
+  }
+
+  api_client api_;
+  std::vector<std::string> live_;
+  std::mutex mutex_;
+  std::vector<std::string> acknowledged_;
+};
+
+/// Every sandbox the API lists, page after page.
+std::vector<json> all_sandboxes(const api_client& api) {
+  std::vector<json> out;
+  std::string cursor;
+  do {
+    auto page = api.get("/v1/sandboxes?limit=100" + (cursor.empty() ? "" : "&cursor=" + cursor));
+    if (page.status != 200) {
+      ADD_FAILURE() << "list answered " << page.status << ": " << page.body;
+      break;
+    }
+    for (const auto& item : page.json.value("items", json::array()))
+      out.push_back(item);
+    cursor = page.json.value("next_cursor", json(nullptr)).is_string()
+               ? page.json["next_cursor"].get<std::string>()
+               : "";
+  } while (!cursor.empty());
+  return out;
+}
+
+/// The airlockd processes (by image) among those holding files under `dir`.
+std::vector<pid_t> airlockds_using(const std::string& dir) {
+  auto holders = processes_holding_files_under(dir);
+  auto daemons = processes_running(airlockd_path);
+  std::vector<pid_t> both;
+  std::set_intersection(holders.begin(), holders.end(), daemons.begin(), daemons.end(),
+                        std::back_inserter(both));
+  return both;
+}
+
+std::vector<std::string> interfaces_named(const std::string& prefix) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/sys/class/net", ec))
+    if (entry.path().filename().string().rfind(prefix, 0) == 0)
+      out.push_back(entry.path().filename().string());
+  return out;
+}
+
+/// Sandbox cgroups left under the instance's parent in any hierarchy.
+std::vector<std::string> sandbox_cgroups(const std::string& instance) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> parents{fs::path("/sys/fs/cgroup") / instance};
+  std::error_code ec;
+  for (const auto& hierarchy : fs::directory_iterator("/sys/fs/cgroup", ec))
+    parents.push_back(hierarchy.path() / instance);
+  std::vector<std::string> out;
+  for (const auto& parent : parents)
+    for (const auto& child : fs::directory_iterator(parent, ec))
+      if (child.is_directory(ec))
+        out.push_back(child.path().string());
+  return out;
+}
+
+TEST(kill_storm, every_restart_comes_up_every_acknowledged_operation_ends_nothing_is_left) {
+  AIRLOCK_REQUIRE_ROOT("airlockd serve runs sandboxes (namespaces, cgroups, veths, btrfs)");
+  const uint64_t rounds = env_number("AIRLOCK_KILL_STORM_ROUNDS", 12);
+  const uint64_t seed =
+    env_number("AIRLOCK_KILL_STORM_SEED",
+               static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count()));
+  std::printf("kill storm: %llu rounds, AIRLOCK_KILL_STORM_SEED=%llu\n",
+              static_cast<unsigned long long>(rounds), static_cast<unsigned long long>(seed));
+  std::mt19937_64 random(seed);
+  // Kills land from right after the load starts to well into a start.
+  std::uniform_int_distribution<int> kill_after_ms(20, 1500);
+
+  serve_process::options options;
+  options.instance = "killstorm";
+  options.veth_prefix = "kx";
+  options.address_pool = "10.214.0.0/16";
+  options.uid_base = 1'300'000'000;
+  std::string error;
+  auto serve = serve_process::start(options, error);
+  ASSERT_NE(serve, nullptr) << error;
+  const std::string key = serve->admin_key();
+  // The first create builds the template: done once, before the storm.
+  api_client(serve->host(), serve->port(), key).create_running();
+
+  uint64_t operations = 0;
+  uint64_t failed_operations = 0;
+  for (uint64_t round = 1; round <= rounds; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round) + ", seed " + std::to_string(seed));
+    churn load(api_client(serve->host(), serve->port(), key));
+    std::atomic<bool> stop{false};
+    std::thread driver([&] { load.run(stop); });
+    const auto delay = std::chrono::milliseconds(kill_after_ms(random));
+    // The kill moment is the point of the test: a wait on purpose, not a
+    // synchronisation.
+    std::this_thread::sleep_for(delay);
+    ASSERT_TRUE(serve->restart(serve_process::stop_kind::sigkill, error))
+      << "restart after a kill " << delay.count() << " ms into the load failed: " << error;
+    stop = true;
+    driver.join();
+
+    EXPECT_EQ(airlockds_using(serve->data_dir()).size(), 1U)
+      << "more than the new airlockd holds files of the data directory (a process of the "
+         "killed run?)";
+    api_client api(serve->host(), serve->port(), key);
+    for (const auto& operation_id : load.take_acknowledged()) {
+      auto ended = api.wait_operation(operation_id);
+      const std::string state = ended.value("state", "");
+      EXPECT_TRUE(state == "succeeded" || state == "failed" || state == "cancelled")
+        << "acknowledged operation " << operation_id << " did not end: " << ended.dump();
+      ++operations;
+      failed_operations += state == "failed" ? 1 : 0;
+    }
+    if (HasFatalFailure() || HasFailure())
+      break;
+  }
+  std::printf("kill storm: %llu acknowledged operations ended (%llu failed: interrupted by a "
+              "kill)\n",
+              static_cast<unsigned long long>(operations),
+              static_cast<unsigned long long>(failed_operations));
+
+  // Everything goes; then nothing of it may be left.
+  api_client api(serve->host(), serve->port(), key);
+  for (const auto& sandbox : all_sandboxes(api)) {
+    if (sandbox.value("state", "") == "destroyed")
+      continue;
+    auto deleted = api.call("DELETE", "/v1/sandboxes/" + sandbox.value("id", std::string()));
+    ASSERT_EQ(deleted.status, 202) << sandbox.dump() << ": " << deleted.body;
+    auto ended = api.wait_operation(deleted.json.value("operation_id", ""));
+    EXPECT_EQ(ended.value("state", ""), "succeeded") << ended.dump();
+  }
+  for (const auto& sandbox : all_sandboxes(api))
+    EXPECT_EQ(sandbox.value("state", ""), "destroyed") << sandbox.dump();
+  EXPECT_TRUE(interfaces_named(options.veth_prefix).empty());
+  EXPECT_TRUE(sandbox_cgroups(options.instance).empty());
+  const std::string data_dir = serve->data_dir();
+  ASSERT_TRUE(serve->stop()) << "airlockd did not stop";
+  EXPECT_TRUE(processes_holding_files_under(data_dir).empty())
+    << "a process still holds files under the data directory after the last stop";
+}
+
+} // namespace
+} // namespace airlock::test
