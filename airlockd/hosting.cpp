@@ -26,8 +26,11 @@ status announce_admin_key(storage::kv_store& store, const std::string& url,
 }
 
 std::shared_ptr<const gateway::token_verifier> verifier_for(const std::string& public_key,
-                                                            const actors::logger& log) {
-  auto verifier = gateway::token_verifier::from_public_key(public_key);
+                                                            const actors::logger& log,
+                                                            const std::string& audience) {
+  gateway::token_verifier_options options;
+  options.audience = audience;
+  auto verifier = gateway::token_verifier::from_public_key(public_key, options);
   if (!verifier) {
     log.error("the control plane sent an unusable token key; data-plane tokens will be refused",
               {{"error", verifier.error().message}});
@@ -36,22 +39,23 @@ std::shared_ptr<const gateway::token_verifier> verifier_for(const std::string& p
   return std::make_shared<const gateway::token_verifier>(std::move(*verifier));
 }
 
-worker::cluster_join_actor join_cluster(caf::actor_system& system, const gateway::endpoint& control,
-                                        schema::worker_registration registration,
-                                        worker_host& worker, const wall_clock& clock,
-                                        std::shared_ptr<verifier_slot> verifier,
-                                        std::shared_ptr<std::promise<void>> joined,
-                                        const actors::logger& log) {
+worker::cluster_join_actor
+join_cluster(caf::actor_system& system, const gateway::endpoint& control,
+             schema::worker_registration registration, worker_host& worker, const wall_clock& clock,
+             std::shared_ptr<verifier_slot> verifier, std::shared_ptr<std::promise<void>> joined,
+             const actors::logger& log, actors::scheduler_actor local_scheduler) {
   worker::cluster_join_options options;
   options.host = control.host;
   options.port = control.port;
   worker::cluster_join_deps deps;
+  deps.local_scheduler = std::move(local_scheduler);
   deps.registration = std::move(registration);
   deps.node = worker.node();
   deps.clock = &clock;
   auto first = std::make_shared<std::atomic<bool>>(true);
   deps.on_joined = [verifier, joined, first, log, &worker](const actors::registration_ack& ack) {
-    verifier->set(verifier_for(ack.token_public_key, log));
+    // Tokens minted for other workers' sandboxes are refused here.
+    verifier->set(verifier_for(ack.token_public_key, log, ack.worker_id));
     worker.joined(ack);
     log.info("joined the control plane", {{"worker_id", ack.worker_id}});
     if (first->exchange(false) && joined)

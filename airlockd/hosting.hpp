@@ -52,19 +52,21 @@ status announce_admin_key(storage::kv_store& store, const std::string& url,
                           const std::string& cli_config, std::ostream& out,
                           const actors::logger& log);
 
-/// The verifier for a control plane's public key; logs and returns null on a
-/// malformed key.
+/// The verifier for a control plane's public key, refusing tokens for
+/// another worker than `audience` (empty: any worker; the control plane's own
+/// listener); logs and returns null on a malformed key.
 std::shared_ptr<const gateway::token_verifier> verifier_for(const std::string& public_key,
-                                                            const actors::logger& log);
+                                                            const actors::logger& log,
+                                                            const std::string& audience = {});
 
 /// Starts the join actor for `registration` and the worker's node towards
-/// `control`; every (re)join refreshes `verifier` and the worker's egress
-/// CA from the ack. `joined` is set on the first.
-worker::cluster_join_actor join_cluster(caf::actor_system& system, const gateway::endpoint& control,
-                                        schema::worker_registration registration,
-                                        worker_host& worker, const wall_clock& clock,
-                                        std::shared_ptr<verifier_slot> verifier,
-                                        std::shared_ptr<std::promise<void>> joined,
-                                        const actors::logger& log);
+/// `control`, or towards `local_scheduler` in this process when it is set
+/// (serve: no cluster port at all); every (re)join refreshes `verifier` and
+/// the worker's egress CA from the ack. `joined` is set on the first.
+worker::cluster_join_actor
+join_cluster(caf::actor_system& system, const gateway::endpoint& control,
+             schema::worker_registration registration, worker_host& worker, const wall_clock& clock,
+             std::shared_ptr<verifier_slot> verifier, std::shared_ptr<std::promise<void>> joined,
+             const actors::logger& log, actors::scheduler_actor local_scheduler = {});
 
 } // namespace airlock::airlockd

@@ -1,8 +1,10 @@
 // `airlockd serve`: the control plane and one local worker in one process.
-// They are wired exactly as in a cluster (the worker joins the scheduler over
-// CAF's transport on a loopback port), so the one-process and many-host
-// modes stay one design; one HTTP listener serves the control routes and the
-// local worker's data plane.
+// They are wired as in a cluster (the same join actor registers the worker's
+// node with the scheduler and beats), but in-process: the scheduler is
+// published on no port, because anything that can reach it can ask it for
+// credentials and nodes (docs/cluster.md). One HTTP listener serves the
+// control routes and the local worker's data plane; it is the only socket
+// serve listens on.
 
 #include <caf/send.hpp>
 
@@ -57,9 +59,7 @@ status start_parts(serve_parts& parts, storage::kv_store& store, const serve_opt
     parts.control.stop();
   });
   parts.control.configure(options.control);
-  if (auto started =
-        parts.control.start(system, store, data_dir, gateway::endpoint{"127.0.0.1", 0});
-      !started)
+  if (auto started = parts.control.start(system, store, data_dir, std::nullopt); !started)
     return started;
   auto worker_store = storage::open_rocksdb_store(data_dir + "/worker-store");
   if (!worker_store)
@@ -108,9 +108,9 @@ status join_local_worker(serve_parts& parts, const gateway::endpoint& bound,
                        "cannot describe the local worker: " + registration.error().message);
   auto joined = std::make_shared<std::promise<void>>();
   auto first_join = joined->get_future();
-  parts.join = join_cluster(
-    parts.engine.system(), gateway::endpoint{"127.0.0.1", parts.control.cluster_port()},
-    std::move(*registration), parts.worker, parts.clock, parts.verifier, joined, log);
+  parts.join =
+    join_cluster(parts.engine.system(), gateway::endpoint{}, std::move(*registration), parts.worker,
+                 parts.clock, parts.verifier, joined, log, parts.control.scheduler());
   if (first_join.wait_for(join_timeout) != std::future_status::ready)
     return make_status(errc::timeout, "the local worker did not join the scheduler");
   // The worker cleaned up an earlier run's sandboxes: say so in their records.

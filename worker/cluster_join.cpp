@@ -113,6 +113,12 @@ void on_connect(self_ptr self, uint64_t session) {
   auto& st = self->state;
   if (session != st.session || st.scheduler)
     return;
+  if (st.deps.local_scheduler) {
+    st.scheduler = st.deps.local_scheduler;
+    self->monitor(st.scheduler);
+    do_register(self);
+    return;
+  }
   // The middleman runs the blocking TCP connect and handshake; this actor
   // only waits for its answer.
   auto middleman = self->system().middleman().actor_handle();

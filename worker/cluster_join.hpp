@@ -64,6 +64,10 @@ struct cluster_join_deps {
   schema::worker_registration registration;
   /// The actor the control plane will call (nd_*, dp_*).
   actors::node_actor node;
+  /// The scheduler of this same process (`airlockd serve`): joined directly,
+  /// with no connection and no port anyone else could reach; `host` and
+  /// `port` are then unused. Default: null (connect to host:port).
+  actors::scheduler_actor local_scheduler;
   /// Timestamps of heartbeats (sent_at_ms). Outlives the actor.
   const wall_clock* clock = nullptr;
   /// Optional: called in the join actor's context after each successful
@@ -95,8 +99,8 @@ using cluster_join_actor = caf::typed_actor<
   caf::reacts_to<cj_beat_atom, uint64_t>>;
 
 /// Spawns the join actor; it starts connecting at once. Preconditions:
-/// `system` was configured with actors::use_middleman; deps.node and
-/// deps.clock are set; options.port != 0. Stopping it (an exit message)
+/// deps.node and deps.clock are set; without deps.local_scheduler, `system`
+/// was configured with actors::use_middleman and options.port != 0. Stopping it (an exit message)
 /// stops the beats; the scheduler then marks the worker lost after its
 /// heartbeat timeout, or at once when the connection closes. It stops by
 /// itself, with the node's exit reason, when deps.node terminates.

@@ -12,7 +12,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -285,6 +287,33 @@ TEST_F(airlockd_e2e, a_bad_flag_or_value_exits_2_with_a_message_and_usage) {
   EXPECT_EQ(no_command->wait_exit(), exit_usage);
 }
 
+// serve's worker joins its control plane in-process: no cluster port that a
+// local user could connect to and ask for credentials or nodes.
+TEST_F(airlockd_host_e2e, serve_listens_on_its_http_port_and_nothing_else) {
+  auto daemon = serve_default();
+  ASSERT_TRUE(daemon.process);
+  ASSERT_NE(daemon.bound.port, 0);
+  // Joined (ready) before anything is checked: the join is what used a port.
+  auto ready = http_get(daemon.bound.host, daemon.bound.port, "/readyz");
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(ready->status, 200) << ready->body;
+  // Besides HTTP only the egress proxy and its resolver listen (sandboxes'
+  // traffic is redirected to them); their ports are in the log.
+  std::vector<uint16_t> expected{daemon.bound.port};
+  std::istringstream log(read_file(daemon.process->stderr_path()));
+  for (std::string line; std::getline(log, line);) {
+    auto entry = nlohmann::json::parse(line, nullptr, false);
+    if (entry.is_object() && entry.value("msg", "") == "egress proxy listening") {
+      expected.push_back(entry.value("proxy_port", uint16_t{0}));
+      expected.push_back(entry.value("dns_port", uint16_t{0}));
+    }
+  }
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(test::listening_tcp_ports(daemon.process->pid()), expected)
+    << "airlockd serve listens on a port that is neither HTTP nor egress (a cluster port?)";
+  EXPECT_EQ(stop(daemon), 0);
+}
+
 TEST_F(airlockd_host_e2e, a_second_concurrent_serve_on_the_same_data_dir_fails_clearly) {
   auto first = serve_default();
   ASSERT_TRUE(first.process);
@@ -298,6 +327,11 @@ TEST_F(airlockd_host_e2e, a_second_concurrent_serve_on_the_same_data_dir_fails_c
   EXPECT_TRUE(second->read_remaining_lines().empty()) << "it must not claim to listen";
   std::string err = read_file(second->stderr_path());
   EXPECT_NE(err.find("data directory " + data_dir()), std::string::npos) << err;
+  // It names the process that holds the lock, and what to do.
+  EXPECT_NE(err.find("held by pid " + std::to_string(first.process->pid()) + " (airlockd)"),
+            std::string::npos)
+    << err;
+  EXPECT_NE(err.find("kill " + std::to_string(first.process->pid())), std::string::npos) << err;
   // The first one is unaffected.
   auto health = http_get(first.bound.host, first.bound.port, "/healthz");
   ASSERT_TRUE(health);
