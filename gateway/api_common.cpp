@@ -2,12 +2,18 @@
 
 namespace airlock::gateway::detail {
 
-std::optional<std::string> bearer_of(const exchange& ex) {
+std::optional<std::string> header_bearer_of(const exchange& ex) {
   auto field = ex.request()[http::field::authorization];
   std::string_view header(field.data(), field.size());
   constexpr std::string_view scheme = "Bearer ";
   if (header.size() > scheme.size() && header.substr(0, scheme.size()) == scheme)
     return std::string(header.substr(scheme.size()));
+  return std::nullopt;
+}
+
+std::optional<std::string> bearer_of(const exchange& ex) {
+  if (auto header = header_bearer_of(ex))
+    return header;
   if (auto token = ex.query("token"); token && !token->empty())
     return token;
   return std::nullopt;
@@ -22,7 +28,14 @@ http_response missing_credentials() {
 void authenticate(caf::actor_system& system, const actors::api_key_actor& api_keys,
                   std::chrono::milliseconds timeout, exchange_ptr ex,
                   std::function<void(actors::caller_identity)> next) {
-  auto key = bearer_of(*ex);
+  // A URL ends up in proxy logs, browser history and Referer headers: fine
+  // for a short-lived token scoped to one sandbox, not for an API key.
+  auto key = header_bearer_of(*ex);
+  if (!key && ex->query("token"))
+    return ex->respond(json_error(http::status::unauthorized, "unauthenticated",
+                                  "API keys are accepted only in the Authorization header: send "
+                                  "Authorization: Bearer <API key> (?token= takes only "
+                                  "data-plane tokens, from POST /v1/sandboxes/{id}/token)"));
   if (!key)
     return ex->respond(missing_credentials());
   call_actor(

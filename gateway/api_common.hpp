@@ -20,7 +20,11 @@ namespace airlock::gateway::detail {
 
 using exchange_ptr = std::shared_ptr<exchange>;
 
-/// The credential of `Authorization: Bearer X`, else of `?token=X`.
+/// The credential of `Authorization: Bearer X` only: where API keys go.
+std::optional<std::string> header_bearer_of(const exchange& ex);
+
+/// The credential of `Authorization: Bearer X`, else of `?token=X`: where
+/// data-plane tokens may go (SSE clients cannot set headers).
 std::optional<std::string> bearer_of(const exchange& ex);
 
 /// An error handler (for call_actor) that answers `ex` with the error.

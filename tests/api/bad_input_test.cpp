@@ -128,6 +128,20 @@ TEST_F(api_bad_input, missing_or_wrong_credentials_are_401) {
   EXPECT_EQ(as("").get("/readyz").status, 200);
 }
 
+// An API key in a URL leaks into logs and histories: only the header takes
+// one, on control routes and on the data-plane routes the control plane
+// forwards alike.
+TEST_F(api_bad_input, an_api_key_in_the_query_is_401_naming_the_header) {
+  const std::string key = server().admin_key();
+  auto control = as("").get("/v1/sandboxes?token=" + key);
+  expect_error(control, 401, "unauthenticated");
+  EXPECT_NE(control.body.find("Authorization header"), std::string::npos) << control.body;
+  auto data = as("").get("/v1/sandboxes/sbx-none/files?path=/etc/hostname&token=" + key);
+  expect_error(data, 401, "unauthenticated");
+  EXPECT_NE(data.body.find("Authorization header"), std::string::npos) << data.body;
+  EXPECT_EQ(as(key).get("/v1/sandboxes").status, 200) << "the header still works";
+}
+
 TEST_F(api_bad_input, unknown_state_filters_and_bad_limits_are_400) {
   auto api = admin();
   expect_error(api.get("/v1/sandboxes?state=sleepy"), 400, "invalid_argument");
