@@ -387,6 +387,7 @@ void issue_token(api_ptr api, exchange_ptr ex, caller who) {
       claims.sandbox_id = record.id;
       claims.scope = scope;
       claims.expires_at_ms = api->deps.clock->now_ms() + ttl_s * 1000;
+      claims.audience = record.worker_id;
       ex->respond(json_response(http::status::created,
                                 {{"data_url", record.data_url},
                                  {"token", api->deps.signer->sign(claims)},

@@ -122,7 +122,8 @@ std::string encode_payload(const token_claims& claims) {
                         {"sid", claims.sandbox_id},
                         {"pid", claims.process_id},
                         {"scope", claims.scope},
-                        {"exp", claims.expires_at_ms}};
+                        {"exp", claims.expires_at_ms},
+                        {"aud", claims.audience}};
   return doc.dump();
 }
 
@@ -135,10 +136,11 @@ std::optional<token_claims> decode_payload(std::string_view bytes) {
     return it != doc.end() && it->is_string() ? it->get_ptr<const std::string*>() : nullptr;
   };
   auto exp = doc.find("exp");
-  const auto *tid = text("tid"), *sid = text("sid"), *pid = text("pid"), *scope = text("scope");
-  if (!tid || !sid || !pid || !scope || exp == doc.end() || !exp->is_number_integer())
+  const auto *tid = text("tid"), *sid = text("sid"), *pid = text("pid"), *scope = text("scope"),
+             *aud = text("aud");
+  if (!tid || !sid || !pid || !scope || !aud || exp == doc.end() || !exp->is_number_integer())
     return std::nullopt;
-  return token_claims{*tid, *sid, *pid, *scope, exp->get<int64_t>()};
+  return token_claims{*tid, *sid, *pid, *scope, exp->get<int64_t>(), *aud};
 }
 
 status refused(const std::string& why) {
@@ -244,6 +246,9 @@ result<token_claims> token_verifier::verify(std::string_view token, int64_t now_
     return refused("expired");
   if (!same(claims->sandbox_id, sandbox_id))
     return refused("issued for another sandbox");
+  if (!options_.audience.empty() && !same(claims->audience, options_.audience))
+    return refused("issued for another worker (get a token from the control plane: POST "
+                   "/v1/sandboxes/{id}/token, and send it to the sandbox's data_url)");
   if (claims->scope != "all" && !same(claims->scope, needed_scope))
     return denied("its scope is " + claims->scope + ", this needs " + std::string(needed_scope));
   if (!claims->process_id.empty() && !same(claims->process_id, process_id))

@@ -8,7 +8,8 @@
 //
 // Token text: "v1." + base64url(payload) + "." + base64url(signature), no
 // padding. The payload is compact JSON
-//   {"tid": tenant, "sid": sandbox, "pid": process or "", "scope": "...", "exp": ms}
+//   {"tid": tenant, "sid": sandbox, "pid": process or "", "scope": "...", "exp": ms,
+//    "aud": worker id}
 // and the signature covers the ASCII bytes "v1." + base64url(payload), so the
 // version prefix is signed too. Tokens are bearer secrets: never log one.
 
@@ -32,6 +33,10 @@ struct token_claims {
   std::string process_id;    ///< empty: any process of the sandbox
   std::string scope;         ///< "files" | "processes" | "all"
   int64_t expires_at_ms = 0; ///< Unix time; the token is refused from this instant on
+  /// The worker the token is for (the sandbox's worker when it was minted):
+  /// another worker refuses it, so a token that leaks from (or is replayed
+  /// to) one worker opens nothing on the others.
+  std::string audience;
 };
 
 /// Frees an EVP_PKEY; lets the classes below hold one in a unique_ptr.
@@ -72,6 +77,10 @@ struct token_verifier_options {
   /// Longest token text accepted; a longer one is refused before any decoding,
   /// so a client cannot make the verifier allocate or hash much. Default: 4096.
   size_t token_bytes_max = 4096;
+  /// This worker's id: a token whose audience differs is refused. Empty: no
+  /// audience check (the control plane's own listener, which serves every
+  /// worker's sandboxes). Default: empty.
+  std::string audience;
 };
 
 /// Checks tokens with the control plane's public key. Thread-safe after
@@ -89,7 +98,8 @@ public:
   /// token:
   /// - unauthenticated: malformed, over token_bytes_max, a signature that does
   ///   not verify (forged, or another key), expired (now_ms >= expires_at_ms),
-  ///   or issued for another sandbox;
+  ///   issued for another sandbox, or for another worker than the options'
+  ///   audience;
   /// - permission_denied: a scope that does not cover `needed_scope` ("all"
   ///   covers both), or a token bound to one process used for another process
   ///   or for a route that names no process (an attach token is not a

@@ -28,6 +28,7 @@ struct target {
   std::string tenant_id;
   actors::node_actor node;
   std::string data_url;    ///< where attach_url points
+  std::string worker_id;   ///< the sandbox's worker: the audience of tokens minted for it
   bool by_api_key = false; ///< else by a control-plane token
   std::string token;       ///< the caller's token (token callers)
   int64_t token_expires_ms = 0;

@@ -109,6 +109,7 @@ void via_record(api_ptr api, exchange_ptr ex, target t, std::string tenant_scope
                      "sandbox " + record.id + " is " + std::string(schema::to_string(record.state))
                        + ": wake it (POST /v1/sandboxes/" + record.id + "/wake) and retry"));
       t.tenant_id = record.tenant_id;
+      t.worker_id = record.worker_id;
       if (t.data_url.empty())
         t.data_url = record.data_url;
       find_node(api, ex, std::move(t), record.worker_id, std::move(next));
@@ -199,9 +200,13 @@ void start_process(api_ptr api, exchange_ptr ex, target t) {
       std::string token = t.token;
       int64_t expires = t.token_expires_ms;
       if (t.by_api_key && api->deps.signer) {
-        token_claims claims{t.tenant_id, t.sandbox_id, process.process_id, "processes",
+        token_claims claims{t.tenant_id,
+                            t.sandbox_id,
+                            process.process_id,
+                            "processes",
                             api->deps.clock->now_ms()
-                              + int64_t{api->deps.options.attach_token_ttl_s} * 1000};
+                              + int64_t{api->deps.options.attach_token_ttl_s} * 1000,
+                            t.worker_id};
         token = api->deps.signer->sign(claims);
         expires = claims.expires_at_ms;
       }

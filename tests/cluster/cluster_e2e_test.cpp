@@ -301,17 +301,26 @@ TEST_F(cluster_e2e, a_worker_is_ready_once_joined_and_takes_only_valid_control_p
   int64_t now_ms =
     std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
-  gateway::token_claims claims{"admin", id, "", "all", now_ms + 600'000};
+  auto record = call("GET", control_->url() + "/v1/sandboxes/" + id, key_);
+  ASSERT_EQ(record.status, 200);
+  const std::string worker_id = record.body["worker_id"];
+  gateway::token_claims claims{"admin", id, "", "all", now_ms + 600'000, worker_id};
   EXPECT_EQ(call("GET", list_url, stranger->sign(claims)).status, 401);
   // Signed by the control plane's own key, but expired.
   auto own = gateway::token_signer::load_or_create(control_dir() + "/keys/token.pem");
   ASSERT_TRUE(own);
   EXPECT_EQ(call("GET", list_url, own->sign(claims)).status, 200) << "the key is the right one";
+  // The right key and sandbox, minted for another worker: refused here.
+  auto for_other = claims;
+  for_other.audience = "wk_somebody_else";
+  auto elsewhere = call("GET", list_url, own->sign(for_other));
+  EXPECT_EQ(elsewhere.status, 401) << elsewhere.raw;
+  EXPECT_NE(elsewhere.raw.find("another worker"), std::string::npos) << elsewhere.raw;
   claims.expires_at_ms = now_ms - 1'000;
   auto expired = call("GET", list_url, own->sign(claims));
   EXPECT_EQ(expired.status, 401) << expired.raw;
   // For another sandbox.
-  claims = {"admin", "sb_other", "", "all", now_ms + 600'000};
+  claims = {"admin", "sb_other", "", "all", now_ms + 600'000, worker_id};
   EXPECT_GE(call("GET", list_url, own->sign(claims)).status, 401);
   EXPECT_EQ(call("GET", list_url, "").status, 401);
 }

@@ -20,7 +20,8 @@ constexpr int64_t now_ms = 1'800'000'000'000;
 using airlock::test::temp_dir;
 
 token_claims sandbox_claims(std::string scope = "all", std::string process = "") {
-  return token_claims{"tenant_a", "sb_1", std::move(process), std::move(scope), now_ms + 60'000};
+  return token_claims{"tenant_a",       "sb_1", std::move(process), std::move(scope),
+                      now_ms + 60'000, "wk_a"};
 }
 
 class attach_token : public ::testing::Test {
@@ -57,6 +58,7 @@ TEST_F(attach_token, round_trips_its_claims) {
   EXPECT_EQ(checked->process_id, "proc_7");
   EXPECT_EQ(checked->scope, "processes");
   EXPECT_EQ(checked->expires_at_ms, claims.expires_at_ms);
+  EXPECT_EQ(checked->audience, "wk_a");
 }
 
 TEST_F(attach_token, rejects_a_token_whose_payload_was_altered) {
@@ -96,6 +98,31 @@ TEST_F(attach_token, rejects_a_token_for_another_sandbox) {
   auto checked = verifier_->verify(signer_->sign(sandbox_claims()), now_ms, "sb_2", "files");
   ASSERT_FALSE(checked);
   EXPECT_EQ(checked.code(), errc::unauthenticated);
+}
+
+// A worker takes only tokens minted for itself: a token that leaks from one
+// worker (or that a compromised worker replays) opens nothing elsewhere.
+TEST_F(attach_token, a_worker_refuses_a_token_minted_for_another_worker) {
+  auto for_worker = [this](const std::string& audience) {
+    token_verifier_options options;
+    options.audience = audience;
+    auto verifier = token_verifier::from_public_key(signer_->public_key(), options);
+    EXPECT_TRUE(verifier) << verifier.error().message;
+    return std::move(*verifier);
+  };
+  const auto token = signer_->sign(sandbox_claims());
+  auto other = for_worker("wk_b").verify(token, now_ms, "sb_1", "files");
+  ASSERT_FALSE(other);
+  EXPECT_EQ(other.code(), errc::unauthenticated);
+  EXPECT_NE(other.error().message.find("another worker"), std::string::npos)
+    << other.error().message;
+  EXPECT_TRUE(for_worker("wk_a").verify(token, now_ms, "sb_1", "files")) << "its own worker";
+  EXPECT_TRUE(verifier_->verify(token, now_ms, "sb_1", "files"))
+    << "a verifier without an audience (the control plane's) takes any";
+  // A token minted with no audience is for no worker.
+  auto claims = sandbox_claims();
+  claims.audience.clear();
+  EXPECT_FALSE(for_worker("wk_a").verify(signer_->sign(claims), now_ms, "sb_1", "files"));
 }
 
 TEST_F(attach_token, denies_a_scope_the_token_does_not_cover) {
