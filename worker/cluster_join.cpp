@@ -289,8 +289,10 @@ caf::result<std::vector<schema::credential_grant>> fetch_credentials(self_ptr se
 cluster_join_actor::behavior_type cluster_join(self_ptr self, cluster_join_options options,
                                                cluster_join_deps deps) {
   AIRLOCK_ASSERT(deps.node && deps.clock != nullptr, "cluster_join_deps incomplete");
-  AIRLOCK_ASSERT(options.port != 0, "cluster_join needs the control plane's port");
-  AIRLOCK_ASSERT(self->system().has_middleman(), "cluster_join needs use_middleman");
+  if (!deps.local_scheduler) {
+    AIRLOCK_ASSERT(options.port != 0, "cluster_join needs the control plane's port");
+    AIRLOCK_ASSERT(self->system().has_middleman(), "cluster_join needs use_middleman");
+  }
   auto& st = self->state;
   st.options = std::move(options);
   st.options.backoff_initial_ms = std::max<uint32_t>(st.options.backoff_initial_ms, 1);
