@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <random>
 #include <string>
@@ -30,8 +31,8 @@ namespace {
 using nlohmann::json;
 
 constexpr const char* airlockd_path = AIRLOCK_AIRLOCKD_PATH;
-/// Sandboxes the load keeps alive at once: enough that a kill usually lands
-/// in the middle of some start, few enough for a two-core host.
+/// Sandboxes the load keeps at once: enough that a kill usually lands in the
+/// middle of some start, few enough for a two-core host.
 constexpr size_t live_max = 3;
 
 uint64_t env_number(const char* name, uint64_t fallback) {
@@ -52,20 +53,23 @@ public:
           api_.call("POST", "/v1/sandboxes", small_spec().dump(), {}, milliseconds(10'000));
         if (created.status == 202) {
           acknowledge(created.json.value("operation_id", ""));
-          live_.push_back(created.json.value("sandbox_id", ""));
+          live_.emplace_back(created.json.value("sandbox_id", ""),
+                             created.json.value("operation_id", ""));
         }
-      } else {
-        auto deleted =
-          api_.call("DELETE", "/v1/sandboxes/" + live_.front(), {}, {}, milliseconds(10'000));
-        if (deleted.status == 202)
-          acknowledge(deleted.json.value("operation_id", ""));
-        // A 409 (still starting) keeps it for later; anything else, or no
-        // answer, moves on.
-        if (deleted.status != 409)
-          live_.erase(live_.begin());
-        else
-          std::rotate(live_.begin(), live_.begin() + 1, live_.end());
+        continue;
       }
+      // The oldest goes once its create has ended (a delete would win over
+      // a create still running, which is not what this load is about).
+      auto create = api_.call("GET", "/v1/operations/" + live_.front().second + "?wait=1", {}, {},
+                              milliseconds(10'000));
+      const std::string state = create.json.is_object() ? create.json.value("state", "") : "";
+      if (create.status == 200 && (state == "pending" || state == "running"))
+        continue;
+      auto deleted =
+        api_.call("DELETE", "/v1/sandboxes/" + live_.front().first, {}, {}, milliseconds(10'000));
+      if (deleted.status == 202)
+        acknowledge(deleted.json.value("operation_id", ""));
+      live_.erase(live_.begin());
     }
   }
 
@@ -81,7 +85,7 @@ private:
   }
 
   api_client api_;
-  std::vector<std::string> live_;
+  std::vector<std::pair<std::string, std::string>> live_; ///< sandbox id, create operation id
   std::mutex mutex_;
   std::vector<std::string> acknowledged_;
 };
@@ -165,6 +169,7 @@ TEST(kill_storm, every_restart_comes_up_every_acknowledged_operation_ends_nothin
 
   uint64_t operations = 0;
   uint64_t failed_operations = 0;
+  std::map<std::string, uint64_t> failure_codes;
   for (uint64_t round = 1; round <= rounds; ++round) {
     SCOPED_TRACE("round " + std::to_string(round) + ", seed " + std::to_string(seed));
     churn load(api_client(serve->host(), serve->port(), key));
@@ -189,15 +194,21 @@ TEST(kill_storm, every_restart_comes_up_every_acknowledged_operation_ends_nothin
       EXPECT_TRUE(state == "succeeded" || state == "failed" || state == "cancelled")
         << "acknowledged operation " << operation_id << " did not end: " << ended.dump();
       ++operations;
-      failed_operations += state == "failed" ? 1 : 0;
+      if (state == "failed") {
+        ++failed_operations;
+        ++failure_codes[ended.value("kind", "?") + ": "
+                        + ended.value("error", json::object()).value("code", "?")];
+      }
     }
     if (HasFatalFailure() || HasFailure())
       break;
   }
-  std::printf("kill storm: %llu acknowledged operations ended (%llu failed: interrupted by a "
-              "kill)\n",
+  std::printf("kill storm: %llu acknowledged operations ended, %llu of them failed\n",
               static_cast<unsigned long long>(operations),
               static_cast<unsigned long long>(failed_operations));
+  for (const auto& [what, count] : failure_codes)
+    std::printf("kill storm:   failed %s x%llu\n", what.c_str(),
+                static_cast<unsigned long long>(count));
 
   // Everything goes; then nothing of it may be left.
   api_client api(serve->host(), serve->port(), key);
