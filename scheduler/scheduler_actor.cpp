@@ -113,6 +113,18 @@ std::optional<caf::error> validate(const scheduler_state& st, const schema::work
     return make_error(errc::invalid_argument,
                       "worker " + r.id.substr(0, 64) + " sent an egress CA key over "
                         + std::to_string(st.options.egress_key_bytes_max) + " bytes");
+  // A live worker keeps its id: another node registering it would silently
+  // take over its sandboxes (clients' attach URLs, creates, credentials). A
+  // restarted worker is a new node and is accepted once its old node is
+  // down (its connection closed); the same node registering again is a
+  // repeat and is answered as the first time.
+  if (auto known = st.workers.find(r.id); known != st.workers.end() && known->second.node
+                                          && !known->second.node_down && known->second.node != node)
+    return make_error(errc::already_exists,
+                      "worker " + r.id.substr(0, 64)
+                        + " is registered from a node that is still connected: a second "
+                          "registration of a live worker is refused (a restarted worker is "
+                          "accepted once its old connection has closed)");
   if (!st.workers.count(r.id) && st.workers.size() >= st.options.workers_max)
     return make_error(errc::resource_exhausted,
                       "the fleet already holds " + std::to_string(st.options.workers_max)

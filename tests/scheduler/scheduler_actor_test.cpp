@@ -361,12 +361,21 @@ TEST_F(scheduler_test, a_rejoining_worker_gets_its_new_node_and_keeps_its_reserv
   ASSERT_TRUE(beat("wk_a", 1));
 }
 
-TEST_F(scheduler_test, the_old_node_going_down_after_a_rejoin_changes_nothing) {
+// Not a silent takeover: a second node cannot register the id of a worker
+// whose node is still connected, and the refused node changes nothing.
+TEST_F(scheduler_test, a_second_live_registration_of_an_id_is_refused) {
   ASSERT_TRUE(join("wk_a"));
-  ASSERT_TRUE(join("wk_a"));
-  caf::anon_send_exit(nodes[0], caf::exit_reason::user_shutdown);
+  auto impostor = join("wk_a");
+  ASSERT_FALSE(impostor);
+  EXPECT_EQ(code_of(impostor.error()), errc::already_exists);
+  auto where = ask<placement>(sc_node_atom::value, std::string("wk_a"));
+  ASSERT_TRUE(where);
+  EXPECT_EQ(where->node, nodes[0]) << "the live worker keeps its node";
+  caf::anon_send_exit(nodes[1], caf::exit_reason::user_shutdown);
   sched.run();
   EXPECT_EQ(workers()[0].state, "ready");
+  // The same node again is a repeat, answered as the first time.
+  EXPECT_TRUE(ask<registration_ack>(sc_register_atom::value, registration("wk_a"), nodes[0]));
 }
 
 TEST_F(scheduler_test, registering_a_dead_node_again_leaves_the_worker_lost) {
