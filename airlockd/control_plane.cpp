@@ -55,6 +55,17 @@ status control_plane::start(caf::actor_system& system, storage::kv_store& store,
   };
   deps.credentials = credentials_;
   deps.audit = audit_;
+  metrics_.describe("airlock_cluster_registrations_refused_total",
+                    "Worker registrations the scheduler refused, by reason.", "counter");
+  deps.on_refused = [metrics = &metrics_, log = log_.with_component("scheduler")](
+                      std::string_view reason, std::string_view worker_id,
+                      const std::string& message) {
+    metrics->counter_add("airlock_cluster_registrations_refused_total",
+                         {{"reason", std::string(reason)}});
+    log.warn(
+      "refused a worker registration",
+      {{"reason", std::string(reason)}, {"worker_id", std::string(worker_id)}, {"error", message}});
+  };
   scheduler_ = scheduler::spawn_scheduler(system, {}, deps);
   procedures_ = actors::spawn_sandbox_procedures(system, registry_, scheduler_);
   procedures_.merge(actors::spawn_template_procedures(system, registry_, scheduler_));

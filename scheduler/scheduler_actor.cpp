@@ -145,14 +145,30 @@ result<std::string> egress_chain(const scheduler_state& st, const schema::worker
   return chain;
 }
 
+/// What a refusal counts as, from the errc validate() answered with.
+std::string_view refusal_reason(errc code) {
+  switch (code) {
+    case errc::already_exists: return "id_in_use";
+    case errc::resource_exhausted: return "fleet_full";
+    default: return "invalid";
+  }
+}
+
 caf::result<registration_ack> on_register(self_ptr self, schema::worker_registration& r,
                                           node_actor& node) {
   auto& st = self->state;
-  if (auto refused = validate(st, r, node))
-    return std::move(*refused);
+  auto refuse = [&st, &r](std::string_view reason, caf::error error) {
+    if (st.deps.on_refused)
+      st.deps.on_refused(reason, std::string_view(r.id).substr(0, 64), to_status(error).message);
+    return error;
+  };
+  if (auto refused = validate(st, r, node)) {
+    const auto reason = refusal_reason(to_status(*refused).code);
+    return refuse(reason, std::move(*refused));
+  }
   auto chain = egress_chain(st, r);
   if (!chain)
-    return make_error(chain.error());
+    return refuse("egress_ca", make_error(chain.error()));
   auto& w = st.workers[r.id];
   // A rejoin keeps the reservations: its sandboxes may still run there.
   // Monitoring again after a down lets CAF say whether this node is alive:

@@ -75,6 +75,13 @@ struct scheduler_deps {
   actors::credential_actor credentials;
   /// Answers sc_audit; absent: unavailable.
   actors::audit_actor audit;
+  /// Told of every refused registration, on the scheduler's thread: a short
+  /// reason for a metric label ("invalid", "fleet_full", "id_in_use",
+  /// "egress_ca"), the worker id it claimed (cut to 64 bytes) and the
+  /// sentence the caller got. Must not block. Empty: not told.
+  std::function<void(std::string_view reason, std::string_view worker_id,
+                     const std::string& message)>
+    on_refused;
 };
 
 /// Spawns the scheduler. Precondition: deps.clock and deps.entropy are set.

@@ -53,6 +53,10 @@ protected:
     deps.token_public_key = std::string(32, '\x2a');
     deps.clock = &clock;
     deps.entropy = &entropy;
+    deps.on_refused = [this](std::string_view reason, std::string_view worker_id,
+                             const std::string& message) {
+      refusals.push_back(std::string(reason) + " " + std::string(worker_id) + ": " + message);
+    };
     scheduler = spawn_scheduler(system, options, std::move(deps));
     sched.run();
   }
@@ -131,6 +135,7 @@ protected:
   scheduler_actor scheduler;
   std::shared_ptr<testing::stub_node_script> script = std::make_shared<testing::stub_node_script>();
   std::vector<node_actor> nodes;
+  std::vector<std::string> refusals; ///< what on_refused was told, in order
 };
 
 TEST_F(scheduler_test, acknowledges_a_registration_with_the_token_key_and_beat_interval) {
@@ -149,6 +154,8 @@ TEST_F(scheduler_test, refuses_a_registration_without_an_id) {
   auto ack = ask<registration_ack>(sc_register_atom::value, registration(""), new_node());
   ASSERT_FALSE(ack);
   EXPECT_EQ(code_of(ack.error()), errc::invalid_argument);
+  ASSERT_EQ(refusals.size(), 1u);
+  EXPECT_EQ(refusals[0].rfind("invalid : ", 0), 0u) << refusals[0];
 }
 
 TEST_F(scheduler_test, is_unavailable_when_no_worker_is_registered) {
@@ -368,6 +375,8 @@ TEST_F(scheduler_test, a_second_live_registration_of_an_id_is_refused) {
   auto impostor = join("wk_a");
   ASSERT_FALSE(impostor);
   EXPECT_EQ(code_of(impostor.error()), errc::already_exists);
+  ASSERT_EQ(refusals.size(), 1u) << "every refusal is reported (logged and counted)";
+  EXPECT_EQ(refusals[0].rfind("id_in_use wk_a: ", 0), 0u) << refusals[0];
   auto where = ask<placement>(sc_node_atom::value, std::string("wk_a"));
   ASSERT_TRUE(where);
   EXPECT_EQ(where->node, nodes[0]) << "the live worker keeps its node";
