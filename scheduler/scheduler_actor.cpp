@@ -58,6 +58,37 @@ struct scheduler_state {
 
 using self_ptr = scheduler_actor::stateful_pointer<scheduler_state>;
 
+// --- Who is calling --------------------------------------------------------
+//
+// The caller of a message is the CAF node its sender lives on, which CAF takes
+// from the connection, not a field the caller fills in. A peer can still name
+// another node as the source of a routed message, but the reply then goes to
+// the node it named, never back to it (docs/cluster.md: what this does and
+// does not stop).
+
+/// True for a message sent from inside this process (the control plane's own
+/// actors, serve's worker).
+bool from_this_process(self_ptr self) {
+  const auto& sender = self->current_sender();
+  return sender && sender->node() == self->node();
+}
+
+/// The worker whose live node is on the caller's CAF node, if any.
+const worker_entry* calling_worker(self_ptr self) {
+  const auto& sender = self->current_sender();
+  if (!sender)
+    return nullptr;
+  for (const auto& [id, w] : self->state.workers)
+    if (w.node && !w.node_down && w.node.node() == sender->node())
+      return &w;
+  return nullptr;
+}
+
+caf::error not_for_workers(std::string_view what) {
+  return make_error(errc::permission_denied,
+                    std::string(what) + " is answered only to the control plane itself");
+}
+
 /// `from` less `taken`, each field at least 0.
 schema::resources minus(const schema::resources& from, const schema::resources& taken) {
   auto less = [](uint32_t a, uint32_t b) { return a > b ? a - b : 0; };
@@ -162,6 +193,13 @@ caf::result<registration_ack> on_register(self_ptr self, schema::worker_registra
       st.deps.on_refused(reason, std::string_view(r.id).substr(0, 64), to_status(error).message);
     return error;
   };
+  // A worker registers its own node: a handle it learned of another's would
+  // let it stand in for that worker.
+  if (const auto& sender = self->current_sender();
+      node && sender && sender->node() != node.node() && !from_this_process(self))
+    return refuse("invalid", make_error(errc::permission_denied,
+                                        "worker " + r.id.substr(0, 64)
+                                          + " registered a node that is not on its own host"));
   if (auto refused = validate(st, r, node)) {
     const auto reason = refusal_reason(to_status(*refused).code);
     return refuse(reason, std::move(*refused));
@@ -194,6 +232,10 @@ caf::result<bool> on_beat(self_ptr self, schema::worker_heartbeat& beat) {
   if (i == st.workers.end() || i->second.node_down)
     return make_error(errc::not_found,
                       "worker " + beat.worker_id + " is not registered: register again");
+  if (!from_this_process(self) && calling_worker(self) != &i->second)
+    return make_error(errc::permission_denied, "a heartbeat for worker "
+                                                 + beat.worker_id.substr(0, 64)
+                                                 + " comes only from that worker's node");
   if (beat.sandbox_ids.size() > st.options.heartbeat_sandboxes_max)
     return make_error(errc::too_large, "a heartbeat lists more than "
                                          + std::to_string(st.options.heartbeat_sandboxes_max)
@@ -385,26 +427,57 @@ scheduler_actor::behavior_type scheduler(self_ptr self, scheduler_options option
       return on_register(self, r, node);
     },
     [self](actors::sc_beat_atom, schema::worker_heartbeat& beat) { return on_beat(self, beat); },
-    [self](actors::sc_place_atom, actors::placement_request& request) {
+    [self](actors::sc_place_atom, actors::placement_request& request) -> caf::result<placement> {
+      if (!from_this_process(self))
+        return not_for_workers("placement");
       return on_place(self, request);
     },
-    [self](actors::sc_release_atom, const std::string& worker_id, const std::string& sandbox_id) {
+    [self](actors::sc_release_atom, const std::string& worker_id,
+           const std::string& sandbox_id) -> caf::result<bool> {
+      // The gateway releases with anon_send (no sender): only a remote
+      // sender is refused.
+      if (self->current_sender() && !from_this_process(self))
+        return not_for_workers("release");
       return on_release(self, worker_id, sandbox_id);
     },
-    [self](actors::sc_node_atom, const std::string& worker_id) { return on_node(self, worker_id); },
-    [self](actors::sc_workers_atom) {
+    [self](actors::sc_node_atom, const std::string& worker_id) -> caf::result<placement> {
+      // A worker never gets another worker's node: it could call it.
+      if (!from_this_process(self))
+        return not_for_workers("a worker's node");
+      return on_node(self, worker_id);
+    },
+    [self](actors::sc_workers_atom) -> caf::result<std::vector<actors::worker_view>> {
+      if (!from_this_process(self))
+        return not_for_workers("the fleet's list");
       std::vector<actors::worker_view> views;
       views.reserve(self->state.workers.size());
       for (const auto& [id, w] : self->state.workers)
         views.push_back(view_of(w));
       return views;
     },
-    [self](actors::sc_creds_atom, const std::string& sandbox_id) {
+    [self](actors::sc_creds_atom,
+           const std::string& sandbox_id) -> caf::result<std::vector<schema::credential_grant>> {
+      // A worker reads the credentials of its own sandboxes only (as a
+      // kubelet reads only its own pods' secrets).
+      if (!from_this_process(self)) {
+        const auto* caller = calling_worker(self);
+        auto placed = self->state.placed.find(sandbox_id);
+        const bool its_own =
+          caller != nullptr
+          && ((placed != self->state.placed.end() && placed->second == caller->registration.id)
+              || caller->running.count(sandbox_id) != 0);
+        if (!its_own)
+          return make_error(errc::permission_denied, "credentials of sandbox "
+                                                       + sandbox_id.substr(0, 64)
+                                                       + " go only to the worker it is placed on");
+      }
       return delegate_to<std::vector<schema::credential_grant>>(
         self, self->state.deps.credentials, "credential service", actors::cr_grants_atom::value,
         sandbox_id);
     },
-    [self](actors::sc_audit_atom, std::vector<schema::audit_record>& records) {
+    [self](actors::sc_audit_atom, std::vector<schema::audit_record>& records) -> caf::result<bool> {
+      if (!from_this_process(self) && calling_worker(self) == nullptr)
+        return make_error(errc::permission_denied, "audit records come only from workers");
       return delegate_to<bool>(self, self->state.deps.audit, "audit log",
                                actors::au_append_atom::value, std::move(records));
     },

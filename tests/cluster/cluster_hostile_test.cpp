@@ -1,6 +1,7 @@
 // From the attacker's side: a process that reaches the control plane's
 // cluster port and speaks CAF, trying to take over a live worker's id.
-// (What the cluster link does not refuse yet is listed in docs/cluster.md.)
+// (What the cluster link does not refuse yet is listed in docs/cluster.md:
+// such a peer may still join under an id of its own.)
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
@@ -17,7 +18,7 @@
 namespace airlock::test::cluster {
 namespace {
 
-TEST_F(cluster_e2e, a_rogue_peer_cannot_register_as_a_live_worker_and_is_counted) {
+TEST_F(cluster_e2e, a_rogue_peer_cannot_take_a_live_worker_s_id_its_node_or_its_credentials) {
   start_control();
   start_worker(0);
   ASSERT_TRUE(eventually([&] { return worker_in_state("clue2e-0", "ready"); }, rejoin_bound));
@@ -55,6 +56,24 @@ TEST_F(cluster_e2e, a_rogue_peer_cannot_register_as_a_live_worker_and_is_counted
   }
   ASSERT_TRUE(answer);
   EXPECT_EQ(answer->code, errc::already_exists) << answer->message;
+
+  // Nor does it learn the fleet, get the worker's node (to call it) or read
+  // the sandbox's credentials: it is not the worker the sandbox is on.
+  auto refusal = [&](auto reply, auto... xs) {
+    using reply_type = decltype(reply);
+    std::optional<status> got;
+    caf::scoped_actor self(system);
+    self->request(*scheduler, std::chrono::seconds(10), xs...)
+      .receive([&got](reply_type&) { got = status::ok(); },
+               [&got](caf::error& error) { got = to_status(error); });
+    return got ? got->code : errc::timeout;
+  };
+  EXPECT_EQ(refusal(std::vector<actors::worker_view>{}, actors::sc_workers_atom::value),
+            errc::permission_denied);
+  EXPECT_EQ(refusal(actors::placement{}, actors::sc_node_atom::value, worker_id),
+            errc::permission_denied);
+  EXPECT_EQ(refusal(std::vector<schema::credential_grant>{}, actors::sc_creds_atom::value, id),
+            errc::permission_denied);
 
   // The real worker keeps its id, its node and its sandbox.
   EXPECT_TRUE(worker_in_state("clue2e-0", "ready"));

@@ -347,5 +347,62 @@ TEST_F(cluster_transport, a_worker_reconnects_and_registers_again_when_the_contr
   EXPECT_TRUE(listed) << render(listed.error());
 }
 
+// A peer on another CAF node that is not the worker a sandbox is placed on:
+// what the scheduler answers it is decided by the node it calls from.
+TEST_F(cluster_transport, a_peer_gets_nothing_of_a_worker_that_is_not_its_own) {
+  worker = std::make_unique<worker_side>(control->port, clock, script);
+  ASSERT_TRUE(eventually([this] { return worker_state_is("ready"); }));
+  auto placed =
+    ask<placement>(control->scheduler, sc_place_atom::value,
+                   placement_request{"sb_theirs", "base", {100, 64, 256, 1}, {}, {}, {}});
+  ASSERT_TRUE(placed) << render(placed.error());
+  ASSERT_EQ(placed->worker_id, "wk_loop");
+
+  auto rogue_config = cluster_config();
+  caf::actor_system rogue(*rogue_config);
+  auto remote = rogue.middleman().remote_actor<scheduler_actor>("127.0.0.1", control->port);
+  ASSERT_TRUE(remote) << rogue.render(remote.error());
+  caf::scoped_actor self{rogue};
+  auto code_of = [&self, &remote](auto reply, auto... xs) {
+    using reply_type = decltype(reply);
+    errc code = errc::none;
+    self->request(*remote, request_timeout, xs...)
+      .receive([](reply_type&) {}, [&code](caf::error& error) { code = to_status(error).code; });
+    return code;
+  };
+  using grants = std::vector<schema::credential_grant>;
+  EXPECT_EQ(code_of(grants{}, sc_creds_atom::value, std::string("sb_theirs")),
+            errc::permission_denied)
+    << "another worker's sandbox's credentials";
+  EXPECT_EQ(code_of(placement{}, sc_node_atom::value, std::string("wk_loop")),
+            errc::permission_denied)
+    << "a worker's node";
+  EXPECT_EQ(code_of(std::vector<worker_view>{}, sc_workers_atom::value), errc::permission_denied)
+    << "the fleet";
+  EXPECT_EQ(code_of(placement{}, sc_place_atom::value,
+                    placement_request{"sb_x", "base", {100, 64, 256, 1}, {}, {}, {}}),
+            errc::permission_denied)
+    << "placement";
+  schema::worker_heartbeat forged;
+  forged.worker_id = "wk_loop";
+  forged.sequence = 1'000'000;
+  EXPECT_EQ(code_of(bool{}, sc_beat_atom::value, forged), errc::permission_denied)
+    << "a heartbeat for another worker";
+  EXPECT_EQ(code_of(bool{}, sc_audit_atom::value, std::vector<schema::audit_record>{}),
+            errc::permission_denied)
+    << "audit records from a peer that is no worker";
+
+  // The worker itself is let through to the credential service (which this
+  // control plane does not have), and is still ready.
+  caf::scoped_actor own{*worker->system};
+  errc asked = errc::none;
+  own
+    ->request(worker->join, request_timeout, worker::cj_creds_atom::value, std::string("sb_theirs"))
+    .receive([&asked](std::vector<schema::credential_grant>&) { asked = errc::none; },
+             [&asked](caf::error& error) { asked = to_status(error).code; });
+  EXPECT_EQ(asked, errc::unavailable);
+  EXPECT_TRUE(worker_state_is("ready"));
+}
+
 } // namespace
 } // namespace airlock::actors
