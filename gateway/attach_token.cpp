@@ -118,12 +118,9 @@ result<evp_pkey_ptr> parse_private_key(const std::string& path, const std::strin
 }
 
 std::string encode_payload(const token_claims& claims) {
-  nlohmann::json doc = {{"tid", claims.tenant_id},
-                        {"sid", claims.sandbox_id},
-                        {"pid", claims.process_id},
-                        {"scope", claims.scope},
-                        {"exp", claims.expires_at_ms},
-                        {"aud", claims.audience}};
+  nlohmann::json doc = {{"tid", claims.tenant_id},     {"sid", claims.sandbox_id},
+                        {"pid", claims.process_id},    {"scope", claims.scope},
+                        {"exp", claims.expires_at_ms}, {"aud", claims.audience}};
   return doc.dump();
 }
 

@@ -20,8 +20,8 @@ constexpr int64_t now_ms = 1'800'000'000'000;
 using airlock::test::temp_dir;
 
 token_claims sandbox_claims(std::string scope = "all", std::string process = "") {
-  return token_claims{"tenant_a",       "sb_1", std::move(process), std::move(scope),
-                      now_ms + 60'000, "wk_a"};
+  return token_claims{"tenant_a",       "sb_1",          std::move(process),
+                      std::move(scope), now_ms + 60'000, "wk_a"};
 }
 
 class attach_token : public ::testing::Test {
