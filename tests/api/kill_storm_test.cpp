@@ -223,6 +223,10 @@ TEST(kill_storm, every_restart_comes_up_every_acknowledged_operation_ends_nothin
   for (const auto& sandbox : all_sandboxes(api))
     EXPECT_EQ(sandbox.value("state", ""), "destroyed") << sandbox.dump();
   EXPECT_TRUE(interfaces_named(options.veth_prefix).empty());
+  // No sandbox's root filesystem (a btrfs subvolume) is left either.
+  const std::string roots = serve->data_dir() + "/rootfs/sandboxes";
+  ASSERT_TRUE(std::filesystem::is_directory(roots)) << roots;
+  EXPECT_TRUE(std::filesystem::is_empty(roots)) << "a sandbox's root is left in " << roots;
   EXPECT_TRUE(sandbox_cgroups(options.instance).empty());
   const std::string data_dir = serve->data_dir();
   ASSERT_TRUE(serve->stop()) << "airlockd did not stop";
