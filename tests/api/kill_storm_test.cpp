@@ -175,6 +175,7 @@ TEST(kill_storm, every_restart_comes_up_every_acknowledged_operation_ends_nothin
     churn load(api_client(serve->host(), serve->port(), key));
     std::atomic<bool> stop{false};
     std::thread driver([&] { load.run(stop); });
+    const uint16_t killed_port = serve->port();
     const auto delay = std::chrono::milliseconds(kill_after_ms(random));
     // The kill moment is the point of the test: a wait on purpose, not a
     // synchronisation.
@@ -184,6 +185,12 @@ TEST(kill_storm, every_restart_comes_up_every_acknowledged_operation_ends_nothin
     stop = true;
     driver.join();
 
+    // Nothing of the killed run answers on its port (the new one listens on
+    // a port of its own; should the kernel hand it the same, nothing is said).
+    if (serve->port() != killed_port) {
+      EXPECT_FALSE(loopback_port_accepts(killed_port))
+        << "the killed airlockd's port " << killed_port << " still accepts connections";
+    }
     EXPECT_EQ(airlockds_using(serve->data_dir()).size(), 1U)
       << "more than the new airlockd holds files of the data directory (a process of the "
          "killed run?)";
