@@ -54,6 +54,9 @@ struct scheduler_state {
   scheduler_deps deps;
   std::map<std::string, worker_entry> workers;
   std::map<std::string, std::string> placed; ///< sandbox id -> worker id
+  /// The CAF node each live worker's node actor is on -> worker id: who is
+  /// calling, without a walk over the fleet per message.
+  std::map<caf::node_id, std::string> worker_of_node;
 };
 
 using self_ptr = scheduler_actor::stateful_pointer<scheduler_state>;
@@ -73,15 +76,23 @@ bool from_this_process(self_ptr self) {
   return sender && sender->node() == self->node();
 }
 
+/// True when the message comes from the CAF node of `w`'s live node actor.
+bool sent_by(self_ptr self, const worker_entry& w) {
+  const auto& sender = self->current_sender();
+  return sender && w.node && !w.node_down && w.node.node() == sender->node();
+}
+
 /// The worker whose live node is on the caller's CAF node, if any.
 const worker_entry* calling_worker(self_ptr self) {
   const auto& sender = self->current_sender();
   if (!sender)
     return nullptr;
-  for (const auto& [id, w] : self->state.workers)
-    if (w.node && !w.node_down && w.node.node() == sender->node())
-      return &w;
-  return nullptr;
+  auto& st = self->state;
+  auto id = st.worker_of_node.find(sender->node());
+  if (id == st.worker_of_node.end())
+    return nullptr;
+  auto w = st.workers.find(id->second);
+  return w != st.workers.end() && sent_by(self, w->second) ? &w->second : nullptr;
 }
 
 caf::error not_for_workers(std::string_view what) {
@@ -212,10 +223,13 @@ caf::result<registration_ack> on_register(self_ptr self, schema::worker_registra
   // Monitoring again after a down lets CAF say whether this node is alive:
   // a dead one yields another down at once.
   if (w.node != node || w.node_down) {
-    if (w.node)
+    if (w.node) {
       self->demonitor(w.node.address());
+      st.worker_of_node.erase(w.node.node());
+    }
     self->monitor(node);
     w.node = node;
+    st.worker_of_node[node.node()] = r.id;
   }
   w.registration = std::move(r);
   w.lost = false;
@@ -232,7 +246,7 @@ caf::result<bool> on_beat(self_ptr self, schema::worker_heartbeat& beat) {
   if (i == st.workers.end() || i->second.node_down)
     return make_error(errc::not_found,
                       "worker " + beat.worker_id + " is not registered: register again");
-  if (!from_this_process(self) && calling_worker(self) != &i->second)
+  if (!from_this_process(self) && !sent_by(self, i->second))
     return make_error(errc::permission_denied, "a heartbeat for worker "
                                                  + beat.worker_id.substr(0, 64)
                                                  + " comes only from that worker's node");
@@ -409,6 +423,7 @@ void on_down(self_ptr self, const caf::down_msg& down) {
     if (w.node && w.node.address() == down.source) {
       w.lost = true;
       w.node_down = true;
+      self->state.worker_of_node.erase(w.node.node());
       return;
     }
   }
@@ -459,14 +474,13 @@ scheduler_actor::behavior_type scheduler(self_ptr self, scheduler_options option
            const std::string& sandbox_id) -> caf::result<std::vector<schema::credential_grant>> {
       // A worker reads the credentials of its own sandboxes only (as a
       // kubelet reads only its own pods' secrets).
+      // Heartbeats add the sandboxes a worker runs to `placed` too.
       if (!from_this_process(self)) {
-        const auto* caller = calling_worker(self);
-        auto placed = self->state.placed.find(sandbox_id);
-        const bool its_own =
-          caller != nullptr
-          && ((placed != self->state.placed.end() && placed->second == caller->registration.id)
-              || caller->running.count(sandbox_id) != 0);
-        if (!its_own)
+        auto& st = self->state;
+        auto placed = st.placed.find(sandbox_id);
+        auto worker =
+          placed == st.placed.end() ? st.workers.end() : st.workers.find(placed->second);
+        if (worker == st.workers.end() || !sent_by(self, worker->second))
           return make_error(errc::permission_denied, "credentials of sandbox "
                                                        + sandbox_id.substr(0, 64)
                                                        + " go only to the worker it is placed on");
