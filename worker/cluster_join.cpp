@@ -96,6 +96,15 @@ void do_register(self_ptr self) {
       });
 }
 
+/// Watches `scheduler` (a connection or process that goes away is a down
+/// message) and registers with it.
+void join_scheduler(self_ptr self, scheduler_actor scheduler) {
+  auto& st = self->state;
+  st.scheduler = std::move(scheduler);
+  self->monitor(st.scheduler);
+  do_register(self);
+}
+
 void on_connected(self_ptr self, caf::strong_actor_ptr& remote, std::set<std::string>& ifs) {
   // A listener without a published actor, or one publishing something other
   // than a scheduler (a different airlock protocol), is not ours to join.
@@ -103,22 +112,15 @@ void on_connected(self_ptr self, caf::strong_actor_ptr& remote, std::set<std::st
     reconnect_later(self);
     return;
   }
-  auto& st = self->state;
-  st.scheduler = caf::actor_cast<scheduler_actor>(std::move(remote));
-  self->monitor(st.scheduler);
-  do_register(self);
+  join_scheduler(self, caf::actor_cast<scheduler_actor>(std::move(remote)));
 }
 
 void on_connect(self_ptr self, uint64_t session) {
   auto& st = self->state;
   if (session != st.session || st.scheduler)
     return;
-  if (st.deps.local_scheduler) {
-    st.scheduler = st.deps.local_scheduler;
-    self->monitor(st.scheduler);
-    do_register(self);
-    return;
-  }
+  if (st.deps.local_scheduler)
+    return join_scheduler(self, st.deps.local_scheduler);
   // The middleman runs the blocking TCP connect and handshake; this actor
   // only waits for its answer.
   auto middleman = self->system().middleman().actor_handle();
