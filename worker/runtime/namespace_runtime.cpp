@@ -28,10 +28,6 @@ namespace {
 constexpr uint64_t namespace_flags =
   CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWIPC;
 
-status with_context(std::string_view id, const status& failure) {
-  return make_status(failure.code, "sandbox " + std::string(id) + ": " + failure.message);
-}
-
 /// argv/envp as the NULL-terminated arrays execve takes, built before clone.
 struct exec_arrays {
   std::vector<char*> argv;
@@ -165,6 +161,10 @@ bool is_directory(const std::string& path) {
 }
 
 } // namespace
+
+status namespace_runtime::with_context(std::string_view id, const status& failure) {
+  return make_status(failure.code, "sandbox " + std::string(id) + ": " + failure.message);
+}
 
 namespace_runtime::namespace_runtime(namespace_runtime_options options,
                                      std::unique_ptr<cgroup_driver> cgroups, address_pool pool,
@@ -541,49 +541,6 @@ std::vector<sandbox_handle> namespace_runtime::list() const {
     if (box.state == phase::running)
       out.push_back(handle_of(box));
   return out;
-}
-
-result<adopt_report> namespace_runtime::adopt() {
-  std::lock_guard lock(mutex_);
-  auto loaded = load_records(options_.state_dir);
-  if (!loaded)
-    return loaded.error();
-  adopt_report report;
-  report.failures = std::move(loaded->failures);
-  for (const auto& record : loaded->records) {
-    if (sandboxes_.count(record.id) != 0)
-      continue;
-    if (auto handled = adopt_one(record, report); !handled)
-      report.failures.push_back(with_context(record.id, handled));
-  }
-  return report;
-}
-
-status namespace_runtime::adopt_one(const sandbox_record& record, adopt_report& report) {
-  if (record.cgroup_driver != cgroups_->name())
-    return make_status(errc::wrong_state, "recorded with cgroup driver " + record.cgroup_driver
-                                            + ", this worker uses "
-                                            + std::string(cgroups_->name()));
-  if (!slots_in_use_->claim(record.slot))
-    return make_status(errc::conflict, "slot " + std::to_string(record.slot) + " claimed twice");
-  sandbox box{record, unique_fd(), true};
-  // A readable pidfd of the recorded init means it has exited (a zombie
-  // keeps its start time): kept only to reap it.
-  if (unique_fd fd = open_recorded_process(record.init_pid, record.init_start_time)) {
-    pollfd exited{fd.get(), POLLIN, 0};
-    box.pidfd = std::move(fd);
-    if (::poll(&exited, 1, 0) == 0) {
-      sandboxes_.emplace(record.id, std::move(box));
-      report.adopted.push_back(record.id);
-      return status::ok();
-    }
-  }
-  auto cleaned = teardown(box);
-  slots_in_use_->release(record.slot);
-  if (!cleaned)
-    return cleaned;
-  report.cleaned.push_back(record.id);
-  return status::ok();
 }
 
 sandbox_handle namespace_runtime::handle_of(const sandbox& box) const {

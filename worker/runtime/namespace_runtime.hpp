@@ -155,6 +155,8 @@ private:
   result<sandbox_record> plan_record_in_slot(const sandbox_launch_spec& spec, uint32_t slot);
   status start(const sandbox_launch_spec& spec, sandbox& box);
   status release_and_wait(sandbox& box, int sync_fd, const mount_plan& mounts);
+  /// "sandbox <id>: <message>", keeping the code.
+  static status with_context(std::string_view id, const status& failure);
   /// Calls options_.on_start_step, if any.
   void reached(std::string_view step) const;
   status teardown(sandbox& box);
