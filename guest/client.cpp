@@ -1,5 +1,7 @@
 #include "guest/client.hpp"
 
+#include "guest/client_internal.hpp"
+
 #include <ctime>
 #include <fcntl.h>
 #include <poll.h>
@@ -11,6 +13,8 @@
 
 namespace airlock::guest {
 
+using namespace client_detail;
+
 namespace {
 
 /// Bytes read from the channel per read call.
@@ -18,20 +22,10 @@ constexpr size_t read_chunk_bytes = size_t{256} * 1024;
 /// Room for the envelope when a payload is cut to fit a frame.
 constexpr size_t envelope_bytes = 1024;
 
-int64_t now_ms() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
-}
-
 int64_t now_us() {
   timespec ts{};
   ::clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000 + ts.tv_nsec / 1000;
-}
-
-int remaining_ms(int64_t deadline_ms) {
-  return static_cast<int>(std::clamp<int64_t>(deadline_ms - now_ms(), 0, 1'000'000));
 }
 
 /// The stream a message is about, 0 when none.
@@ -46,27 +40,6 @@ uint32_t stream_of(const guest_message& m) {
     return r->stream_id;
   return 0;
 }
-
-/// The request a message answers, 0 when none.
-uint32_t request_of(const guest_message& m) {
-  if (auto* d = std::get_if<file_data>(&m))
-    return d->request_id;
-  if (auto* s = std::get_if<file_stat>(&m))
-    return s->request_id;
-  if (auto* l = std::get_if<file_list>(&m))
-    return l->request_id;
-  if (auto* d = std::get_if<file_done>(&m))
-    return d->request_id;
-  if (auto* r = std::get_if<error_reply>(&m))
-    return r->request_id;
-  if (auto* s = std::get_if<stats_reply>(&m))
-    return s->request_id;
-  if (auto* r = std::get_if<refreshed>(&m))
-    return r->request_id;
-  return 0;
-}
-
-status as_status(const error_reply& e) { return make_status(e.code, e.message); }
 
 } // namespace
 
@@ -220,22 +193,6 @@ status guest_client::limit_output(uint32_t stream, uint64_t end_max) {
   return status::ok();
 }
 
-template <class Match>
-result<guest_message> guest_client::wait_for(Match&& match, int64_t deadline_ms) {
-  size_t scanned = 0;
-  for (;;) {
-    for (; scanned < pending_.size(); ++scanned) {
-      if (!match(pending_[scanned]))
-        continue;
-      auto message = std::move(pending_[scanned]);
-      pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(scanned));
-      return message;
-    }
-    if (auto received = receive(deadline_ms); !received.is_ok())
-      return received;
-  }
-}
-
 result<guest_message> guest_client::next_event(int timeout_ms) {
   if (pending_.empty())
     if (auto received = receive(now_ms() + timeout_ms); !received.is_ok())
@@ -368,187 +325,6 @@ result<exited> guest_client::run_discarding(start_request request, int timeout_m
 }
 
 // ---- files ---------------------------------------------------------------------
-
-result<std::string> guest_client::read_file(const std::string& path, int timeout_ms,
-                                            uint64_t offset, uint64_t length) {
-  auto deadline = now_ms() + timeout_ms;
-  auto id = next_request_id();
-  if (auto sent = send(file_read_request{id, path, offset, length}, timeout_ms); !sent.is_ok())
-    return sent;
-  std::string data;
-  for (;;) {
-    auto message = wait_for([id](const guest_message& m) { return request_of(m) == id; }, deadline);
-    if (!message)
-      return message.error();
-    if (auto* e = std::get_if<error_reply>(&*message))
-      return as_status(*e);
-    if (auto* chunk = std::get_if<file_data>(&*message)) {
-      data += chunk->bytes;
-      if (chunk->eof)
-        return data;
-    }
-  }
-}
-
-result<uint64_t> guest_client::write_file(const std::string& path, std::string_view data,
-                                          int timeout_ms, uint32_t mode, bool create_parents) {
-  auto deadline = now_ms() + timeout_ms;
-  auto id = next_request_id();
-  if (auto sent = send(write_begin{id, path, mode, create_parents}, timeout_ms); !sent.is_ok())
-    return sent;
-  size_t chunk_max = std::max<size_t>(hello_.limits.file_chunk_bytes, 1);
-  for (size_t at = 0; at < data.size(); at += chunk_max) {
-    auto chunk = data.substr(at, chunk_max);
-    if (auto sent = send(write_chunk{id, std::string(chunk)}, remaining_ms(deadline));
-        !sent.is_ok())
-      return sent;
-  }
-  if (auto sent = send(write_end{id, false}, remaining_ms(deadline)); !sent.is_ok())
-    return sent;
-  auto message = wait_for([id](const guest_message& m) { return request_of(m) == id; }, deadline);
-  if (!message)
-    return message.error();
-  if (auto* e = std::get_if<error_reply>(&*message))
-    return as_status(*e);
-  return std::get<file_done>(*message).bytes;
-}
-
-result<uint32_t> guest_client::write_open(const std::string& path, int timeout_ms, uint32_t mode,
-                                          bool create_parents) {
-  auto id = next_request_id();
-  if (auto sent = send(write_begin{id, path, mode, create_parents}, timeout_ms); !sent.is_ok())
-    return sent;
-  // The guest answers in order: once the pong is here, so is a refusal.
-  if (auto fenced = ping(timeout_ms); !fenced)
-    return fenced.error();
-  if (auto refused = take_error(id); !refused.is_ok())
-    return refused;
-  return id;
-}
-
-status guest_client::write_part(uint32_t id, std::string_view data, int timeout_ms) {
-  auto deadline = now_ms() + timeout_ms;
-  size_t chunk_max = std::max<size_t>(hello_.limits.file_chunk_bytes, 1);
-  for (size_t at = 0; at < data.size(); at += chunk_max) {
-    auto chunk = data.substr(at, chunk_max);
-    if (auto sent = send(write_chunk{id, std::string(chunk)}, remaining_ms(deadline));
-        !sent.is_ok())
-      return sent;
-  }
-  if (auto read = read_available(); !read.is_ok())
-    return read;
-  return take_error(id);
-}
-
-result<uint64_t> guest_client::write_close(uint32_t id, bool abort, int timeout_ms) {
-  auto deadline = now_ms() + timeout_ms;
-  if (auto sent = send(write_end{id, abort}, timeout_ms); !sent.is_ok())
-    return sent;
-  auto message = wait_for([id](const guest_message& m) { return request_of(m) == id; }, deadline);
-  if (!message)
-    return message.error();
-  if (auto* e = std::get_if<error_reply>(&*message))
-    return as_status(*e);
-  return std::get<file_done>(*message).bytes;
-}
-
-status guest_client::take_error(uint32_t id) {
-  for (auto it = pending_.begin(); it != pending_.end(); ++it) {
-    auto* e = std::get_if<error_reply>(&*it);
-    if (e == nullptr || e->request_id != id)
-      continue;
-    auto failure = as_status(*e);
-    pending_.erase(it);
-    return failure;
-  }
-  return status::ok();
-}
-
-result<file_list> guest_client::list(const std::string& path, int timeout_ms) {
-  auto id = next_request_id();
-  if (auto sent = send(list_request{id, path}, timeout_ms); !sent.is_ok())
-    return sent;
-  auto message =
-    wait_for([id](const guest_message& m) { return request_of(m) == id; }, now_ms() + timeout_ms);
-  if (!message)
-    return message.error();
-  if (auto* e = std::get_if<error_reply>(&*message))
-    return as_status(*e);
-  return std::get<file_list>(std::move(*message));
-}
-
-result<file_info> guest_client::stat(const std::string& path, int timeout_ms, bool follow) {
-  auto id = next_request_id();
-  if (auto sent = send(stat_request{id, path, follow}, timeout_ms); !sent.is_ok())
-    return sent;
-  auto message =
-    wait_for([id](const guest_message& m) { return request_of(m) == id; }, now_ms() + timeout_ms);
-  if (!message)
-    return message.error();
-  if (auto* e = std::get_if<error_reply>(&*message))
-    return as_status(*e);
-  return std::get<file_stat>(*message).info;
-}
-
-status guest_client::await_done(uint32_t id, int64_t deadline_ms) {
-  auto message =
-    wait_for([id](const guest_message& m) { return request_of(m) == id; }, deadline_ms);
-  if (!message)
-    return message.error();
-  if (auto* e = std::get_if<error_reply>(&*message))
-    return as_status(*e);
-  return status::ok();
-}
-
-status guest_client::mkdir(const std::string& path, int timeout_ms, uint32_t mode, bool parents) {
-  auto id = next_request_id();
-  if (auto sent = send(mkdir_request{id, path, mode, parents}, timeout_ms); !sent.is_ok())
-    return sent;
-  return await_done(id, now_ms() + timeout_ms);
-}
-
-status guest_client::remove(const std::string& path, int timeout_ms, bool recursive) {
-  auto id = next_request_id();
-  if (auto sent = send(remove_request{id, path, recursive}, timeout_ms); !sent.is_ok())
-    return sent;
-  return await_done(id, now_ms() + timeout_ms);
-}
-
-status guest_client::rename(const std::string& from, const std::string& to, int timeout_ms) {
-  auto id = next_request_id();
-  if (auto sent = send(rename_request{id, from, to}, timeout_ms); !sent.is_ok())
-    return sent;
-  return await_done(id, now_ms() + timeout_ms);
-}
-
-// ---- watches ---------------------------------------------------------------------
-
-result<uint32_t> guest_client::watch(const std::string& path, bool recursive, int timeout_ms,
-                                     uint32_t watch_id) {
-  if (watch_id == 0)
-    watch_id = ++last_watch_id_ == 0 ? ++last_watch_id_ : last_watch_id_;
-  if (auto sent = send(watch_start{watch_id, path, recursive}, timeout_ms); !sent.is_ok())
-    return sent;
-  auto message = wait_for(
-    [watch_id](const guest_message& m) {
-      if (auto* s = std::get_if<watch_started>(&m))
-        return s->watch_id == watch_id;
-      auto* e = std::get_if<error_reply>(&m);
-      return e != nullptr && e->watch_id == watch_id;
-    },
-    now_ms() + timeout_ms);
-  if (!message)
-    return message.error();
-  if (auto* e = std::get_if<error_reply>(&*message))
-    return as_status(*e);
-  return watch_id;
-}
-
-status guest_client::unwatch(uint32_t watch_id, int timeout_ms) {
-  return send(watch_stop{watch_id}, timeout_ms);
-}
-
-// ---- diagnostics ---------------------------------------------------------------
 
 result<stats_reply> guest_client::stats(int timeout_ms) {
   auto id = next_request_id();
