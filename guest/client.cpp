@@ -324,7 +324,16 @@ result<exited> guest_client::run_discarding(start_request request, int timeout_m
   }
 }
 
-// ---- files ---------------------------------------------------------------------
+// ---- diagnostics ---------------------------------------------------------------
+
+result<guest_message> guest_client::reply_to(uint32_t request_id, int64_t deadline_ms) {
+  auto message = wait_for(
+    [request_id](const guest_message& m) { return request_of(m) == request_id; }, deadline_ms);
+  if (message)
+    if (auto* e = std::get_if<error_reply>(&*message))
+      return as_status(*e);
+  return message;
+}
 
 result<stats_reply> guest_client::stats(int timeout_ms) {
   auto id = next_request_id();
@@ -349,11 +358,9 @@ result<refreshed> guest_client::refresh(std::string entropy, int64_t realtime_ns
                        timeout_ms);
       !sent.is_ok())
     return sent;
-  auto message = wait_for([id](const guest_message& m) { return request_of(m) == id; }, deadline);
+  auto message = reply_to(id, deadline);
   if (!message)
     return message.error();
-  if (auto* e = std::get_if<error_reply>(&*message))
-    return as_status(*e);
   auto done = std::get<refreshed>(*message);
   last_stream_id_ = std::max(last_stream_id_, done.stream_id_max);
   if (auto greeted = handshake(static_cast<int>(std::max<int64_t>(1, deadline - now_ms())));

@@ -160,6 +160,11 @@ private:
   /// Waits for the first queued message that `match` accepts and removes it.
   template <class Match>
   result<guest_message> wait_for(Match&& match, int64_t deadline_ms);
+  /// Waits for the message that answers request `request_id`; an error_reply
+  /// comes back as its status.
+  result<guest_message> reply_to(uint32_t request_id, int64_t deadline_ms);
+  /// Sends `data` to open write `id` in chunks the guest accepts.
+  status send_chunks(uint32_t id, std::string_view data, int64_t deadline_ms);
   /// Waits for file_done or an error answering request `id`.
   status await_done(uint32_t id, int64_t deadline_ms);
   /// Removes and returns an error answering request `id` that has already

@@ -17,11 +17,9 @@ result<std::string> guest_client::read_file(const std::string& path, int timeout
     return sent;
   std::string data;
   for (;;) {
-    auto message = wait_for([id](const guest_message& m) { return request_of(m) == id; }, deadline);
+    auto message = reply_to(id, deadline);
     if (!message)
       return message.error();
-    if (auto* e = std::get_if<error_reply>(&*message))
-      return as_status(*e);
     if (auto* chunk = std::get_if<file_data>(&*message)) {
       data += chunk->bytes;
       if (chunk->eof)
@@ -30,26 +28,30 @@ result<std::string> guest_client::read_file(const std::string& path, int timeout
   }
 }
 
+status guest_client::send_chunks(uint32_t id, std::string_view data, int64_t deadline_ms) {
+  size_t chunk_max = std::max<size_t>(hello_.limits.file_chunk_bytes, 1);
+  for (size_t at = 0; at < data.size(); at += chunk_max) {
+    auto chunk = data.substr(at, chunk_max);
+    if (auto sent = send(write_chunk{id, std::string(chunk)}, remaining_ms(deadline_ms));
+        !sent.is_ok())
+      return sent;
+  }
+  return status::ok();
+}
+
 result<uint64_t> guest_client::write_file(const std::string& path, std::string_view data,
                                           int timeout_ms, uint32_t mode, bool create_parents) {
   auto deadline = now_ms() + timeout_ms;
   auto id = next_request_id();
   if (auto sent = send(write_begin{id, path, mode, create_parents}, timeout_ms); !sent.is_ok())
     return sent;
-  size_t chunk_max = std::max<size_t>(hello_.limits.file_chunk_bytes, 1);
-  for (size_t at = 0; at < data.size(); at += chunk_max) {
-    auto chunk = data.substr(at, chunk_max);
-    if (auto sent = send(write_chunk{id, std::string(chunk)}, remaining_ms(deadline));
-        !sent.is_ok())
-      return sent;
-  }
+  if (auto sent = send_chunks(id, data, deadline); !sent.is_ok())
+    return sent;
   if (auto sent = send(write_end{id, false}, remaining_ms(deadline)); !sent.is_ok())
     return sent;
-  auto message = wait_for([id](const guest_message& m) { return request_of(m) == id; }, deadline);
+  auto message = reply_to(id, deadline);
   if (!message)
     return message.error();
-  if (auto* e = std::get_if<error_reply>(&*message))
-    return as_status(*e);
   return std::get<file_done>(*message).bytes;
 }
 
@@ -68,13 +70,8 @@ result<uint32_t> guest_client::write_open(const std::string& path, int timeout_m
 
 status guest_client::write_part(uint32_t id, std::string_view data, int timeout_ms) {
   auto deadline = now_ms() + timeout_ms;
-  size_t chunk_max = std::max<size_t>(hello_.limits.file_chunk_bytes, 1);
-  for (size_t at = 0; at < data.size(); at += chunk_max) {
-    auto chunk = data.substr(at, chunk_max);
-    if (auto sent = send(write_chunk{id, std::string(chunk)}, remaining_ms(deadline));
-        !sent.is_ok())
-      return sent;
-  }
+  if (auto sent = send_chunks(id, data, deadline); !sent.is_ok())
+    return sent;
   if (auto read = read_available(); !read.is_ok())
     return read;
   return take_error(id);
@@ -84,11 +81,9 @@ result<uint64_t> guest_client::write_close(uint32_t id, bool abort, int timeout_
   auto deadline = now_ms() + timeout_ms;
   if (auto sent = send(write_end{id, abort}, timeout_ms); !sent.is_ok())
     return sent;
-  auto message = wait_for([id](const guest_message& m) { return request_of(m) == id; }, deadline);
+  auto message = reply_to(id, deadline);
   if (!message)
     return message.error();
-  if (auto* e = std::get_if<error_reply>(&*message))
-    return as_status(*e);
   return std::get<file_done>(*message).bytes;
 }
 
@@ -108,12 +103,9 @@ result<file_list> guest_client::list(const std::string& path, int timeout_ms) {
   auto id = next_request_id();
   if (auto sent = send(list_request{id, path}, timeout_ms); !sent.is_ok())
     return sent;
-  auto message =
-    wait_for([id](const guest_message& m) { return request_of(m) == id; }, now_ms() + timeout_ms);
+  auto message = reply_to(id, now_ms() + timeout_ms);
   if (!message)
     return message.error();
-  if (auto* e = std::get_if<error_reply>(&*message))
-    return as_status(*e);
   return std::get<file_list>(std::move(*message));
 }
 
@@ -121,23 +113,15 @@ result<file_info> guest_client::stat(const std::string& path, int timeout_ms, bo
   auto id = next_request_id();
   if (auto sent = send(stat_request{id, path, follow}, timeout_ms); !sent.is_ok())
     return sent;
-  auto message =
-    wait_for([id](const guest_message& m) { return request_of(m) == id; }, now_ms() + timeout_ms);
+  auto message = reply_to(id, now_ms() + timeout_ms);
   if (!message)
     return message.error();
-  if (auto* e = std::get_if<error_reply>(&*message))
-    return as_status(*e);
   return std::get<file_stat>(*message).info;
 }
 
 status guest_client::await_done(uint32_t id, int64_t deadline_ms) {
-  auto message =
-    wait_for([id](const guest_message& m) { return request_of(m) == id; }, deadline_ms);
-  if (!message)
-    return message.error();
-  if (auto* e = std::get_if<error_reply>(&*message))
-    return as_status(*e);
-  return status::ok();
+  auto message = reply_to(id, deadline_ms);
+  return message ? status::ok() : message.error();
 }
 
 status guest_client::mkdir(const std::string& path, int timeout_ms, uint32_t mode, bool parents) {
@@ -187,7 +171,5 @@ result<uint32_t> guest_client::watch(const std::string& path, bool recursive, in
 status guest_client::unwatch(uint32_t watch_id, int timeout_ms) {
   return send(watch_stop{watch_id}, timeout_ms);
 }
-
-// ---- diagnostics ---------------------------------------------------------------
 
 } // namespace airlock::guest
