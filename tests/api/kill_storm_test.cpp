@@ -128,8 +128,9 @@ std::string describe_processes(const std::vector<pid_t>& pids) {
     std::string stat = read_file(proc + "/stat");
     // After "pid (comm) " comes the one-letter state.
     const size_t comm_end = stat.rfind(')');
-    const std::string state =
-      comm_end == std::string::npos || comm_end + 2 >= stat.size() ? "?" : stat.substr(comm_end + 2, 1);
+    const std::string state = comm_end == std::string::npos || comm_end + 2 >= stat.size()
+                                ? "?"
+                                : stat.substr(comm_end + 2, 1);
     out += std::to_string(pid) + " (" + state + " " + read_file(proc + "/comm") + ", waiting in "
            + read_file(proc + "/wchan") + ") ";
   }
