@@ -5,6 +5,8 @@
 
 #include <array>
 
+#include "schema/hex.hpp"
+
 namespace airlock::actors {
 
 namespace {
@@ -13,22 +15,11 @@ constexpr size_t key_id_bytes = 8;
 constexpr size_t secret_bytes = 32;
 constexpr std::string_view key_prefix = "ak_";
 
-std::string to_hex(const unsigned char* bytes, size_t size) {
-  static constexpr char digits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(size * 2);
-  for (size_t i = 0; i < size; ++i) {
-    out += digits[bytes[i] >> 4];
-    out += digits[bytes[i] & 0xf];
-  }
-  return out;
-}
-
 result<std::string> random_hex(size_t size) {
   std::array<unsigned char, 64> bytes{};
   if (size > bytes.size() || RAND_bytes(bytes.data(), static_cast<int>(size)) != 1)
     return make_status(errc::internal, "the OpenSSL random generator failed");
-  return to_hex(bytes.data(), size);
+  return schema::to_hex(std::string_view(reinterpret_cast<const char*>(bytes.data()), size));
 }
 
 } // namespace

@@ -1,4 +1,5 @@
 #include "crypto/certificates.hpp"
+#include "crypto/certificates_internal.hpp"
 
 #include <algorithm>
 #include <ctime>
@@ -12,22 +13,7 @@
 #include "schema/egress_rules.hpp"
 
 namespace airlock::crypto {
-namespace {
-
-struct bio_free {
-  void operator()(BIO* b) const { BIO_free(b); }
-};
-struct bn_free {
-  void operator()(BIGNUM* b) const { BN_free(b); }
-};
-struct name_free {
-  void operator()(X509_NAME* n) const { X509_NAME_free(n); }
-};
-using bio_ptr = std::unique_ptr<BIO, bio_free>;
-
-constexpr int64_t backdate_s = 3600; // tolerate clocks an hour behind ours
-constexpr int leaf_valid_days = 7;
-constexpr size_t subject_cn_max = 64; // X.520 upper bound for commonName
+namespace detail {
 
 std::shared_ptr<X509> own(X509* x) { return {x, X509_free}; }
 std::shared_ptr<EVP_PKEY> own(EVP_PKEY* k) { return {k, EVP_PKEY_free}; }
@@ -62,6 +48,8 @@ result<std::shared_ptr<EVP_PKEY>> new_key() {
   return own(key);
 }
 
+namespace {
+
 /// A key read from `pem` by `read_pem` (PEM_read_bio_PrivateKey or _PUBKEY).
 template <class ReadPem>
 result<std::shared_ptr<EVP_PKEY>> parse_key(std::string_view pem, ReadPem read_pem,
@@ -73,6 +61,8 @@ result<std::shared_ptr<EVP_PKEY>> parse_key(std::string_view pem, ReadPem read_p
                        "the " + std::string(what) + " key PEM does not parse");
   return own(key);
 }
+
+} // namespace
 
 result<std::shared_ptr<EVP_PKEY>> parse_private_key(std::string_view pem) {
   return parse_key(pem, PEM_read_bio_PrivateKey, "private");
@@ -112,6 +102,8 @@ std::string cert_to_pem(X509* cert) {
   return drain(out.get());
 }
 
+namespace {
+
 bool set_random_serial(X509* cert) {
   unsigned char bytes[16];
   if (RAND_bytes(bytes, sizeof bytes) != 1)
@@ -121,16 +113,6 @@ bool set_random_serial(X509* cert) {
   return bn && BN_to_ASN1_INTEGER(bn.get(), X509_get_serialNumber(cert)) != nullptr;
 }
 
-/// What one certificate says; `issuer` null for a self-signed one.
-struct cert_request {
-  std::string common_name;
-  EVP_PKEY* subject_key = nullptr;
-  X509* issuer = nullptr;
-  EVP_PKEY* issuer_key = nullptr;
-  int valid_days = 1;
-  std::vector<std::pair<int, std::string>> extensions; ///< NID and config value
-};
-
 bool add_extension(X509* cert, X509V3_CTX* ctx, int nid, const std::string& value) {
   X509_EXTENSION* ext = X509V3_EXT_conf_nid(nullptr, ctx, nid, value.c_str());
   if (ext == nullptr)
@@ -139,6 +121,8 @@ bool add_extension(X509* cert, X509V3_CTX* ctx, int nid, const std::string& valu
   X509_EXTENSION_free(ext);
   return ok == 1;
 }
+
+} // namespace
 
 result<std::shared_ptr<X509>> build(const cert_request& req) {
   auto cert = own(X509_new());
@@ -167,6 +151,12 @@ result<std::shared_ptr<X509>> build(const cert_request& req) {
     return ssl_failure(errc::internal, "signing a certificate failed");
   return cert;
 }
+
+} // namespace detail
+
+using namespace detail;
+
+namespace {
 
 /// A CA certificate's request: `constraints` is its basicConstraints value;
 /// every CA signs certificates and revocation lists, and names its keys.

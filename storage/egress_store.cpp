@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "schema/hex.hpp"
 #include "storage/typed_records.hpp"
 
 namespace airlock::storage {
@@ -18,17 +19,6 @@ uint64_t get_be64(std::string_view bytes) {
   for (size_t i = 0; i < 8; ++i)
     value = (value << 8) | static_cast<unsigned char>(bytes[i]);
   return value;
-}
-
-std::string to_hex(std::string_view bytes) {
-  static constexpr char digits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (unsigned char c : bytes) {
-    out.push_back(digits[c >> 4]);
-    out.push_back(digits[c & 15]);
-  }
-  return out;
 }
 
 std::optional<std::string> from_hex(std::string_view text) {
@@ -126,7 +116,7 @@ result<page<schema::audit_record>> audit_store::query(const schema::audit_query&
   auto from = start_after(q);
   if (!from)
     return from.error();
-  detail::list_bounds bounds{q.scan_max, [](std::string_view key) { return to_hex(key); }};
+  detail::list_bounds bounds{q.scan_max, [](std::string_view key) { return schema::to_hex(key); }};
   return detail::list_records<schema::audit_record>(
     store_, keyspace::audit, "audit record", schema::decode_audit_record,
     [&q](const schema::audit_record& r) { return matches(q, r); }, q.limit, *from, bounds);

@@ -1,0 +1,76 @@
+#pragma once
+// Certificates of the cluster link. Two roots, one per direction, so that a
+// certificate of one role can never pass for the other even where a TLS
+// stack checks chains but no names: the control-plane CA signs the control
+// plane's own certificate (workers pin it by the fingerprint their join token
+// carries) and the worker CA signs one certificate per worker, for a key the
+// worker made and never sent, naming its worker id. EC P-256 and SHA-256.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "crypto/certificates.hpp"
+#include "schema/errc.hpp"
+
+namespace airlock::crypto {
+
+/// The largest certificate signing request read (PEM bytes).
+inline constexpr size_t csr_pem_max = 8 * 1024;
+
+/// A certificate signing request (PEM) for the public key of `key_pem`,
+/// naming `common_name` and signed with that key.
+/// invalid_argument for a key that does not parse or a name that is not a
+/// member name (see is_member_name).
+result<std::string> create_csr(std::string_view key_pem, std::string_view common_name);
+
+/// What a checked request asks for.
+struct csr_subject {
+  std::string common_name;
+  std::string public_key_pem;
+};
+
+/// Reads and checks a request: exactly one PEM request of at most
+/// csr_pem_max bytes, signed by its own key, an EC P-256 key, a member name.
+/// invalid_argument with a sentence naming what is wrong otherwise.
+result<csr_subject> read_csr(std::string_view csr_pem);
+
+/// A member name (worker id, control-plane name): 1 to 63 of [a-z0-9_-],
+/// starting with a letter or digit.
+bool is_member_name(std::string_view name) noexcept;
+
+/// Signs the key of `csr_pem` as member `name` (CN and SAN DNS name, plus
+/// `ip_addresses` as SAN IPs), for TLS clients and servers, valid from an
+/// hour ago for `valid_days`. The issuer decides who the member is: the
+/// request's own name is not used. invalid_argument for a bad request, name
+/// or address.
+result<std::string> issue_member_certificate(const key_and_cert& ca, std::string_view csr_pem,
+                                             std::string_view name, int valid_days,
+                                             const std::vector<std::string>& ip_addresses = {});
+
+/// "sha256:" and 64 hex digits: SHA-256 of the certificate's public key
+/// (DER SubjectPublicKeyInfo), as kubeadm pins a cluster CA.
+/// invalid_argument when `cert_pem` holds no certificate.
+result<std::string> public_key_fingerprint(std::string_view cert_pem);
+
+/// A member certificate that verified.
+struct verified_member {
+  std::string name;       ///< its common name
+  std::string serial_hex; ///< lower-case hex
+  int64_t not_after_s = 0;
+};
+
+/// Verifies the first certificate of `cert_pem` (any others are untrusted
+/// intermediates) against the root(s) of `ca_pem` at `now_s` (Unix seconds).
+/// permission_denied naming the reason (expired, another CA, not a member
+/// certificate); invalid_argument for PEM that does not parse.
+result<verified_member> verify_member_certificate(std::string_view ca_pem,
+                                                  std::string_view cert_pem, int64_t now_s);
+
+/// The seconds since the Unix epoch at which the first certificate of
+/// `cert_pem` expires. invalid_argument when it does not parse.
+result<int64_t> certificate_not_after(std::string_view cert_pem);
+
+} // namespace airlock::crypto

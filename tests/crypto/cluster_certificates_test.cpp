@@ -1,0 +1,109 @@
+#include "crypto/cluster_certificates.hpp"
+
+#include <gtest/gtest.h>
+
+#include <ctime>
+
+namespace airlock::crypto {
+namespace {
+
+int64_t now_s() { return static_cast<int64_t>(std::time(nullptr)); }
+
+struct member_fixture : ::testing::Test {
+  key_and_cert ca = *create_root_ca("airlock worker CA", 365);
+  std::string key = *generate_key_pem();
+  std::string csr = *create_csr(key, "wk_0123456789abcdef");
+};
+
+TEST_F(member_fixture, a_request_reads_back_its_name_and_key) {
+  auto subject = read_csr(csr);
+  ASSERT_TRUE(subject) << subject.error().message;
+  EXPECT_EQ(subject->common_name, "wk_0123456789abcdef");
+  EXPECT_EQ(subject->public_key_pem, *public_key_pem(key));
+}
+
+TEST_F(member_fixture, the_issued_certificate_names_the_member_the_issuer_chose_and_verifies) {
+  auto cert = issue_member_certificate(ca, csr, "wk_chosen", 30, {"10.0.0.7", "::1"});
+  ASSERT_TRUE(cert) << cert.error().message;
+  auto member = verify_member_certificate(ca.cert_pem, *cert, now_s());
+  ASSERT_TRUE(member) << member.error().message;
+  EXPECT_EQ(member->name, "wk_chosen");
+  EXPECT_FALSE(member->serial_hex.empty());
+  EXPECT_NEAR(static_cast<double>(member->not_after_s), static_cast<double>(now_s() + 30 * 86400),
+              120.0);
+  EXPECT_EQ(*certificate_not_after(*cert), member->not_after_s);
+}
+
+TEST_F(member_fixture, another_ca_an_expired_certificate_and_a_ca_are_refused_with_a_reason) {
+  auto cert = *issue_member_certificate(ca, csr, "wk_a", 1);
+  auto other = *create_root_ca("another CA", 365);
+  auto foreign = verify_member_certificate(other.cert_pem, cert, now_s());
+  ASSERT_FALSE(foreign);
+  EXPECT_EQ(foreign.error().code, errc::permission_denied);
+  EXPECT_NE(foreign.error().message.find("unable to get local issuer"), std::string::npos)
+    << foreign.error().message;
+  auto later = verify_member_certificate(ca.cert_pem, cert, now_s() + 3 * 86400);
+  ASSERT_FALSE(later);
+  EXPECT_NE(later.error().message.find("expired"), std::string::npos) << later.error().message;
+  auto root = verify_member_certificate(ca.cert_pem, ca.cert_pem, now_s());
+  ASSERT_FALSE(root);
+  EXPECT_EQ(root.error().code, errc::permission_denied);
+}
+
+TEST_F(member_fixture, malformed_requests_are_refused_with_a_sentence) {
+  const std::string cases[] = {
+    "",
+    "not pem at all",
+    "-----BEGIN CERTIFICATE REQUEST-----\nAAAA\n-----END CERTIFICATE REQUEST-----\n",
+    csr + csr,                         // two requests
+    std::string(csr_pem_max + 1, 'A'), // too large
+    ca.cert_pem,                       // a certificate, not a request
+  };
+  for (const auto& bad : cases) {
+    auto read = read_csr(bad);
+    ASSERT_FALSE(read) << bad.substr(0, 40);
+    EXPECT_EQ(read.error().code, errc::invalid_argument);
+    EXPECT_FALSE(read.error().message.empty());
+    EXPECT_FALSE(issue_member_certificate(ca, bad, "wk_a", 1));
+  }
+}
+
+TEST_F(member_fixture, a_request_whose_signature_was_tampered_with_is_refused) {
+  // Flip a character inside the base64 body, well past the header: the
+  // request still parses but no longer matches its signature, or no longer
+  // parses; either way it is refused.
+  std::string tampered = csr;
+  const size_t at = tampered.find('\n') + 40;
+  tampered[at] = tampered[at] == 'A' ? 'B' : 'A';
+  auto read = read_csr(tampered);
+  ASSERT_FALSE(read);
+  EXPECT_EQ(read.error().code, errc::invalid_argument);
+}
+
+TEST_F(member_fixture, names_and_addresses_are_checked_before_anything_is_signed) {
+  EXPECT_FALSE(create_csr(key, "Upper"));
+  EXPECT_FALSE(create_csr(key, ""));
+  EXPECT_FALSE(create_csr(key, std::string(64, 'a')));
+  EXPECT_FALSE(issue_member_certificate(ca, csr, "-dash-first", 1));
+  EXPECT_FALSE(issue_member_certificate(ca, csr, "wk_a,DNS:evil", 1));
+  auto bad_ip = issue_member_certificate(ca, csr, "wk_a", 1, {"10.0.0.1,DNS:evil.example"});
+  ASSERT_FALSE(bad_ip);
+  EXPECT_EQ(bad_ip.error().code, errc::invalid_argument);
+  EXPECT_FALSE(issue_member_certificate(ca, csr, "wk_a", 0));
+  EXPECT_TRUE(is_member_name("wk_0123456789abcdef"));
+  EXPECT_TRUE(is_member_name("control-plane"));
+  EXPECT_FALSE(is_member_name("a.b"));
+}
+
+TEST_F(member_fixture, the_fingerprint_is_of_the_public_key_and_tells_cas_apart) {
+  auto fingerprint = public_key_fingerprint(ca.cert_pem);
+  ASSERT_TRUE(fingerprint) << fingerprint.error().message;
+  EXPECT_EQ(fingerprint->rfind("sha256:", 0), 0U);
+  EXPECT_EQ(fingerprint->size(), 7U + 64U);
+  EXPECT_EQ(*public_key_fingerprint(ca.cert_pem), *fingerprint);
+  EXPECT_NE(*public_key_fingerprint(create_root_ca("another CA", 365)->cert_pem), *fingerprint);
+  EXPECT_FALSE(public_key_fingerprint("garbage"));
+}
+
+} // namespace
+} // namespace airlock::crypto
