@@ -15,14 +15,14 @@ constexpr size_t key_id_bytes = 8;
 constexpr size_t secret_bytes = 32;
 constexpr std::string_view key_prefix = "ak_";
 
+} // namespace
+
 result<std::string> random_hex(size_t size) {
   std::array<unsigned char, 64> bytes{};
   if (size > bytes.size() || RAND_bytes(bytes.data(), static_cast<int>(size)) != 1)
     return make_status(errc::internal, "the OpenSSL random generator failed");
   return schema::to_hex(std::string_view(reinterpret_cast<const char*>(bytes.data()), size));
 }
-
-} // namespace
 
 result<api_key> generate_api_key() {
   auto id = random_hex(key_id_bytes);

@@ -24,6 +24,10 @@ struct api_key {
 /// A fresh key from OpenSSL's CSPRNG; internal if the CSPRNG fails.
 result<api_key> generate_api_key();
 
+/// `bytes` random bytes from OpenSSL's CSPRNG as lower-case hex (at most 64
+/// bytes); internal if the CSPRNG fails.
+result<std::string> random_hex(size_t bytes);
+
 /// SHA-256 of `text` (32 raw bytes), through OpenSSL EVP.
 std::string sha256(std::string_view text);
 

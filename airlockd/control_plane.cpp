@@ -5,7 +5,7 @@
 #include "actors/sandbox_procedures.hpp"
 #include "actors/template_procedures.hpp"
 #include "airlockd/daemon.hpp"
-#include "airlockd/egress_ca.hpp"
+#include "airlockd/certificate_authorities.hpp"
 #include "crypto/sealed_box.hpp"
 #include "gateway/api_routes.hpp"
 #include "gateway/e2b_envd_routes.hpp"

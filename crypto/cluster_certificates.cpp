@@ -259,6 +259,15 @@ result<verified_member> verify_member_certificate(std::string_view ca_pem,
   return member;
 }
 
+bool key_matches_certificate(std::string_view key_pem, std::string_view cert_pem) {
+  auto key = parse_private_key(key_pem);
+  auto certs = parse_certs(cert_pem);
+  const bool matches =
+    key && certs && X509_check_private_key(certs->front().get(), key->get()) == 1;
+  ERR_clear_error();
+  return matches;
+}
+
 result<int64_t> certificate_not_after(std::string_view cert_pem) {
   auto certs = parse_certs(cert_pem);
   if (!certs)

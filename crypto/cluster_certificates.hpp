@@ -69,6 +69,10 @@ struct verified_member {
 result<verified_member> verify_member_certificate(std::string_view ca_pem,
                                                   std::string_view cert_pem, int64_t now_s);
 
+/// Whether `key_pem` is the private key of the first certificate of
+/// `cert_pem` (false when either does not parse).
+bool key_matches_certificate(std::string_view key_pem, std::string_view cert_pem);
+
 /// The seconds since the Unix epoch at which the first certificate of
 /// `cert_pem` expires. invalid_argument when it does not parse.
 result<int64_t> certificate_not_after(std::string_view cert_pem);

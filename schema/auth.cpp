@@ -36,4 +36,33 @@ result<api_key_record> decode_api_key(std::string_view bytes) {
     });
 }
 
+std::string encode(const join_token_record& r) {
+  return detail::to_bytes<cs::JoinTokenRecord>([&r](cs::JoinTokenRecord::Builder b) {
+    b.setSchemaVersion(join_token_schema_version);
+    b.setTokenId(r.token_id);
+    b.setMacKey(detail::as_data(r.mac_key));
+    b.setName(r.name);
+    b.setCreatedAtMs(r.created_at_ms);
+    b.setExpiresAtMs(r.expires_at_ms);
+    b.setUsedAtMs(r.used_at_ms);
+    b.setUsedBy(r.used_by);
+  });
+}
+
+result<join_token_record> decode_join_token(std::string_view bytes) {
+  return detail::from_bytes<cs::JoinTokenRecord, join_token_record>(
+    bytes, join_token_schema_version, "join token",
+    [](cs::JoinTokenRecord::Reader b) -> result<join_token_record> {
+      join_token_record r;
+      r.token_id = detail::text(b.getTokenId());
+      r.mac_key = detail::data(b.getMacKey());
+      r.name = detail::text(b.getName());
+      r.created_at_ms = b.getCreatedAtMs();
+      r.expires_at_ms = b.getExpiresAtMs();
+      r.used_at_ms = b.getUsedAtMs();
+      r.used_by = detail::text(b.getUsedBy());
+      return r;
+    });
+}
+
 } // namespace airlock::schema

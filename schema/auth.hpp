@@ -26,4 +26,21 @@ struct api_key_record {
 std::string encode(const api_key_record& record);
 result<api_key_record> decode_api_key(std::string_view bytes);
 
+inline constexpr uint16_t join_token_schema_version = 1;
+
+/// A worker's single-use join token as stored (schema/auth.capnp).
+struct join_token_record {
+  std::string token_id;
+  std::string mac_key; ///< 32 raw bytes: SHA-256 of the secret
+  std::string name;
+  int64_t created_at_ms = 0;
+  int64_t expires_at_ms = 0;
+  int64_t used_at_ms = 0; ///< 0 while unused
+  std::string used_by;
+  bool operator==(const join_token_record&) const = default;
+};
+
+std::string encode(const join_token_record& record);
+result<join_token_record> decode_join_token(std::string_view bytes);
+
 } // namespace airlock::schema

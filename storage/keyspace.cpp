@@ -16,6 +16,7 @@ std::string_view to_string(keyspace space) noexcept {
     case keyspace::audit: return "audit";
     case keyspace::snapshots: return "snapshots";
     case keyspace::templates: return "templates";
+    case keyspace::join_tokens: return "join_tokens";
   }
   return "unknown";
 }

@@ -20,12 +20,13 @@ enum class keyspace : uint8_t {
   audit,            ///< big-endian at_ms, big-endian sequence -> schema::audit_record
   snapshots,        ///< snapshot id -> schema::snapshot_record
   templates,        ///< template name -> schema::template_record
+  join_tokens,      ///< token id -> schema::join_token_record
 };
 
-inline constexpr std::array<keyspace, 11> all_keyspaces{
+inline constexpr std::array<keyspace, 12> all_keyspaces{
   keyspace::meta,      keyspace::operations, keyspace::active_ops, keyspace::idempotency_keys,
   keyspace::sandboxes, keyspace::api_keys,   keyspace::workers,    keyspace::credentials,
-  keyspace::audit,     keyspace::snapshots,  keyspace::templates};
+  keyspace::audit,     keyspace::snapshots,  keyspace::templates,  keyspace::join_tokens};
 
 /// Column family name; never rename one (it is the on-disk name).
 std::string_view to_string(keyspace space) noexcept;

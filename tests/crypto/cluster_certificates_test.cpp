@@ -32,6 +32,9 @@ TEST_F(member_fixture, the_issued_certificate_names_the_member_the_issuer_chose_
   EXPECT_NEAR(static_cast<double>(member->not_after_s), static_cast<double>(now_s() + 30 * 86400),
               120.0);
   EXPECT_EQ(*certificate_not_after(*cert), member->not_after_s);
+  EXPECT_TRUE(key_matches_certificate(key, *cert));
+  EXPECT_FALSE(key_matches_certificate(*generate_key_pem(), *cert));
+  EXPECT_FALSE(key_matches_certificate("garbage", *cert));
 }
 
 TEST_F(member_fixture, another_ca_an_expired_certificate_and_a_ca_are_refused_with_a_reason) {
