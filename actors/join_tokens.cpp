@@ -85,6 +85,19 @@ bool join_mac_equal(std::string_view a, std::string_view b) noexcept {
   return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
+std::string join_request_mac(std::string_view mac_key, std::string_view token_id,
+                             std::string_view csr_pem, std::string_view name) {
+  return join_mac(mac_key, {"airlock join request", token_id, csr_pem, name});
+}
+
+std::string join_answer_mac(std::string_view mac_key, std::string_view worker_id,
+                            std::string_view certificate_pem, std::string_view worker_ca_pem,
+                            std::string_view control_ca_pem, uint16_t cluster_port) {
+  const std::string port = std::to_string(cluster_port);
+  return join_mac(mac_key, {"airlock join answer", worker_id, certificate_pem, worker_ca_pem,
+                            control_ca_pem, port});
+}
+
 result<std::pair<join_token, schema::join_token_record>>
 join_token_book::create(std::string name, int64_t ttl_s, std::string ca_sha256_hex) {
   if (name.size() > join_token_name_max || !printable(name))
@@ -118,7 +131,7 @@ join_token_book::create(std::string name, int64_t ttl_s, std::string ca_sha256_h
 }
 
 result<std::string> join_token_book::redeem(std::string_view token_id, std::string_view request_mac,
-                                            std::initializer_list<std::string_view> request_parts,
+                                            std::string_view csr_pem, std::string_view name,
                                             std::string_view worker_id) {
   if (token_id.size() != id_digits || !all_hex(token_id))
     return not_valid();
@@ -131,7 +144,7 @@ result<std::string> join_token_book::redeem(std::string_view token_id, std::stri
   auto record = schema::decode_join_token(**stored);
   if (!record)
     return record.error();
-  if (!join_mac_equal(join_mac(record->mac_key, request_parts), request_mac))
+  if (!join_mac_equal(join_request_mac(record->mac_key, token_id, csr_pem, name), request_mac))
     return not_valid();
   const int64_t now = clock_.now_ms();
   if (record->used_at_ms != 0)

@@ -50,6 +50,17 @@ std::string join_mac(std::string_view mac_key, std::initializer_list<std::string
 /// Constant-time equality of two MACs (hex text).
 bool join_mac_equal(std::string_view a, std::string_view b) noexcept;
 
+/// The MAC of a join request: it binds the token id, the certificate
+/// signing request and the worker's chosen name.
+std::string join_request_mac(std::string_view mac_key, std::string_view token_id,
+                             std::string_view csr_pem, std::string_view name);
+
+/// The MAC of a join's answer: the worker id given, the certificate, both
+/// CA certificates and the cluster port, so a forged answer cannot swap any.
+std::string join_answer_mac(std::string_view mac_key, std::string_view worker_id,
+                            std::string_view certificate_pem, std::string_view worker_ca_pem,
+                            std::string_view control_ca_pem, uint16_t cluster_port);
+
 /// The control plane's join tokens in its store. Thread-safe; blocking (a
 /// synced write per change): call it from a request thread, never from an
 /// event-based actor.
@@ -64,13 +75,14 @@ public:
   result<std::pair<join_token, schema::join_token_record>> create(std::string name, int64_t ttl_s,
                                                                   std::string ca_sha256_hex);
 
-  /// Redeems `token_id` for `worker_id` when `request_mac` is join_mac of
-  /// `request_parts` under its key; returns the key, to sign the answer.
+  /// Redeems `token_id` for `worker_id` when `request_mac` is
+  /// join_request_mac of `csr_pem` and `name` under its key; returns the key,
+  /// to sign the answer.
   /// unauthenticated (the same sentence for an unknown id and a wrong MAC)
   /// or, with a valid MAC, permission_denied for a used or expired token.
   /// A wrong MAC changes nothing.
   result<std::string> redeem(std::string_view token_id, std::string_view request_mac,
-                             std::initializer_list<std::string_view> request_parts,
+                             std::string_view csr_pem, std::string_view name,
                              std::string_view worker_id);
 
 private:

@@ -12,6 +12,7 @@
 #include "airlockd/engine_host.hpp"
 #include "airlockd/hosting.hpp"
 #include "airlockd/worker_host.hpp"
+#include "airlockd/worker_identity.hpp"
 #include "gateway/api_routes.hpp"
 #include "gateway/data_routes.hpp"
 #include "gateway/node_metrics.hpp"
@@ -98,14 +99,30 @@ int run_worker(const worker_options& options, stop_signals& signals, std::ostrea
   daemon_spec spec{"worker", options.data_dir, "worker", options.data_listen, options.http};
   daemon_steps steps;
   steps.metrics = &listener_metrics;
+  std::optional<worker_identity> identity;
   steps.before_listen = [&](storage::kv_store& store) {
+    // The identity comes first: the cluster link is made with it.
+    join_request request{options.token, options.control_url, worker_name(options)};
+    auto loaded = load_or_join(absolute_path(options.data_dir), request, log);
+    if (!loaded)
+      return loaded.error();
+    identity = std::move(*loaded);
+    if (!identity)
+      log.warn("this worker has no cluster certificate and joins without one; give it a join "
+               "token (--token, --control-url) to join as an authenticated member");
     auto& system = system_host.start_system();
     system_host.on_stop([&worker, &join] {
       if (join)
         caf::anon_send_exit(join, caf::exit_reason::user_shutdown);
       worker.stop();
     });
-    return worker.start(system, absolute_path(options.data_dir), options.sandboxes, store);
+    if (auto started =
+          worker.start(system, absolute_path(options.data_dir), options.sandboxes, store);
+        !started)
+      return started;
+    if (identity)
+      return worker.adopt_worker_id(identity->worker_id);
+    return status::ok();
   };
   steps.after_stop = [&system_host] { system_host.stop(); };
   steps.add_routes = [&](gateway::route_table& routes) {

@@ -3,6 +3,8 @@
 
 #include <functional>
 #include <ostream>
+#include <span>
+#include <string>
 
 #include "actors/log.hpp"
 #include "airlockd/daemon.hpp"
@@ -27,5 +29,13 @@ int run_control(const control_options& options, stop_signals& signals, std::ostr
 /// the join to the control plane (reconnecting when it is lost).
 int run_worker(const worker_options& options, stop_signals& signals, std::ostream& out,
                const actors::logger& log);
+
+/// `airlockd token create`: a join token from the control plane's API,
+/// printed alone on `out`. Returns the exit status (2: bad usage).
+int run_token(std::span<const std::string> args, const process_env& env, std::ostream& out,
+              std::ostream& err);
+
+/// Usage of `airlockd token`.
+std::string token_usage();
 
 } // namespace airlock::airlockd

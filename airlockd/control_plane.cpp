@@ -4,8 +4,8 @@
 
 #include "actors/sandbox_procedures.hpp"
 #include "actors/template_procedures.hpp"
-#include "airlockd/daemon.hpp"
 #include "airlockd/certificate_authorities.hpp"
+#include "airlockd/daemon.hpp"
 #include "crypto/sealed_box.hpp"
 #include "gateway/api_routes.hpp"
 #include "gateway/e2b_envd_routes.hpp"
@@ -81,6 +81,31 @@ status control_plane::start(caf::actor_system& system, storage::kv_store& store,
     cluster_port_ = *port;
     log_.info("listening for workers",
               {{"address", cluster_listen->host + ":" + std::to_string(cluster_port_)}});
+    // Admission: the cluster's authorities and the join tokens (the routes
+    // answer 404 without them, as in `serve`).
+    auto authorities = load_or_create_cluster_authorities(data_dir);
+    if (!authorities)
+      return make_status(authorities.code(), "cannot load the cluster's certificate authorities: "
+                                               + authorities.error().message);
+    join_tokens_ = std::make_unique<actors::join_token_book>(store, clock_);
+    auto admission = std::make_shared<gateway::cluster_admission>();
+    admission->tokens = join_tokens_.get();
+    admission->worker_ca = authorities->worker_ca;
+    admission->control_ca_pem = authorities->control_ca.cert_pem;
+    admission->control_ca_fingerprint = authorities->control_ca_fingerprint;
+    admission->cluster_port = cluster_port_;
+    metrics_.describe("airlock_cluster_joins_refused_total",
+                      "Worker joins the control plane refused, by reason.", "counter");
+    metrics_.describe("airlock_cluster_joins_total", "Workers admitted with a join token.",
+                      "counter");
+    admission->on_refused = [metrics = &metrics_, log = log_.with_component("admission")](
+                              std::string_view reason, const std::string& message) {
+      metrics->counter_add("airlock_cluster_joins_refused_total",
+                           {{"reason", std::string(reason)}});
+      log.warn("refused a worker's join", {{"reason", std::string(reason)}, {"error", message}});
+    };
+    admission_ = std::move(admission);
+    authorities_ = std::move(*authorities);
   }
   return status::ok();
 }
@@ -172,6 +197,7 @@ void control_plane::add_routes(gateway::route_table& routes,
   deps.local_node = local_node_;
   if (pools_)
     deps.pools = pools_;
+  deps.cluster = admission_;
   gateway::add_control_routes(routes, deps);
 }
 

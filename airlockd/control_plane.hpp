@@ -16,13 +16,16 @@
 #include "actors/clock.hpp"
 #include "actors/cluster_protocol.hpp"
 #include "actors/credential_actor.hpp"
+#include "actors/join_tokens.hpp"
 #include "actors/lifecycle_policy.hpp"
 #include "actors/log.hpp"
 #include "actors/operation_engine.hpp"
 #include "actors/pool_actor.hpp"
 #include "actors/reconciler.hpp"
 #include "actors/sandbox_registry.hpp"
+#include "airlockd/certificate_authorities.hpp"
 #include "airlockd/options.hpp"
+#include "gateway/api_routes.hpp"
 #include "gateway/attach_token.hpp"
 #include "gateway/e2b_token_book.hpp"
 #include "gateway/endpoint.hpp"
@@ -127,6 +130,10 @@ private:
   actors::audit_actor audit_;
   actors::credential_actor credentials_;
   uint16_t cluster_port_ = 0;
+  /// With a cluster listener: its authorities, join tokens and admission.
+  std::optional<cluster_authorities> authorities_;
+  std::unique_ptr<actors::join_token_book> join_tokens_;
+  std::shared_ptr<const gateway::cluster_admission> admission_;
 };
 
 } // namespace airlock::airlockd

@@ -77,6 +77,8 @@ int run(int argc, char** argv) {
         return al::run_worker(options, signals, std::cout, log);
       });
   }
+  if (command == "token")
+    return al::run_token(rest, env, std::cout, std::cerr);
   if (command == "version" || command == "--version") {
     std::cout << al::version_line() << std::endl;
     return 0;

@@ -52,6 +52,10 @@ status set_path(std::string& field, std::string_view text);
 status set_endpoint(gateway::endpoint& field, std::string_view text);
 status set_log_level(actors::log_level& field, std::string_view text);
 status set_name(std::string& field, std::string_view text);
+/// A join token of the right shape (actors/join_tokens.hpp).
+status set_join_token(std::string& field, std::string_view text);
+/// http://HOST:PORT with an optional trailing slash (dropped).
+status set_http_url(std::string& field, std::string_view text);
 
 /// The options of each subcommand (option_specs.cpp), in the order usage lists them.
 std::vector<option_spec<serve_options>> serve_specs();

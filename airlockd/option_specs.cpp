@@ -341,6 +341,15 @@ std::vector<option_spec<worker_options>> worker_specs() {
   specs.push_back({"name", "NAME", "the worker's name in the cluster",
                    [](opts& o, std::string_view v) { return set_name(o.name, v); },
                    [](const opts& o) { return o.name; }, "the host name"});
+  specs.push_back({"token", "TOKEN",
+                   "a join token (`airlockd token create`); needed until the worker holds a "
+                   "certificate (data dir's cluster/)",
+                   [](opts& o, std::string_view v) { return set_join_token(o.token, v); },
+                   [](const opts&) { return std::string(); }, "none"});
+  specs.push_back({"control-url", "URL",
+                   "the control plane's API (http://HOST:PORT), where a worker with a token joins",
+                   [](opts& o, std::string_view v) { return set_http_url(o.control_url, v); },
+                   [](const opts& o) { return o.control_url; }, "none"});
   add_common_specs(specs);
   add_sandbox_host_specs(specs);
   return specs;

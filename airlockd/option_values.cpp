@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "actors/join_tokens.hpp"
 #include "airlockd/option_spec.hpp"
 #include "schema/egress_rules.hpp"
 
@@ -60,6 +61,27 @@ status set_name(std::string& field, std::string_view text) {
     return invalid("expected 1 to 63 letters, digits, '-', '_' or '.', got '" + std::string(text)
                    + "'");
   field = std::string(text);
+  return status::ok();
+}
+
+status set_join_token(std::string& field, std::string_view text) {
+  if (auto parsed = actors::parse_join_token(text); !parsed)
+    return invalid(parsed.error().message);
+  field = std::string(text);
+  return status::ok();
+}
+
+status set_http_url(std::string& field, std::string_view text) {
+  constexpr std::string_view scheme = "http://";
+  if (text.substr(0, scheme.size()) != scheme)
+    return invalid("expected http://HOST:PORT, got '" + std::string(text) + "'");
+  std::string_view rest = text.substr(scheme.size());
+  if (!rest.empty() && rest.back() == '/')
+    rest.remove_suffix(1);
+  gateway::endpoint checked;
+  if (auto set = set_endpoint(checked, rest); !set)
+    return invalid("expected http://HOST:PORT, got '" + std::string(text) + "'");
+  field = std::string(scheme) + std::string(rest);
   return status::ok();
 }
 

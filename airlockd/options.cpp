@@ -242,6 +242,9 @@ result<command_line<worker_options>> parse_worker(std::span<const std::string> a
                      "(or AIRLOCK_JOIN)");
     if (parsed->options.join.port == 0)
       return invalid("--join: the control plane's port cannot be 0");
+    if (!parsed->options.token.empty() && parsed->options.control_url.empty())
+      return invalid("--token is redeemed at the control plane's API: give --control-url "
+                     "http://HOST:PORT (or AIRLOCK_CONTROL_URL) too");
   }
   return parsed;
 }
@@ -275,6 +278,7 @@ std::string general_usage() {
          "  serve     control plane and a local worker in one process\n"
          "  control   the control plane alone, for a cluster\n"
          "  worker    a worker that joins a control plane (--join HOST:PORT)\n"
+         "  token     token create: a join token for one worker (control plane)\n"
          "  version   print the version and git commit\n\n"
          "Run 'airlockd COMMAND --help' for a command's flags.\n";
 }

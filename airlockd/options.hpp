@@ -206,6 +206,10 @@ struct worker_options {
   gateway::endpoint data_listen{"127.0.0.1", 7072};
   /// The worker's name in the cluster. Default: the host name.
   std::string name;
+  /// A join token, spent once to get the worker's certificate. Default: none.
+  std::string token;
+  /// The control plane's API URL, where the token is redeemed. Default: none.
+  std::string control_url;
   /// Default: info.
   actors::log_level log_level = actors::log_level::info;
   /// Default: see gateway::http_server_options.

@@ -477,6 +477,19 @@ status worker_host::start_egress(caf::actor_system& system, const sandbox_host_o
   return status::ok();
 }
 
+status worker_host::adopt_worker_id(const std::string& id) {
+  auto stored = store_->get(storage::keyspace::meta, worker_id_key);
+  if (!stored)
+    return stored.error();
+  if (stored->has_value() && **stored == id)
+    return status::ok();
+  if (stored->has_value())
+    log_.warn("the worker's certificate names another id than it had: sandboxes the control "
+              "plane placed under the old id are no longer this worker's",
+              {{"old_id", **stored}, {"id", id}});
+  return store_->put(storage::keyspace::meta, worker_id_key, id);
+}
+
 result<schema::worker_registration> worker_host::registration(const std::string& name,
                                                               const std::string& data_url) const {
   auto stored = store_->get(storage::keyspace::meta, worker_id_key);

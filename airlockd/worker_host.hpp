@@ -64,6 +64,10 @@ public:
   result<schema::worker_registration> registration(const std::string& name,
                                                    const std::string& data_url) const;
 
+  /// Makes `id` (the name in the worker's certificate) the id kept in the
+  /// worker store; logs when it replaces another. Call after start.
+  status adopt_worker_id(const std::string& id);
+
 private:
   /// Starts the egress proxy (when enabled) and makes this worker's CA key.
   status start_egress(caf::actor_system& system, const sandbox_host_options& options);

@@ -534,6 +534,7 @@ void add_control_routes(route_table& routes, const control_api_deps& deps) {
                    lifecycle_verb(api, actors::sandbox_verb::resume, actors::kind_sandbox_resume));
   routes.add_async(verb::post, "/v1/sandboxes/{id}/token", authed(api, issue_token), json_body);
   add_snapshot_routes(routes, api, json_body);
+  add_cluster_routes(routes, api, json_body);
   add_template_routes(routes, api, json_body);
   add_pool_routes(routes, api, json_body);
   routes.add_async(verb::post, "/v1/api-keys", authed(api, create_api_key), json_body);

@@ -20,10 +20,12 @@
 #include "actors/clock.hpp"
 #include "actors/cluster_protocol.hpp"
 #include "actors/credential_actor.hpp"
+#include "actors/join_tokens.hpp"
 #include "actors/log.hpp"
 #include "actors/operation_engine.hpp"
 #include "actors/pool_actor.hpp"
 #include "actors/sandbox_registry.hpp"
+#include "crypto/certificates.hpp"
 #include "gateway/api_json.hpp"
 #include "gateway/attach_token.hpp"
 #include "gateway/e2b_token_book.hpp"
@@ -73,6 +75,19 @@ struct api_options {
 };
 
 /// What the control routes work with. Every pointee outlives the server.
+/// What the cluster's admission routes need (`control`): POST
+/// /v1/cluster/tokens, GET /v1/cluster/ca and POST /v1/cluster/join.
+struct cluster_admission {
+  actors::join_token_book* tokens = nullptr;
+  crypto::key_and_cert worker_ca;     ///< signs the workers' certificates
+  std::string control_ca_pem;         ///< what workers pin
+  std::string control_ca_fingerprint; ///< "sha256:" + 64 hex digits
+  uint16_t cluster_port = 0;          ///< where an admitted worker connects
+  int member_valid_days = 90;
+  /// Counts and logs a refused join: reason, detail. Optional.
+  std::function<void(std::string_view, const std::string&)> on_refused;
+};
+
 struct control_api_deps {
   caf::actor_system* system = nullptr;
   actors::operation_engine_actor engine;
@@ -100,6 +115,9 @@ struct control_api_deps {
   /// The envd tokens the E2B front hands out, shared with the data plane's
   /// envd routes (signed file URLs); absent: not kept.
   std::shared_ptr<envd_token_book> envd_tokens;
+  /// The cluster's admission; absent (`serve`, whose worker is in-process):
+  /// the /v1/cluster routes answer 404 saying so.
+  std::shared_ptr<const cluster_admission> cluster;
   api_options options;
 };
 

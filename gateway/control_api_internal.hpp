@@ -115,6 +115,11 @@ void with_template_version(api_ptr api, exchange_ptr ex, const caller& who,
 /// /v1/templates/{name} (template_routes.cpp).
 void add_template_routes(route_table& routes, const api_ptr& api, const route_options& json_body);
 
+// ---- cluster admission (cluster_routes.cpp) ------------------------------------
+
+/// POST /v1/cluster/tokens, GET /v1/cluster/ca, POST /v1/cluster/join.
+void add_cluster_routes(route_table& routes, const api_ptr& api, const route_options& json_body);
+
 // ---- warm pools (pool_routes.cpp) ----------------------------------------------
 
 void add_pool_routes(route_table& routes, const api_ptr& api, const route_options& json_body);

@@ -21,8 +21,8 @@ struct join_tokens_test : ::testing::Test {
   }
   result<std::string> redeem(const join_token& token, std::string_view csr,
                              std::string_view worker = "wk_a") {
-    return book.redeem(token.token_id, join_mac(token.mac_key(), {token.token_id, csr}),
-                       {token.token_id, csr}, worker);
+    return book.redeem(token.token_id, join_request_mac(token.mac_key(), token.token_id, csr, "n"),
+                       csr, "n", worker);
   }
 };
 
@@ -61,20 +61,22 @@ TEST_F(join_tokens_test, an_expired_token_is_refused_and_says_so) {
 
 TEST_F(join_tokens_test, a_wrong_mac_or_unknown_id_is_one_answer_and_consumes_nothing) {
   auto token = create();
-  auto forged = book.redeem(token.token_id, join_mac("not the key", {token.token_id, "csr"}),
-                            {token.token_id, "csr"}, "wk_x");
+  auto forged = book.redeem(token.token_id,
+                            join_request_mac("not the key", token.token_id, "csr", "n"), "csr",
+                            "n", "wk_x");
   ASSERT_FALSE(forged);
   EXPECT_EQ(forged.error().code, errc::unauthenticated);
   // A MAC of other parts than those presented (a swapped CSR) is refused too.
-  auto swapped = book.redeem(token.token_id, join_mac(token.mac_key(), {token.token_id, "csr"}),
-                             {token.token_id, "another csr"}, "wk_x");
+  auto swapped =
+    book.redeem(token.token_id, join_request_mac(token.mac_key(), token.token_id, "csr", "n"),
+                "another csr", "n", "wk_x");
   ASSERT_FALSE(swapped);
   EXPECT_EQ(swapped.error().code, errc::unauthenticated);
-  auto unknown = book.redeem("0000000000000000", "00", {"x"}, "wk_x");
+  auto unknown = book.redeem("0000000000000000", "00", "x", "n", "wk_x");
   ASSERT_FALSE(unknown);
   EXPECT_EQ(unknown.error().code, errc::unauthenticated);
   EXPECT_EQ(unknown.error().message, forged.error().message);
-  EXPECT_FALSE(book.redeem("../../etc", "00", {"x"}, "wk_x"));
+  EXPECT_FALSE(book.redeem("../../etc", "00", "x", "n", "wk_x"));
   // The rightful worker still gets in.
   EXPECT_TRUE(redeem(token, "csr"));
 }

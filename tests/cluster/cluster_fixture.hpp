@@ -71,10 +71,11 @@ protected:
   }
 
   /// Starts a worker joining the current control plane (or `join_port`).
-  worker_daemon& start_worker(int n = 0, uint16_t join_port = 0) {
+  worker_daemon& start_worker(int n = 0, uint16_t join_port = 0,
+                              const std::vector<std::string>& extra = {}) {
     auto port = join_port != 0 ? join_port : control_->cluster_port;
     auto started =
-      cluster::start_worker(paths_, worker_dir(n), port, "clue2e-" + std::to_string(n));
+      cluster::start_worker(paths_, worker_dir(n), port, "clue2e-" + std::to_string(n), extra);
     EXPECT_TRUE(started);
     workers_.push_back(started ? std::move(*started) : worker_daemon{});
     workers_.back().data_dir = worker_dir(n);

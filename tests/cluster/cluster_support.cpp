@@ -149,16 +149,40 @@ std::optional<control_daemon> start_control(const cluster_paths& paths, const st
   return std::nullopt;
 }
 
+std::vector<std::string> worker_args(const std::string& data_dir, uint16_t join_port,
+                                     const std::string& name,
+                                     const std::vector<std::string>& extra) {
+  std::vector<std::string> args{
+    "worker",      "--join",         "127.0.0.1:" + std::to_string(join_port),
+    "--data-dir",  data_dir,         "--data-listen",
+    "127.0.0.1:0", "--name",         name,
+    "--instance",  "clue2e",         "--veth-prefix",
+    "ce",          "--address-pool", "10.205.0.0/16",
+    "--uid-base",  "800000000",      "--image-size-mb",
+    "4096"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+command_result run_airlockd(const cluster_paths& paths, const std::vector<std::string>& args,
+                            milliseconds bound) {
+  command_result out;
+  auto process = spawn_airlockd(paths, args, "run");
+  if (!process)
+    return out;
+  while (auto line = process->read_line(bound))
+    out.out += *line + "\n";
+  out.exit_code = process->wait_exit(bound);
+  out.err = read_file(process->stderr_path());
+  return out;
+}
+
 std::optional<worker_daemon> start_worker(const cluster_paths& paths, const std::string& data_dir,
-                                          uint16_t join_port, const std::string& name) {
+                                          uint16_t join_port, const std::string& name,
+                                          const std::vector<std::string>& extra) {
   worker_daemon out;
   out.data_dir = data_dir;
-  out.process = spawn_airlockd(
-    paths,
-    {"worker", "--join", "127.0.0.1:" + std::to_string(join_port), "--data-dir", data_dir,
-     "--data-listen", "127.0.0.1:0", "--name", name, "--instance", "clue2e", "--veth-prefix", "ce",
-     "--address-pool", "10.205.0.0/16", "--uid-base", "800000000", "--image-size-mb", "4096"},
-    "worker");
+  out.process = spawn_airlockd(paths, worker_args(data_dir, join_port, name, extra), "worker");
   if (!out.process)
     return std::nullopt;
   while (auto line = out.process->read_line()) {

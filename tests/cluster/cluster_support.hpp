@@ -90,9 +90,28 @@ struct cluster_paths {
 std::optional<control_daemon> start_control(const cluster_paths& paths, const std::string& data_dir,
                                             uint16_t cluster_port);
 
-/// Starts `airlockd worker --join 127.0.0.1:<join_port>` named `name`.
+/// The command line of `airlockd worker --join 127.0.0.1:<join_port>` named
+/// `name` with the e2e tests' sandbox host settings, then `extra`.
+std::vector<std::string> worker_args(const std::string& data_dir, uint16_t join_port,
+                                     const std::string& name,
+                                     const std::vector<std::string>& extra = {});
+
+/// Starts `airlockd worker` (worker_args).
 std::optional<worker_daemon> start_worker(const cluster_paths& paths, const std::string& data_dir,
-                                          uint16_t join_port, const std::string& name);
+                                          uint16_t join_port, const std::string& name,
+                                          const std::vector<std::string>& extra = {});
+
+/// How a command that runs to its end ended.
+struct command_result {
+  std::optional<int> exit_code; ///< nullopt: it did not exit within the bound
+  std::string out;
+  std::string err;
+};
+
+/// Runs `airlockd args...` (in the daemons' environment, so with their CLI
+/// config) to its end, bounded by `bound`.
+command_result run_airlockd(const cluster_paths& paths, const std::vector<std::string>& args,
+                            milliseconds bound = milliseconds(60'000));
 
 /// SIGTERM (or SIGKILL when `kill`) and reap; true when it exited in time.
 bool stop_process(child_process& process, bool kill = false);

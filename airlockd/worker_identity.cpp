@@ -1,0 +1,171 @@
+#include "airlockd/worker_identity.hpp"
+
+#include <ctime>
+#include <sys/stat.h>
+#include <tuple>
+
+#include <nlohmann/json.hpp>
+
+#include "actors/join_tokens.hpp"
+#include "airlockd/certificate_authorities.hpp"
+#include "airlockd/http_call.hpp"
+#include "crypto/cluster_certificates.hpp"
+#include "schema/atomic_file.hpp"
+
+namespace airlock::airlockd {
+
+namespace {
+
+using nlohmann::json;
+
+/// What a CSR names: the issuer chooses the worker id, so any member name does.
+constexpr std::string_view requested_name = "joining-worker";
+
+bool exists(const std::string& path) {
+  struct stat info {};
+  return ::stat(path.c_str(), &info) == 0;
+}
+
+worker_identity paths_in(const std::string& data_dir) {
+  const std::string dir = data_dir + "/cluster";
+  worker_identity id;
+  id.key_path = dir + "/worker.key";
+  id.cert_path = dir + "/worker.crt";
+  id.control_ca_path = dir + "/control-ca.crt";
+  id.worker_ca_path = dir + "/worker-ca.crt";
+  return id;
+}
+
+int64_t now_s() { return static_cast<int64_t>(std::time(nullptr)); }
+
+/// The stored identity, checked: the key is the certificate's and the
+/// certificate chains to the worker CA stored beside it.
+result<worker_identity> load(worker_identity id) {
+  auto key = read_file(id.key_path, true);
+  if (!key)
+    return key.error();
+  auto cert = read_file(id.cert_path, false);
+  auto worker_ca = read_file(id.worker_ca_path, false);
+  if (!cert)
+    return cert.error();
+  if (!worker_ca)
+    return worker_ca.error();
+  if (!exists(id.control_ca_path))
+    return make_status(errc::corrupt_record, id.control_ca_path + " is missing");
+  if (!crypto::key_matches_certificate(*key, *cert))
+    return make_status(errc::corrupt_record,
+                       id.key_path + " is not the key of " + id.cert_path
+                         + "; remove the cluster directory and join again with a new token");
+  auto member = crypto::verify_member_certificate(*worker_ca, *cert, now_s());
+  if (!member)
+    return make_status(errc::permission_denied,
+                       id.cert_path + ": " + member.error().message
+                         + "; remove the cluster directory and join again with a new token");
+  id.worker_id = member->name;
+  id.not_after_s = member->not_after_s;
+  return id;
+}
+
+/// The control plane's {"error": {"message"}} or, failing that, the body.
+std::string refusal_of(const http_answer& answer) {
+  auto parsed = json::parse(answer.body, nullptr, false);
+  if (parsed.is_object() && parsed.contains("error") && parsed["error"].is_object())
+    return parsed["error"].value("message", answer.body);
+  return "HTTP " + std::to_string(answer.status) + ": " + answer.body.substr(0, 200);
+}
+
+result<worker_identity> join(worker_identity id, const join_request& request,
+                             const actors::logger& log) {
+  auto token = actors::parse_join_token(request.token);
+  if (!token)
+    return token.error();
+  auto key = crypto::generate_key_pem();
+  if (!key)
+    return key.error();
+  auto csr = crypto::create_csr(*key, requested_name);
+  if (!csr)
+    return csr.error();
+  const std::string mac_key = token->mac_key();
+  json body{{"token_id", token->token_id},
+            {"csr", *csr},
+            {"name", request.name},
+            {"mac", actors::join_request_mac(mac_key, token->token_id, *csr, request.name)}};
+  log.info("joining the cluster with a token",
+           {{"control_url", request.control_url}, {"token_id", token->token_id}});
+  auto answer =
+    http_call(request.control_url, "POST", "/v1/cluster/join", body.dump(), {}, request.timeout);
+  if (!answer)
+    return answer.error();
+  if (answer->status != 201)
+    return make_status(
+      answer->status == 401 || answer->status == 403 ? errc::permission_denied : errc::unavailable,
+      "the control plane at " + request.control_url + " refused the join: " + refusal_of(*answer));
+  auto reply = json::parse(answer->body, nullptr, false);
+  auto text = [&reply](const char* field) {
+    return reply.is_object() && reply.contains(field) && reply[field].is_string()
+             ? reply[field].get<std::string>()
+             : std::string{};
+  };
+  const std::string worker_id = text("worker_id");
+  const std::string certificate = text("certificate");
+  const std::string worker_ca = text("worker_ca");
+  const std::string control_ca = text("control_ca");
+  const uint16_t cluster_port = reply.is_object() && reply.contains("cluster_port")
+                                    && reply["cluster_port"].is_number_unsigned()
+                                  ? reply["cluster_port"].get<uint16_t>()
+                                  : 0;
+  // Nothing of the answer is trusted before these checks.
+  if (!actors::join_mac_equal(actors::join_answer_mac(mac_key, worker_id, certificate, worker_ca,
+                                                      control_ca, cluster_port),
+                              text("mac")))
+    return make_status(errc::permission_denied,
+                       "the answer from " + request.control_url
+                         + " is not signed with the token's key: it is not the control plane "
+                           "that made the token");
+  auto fingerprint = crypto::public_key_fingerprint(control_ca);
+  if (!fingerprint || *fingerprint != "sha256:" + token->ca_sha256)
+    return make_status(errc::permission_denied,
+                       "the control plane at " + request.control_url + " has CA "
+                         + (fingerprint ? *fingerprint : std::string("(none)"))
+                         + " but the token pins sha256:" + token->ca_sha256
+                         + ": the token was made for another control plane");
+  auto member = crypto::verify_member_certificate(worker_ca, certificate, now_s());
+  if (!member || member->name != worker_id || !crypto::key_matches_certificate(*key, certificate))
+    return make_status(errc::permission_denied,
+                       "the certificate from " + request.control_url
+                         + " is not a worker certificate for this worker's key");
+  // The key first: a certificate on disk always has its key beside it.
+  if (auto made = make_private_directories(id.key_path.substr(0, id.key_path.rfind('/'))); !made)
+    return made;
+  for (const auto& [path, bytes, mode] :
+       {std::tuple{id.key_path, *key, 0600}, std::tuple{id.cert_path, certificate, 0644},
+        std::tuple{id.worker_ca_path, worker_ca, 0644},
+        std::tuple{id.control_ca_path, control_ca, 0644}})
+    if (auto saved = write_file_atomically(path, bytes, static_cast<mode_t>(mode)); !saved)
+      return saved;
+  id.worker_id = worker_id;
+  id.not_after_s = member->not_after_s;
+  log.info("joined the cluster", {{"worker_id", worker_id}, {"control_url", request.control_url}});
+  return id;
+}
+
+} // namespace
+
+result<std::optional<worker_identity>>
+load_or_join(const std::string& data_dir, const join_request& request, const actors::logger& log) {
+  auto id = paths_in(data_dir);
+  if (exists(id.cert_path) || exists(id.key_path)) {
+    auto loaded = load(std::move(id));
+    if (!loaded)
+      return loaded.error();
+    return std::optional<worker_identity>(std::move(*loaded));
+  }
+  if (request.token.empty())
+    return std::optional<worker_identity>();
+  auto joined = join(std::move(id), request, log);
+  if (!joined)
+    return joined.error();
+  return std::optional<worker_identity>(std::move(*joined));
+}
+
+} // namespace airlock::airlockd
