@@ -61,9 +61,9 @@ TEST_F(join_tokens_test, an_expired_token_is_refused_and_says_so) {
 
 TEST_F(join_tokens_test, a_wrong_mac_or_unknown_id_is_one_answer_and_consumes_nothing) {
   auto token = create();
-  auto forged = book.redeem(token.token_id,
-                            join_request_mac("not the key", token.token_id, "csr", "n"), "csr",
-                            "n", "wk_x");
+  auto forged =
+    book.redeem(token.token_id, join_request_mac("not the key", token.token_id, "csr", "n"), "csr",
+                "n", "wk_x");
   ASSERT_FALSE(forged);
   EXPECT_EQ(forged.error().code, errc::unauthenticated);
   // A MAC of other parts than those presented (a swapped CSR) is refused too.
