@@ -3,6 +3,7 @@
 // --join, registers its node actor and serves its sandboxes' data plane on
 // --data-listen. They talk only through CAF remote actors (cluster_protocol).
 
+#include <caf/openssl/manager.hpp>
 #include <caf/send.hpp>
 
 #include <unistd.h>
@@ -28,12 +29,21 @@ int run_control(const control_options& options, stop_signals& signals, std::ostr
   daemon_spec spec{"control", options.data_dir, "state", options.listen,
                    listener_options(options.http, options.control)};
   daemon_steps steps;
+  std::optional<cluster_authorities> authorities;
   steps.before_listen = [&](storage::kv_store& store) {
+    // The cluster link is mutual TLS: the authorities come first.
+    auto loaded = load_or_create_cluster_authorities(absolute_path(options.data_dir));
+    if (!loaded)
+      return make_status(loaded.code(), "cannot load the cluster's certificate authorities: "
+                                          + loaded.error().message);
+    authorities = std::move(*loaded);
+    engine.use_cluster_tls(
+      {authorities->control_cert_path, authorities->control_key_path, authorities->worker_ca_path});
     auto& system = engine.start_system();
     engine.on_stop([&control] { control.stop(); });
     control.configure(options.control);
-    if (auto started =
-          control.start(system, store, absolute_path(options.data_dir), options.cluster_listen);
+    if (auto started = control.start(system, store, absolute_path(options.data_dir),
+                                     options.cluster_listen, &*authorities);
         !started)
       return started;
     verifier->set(verifier_for(control.signer().public_key(), log));
@@ -108,8 +118,12 @@ int run_worker(const worker_options& options, stop_signals& signals, std::ostrea
       return loaded.error();
     identity = std::move(*loaded);
     if (!identity)
-      log.warn("this worker has no cluster certificate and joins without one; give it a join "
-               "token (--token, --control-url) to join as an authenticated member");
+      return make_status(errc::permission_denied,
+                         "this worker has no cluster certificate yet: give it a join token "
+                         "(`airlockd token create` on the control plane) with --token TOKEN "
+                         "--control-url http://CONTROL:PORT");
+    system_host.use_cluster_tls(
+      {identity->cert_path, identity->key_path, identity->control_ca_path});
     auto& system = system_host.start_system();
     system_host.on_stop([&worker, &join] {
       if (join)
@@ -148,7 +162,8 @@ int run_worker(const worker_options& options, stop_signals& signals, std::ostrea
     if (!registration)
       return registration.error();
     join = join_cluster(system_host.system(), options.join, std::move(*registration), worker, clock,
-                        verifier, nullptr, log);
+                        verifier, nullptr, log, {},
+                        system_host.system().openssl_manager().actor_handle());
     out << "joining " << gateway::to_string(options.join) << std::endl;
     return status::ok();
   };

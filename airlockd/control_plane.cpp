@@ -19,7 +19,8 @@ control_plane::~control_plane() { stop(); }
 
 status control_plane::start(caf::actor_system& system, storage::kv_store& store,
                             const std::string& data_dir,
-                            const std::optional<gateway::endpoint>& cluster_listen) {
+                            const std::optional<gateway::endpoint>& cluster_listen,
+                            const cluster_authorities* authorities) {
   system_ = &system;
   if (auto made = ensure_private_directory(data_dir + "/keys"); !made)
     return made;
@@ -73,7 +74,9 @@ status control_plane::start(caf::actor_system& system, storage::kv_store& store,
   gateway::describe_control_metrics(metrics_);
   if (cluster_listen) {
     auto port =
-      scheduler::publish_scheduler(system, scheduler_, cluster_listen->host, cluster_listen->port);
+      scheduler::publish_scheduler(system, scheduler_, cluster_listen->host, cluster_listen->port,
+                                   authorities != nullptr ? scheduler::cluster_transport::tls
+                                                          : scheduler::cluster_transport::plain);
     if (!port)
       return make_status(port.code(), "cannot listen for workers on "
                                         + gateway::to_string(*cluster_listen) + ": "
@@ -81,12 +84,10 @@ status control_plane::start(caf::actor_system& system, storage::kv_store& store,
     cluster_port_ = *port;
     log_.info("listening for workers",
               {{"address", cluster_listen->host + ":" + std::to_string(cluster_port_)}});
-    // Admission: the cluster's authorities and the join tokens (the routes
-    // answer 404 without them, as in `serve`).
-    auto authorities = load_or_create_cluster_authorities(data_dir);
-    if (!authorities)
-      return make_status(authorities.code(), "cannot load the cluster's certificate authorities: "
-                                               + authorities.error().message);
+  }
+  if (cluster_listen && authorities != nullptr) {
+    // Admission: the join tokens (the routes answer 404 without them, as in
+    // `serve`).
     join_tokens_ = std::make_unique<actors::join_token_book>(store, clock_);
     auto admission = std::make_shared<gateway::cluster_admission>();
     admission->tokens = join_tokens_.get();
@@ -105,7 +106,6 @@ status control_plane::start(caf::actor_system& system, storage::kv_store& store,
       log.warn("refused a worker's join", {{"reason", std::string(reason)}, {"error", message}});
     };
     admission_ = std::move(admission);
-    authorities_ = std::move(*authorities);
   }
   return status::ok();
 }

@@ -64,8 +64,13 @@ public:
   /// scheduler (which issues each worker's egress intermediate) and the
   /// procedures. With `cluster_listen`, publishes the scheduler there (the
   /// system must have the middleman). Blocking: call from set-up code.
+  /// With `authorities` the scheduler is published over mutual TLS (the
+  /// system must have been configured with their files: cluster_tls_files)
+  /// and workers are admitted with join tokens; without, in plain CAF (the
+  /// actors' protocol tests only).
   status start(caf::actor_system& system, storage::kv_store& store, const std::string& data_dir,
-               const std::optional<gateway::endpoint>& cluster_listen);
+               const std::optional<gateway::endpoint>& cluster_listen,
+               const cluster_authorities* authorities = nullptr);
 
   /// Exits every actor it spawned. Idempotent.
   void stop();
@@ -130,8 +135,7 @@ private:
   actors::audit_actor audit_;
   actors::credential_actor credentials_;
   uint16_t cluster_port_ = 0;
-  /// With a cluster listener: its authorities, join tokens and admission.
-  std::optional<cluster_authorities> authorities_;
+  /// With a cluster listener over TLS: join tokens and admission.
   std::unique_ptr<actors::join_token_book> join_tokens_;
   std::shared_ptr<const gateway::cluster_admission> admission_;
 };

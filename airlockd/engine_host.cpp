@@ -1,10 +1,12 @@
 #include "airlockd/engine_host.hpp"
 
+#include <caf/openssl/manager.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
 #include <chrono>
 
+#include "schema/assert.hpp"
 #include "worker/message_types.hpp"
 
 namespace airlock::airlockd {
@@ -15,6 +17,14 @@ engine_host::engine_host(engine_host_options options, const actors::logger& log)
   worker::add_worker_message_types(config_);
   if (options_.cluster)
     actors::use_middleman(config_);
+}
+
+void engine_host::use_cluster_tls(const cluster_tls_files& files) {
+  AIRLOCK_ASSERT(!system_ && options_.cluster, "use_cluster_tls before start_system, in a cluster");
+  config_.load<caf::openssl::manager>();
+  config_.openssl_certificate = files.certificate;
+  config_.openssl_key = files.key;
+  config_.openssl_cafile = files.cafile;
 }
 
 caf::actor_system& engine_host::start_system() {

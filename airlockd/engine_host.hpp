@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "actors/clock.hpp"
 #include "actors/log.hpp"
@@ -39,9 +40,21 @@ inline engine_host_options cluster_engine_options() {
   return options;
 }
 
+/// The files of this process's side of the cluster link's mutual TLS.
+struct cluster_tls_files {
+  std::string certificate; ///< PEM chain, this member's certificate first
+  std::string key;         ///< its key (0600)
+  std::string cafile;      ///< the one CA a peer's certificate must chain to
+};
+
 class engine_host {
 public:
   engine_host(engine_host_options options, const actors::logger& log);
+
+  /// Loads CAF's TLS module with `files` (re-read for every connection, so
+  /// replacing them atomically rotates them). Call before start_system,
+  /// with the cluster transport loaded.
+  void use_cluster_tls(const cluster_tls_files& files);
   ~engine_host(); ///< stops if still running
   engine_host(const engine_host&) = delete;
   engine_host& operator=(const engine_host&) = delete;

@@ -13,6 +13,8 @@ find_package(Boost 1.74 REQUIRED COMPONENTS program_options)  # Boost::program_o
 find_path(CAF_INCLUDE_DIR caf/all.hpp REQUIRED)
 find_library(CAF_CORE_LIBRARY caf_core REQUIRED)
 find_library(CAF_IO_LIBRARY caf_io REQUIRED)
+# The cluster link's mutual TLS (docs/cluster.md): libcaf-openssl0.17.
+find_library(CAF_OPENSSL_LIBRARY caf_openssl REQUIRED)
 add_library(caf::core UNKNOWN IMPORTED)
 set_target_properties(caf::core PROPERTIES IMPORTED_LOCATION "${CAF_CORE_LIBRARY}"
   INTERFACE_INCLUDE_DIRECTORIES "${CAF_INCLUDE_DIR}"
@@ -20,6 +22,9 @@ set_target_properties(caf::core PROPERTIES IMPORTED_LOCATION "${CAF_CORE_LIBRARY
 add_library(caf::io UNKNOWN IMPORTED)
 set_target_properties(caf::io PROPERTIES IMPORTED_LOCATION "${CAF_IO_LIBRARY}"
   INTERFACE_LINK_LIBRARIES caf::core)
+add_library(caf::openssl UNKNOWN IMPORTED)
+set_target_properties(caf::openssl PROPERTIES IMPORTED_LOCATION "${CAF_OPENSSL_LIBRARY}"
+  INTERFACE_LINK_LIBRARIES "caf::io;OpenSSL::SSL")
 
 if(TARGET RocksDB::rocksdb)
   set(AIRLOCK_ROCKSDB RocksDB::rocksdb)

@@ -14,13 +14,21 @@
 
 namespace airlock::scheduler {
 
+/// How the scheduler is published.
+enum class cluster_transport {
+  plain, ///< CAF's middleman: tests of the actors' protocol only
+  tls,   ///< caf::openssl: mutual TLS with the system's certificate files
+};
+
 /// Publishes `scheduler` on host:port (port 0: any free port) and returns the
 /// bound port. Precondition: `system` was configured with
-/// actors::use_middleman. Blocks the calling thread until the socket is bound:
+/// actors::use_middleman (and, for tls, with the TLS module and its
+/// certificate, key and CA files). Blocks the calling thread until the socket is bound:
 /// call it from setup code, never from an actor. Errors: invalid_argument
 /// (empty host, invalid handle), unavailable (the address is in use or cannot
 /// be bound).
 result<uint16_t> publish_scheduler(caf::actor_system& system, actors::scheduler_actor scheduler,
-                                   const std::string& host, uint16_t port);
+                                   const std::string& host, uint16_t port,
+                                   cluster_transport transport = cluster_transport::plain);
 
 } // namespace airlock::scheduler

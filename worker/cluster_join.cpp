@@ -123,7 +123,8 @@ void on_connect(self_ptr self, uint64_t session) {
     return join_scheduler(self, st.deps.local_scheduler);
   // The middleman runs the blocking TCP connect and handshake; this actor
   // only waits for its answer.
-  auto middleman = self->system().middleman().actor_handle();
+  auto middleman =
+    st.deps.connector ? st.deps.connector : self->system().middleman().actor_handle();
   self
     ->request(middleman, milliseconds(st.options.connect_timeout_ms), caf::connect_atom::value,
               st.options.host, st.options.port)

@@ -10,6 +10,7 @@
 
 #include <caf/actor_system.hpp>
 #include <caf/atom.hpp>
+#include <caf/io/middleman_actor.hpp>
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
@@ -68,6 +69,10 @@ struct cluster_join_deps {
   /// with no connection and no port anyone else could reach; `host` and
   /// `port` are then unused. Default: null (connect to host:port).
   actors::scheduler_actor local_scheduler;
+  /// Who makes the connection to host:port: the middleman's actor (plain
+  /// TCP) or the TLS module's (caf::openssl, mutual TLS with the files the
+  /// system was configured with). Default: null, the plain middleman.
+  caf::io::middleman_actor connector;
   /// Timestamps of heartbeats (sent_at_ms). Outlives the actor.
   const wall_clock* clock = nullptr;
   /// Optional: called in the join actor's context after each successful

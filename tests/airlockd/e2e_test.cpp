@@ -423,6 +423,22 @@ TEST_F(airlockd_host_e2e, a_worker_joins_control_and_is_ready_only_while_control
                                        "--name",
                                        "e2e-worker"};
   worker_args.insert(worker_args.end(), sandbox_host_flags.begin(), sandbox_host_flags.end());
+
+  // Without a certificate or a token the worker cannot join, and says how.
+  auto stranger = spawn(worker_args, environment());
+  ASSERT_TRUE(stranger);
+  EXPECT_EQ(stranger->wait_exit(), 1);
+  EXPECT_NE(read_file(stranger->stderr_path()).find("airlockd token create"), std::string::npos)
+    << read_file(stranger->stderr_path());
+
+  http_request token_request{
+    "POST", "/v1/cluster/tokens", {{"Authorization", "Bearer " + key}}, R"({"name":"e2e"})"};
+  auto token = http_call(http->host, http->port, token_request);
+  ASSERT_TRUE(token);
+  ASSERT_EQ(token->status, 201) << token->body;
+  worker_args.insert(worker_args.end(),
+                     {"--token", nlohmann::json::parse(token->body)["token"].get<std::string>(),
+                      "--control-url", "http://" + http->host + ":" + std::to_string(http->port)});
   auto worker = spawn(worker_args, environment());
   ASSERT_TRUE(worker);
   auto data = read_until_listening(*worker);

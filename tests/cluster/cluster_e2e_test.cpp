@@ -268,10 +268,14 @@ TEST_F(cluster_e2e, a_worker_serves_its_own_metrics_and_the_control_plane_stream
 }
 
 TEST_F(cluster_e2e, a_worker_is_ready_once_joined_and_takes_only_valid_control_plane_tokens) {
-  // Reserve a cluster port, then stop the control plane: the worker starts
-  // first and must wait for it.
+  // The worker joins once (it redeems its token for a certificate), then
+  // both stop: the worker starts first and must wait for the control plane.
   start_control();
   uint16_t cluster_port = control_->cluster_port;
+  start_worker(0);
+  ASSERT_TRUE(eventually([&] { return worker_in_state("clue2e-0", "ready"); }, rejoin_bound));
+  ASSERT_TRUE(stop_process(*workers_.back().process));
+  workers_.pop_back();
   ASSERT_TRUE(stop_process(*control_->process));
   auto& worker = start_worker(0, cluster_port);
   auto ready = call("GET", worker.url() + "/readyz", "");

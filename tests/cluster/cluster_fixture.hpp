@@ -8,6 +8,8 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
@@ -71,9 +73,18 @@ protected:
   }
 
   /// Starts a worker joining the current control plane (or `join_port`).
+  /// A worker without a certificate yet gets a join token first.
   worker_daemon& start_worker(int n = 0, uint16_t join_port = 0,
-                              const std::vector<std::string>& extra = {}) {
+                              std::vector<std::string> extra = {}) {
     auto port = join_port != 0 ? join_port : control_->cluster_port;
+    const bool has_token = std::find(extra.begin(), extra.end(), "--token") != extra.end();
+    if (!has_token && !std::filesystem::exists(worker_dir(n) + "/cluster/worker.crt")) {
+      auto token = call("POST", control_->url() + "/v1/cluster/tokens", key_,
+                        json{{"name", "clue2e-" + std::to_string(n)}}.dump());
+      EXPECT_EQ(token.status, 201) << token.raw;
+      extra.insert(extra.end(),
+                   {"--token", token.body.value("token", ""), "--control-url", control_->url()});
+    }
     auto started =
       cluster::start_worker(paths_, worker_dir(n), port, "clue2e-" + std::to_string(n), extra);
     EXPECT_TRUE(started);
