@@ -14,6 +14,7 @@
 #include "airlockd/hosting.hpp"
 #include "airlockd/worker_host.hpp"
 #include "airlockd/worker_identity.hpp"
+#include "crypto/cluster_certificates.hpp"
 #include "gateway/api_routes.hpp"
 #include "gateway/data_routes.hpp"
 #include "gateway/node_metrics.hpp"
@@ -161,9 +162,21 @@ int run_worker(const worker_options& options, stop_signals& signals, std::ostrea
     auto registration = worker.registration(worker_name(options), url_of(bound));
     if (!registration)
       return registration.error();
+    // Who this worker is, the control plane learns from its certificate and
+    // the signature its key makes for each registration.
+    auto certificate = read_file(identity->cert_path, false);
+    auto key = read_file(identity->key_path, true);
+    if (!certificate)
+      return certificate.error();
+    if (!key)
+      return key.error();
+    registration->certificate = std::move(*certificate);
+    auto prove = [key = std::move(*key)](const std::string& message) {
+      return crypto::sign_message(key, message);
+    };
     join = join_cluster(system_host.system(), options.join, std::move(*registration), worker, clock,
                         verifier, nullptr, log, {},
-                        system_host.system().openssl_manager().actor_handle());
+                        system_host.system().openssl_manager().actor_handle(), std::move(prove));
     out << "joining " << gateway::to_string(options.join) << std::endl;
     return status::ok();
   };

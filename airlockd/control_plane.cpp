@@ -1,5 +1,7 @@
 #include "airlockd/control_plane.hpp"
 
+#include <ctime>
+
 #include <caf/send.hpp>
 
 #include "actors/sandbox_procedures.hpp"
@@ -10,6 +12,7 @@
 #include "gateway/api_routes.hpp"
 #include "gateway/e2b_envd_routes.hpp"
 #include "gateway/e2b_routes.hpp"
+#include "crypto/cluster_certificates.hpp"
 #include "scheduler/cluster_listener.hpp"
 #include "scheduler/scheduler_actor.hpp"
 
@@ -56,6 +59,19 @@ status control_plane::start(caf::actor_system& system, storage::kv_store& store,
   };
   deps.credentials = credentials_;
   deps.audit = audit_;
+  if (authorities != nullptr)
+    deps.verify_member = [worker_ca = authorities->worker_ca.cert_pem](
+                           const std::string& certificate, const std::string& proof,
+                           const std::string& message) -> result<std::string> {
+      auto member = crypto::verify_member_certificate(worker_ca, certificate,
+                                                      static_cast<int64_t>(std::time(nullptr)));
+      if (!member)
+        return member.error();
+      if (!crypto::verify_message(certificate, message, proof))
+        return make_status(errc::permission_denied,
+                           "its registration is not signed by its certificate's key");
+      return member->name;
+    };
   metrics_.describe("airlock_cluster_registrations_refused_total",
                     "Worker registrations the scheduler refused, by reason.", "counter");
   deps.on_refused = [metrics = &metrics_, log = log_.with_component("scheduler")](

@@ -259,6 +259,63 @@ result<verified_member> verify_member_certificate(std::string_view ca_pem,
   return member;
 }
 
+namespace {
+
+struct md_ctx_free {
+  void operator()(EVP_MD_CTX* c) const { EVP_MD_CTX_free(c); }
+};
+
+} // namespace
+
+result<std::string> sign_message(std::string_view key_pem, std::string_view message) {
+  auto key = parse_private_key(key_pem);
+  if (!key)
+    return key.error();
+  std::unique_ptr<EVP_MD_CTX, md_ctx_free> context(EVP_MD_CTX_new());
+  size_t size = 0;
+  if (!context
+      || EVP_DigestSignInit(context.get(), nullptr, EVP_sha256(), nullptr, key->get()) != 1
+      || EVP_DigestSign(context.get(), nullptr, &size,
+                        reinterpret_cast<const unsigned char*>(message.data()), message.size())
+           != 1)
+    return ssl_failure(errc::internal, "signing failed");
+  std::string signature(size, '\0');
+  if (EVP_DigestSign(context.get(), reinterpret_cast<unsigned char*>(signature.data()), &size,
+                     reinterpret_cast<const unsigned char*>(message.data()), message.size())
+      != 1)
+    return ssl_failure(errc::internal, "signing failed");
+  signature.resize(size);
+  return schema::to_hex(signature);
+}
+
+bool verify_message(std::string_view cert_pem, std::string_view message,
+                    std::string_view signature_hex) {
+  if (signature_hex.size() % 2 != 0 || signature_hex.size() > 512)
+    return false;
+  std::string signature;
+  for (size_t i = 0; i < signature_hex.size(); i += 2) {
+    const int high = schema::hex_digit_value(signature_hex[i]);
+    const int low = schema::hex_digit_value(signature_hex[i + 1]);
+    if (high < 0 || low < 0)
+      return false;
+    signature.push_back(static_cast<char>(high * 16 + low));
+  }
+  auto certs = parse_certs(cert_pem);
+  if (!certs)
+    return false;
+  EVP_PKEY* key = X509_get0_pubkey(certs->front().get());
+  std::unique_ptr<EVP_MD_CTX, md_ctx_free> context(EVP_MD_CTX_new());
+  const bool valid =
+    key != nullptr && context
+    && EVP_DigestVerifyInit(context.get(), nullptr, EVP_sha256(), nullptr, key) == 1
+    && EVP_DigestVerify(context.get(), reinterpret_cast<const unsigned char*>(signature.data()),
+                        signature.size(), reinterpret_cast<const unsigned char*>(message.data()),
+                        message.size())
+         == 1;
+  ERR_clear_error();
+  return valid;
+}
+
 bool key_matches_certificate(std::string_view key_pem, std::string_view cert_pem) {
   auto key = parse_private_key(key_pem);
   auto certs = parse_certs(cert_pem);

@@ -69,6 +69,15 @@ struct verified_member {
 result<verified_member> verify_member_certificate(std::string_view ca_pem,
                                                   std::string_view cert_pem, int64_t now_s);
 
+/// A signature (hex, ECDSA with SHA-256) of `message` with `key_pem`.
+/// invalid_argument when the key does not parse.
+result<std::string> sign_message(std::string_view key_pem, std::string_view message);
+
+/// Whether `signature_hex` is a signature of `message` by the key of the
+/// first certificate of `cert_pem` (false for anything malformed).
+bool verify_message(std::string_view cert_pem, std::string_view message,
+                    std::string_view signature_hex);
+
 /// Whether `key_pem` is the private key of the first certificate of
 /// `cert_pem` (false when either does not parse).
 bool key_matches_certificate(std::string_view key_pem, std::string_view cert_pem);

@@ -206,11 +206,27 @@ caf::result<registration_ack> on_register(self_ptr self, schema::worker_registra
   };
   // A worker registers its own node: a handle it learned of another's would
   // let it stand in for that worker.
-  if (const auto& sender = self->current_sender();
-      node && sender && sender->node() != node.node() && !from_this_process(self))
+  const auto& sender = self->current_sender();
+  if (node && sender && sender->node() != node.node() && !from_this_process(self))
     return refuse("invalid", make_error(errc::permission_denied,
                                         "worker " + r.id.substr(0, 64)
                                           + " registered a node that is not on its own host"));
+  // Who the caller is comes from the certificate whose key signed this
+  // registration on this connection, never from the id it sends.
+  if (st.deps.verify_member && !from_this_process(self)) {
+    const std::string caller = sender ? caf::to_string(sender->node()) : std::string{};
+    auto member = st.deps.verify_member(r.certificate, r.proof,
+                                        schema::registration_proof_message(r.id, caller));
+    if (!member)
+      return refuse("identity", make_error(errc::permission_denied,
+                                           "worker " + r.id.substr(0, 64)
+                                             + " is refused: " + member.error().message));
+    if (*member != r.id)
+      return refuse("identity", make_error(errc::permission_denied,
+                                           "a certificate for " + member->substr(0, 64)
+                                             + " registers as " + member->substr(0, 64)
+                                             + " only, not as " + r.id.substr(0, 64)));
+  }
   if (auto refused = validate(st, r, node)) {
     const auto reason = refusal_reason(to_status(*refused).code);
     return refuse(reason, std::move(*refused));

@@ -17,6 +17,8 @@ struct WorkerRegistration {
   egressCaPublicKey @9 :Text;  # PEM: the key its egress intermediate CA is issued for
   defaultRequest @10 :Common.Resources;  # reserved for a sandbox that names no request
   memoryLimitPercent @11 :UInt32;        # sum of memory limits allowed, % of capacity
+  certificate @12 :Text;       # PEM: its cluster certificate, naming `id`
+  proof @13 :Text;             # hex signature by that certificate's key (docs/cluster.md)
 }
 
 struct WorkerHeartbeat {

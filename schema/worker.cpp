@@ -23,6 +23,8 @@ std::string encode(const worker_registration& r) {
     b.setVersion(r.version);
     b.setStartedAtMs(r.started_at_ms);
     b.setEgressCaPublicKey(r.egress_ca_public_key);
+    b.setCertificate(r.certificate);
+    b.setProof(r.proof);
     detail::fill_resources(b.initDefaultRequest(), r.default_request);
     b.setMemoryLimitPercent(r.memory_limit_percent);
   });
@@ -42,6 +44,8 @@ result<worker_registration> decode_worker_registration(std::string_view bytes) {
       r.version = detail::text(b.getVersion());
       r.started_at_ms = b.getStartedAtMs();
       r.egress_ca_public_key = detail::text(b.getEgressCaPublicKey());
+      r.certificate = detail::text(b.getCertificate());
+      r.proof = detail::text(b.getProof());
       r.default_request = detail::read_resources(b.getDefaultRequest());
       r.memory_limit_percent = b.getMemoryLimitPercent();
       return r;

@@ -44,8 +44,22 @@ struct worker_registration {
   /// How far the sum of its sandboxes' memory limits may exceed capacity, in
   /// percent of capacity.memory_mb. 0: unbounded.
   uint32_t memory_limit_percent = 0;
+  /// Its cluster certificate (PEM), naming `id`, and a signature with that
+  /// certificate's key over registration_proof_message: who holds the
+  /// certificate's key registers as the id it names, and nobody else.
+  /// Empty in `serve` (in-process, nothing to prove).
+  std::string certificate;
+  std::string proof;
   bool operator==(const worker_registration&) const = default;
 };
+
+/// What a registration's proof signs: the worker id and the CAF node the
+/// registration comes from, so that a proof cannot be replayed from another
+/// connection.
+inline std::string registration_proof_message(std::string_view worker_id,
+                                              std::string_view node) {
+  return "airlock worker registration\n" + std::string(worker_id) + "\n" + std::string(node);
+}
 
 struct worker_heartbeat {
   std::string worker_id;

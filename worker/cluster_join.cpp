@@ -73,6 +73,16 @@ void do_register(self_ptr self) {
   auto& st = self->state;
   st.registering = true;
   auto session = st.session;
+  if (st.deps.prove) {
+    // Bound to this process's node: the proof is worth nothing elsewhere.
+    auto proof = st.deps.prove(schema::registration_proof_message(
+      st.deps.registration.id, caf::to_string(self->system().node())));
+    if (!proof) {
+      reconnect_later(self);
+      return;
+    }
+    st.deps.registration.proof = std::move(*proof);
+  }
   self
     ->request(st.scheduler, milliseconds(st.options.request_timeout_ms),
               actors::sc_register_atom::value, st.deps.registration, st.deps.node)

@@ -73,6 +73,9 @@ struct cluster_join_deps {
   /// TCP) or the TLS module's (caf::openssl, mutual TLS with the files the
   /// system was configured with). Default: null, the plain middleman.
   caf::io::middleman_actor connector;
+  /// Signs a registration's proof (schema::registration_proof_message) with
+  /// the key of registration.certificate; empty: no proof (`serve`).
+  std::function<result<std::string>(const std::string& message)> prove;
   /// Timestamps of heartbeats (sent_at_ms). Outlives the actor.
   const wall_clock* clock = nullptr;
   /// Optional: called in the join actor's context after each successful

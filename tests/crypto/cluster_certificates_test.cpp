@@ -110,3 +110,23 @@ TEST_F(member_fixture, the_fingerprint_is_of_the_public_key_and_tells_cas_apart)
 
 } // namespace
 } // namespace airlock::crypto
+
+namespace airlock::crypto {
+namespace {
+
+TEST_F(member_fixture, a_signature_verifies_with_the_certificate_of_its_key_only) {
+  auto cert = *issue_member_certificate(ca, csr, "wk_a", 1);
+  auto signature = sign_message(key, "register wk_a");
+  ASSERT_TRUE(signature) << signature.error().message;
+  EXPECT_TRUE(verify_message(cert, "register wk_a", *signature));
+  EXPECT_FALSE(verify_message(cert, "register wk_b", *signature));
+  auto other_key = *generate_key_pem();
+  EXPECT_FALSE(verify_message(cert, "register wk_a", *sign_message(other_key, "register wk_a")));
+  EXPECT_FALSE(verify_message(cert, "register wk_a", "zz"));
+  EXPECT_FALSE(verify_message(cert, "register wk_a", ""));
+  EXPECT_FALSE(verify_message("garbage", "register wk_a", *signature));
+  EXPECT_FALSE(sign_message("garbage", "x"));
+}
+
+} // namespace
+} // namespace airlock::crypto
