@@ -8,11 +8,11 @@
 #include "actors/template_procedures.hpp"
 #include "airlockd/certificate_authorities.hpp"
 #include "airlockd/daemon.hpp"
+#include "crypto/cluster_certificates.hpp"
 #include "crypto/sealed_box.hpp"
 #include "gateway/api_routes.hpp"
 #include "gateway/e2b_envd_routes.hpp"
 #include "gateway/e2b_routes.hpp"
-#include "crypto/cluster_certificates.hpp"
 #include "scheduler/cluster_listener.hpp"
 #include "scheduler/scheduler_actor.hpp"
 

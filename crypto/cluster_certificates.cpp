@@ -273,8 +273,7 @@ result<std::string> sign_message(std::string_view key_pem, std::string_view mess
     return key.error();
   std::unique_ptr<EVP_MD_CTX, md_ctx_free> context(EVP_MD_CTX_new());
   size_t size = 0;
-  if (!context
-      || EVP_DigestSignInit(context.get(), nullptr, EVP_sha256(), nullptr, key->get()) != 1
+  if (!context || EVP_DigestSignInit(context.get(), nullptr, EVP_sha256(), nullptr, key->get()) != 1
       || EVP_DigestSign(context.get(), nullptr, &size,
                         reinterpret_cast<const unsigned char*>(message.data()), message.size())
            != 1)

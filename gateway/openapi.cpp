@@ -214,6 +214,18 @@ const std::map<doc_key, route_doc>& docs() {
     {{"POST", "/v1/api-keys"},
      {"Admin only: a new API key for {tenant_id}; shown once.", "api_key", 201, "json", "json"}},
     {{"GET", "/v1/workers"}, {"Admin only: the fleet.", "api_key", 200, "none", "json"}},
+    {{"POST", "/v1/cluster/tokens"},
+     {"Admin only (control): a single-use join token {ttl_s (60..604800, default 3600), name} "
+      "that pins the control-plane CA: 201 {token, token_id, name, expires_at, ca_fingerprint}.",
+      "api_key", 201, "json", "json"}},
+    {{"GET", "/v1/cluster/ca"},
+     {"The worker CA (PEM) that signs workers' certificates (control).", "api_key", 200, "none",
+      "text"}},
+    {{"POST", "/v1/cluster/join"},
+     {"A worker's join (control; no API key, a MAC under the token's key): {token_id, csr, name, "
+      "mac} -> 201 {worker_id, certificate, worker_ca, control_ca, cluster_port, mac}; 401 an "
+      "invalid token or MAC, 403 a spent or expired token, 400 a bad CSR.",
+      "none", 201, "json", "json"}},
     {{"POST", "/v1/workers/{id}/cordon"}, {"Later release: 501.", "api_key", 501, "none", "json"}},
     {{"POST", "/v1/workers/{id}/drain"}, {"Later release: 501.", "api_key", 501, "none", "json"}},
     {{"POST", "/v1/workers/{id}/uncordon"},

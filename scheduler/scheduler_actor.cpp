@@ -222,10 +222,10 @@ caf::result<registration_ack> on_register(self_ptr self, schema::worker_registra
                                            "worker " + r.id.substr(0, 64)
                                              + " is refused: " + member.error().message));
     if (*member != r.id)
-      return refuse("identity", make_error(errc::permission_denied,
-                                           "a certificate for " + member->substr(0, 64)
-                                             + " registers as " + member->substr(0, 64)
-                                             + " only, not as " + r.id.substr(0, 64)));
+      return refuse("identity",
+                    make_error(errc::permission_denied, "a certificate for " + member->substr(0, 64)
+                                                          + " registers as " + member->substr(0, 64)
+                                                          + " only, not as " + r.id.substr(0, 64)));
   }
   if (auto refused = validate(st, r, node)) {
     const auto reason = refusal_reason(to_status(*refused).code);
@@ -506,8 +506,21 @@ scheduler_actor::behavior_type scheduler(self_ptr self, scheduler_options option
         sandbox_id);
     },
     [self](actors::sc_audit_atom, std::vector<schema::audit_record>& records) -> caf::result<bool> {
-      if (!from_this_process(self) && calling_worker(self) == nullptr)
-        return make_error(errc::permission_denied, "audit records come only from workers");
+      if (!from_this_process(self)) {
+        const worker_entry* caller = calling_worker(self);
+        if (caller == nullptr)
+          return make_error(errc::permission_denied, "audit records come only from workers");
+        // A worker speaks for its own sandboxes only: one record about
+        // another's refuses the batch.
+        const auto& placed = self->state.placed;
+        for (const auto& record : records) {
+          auto on = placed.find(record.sandbox_id);
+          if (on == placed.end() || on->second != caller->registration.id)
+            return make_error(errc::permission_denied,
+                              "audit records of sandbox " + record.sandbox_id.substr(0, 64)
+                                + " come only from the worker it is placed on");
+        }
+      }
       return delegate_to<bool>(self, self->state.deps.audit, "audit log",
                                actors::au_append_atom::value, std::move(records));
     },

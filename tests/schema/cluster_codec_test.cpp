@@ -66,7 +66,9 @@ worker_view sample_worker_view() {
                     17,
                     "",
                     {2, 16, 8, 0},
-                    3200};
+                    3200,
+                    "",
+                    ""};
   x.state = "lost";
   x.allocated = {1000, 2048, 4096, 2};
   x.last_heartbeat_at_ms = 1700000000999;

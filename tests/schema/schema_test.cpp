@@ -179,7 +179,9 @@ TEST(worker_codec, round_trips_registration_and_heartbeat) {
                           123,
                           "-----BEGIN PUBLIC KEY-----\n...",
                           resources{2, 16, 8, 0},
-                          3200};
+                          3200,
+                          "-----BEGIN CERTIFICATE-----\n...",
+                          "3045abcd"};
   auto decoded = decode_worker_registration(encode(reg));
   ASSERT_TRUE(decoded);
   EXPECT_EQ(*decoded, reg);
