@@ -56,8 +56,7 @@ struct worker_registration {
 /// What a registration's proof signs: the worker id and the CAF node the
 /// registration comes from, so that a proof cannot be replayed from another
 /// connection.
-inline std::string registration_proof_message(std::string_view worker_id,
-                                              std::string_view node) {
+inline std::string registration_proof_message(std::string_view worker_id, std::string_view node) {
   return "airlock worker registration\n" + std::string(worker_id) + "\n" + std::string(node);
 }
 
