@@ -260,6 +260,7 @@ using sc_node_atom = caf::atom_constant<caf::atom("scnode")>;
 using sc_workers_atom = caf::atom_constant<caf::atom("scworkers")>;
 using sc_creds_atom = caf::atom_constant<caf::atom("sccreds")>;
 using sc_audit_atom = caf::atom_constant<caf::atom("scaudit")>;
+using sc_remove_atom = caf::atom_constant<caf::atom("scremove")>;
 using nd_egress_atom = caf::atom_constant<caf::atom("ndegress")>;
 using nd_metrics_atom = caf::atom_constant<caf::atom("ndmetrics")>;
 using nd_load_atom = caf::atom_constant<caf::atom("ndload")>;
@@ -466,6 +467,11 @@ using scheduler_actor = caf::typed_actor<
   /// Appends a worker's audit records. Errors: unavailable (no audit log),
   /// too_large. Not idempotent (a resend appends again).
   caf::replies_to<sc_audit_atom, std::vector<schema::audit_record>>::with<bool>,
+  /// Forgets worker `id` (the control plane's own callers only; its
+  /// certificate is revoked by the caller first). Errors: not_found,
+  /// wrong_state (it is not lost: stop it first). Its sandboxes'
+  /// reservations go with it.
+  caf::replies_to<sc_remove_atom, std::string>::with<bool>,
   /// Internal: marks workers lost whose last heartbeat is older than the
   /// heartbeat timeout, then schedules the next check.
   caf::reacts_to<sc_check_atom>>;

@@ -164,4 +164,41 @@ result<std::string> join_token_book::redeem(std::string_view token_id, std::stri
   return record->mac_key;
 }
 
+result<std::unique_ptr<revocation_list>> revocation_list::load(storage::kv_store& store,
+                                                               const wall_clock& clock) {
+  std::unique_ptr<revocation_list> list(new revocation_list(store, clock));
+  status failed = status::ok();
+  auto scanned = store.scan(storage::keyspace::revoked_workers, "", "",
+                            [&](std::string_view, std::string_view value) {
+                              auto record = schema::decode_revoked_worker(value);
+                              if (!record) {
+                                failed = record.error();
+                                return false;
+                              }
+                              list->revoked_.insert(record->worker_id);
+                              return true;
+                            });
+  if (!scanned)
+    return scanned;
+  if (!failed)
+    return failed;
+  return list;
+}
+
+status revocation_list::revoke(const std::string& worker_id) {
+  schema::revoked_worker_record record{worker_id, clock_.now_ms()};
+  if (auto saved =
+        store_.put(storage::keyspace::revoked_workers, worker_id, schema::encode(record));
+      !saved)
+    return saved;
+  std::lock_guard lock(mutex_);
+  revoked_.insert(worker_id);
+  return status::ok();
+}
+
+bool revocation_list::is_revoked(const std::string& worker_id) const {
+  std::lock_guard lock(mutex_);
+  return revoked_.count(worker_id) != 0;
+}
+
 } // namespace airlock::actors

@@ -14,7 +14,9 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -89,6 +91,30 @@ private:
   storage::kv_store& store_;
   const wall_clock& clock_;
   std::mutex mutex_; ///< one redemption at a time: a token admits one worker
+};
+
+/// Removed workers, whose certificates (which name them) the control plane
+/// refuses. Loaded whole at construction (a fleet's removals are few);
+/// thread-safe: revoke blocks on a synced write, is_revoked never blocks on
+/// the store.
+class revocation_list {
+public:
+  /// Reads every revocation of `store`; corrupt_record or io_error.
+  static result<std::unique_ptr<revocation_list>> load(storage::kv_store& store,
+                                                       const wall_clock& clock);
+
+  /// Revokes `worker_id` for good (idempotent).
+  status revoke(const std::string& worker_id);
+  bool is_revoked(const std::string& worker_id) const;
+
+private:
+  revocation_list(storage::kv_store& store, const wall_clock& clock)
+      : store_(store), clock_(clock) {}
+
+  storage::kv_store& store_;
+  const wall_clock& clock_;
+  mutable std::mutex mutex_;
+  std::set<std::string, std::less<>> revoked_;
 };
 
 } // namespace airlock::actors

@@ -38,4 +38,8 @@ int run_token(std::span<const std::string> args, const process_env& env, std::os
 /// Usage of `airlockd token`.
 std::string token_usage();
 
+/// `airlockd worker remove ID`: DELETE /v1/workers/{id} at the control plane.
+int run_worker_remove(std::span<const std::string> args, const process_env& env, std::ostream& out,
+                      std::ostream& err);
+
 } // namespace airlock::airlockd

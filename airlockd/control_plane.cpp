@@ -59,19 +59,30 @@ status control_plane::start(caf::actor_system& system, storage::kv_store& store,
   };
   deps.credentials = credentials_;
   deps.audit = audit_;
-  if (authorities != nullptr)
-    deps.verify_member = [worker_ca = authorities->worker_ca.cert_pem](
-                           const std::string& certificate, const std::string& proof,
-                           const std::string& message) -> result<std::string> {
+  if (authorities != nullptr) {
+    auto revocations = actors::revocation_list::load(store, clock_);
+    if (!revocations)
+      return make_status(revocations.code(),
+                         "cannot read the revoked workers: " + revocations.error().message);
+    revocations_ = std::move(*revocations);
+    deps.verify_member =
+      [worker_ca = authorities->worker_ca.cert_pem,
+       revoked = revocations_.get()](const std::string& certificate, const std::string& proof,
+                                     const std::string& message) -> result<std::string> {
       auto member = crypto::verify_member_certificate(worker_ca, certificate,
                                                       static_cast<int64_t>(std::time(nullptr)));
       if (!member)
         return member.error();
+      if (revoked->is_revoked(member->name))
+        return make_status(errc::gone, "the certificate of " + member->name
+                                         + " was revoked when the worker was removed; a new "
+                                           "worker joins with a new token");
       if (!crypto::verify_message(certificate, message, proof))
         return make_status(errc::permission_denied,
                            "its registration is not signed by its certificate's key");
       return member->name;
     };
+  }
   metrics_.describe("airlock_cluster_registrations_refused_total",
                     "Worker registrations the scheduler refused, by reason.", "counter");
   deps.on_refused = [metrics = &metrics_, log = log_.with_component("scheduler")](
@@ -107,6 +118,7 @@ status control_plane::start(caf::actor_system& system, storage::kv_store& store,
     join_tokens_ = std::make_unique<actors::join_token_book>(store, clock_);
     auto admission = std::make_shared<gateway::cluster_admission>();
     admission->tokens = join_tokens_.get();
+    admission->revocations = revocations_.get();
     admission->worker_ca = authorities->worker_ca;
     admission->control_ca_pem = authorities->control_ca.cert_pem;
     admission->control_ca_fingerprint = authorities->control_ca_fingerprint;

@@ -137,6 +137,7 @@ private:
   uint16_t cluster_port_ = 0;
   /// With a cluster listener over TLS: join tokens and admission.
   std::unique_ptr<actors::join_token_book> join_tokens_;
+  std::unique_ptr<actors::revocation_list> revocations_;
   std::shared_ptr<const gateway::cluster_admission> admission_;
 };
 

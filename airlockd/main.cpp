@@ -70,6 +70,8 @@ int run(int argc, char** argv) {
         return al::run_control(options, signals, std::cout, log);
       });
   }
+  if (command == "worker" && !rest.empty() && rest[0] == "remove")
+    return al::run_worker_remove(rest.subspan(1), env, std::cout, std::cerr);
   if (command == "worker") {
     return run_command(
       command, rest, env, al::parse_worker,

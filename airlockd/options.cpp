@@ -279,6 +279,7 @@ std::string general_usage() {
          "  control   the control plane alone, for a cluster\n"
          "  worker    a worker that joins a control plane (--join HOST:PORT)\n"
          "  token     token create: a join token for one worker (control plane)\n"
+         "  worker remove ID   forget a lost worker and revoke its certificate\n"
          "  version   print the version and git commit\n\n"
          "Run 'airlockd COMMAND --help' for a command's flags.\n";
 }

@@ -79,6 +79,8 @@ struct api_options {
 /// /v1/cluster/tokens, GET /v1/cluster/ca and POST /v1/cluster/join.
 struct cluster_admission {
   actors::join_token_book* tokens = nullptr;
+  /// DELETE /v1/workers/{id} revokes the removed worker's certificate here.
+  actors::revocation_list* revocations = nullptr;
   crypto::key_and_cert worker_ca;     ///< signs the workers' certificates
   std::string control_ca_pem;         ///< what workers pin
   std::string control_ca_fingerprint; ///< "sha256:" + 64 hex digits

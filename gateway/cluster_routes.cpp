@@ -144,12 +144,34 @@ void join(api_ptr api, exchange_ptr ex) {
                                                     {"mac", answer_mac}}));
 }
 
+/// DELETE /v1/workers/{id} (admin): forgets a lost worker and revokes its
+/// certificate; its next connection is refused.
+void remove_worker(api_ptr api, exchange_ptr ex, caller who) {
+  const auto& cluster = api->deps.cluster;
+  if (!cluster)
+    return ex->respond(no_cluster());
+  if (!who.admin)
+    return ex->respond(json_error(http::status::forbidden, "permission_denied",
+                                  "only an admin key may remove workers"));
+  const std::string id(ex->path_param("id"));
+  call_actor(
+    *api->deps.system, api->deps.scheduler, api->call_timeout(),
+    [api, ex, id](bool) {
+      // Blocking (a synced write) on the I/O thread: removals are rare.
+      if (auto revoked = api->deps.cluster->revocations->revoke(id); !revoked)
+        return ex->respond(error_response(revoked));
+      ex->respond(json_response(http::status::ok, {{"id", id}, {"state", "removed"}}));
+    },
+    answer_error(ex), actors::sc_remove_atom::value, id);
+}
+
 } // namespace
 
 void add_cluster_routes(route_table& routes, const api_ptr& api, const route_options& json_body) {
   using http::verb;
   routes.add_async(verb::post, "/v1/cluster/tokens", authed(api, create_token), json_body);
   routes.add_async(verb::get, "/v1/cluster/ca", authed(api, get_ca));
+  routes.add_async(verb::delete_, "/v1/workers/{id}", authed(api, remove_worker));
   routes.add_async(
     verb::post, "/v1/cluster/join", [api](exchange_ptr ex) { join(api, std::move(ex)); },
     route_options{join_body_bytes_max});

@@ -214,6 +214,10 @@ const std::map<doc_key, route_doc>& docs() {
     {{"POST", "/v1/api-keys"},
      {"Admin only: a new API key for {tenant_id}; shown once.", "api_key", 201, "json", "json"}},
     {{"GET", "/v1/workers"}, {"Admin only: the fleet.", "api_key", 200, "none", "json"}},
+    {{"DELETE", "/v1/workers/{id}"},
+     {"Admin only (control): forget a lost worker and revoke its certificate: 200 {id, state: "
+      "removed}; 409 while it is ready (stop it first), 404 unknown.",
+      "api_key", 200, "none", "json"}},
     {{"POST", "/v1/cluster/tokens"},
      {"Admin only (control): a single-use join token {ttl_s (60..604800, default 3600), name} "
       "that pins the control-plane CA: 201 {token, token_id, name, expires_at, ca_fingerprint}.",

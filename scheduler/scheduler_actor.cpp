@@ -218,9 +218,10 @@ caf::result<registration_ack> on_register(self_ptr self, schema::worker_registra
     auto member = st.deps.verify_member(r.certificate, r.proof,
                                         schema::registration_proof_message(r.id, caller));
     if (!member)
-      return refuse("identity", make_error(errc::permission_denied,
-                                           "worker " + r.id.substr(0, 64)
-                                             + " is refused: " + member.error().message));
+      return refuse(
+        member.error().code == errc::gone ? "revoked" : "identity",
+        make_error(errc::permission_denied,
+                   "worker " + r.id.substr(0, 64) + " is refused: " + member.error().message));
     if (*member != r.id)
       return refuse("identity",
                     make_error(errc::permission_denied, "a certificate for " + member->substr(0, 64)
@@ -523,6 +524,26 @@ scheduler_actor::behavior_type scheduler(self_ptr self, scheduler_options option
       }
       return delegate_to<bool>(self, self->state.deps.audit, "audit log",
                                actors::au_append_atom::value, std::move(records));
+    },
+    [self](actors::sc_remove_atom, const std::string& worker_id) -> caf::result<bool> {
+      if (!from_this_process(self))
+        return not_for_workers("removing a worker");
+      auto& st = self->state;
+      auto i = st.workers.find(worker_id);
+      if (i == st.workers.end())
+        return make_error(errc::not_found, "no worker " + worker_id.substr(0, 64));
+      if (!i->second.lost && !i->second.node_down)
+        return make_error(errc::wrong_state,
+                          "worker " + worker_id.substr(0, 64)
+                            + " is ready: stop it and wait until it is lost, then remove it");
+      if (i->second.node) {
+        self->demonitor(i->second.node.address());
+        st.worker_of_node.erase(i->second.node.node());
+      }
+      for (auto p = st.placed.begin(); p != st.placed.end();)
+        p = p->second == worker_id ? st.placed.erase(p) : std::next(p);
+      st.workers.erase(i);
+      return true;
     },
     [self](actors::sc_check_atom) { on_check(self); },
   };

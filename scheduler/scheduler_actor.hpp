@@ -79,7 +79,7 @@ struct scheduler_deps {
   /// worker CA and is not revoked, and that `proof` is its key's signature of
   /// `message` (schema::registration_proof_message of the id and the
   /// caller's node); returns the worker id the certificate names, or
-  /// permission_denied naming the reason. Runs on the scheduler's thread (a
+  /// gone (revoked) or permission_denied naming the reason. Runs on the scheduler's thread (a
   /// signature check: cheap). Empty: identities are not checked (tests of
   /// the actors' protocol).
   std::function<result<std::string>(const std::string& certificate, const std::string& proof,
@@ -87,7 +87,7 @@ struct scheduler_deps {
     verify_member;
   /// Told of every refused registration, on the scheduler's thread: a short
   /// reason for a metric label ("invalid", "fleet_full", "id_in_use",
-  /// "egress_ca", "identity"), the worker id it claimed (cut to 64 bytes) and the
+  /// "egress_ca", "identity", "revoked"), the worker id it claimed (cut to 64 bytes) and the
   /// sentence the caller got. Must not block. Empty: not told.
   std::function<void(std::string_view reason, std::string_view worker_id,
                      const std::string& message)>

@@ -32,3 +32,11 @@ struct JoinTokenRecord {
   usedAtMs @6 :Int64;         # 0 while unused
   usedBy @7 :Text;            # the worker id it admitted
 }
+
+# A worker removed from the cluster: its certificate (which names it) is
+# refused from then on. Worker ids are never reused.
+struct RevokedWorker {
+  schemaVersion @0 :UInt16;
+  workerId @1 :Text;
+  revokedAtMs @2 :Int64;
+}

@@ -65,4 +65,23 @@ result<join_token_record> decode_join_token(std::string_view bytes) {
     });
 }
 
+std::string encode(const revoked_worker_record& r) {
+  return detail::to_bytes<cs::RevokedWorker>([&r](cs::RevokedWorker::Builder b) {
+    b.setSchemaVersion(revoked_worker_schema_version);
+    b.setWorkerId(r.worker_id);
+    b.setRevokedAtMs(r.revoked_at_ms);
+  });
+}
+
+result<revoked_worker_record> decode_revoked_worker(std::string_view bytes) {
+  return detail::from_bytes<cs::RevokedWorker, revoked_worker_record>(
+    bytes, revoked_worker_schema_version, "revoked worker",
+    [](cs::RevokedWorker::Reader b) -> result<revoked_worker_record> {
+      revoked_worker_record r;
+      r.worker_id = detail::text(b.getWorkerId());
+      r.revoked_at_ms = b.getRevokedAtMs();
+      return r;
+    });
+}
+
 } // namespace airlock::schema

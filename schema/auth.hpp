@@ -43,4 +43,16 @@ struct join_token_record {
 std::string encode(const join_token_record& record);
 result<join_token_record> decode_join_token(std::string_view bytes);
 
+inline constexpr uint16_t revoked_worker_schema_version = 1;
+
+/// A removed worker whose certificate is refused (schema/auth.capnp).
+struct revoked_worker_record {
+  std::string worker_id;
+  int64_t revoked_at_ms = 0;
+  bool operator==(const revoked_worker_record&) const = default;
+};
+
+std::string encode(const revoked_worker_record& record);
+result<revoked_worker_record> decode_revoked_worker(std::string_view bytes);
+
 } // namespace airlock::schema

@@ -99,6 +99,7 @@ std::string describe_compiled_schema() {
   describe(capnp::Schema::from<cs::ApiKeyRole>(), lines);
   describe(capnp::Schema::from<cs::ApiKeyRecord>(), lines);
   describe(capnp::Schema::from<cs::JoinTokenRecord>(), lines);
+  describe(capnp::Schema::from<cs::RevokedWorker>(), lines);
   describe(capnp::Schema::from<cs::GuestStart>(), lines);
   describe(capnp::Schema::from<cs::GuestStdin>(), lines);
   describe(capnp::Schema::from<cs::GuestCloseStdin>(), lines);

@@ -17,6 +17,7 @@ std::string_view to_string(keyspace space) noexcept {
     case keyspace::snapshots: return "snapshots";
     case keyspace::templates: return "templates";
     case keyspace::join_tokens: return "join_tokens";
+    case keyspace::revoked_workers: return "revoked_workers";
   }
   return "unknown";
 }

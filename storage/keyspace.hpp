@@ -21,12 +21,14 @@ enum class keyspace : uint8_t {
   snapshots,        ///< snapshot id -> schema::snapshot_record
   templates,        ///< template name -> schema::template_record
   join_tokens,      ///< token id -> schema::join_token_record
+  revoked_workers,  ///< worker id -> schema::revoked_worker_record
 };
 
-inline constexpr std::array<keyspace, 12> all_keyspaces{
-  keyspace::meta,      keyspace::operations, keyspace::active_ops, keyspace::idempotency_keys,
-  keyspace::sandboxes, keyspace::api_keys,   keyspace::workers,    keyspace::credentials,
-  keyspace::audit,     keyspace::snapshots,  keyspace::templates,  keyspace::join_tokens};
+inline constexpr std::array<keyspace, 13> all_keyspaces{
+  keyspace::meta,           keyspace::operations, keyspace::active_ops, keyspace::idempotency_keys,
+  keyspace::sandboxes,      keyspace::api_keys,   keyspace::workers,    keyspace::credentials,
+  keyspace::audit,          keyspace::snapshots,  keyspace::templates,  keyspace::join_tokens,
+  keyspace::revoked_workers};
 
 /// Column family name; never rename one (it is the on-disk name).
 std::string_view to_string(keyspace space) noexcept;

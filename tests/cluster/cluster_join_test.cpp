@@ -199,3 +199,50 @@ TEST_F(cluster_e2e, tokens_are_for_admins_with_bounded_lifetimes_and_the_ca_for_
 
 } // namespace
 } // namespace airlock::test::cluster
+
+namespace airlock::test::cluster {
+namespace {
+
+TEST_F(cluster_e2e, a_removed_worker_s_certificate_is_revoked_and_its_next_connection_refused) {
+  start_control();
+  auto& worker = start_worker(0);
+  ASSERT_TRUE(eventually([&] { return worker_in_state("clue2e-0", "ready"); }, rejoin_bound));
+  const std::string id = workers()["clue2e-0"]["id"];
+
+  // A ready worker is not removed; only an admin removes; unknown ids are 404.
+  auto early = run_airlockd(paths_, {"worker", "remove", id});
+  EXPECT_EQ(early.exit_code, 1);
+  EXPECT_NE(early.err.find("stop it"), std::string::npos) << early.err;
+  auto tenant =
+    call("POST", control_->url() + "/v1/api-keys", key_, json{{"tenant_id", "t1"}}.dump());
+  EXPECT_EQ(
+    call("DELETE", control_->url() + "/v1/workers/" + id, tenant.body.value("api_key", "")).status,
+    403);
+  EXPECT_EQ(call("DELETE", control_->url() + "/v1/workers/wk_unknown", key_).status, 404);
+  EXPECT_EQ(run_airlockd(paths_, {"worker", "remove"}).exit_code, 2);
+
+  ASSERT_TRUE(stop_process(*worker.process));
+  workers_.pop_back();
+  ASSERT_TRUE(eventually(
+    [&] {
+      auto removed = run_airlockd(paths_, {"worker", "remove", id});
+      return removed.exit_code == 0 && removed.out.find("revoked") != std::string::npos;
+    },
+    lost_within));
+  EXPECT_EQ(workers().count("clue2e-0"), 0u);
+
+  // Its certificate still chains to the CA, but the control plane refuses it.
+  auto& again = start_worker(0);
+  ASSERT_TRUE(eventually(
+    [&] {
+      return metric(control_->url(), key_,
+                    "airlock_cluster_registrations_refused_total{reason=\"revoked\"}")
+             >= 1;
+    },
+    rejoin_bound));
+  EXPECT_EQ(call("GET", again.url() + "/readyz", "").status, 503);
+  EXPECT_EQ(workers().count("clue2e-0"), 0u);
+}
+
+} // namespace
+} // namespace airlock::test::cluster
