@@ -148,7 +148,12 @@ def main():
                                   "port": r"listening on 127\.0\.0\.1:(\d+)",
                                   "cluster": r"cluster listening on 127\.0\.0\.1:(\d+)"})
         key, control_url = found["key"], "http://127.0.0.1:" + found["port"]
+        status, token = call_json(control_url + "/v1/cluster/tokens", "POST", key, {})
+        if status != 201:
+            raise RuntimeError("token create answered %d: %s" % (status, token))
+        join_started = time.monotonic()
         worker = daemon([airlockd, "worker", "--join", "127.0.0.1:" + found["cluster"],
+                         "--token", token["token"], "--control-url", control_url,
                          "--data-dir", data_dir + "/worker", "--data-listen", "127.0.0.1:0",
                          "--name", INSTANCE, "--instance", INSTANCE, "--veth-prefix", "rb",
                          "--address-pool", "10.207.0.0/16", "--uid-base", "820000000",
@@ -158,6 +163,8 @@ def main():
             w.get("state") == "ready"
             for w in (call_json(control_url + "/v1/workers", key=key)[1] or {}).get("items", [])),
                    STARTUP_S)
+        print("worker joined (token, CSR, certificate, mutual TLS, registration) in %.0f ms "
+              "from its start" % ((time.monotonic() - join_started) * 1000))
 
         status, created = call_json(control_url + "/v1/sandboxes", "POST", key,
                                     {"template": "minimal", "cpu_millis": 100, "memory_mb": 256,
