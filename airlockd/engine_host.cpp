@@ -1,6 +1,5 @@
 #include "airlockd/engine_host.hpp"
 
-#include <caf/openssl/manager.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
@@ -21,10 +20,7 @@ engine_host::engine_host(engine_host_options options, const actors::logger& log)
 
 void engine_host::use_cluster_tls(const cluster_tls_files& files) {
   AIRLOCK_ASSERT(!system_ && options_.cluster, "use_cluster_tls before start_system, in a cluster");
-  config_.load<caf::openssl::manager>();
-  config_.openssl_certificate = files.certificate;
-  config_.openssl_key = files.key;
-  config_.openssl_cafile = files.cafile;
+  actors::use_cluster_tls(config_, files);
 }
 
 caf::actor_system& engine_host::start_system() {

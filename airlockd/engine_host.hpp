@@ -13,6 +13,7 @@
 #include <string>
 
 #include "actors/clock.hpp"
+#include "actors/cluster_tls.hpp"
 #include "actors/log.hpp"
 #include "actors/operation_engine.hpp"
 #include "actors/system_config.hpp"
@@ -40,12 +41,7 @@ inline engine_host_options cluster_engine_options() {
   return options;
 }
 
-/// The files of this process's side of the cluster link's mutual TLS.
-struct cluster_tls_files {
-  std::string certificate; ///< PEM chain, this member's certificate first
-  std::string key;         ///< its key (0600)
-  std::string cafile;      ///< the one CA a peer's certificate must chain to
-};
+using actors::cluster_tls_files;
 
 class engine_host {
 public:

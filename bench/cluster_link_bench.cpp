@@ -23,6 +23,7 @@
 #include <optional>
 #include <string>
 
+#include "actors/cluster_tls.hpp"
 #include "actors/system_config.hpp"
 #include "bench/bench_flags.hpp"
 #include "crypto/cluster_certificates.hpp"
@@ -44,20 +45,14 @@ struct bench_options {
   std::exit(1);
 }
 
-struct tls_files {
-  std::string certificate, key, cafile;
-};
+using tls_files = actors::cluster_tls_files;
 
 /// An actor system with the middleman and, given files, CAF's TLS module.
 struct node {
   explicit node(const std::optional<tls_files>& tls) : config(actors::actor_system_options{2}) {
     actors::use_middleman(config);
-    if (tls) {
-      config.load<caf::openssl::manager>();
-      config.openssl_certificate = tls->certificate;
-      config.openssl_key = tls->key;
-      config.openssl_cafile = tls->cafile;
-    }
+    if (tls)
+      actors::use_cluster_tls(config, *tls);
     system = std::make_unique<caf::actor_system>(config);
   }
   actors::system_config config;

@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 
+#include "actors/cluster_tls.hpp"
 #include "actors/errors.hpp"
 #include "actors/join_tokens.hpp"
 #include "actors/system_config.hpp"
@@ -29,19 +30,13 @@ using std::chrono::seconds;
 /// An actor system of the attacker's: plain CAF, or CAF's TLS module with
 /// the given files.
 struct rogue_system {
-  struct tls_files {
-    std::string certificate, key, cafile;
-  };
+  using tls_files = actors::cluster_tls_files;
 
   explicit rogue_system(const std::optional<tls_files>& tls = std::nullopt)
       : config(actors::actor_system_options{1}) {
     actors::use_middleman(config);
-    if (tls) {
-      config.load<caf::openssl::manager>();
-      config.openssl_certificate = tls->certificate;
-      config.openssl_key = tls->key;
-      config.openssl_cafile = tls->cafile;
-    }
+    if (tls)
+      actors::use_cluster_tls(config, *tls);
     system = std::make_unique<caf::actor_system>(config);
   }
 
