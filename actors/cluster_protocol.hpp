@@ -261,6 +261,7 @@ using sc_workers_atom = caf::atom_constant<caf::atom("scworkers")>;
 using sc_creds_atom = caf::atom_constant<caf::atom("sccreds")>;
 using sc_audit_atom = caf::atom_constant<caf::atom("scaudit")>;
 using sc_remove_atom = caf::atom_constant<caf::atom("scremove")>;
+using sc_renew_atom = caf::atom_constant<caf::atom("screnew")>;
 using nd_egress_atom = caf::atom_constant<caf::atom("ndegress")>;
 using nd_metrics_atom = caf::atom_constant<caf::atom("ndmetrics")>;
 using nd_load_atom = caf::atom_constant<caf::atom("ndload")>;
@@ -472,6 +473,11 @@ using scheduler_actor = caf::typed_actor<
   /// wrong_state (it is not lost: stop it first). Its sandboxes'
   /// reservations go with it.
   caf::replies_to<sc_remove_atom, std::string>::with<bool>,
+  /// A registered worker's new certificate for the key of a certificate
+  /// signing request (PEM), naming the caller's own worker id whatever the
+  /// request says. Errors: permission_denied (not a registered worker),
+  /// invalid_argument (a bad request), unavailable (no issuer).
+  caf::replies_to<sc_renew_atom, std::string>::with<std::string>,
   /// Internal: marks workers lost whose last heartbeat is older than the
   /// heartbeat timeout, then schedules the next check.
   caf::reacts_to<sc_check_atom>>;

@@ -16,7 +16,6 @@ namespace {
 
 constexpr int root_valid_days = 3650;
 constexpr int intermediate_valid_days = 365;
-constexpr int member_valid_days = 90;
 
 bool exists(const std::string& path) {
   struct stat info {};
@@ -128,7 +127,8 @@ result<cluster_authorities> load_or_create_cluster_authorities(const std::string
     // certificate: that pair is made again.
     if (cert && crypto::key_matches_certificate(*key, *cert)) {
       auto member = crypto::verify_member_certificate(out.control_ca.cert_pem, *cert, now_s);
-      fresh = member && member->not_after_s - now_s > int64_t{member_valid_days} * 86400 / 3;
+      fresh =
+        member && member->not_after_s - now_s > int64_t{crypto::member_valid_days} * 86400 / 3;
     }
   }
   if (!fresh) {
@@ -139,7 +139,7 @@ result<cluster_authorities> load_or_create_cluster_authorities(const std::string
     if (!csr)
       return csr.error();
     auto cert = crypto::issue_member_certificate(out.control_ca, *csr, control_member_name,
-                                                 member_valid_days);
+                                                 crypto::member_valid_days);
     if (!cert)
       return cert.error();
     // The key first: a certificate on disk always has its key beside it.

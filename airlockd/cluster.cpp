@@ -4,17 +4,18 @@
 // --data-listen. They talk only through CAF remote actors (cluster_protocol).
 
 #include <caf/openssl/manager.hpp>
+#include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
 #include <unistd.h>
 
+#include "actors/errors.hpp"
 #include "airlockd/commands.hpp"
 #include "airlockd/control_plane.hpp"
 #include "airlockd/engine_host.hpp"
 #include "airlockd/hosting.hpp"
 #include "airlockd/worker_host.hpp"
 #include "airlockd/worker_identity.hpp"
-#include "crypto/cluster_certificates.hpp"
 #include "gateway/api_routes.hpp"
 #include "gateway/data_routes.hpp"
 #include "gateway/node_metrics.hpp"
@@ -111,6 +112,7 @@ int run_worker(const worker_options& options, stop_signals& signals, std::ostrea
   daemon_steps steps;
   steps.metrics = &listener_metrics;
   std::optional<worker_identity> identity;
+  std::unique_ptr<certificate_renewer> renewer;
   steps.before_listen = [&](storage::kv_store& store) {
     // The identity comes first: the cluster link is made with it.
     join_request request{options.token, options.control_url, worker_name(options)};
@@ -126,7 +128,8 @@ int run_worker(const worker_options& options, stop_signals& signals, std::ostrea
     system_host.use_cluster_tls(
       {identity->cert_path, identity->key_path, identity->control_ca_path});
     auto& system = system_host.start_system();
-    system_host.on_stop([&worker, &join] {
+    system_host.on_stop([&worker, &join, &renewer] {
+      renewer.reset(); // it asks the join actor: gone before it
       if (join)
         caf::anon_send_exit(join, caf::exit_reason::user_shutdown);
       worker.stop();
@@ -164,19 +167,25 @@ int run_worker(const worker_options& options, stop_signals& signals, std::ostrea
       return registration.error();
     // Who this worker is, the control plane learns from its certificate and
     // the signature its key makes for each registration.
-    auto certificate = read_file(identity->cert_path, false);
-    auto key = read_file(identity->key_path, true);
-    if (!certificate)
-      return certificate.error();
-    if (!key)
-      return key.error();
-    registration->certificate = std::move(*certificate);
-    auto prove = [key = std::move(*key)](const std::string& message) {
-      return crypto::sign_message(key, message);
-    };
+    auto credentials = member_credentials::load(*identity);
+    if (!credentials)
+      return credentials.error();
     join = join_cluster(system_host.system(), options.join, std::move(*registration), worker, clock,
                         verifier, nullptr, log, {},
-                        system_host.system().openssl_manager().actor_handle(), std::move(prove));
+                        system_host.system().openssl_manager().actor_handle(), *credentials);
+    // Renewed over the link before it expires; sessions and sandboxes stay.
+    renewer = std::make_unique<certificate_renewer>(
+      *credentials,
+      [&system_host, join](const std::string& csr) -> result<std::string> {
+        caf::scoped_actor self(system_host.system());
+        result<std::string> issued = make_status(errc::timeout, "no answer from the join actor");
+        self->request(join, std::chrono::seconds(30), worker::cj_renew_atom::value, csr)
+          .receive([&issued](std::string& certificate) { issued = std::move(certificate); },
+                   [&issued](caf::error& error) { issued = to_status(error); });
+        return issued;
+      },
+      options.cert_renew_before_days * 86400, std::chrono::seconds(options.cert_check_interval_s),
+      log);
     out << "joining " << gateway::to_string(options.join) << std::endl;
     return status::ok();
   };

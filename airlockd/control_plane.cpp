@@ -65,6 +65,10 @@ status control_plane::start(caf::actor_system& system, storage::kv_store& store,
       return make_status(revocations.code(),
                          "cannot read the revoked workers: " + revocations.error().message);
     revocations_ = std::move(*revocations);
+    deps.issue_member = [worker_ca = authorities->worker_ca](std::string_view csr,
+                                                             std::string_view worker_id) {
+      return crypto::issue_member_certificate(worker_ca, csr, worker_id, crypto::member_valid_days);
+    };
     deps.verify_member =
       [worker_ca = authorities->worker_ca.cert_pem,
        revoked = revocations_.get()](const std::string& certificate, const std::string& proof,

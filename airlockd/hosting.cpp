@@ -44,15 +44,17 @@ join_cluster(caf::actor_system& system, const gateway::endpoint& control,
              schema::worker_registration registration, worker_host& worker, const wall_clock& clock,
              std::shared_ptr<verifier_slot> verifier, std::shared_ptr<std::promise<void>> joined,
              const actors::logger& log, actors::scheduler_actor local_scheduler,
-             caf::io::middleman_actor connector,
-             std::function<result<std::string>(const std::string&)> prove) {
+             caf::io::middleman_actor connector, std::shared_ptr<member_credentials> credentials) {
   worker::cluster_join_options options;
   options.host = control.host;
   options.port = control.port;
   worker::cluster_join_deps deps;
   deps.local_scheduler = std::move(local_scheduler);
   deps.connector = std::move(connector);
-  deps.prove = std::move(prove);
+  if (credentials) {
+    deps.certificate = [credentials] { return credentials->certificate(); };
+    deps.prove = [credentials](const std::string& message) { return credentials->sign(message); };
+  }
   deps.registration = std::move(registration);
   deps.node = worker.node();
   deps.clock = &clock;

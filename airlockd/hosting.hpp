@@ -15,6 +15,7 @@
 #include "actors/cluster_protocol.hpp"
 #include "actors/log.hpp"
 #include "airlockd/worker_host.hpp"
+#include "airlockd/worker_identity.hpp"
 #include "gateway/attach_token.hpp"
 #include "gateway/data_routes.hpp"
 #include "gateway/endpoint.hpp"
@@ -65,13 +66,14 @@ std::shared_ptr<const gateway::token_verifier> verifier_for(const std::string& p
 /// (serve: no cluster port at all); every (re)join refreshes `verifier` and
 /// the worker's egress CA from the ack. `joined` is set on the first.
 /// `connector` makes the connection (the TLS module's actor; null: plain);
-/// `prove` signs the registration's proof (worker::cluster_join_deps).
+/// `credentials` give each registration the current certificate and sign
+/// its proof (worker::cluster_join_deps).
 worker::cluster_join_actor
 join_cluster(caf::actor_system& system, const gateway::endpoint& control,
              schema::worker_registration registration, worker_host& worker, const wall_clock& clock,
              std::shared_ptr<verifier_slot> verifier, std::shared_ptr<std::promise<void>> joined,
              const actors::logger& log, actors::scheduler_actor local_scheduler = {},
              caf::io::middleman_actor connector = {},
-             std::function<result<std::string>(const std::string&)> prove = {});
+             std::shared_ptr<member_credentials> credentials = nullptr);
 
 } // namespace airlock::airlockd

@@ -346,6 +346,18 @@ std::vector<option_spec<worker_options>> worker_specs() {
                    "certificate (data dir's cluster/)",
                    [](opts& o, std::string_view v) { return set_join_token(o.token, v); },
                    [](const opts&) { return std::string(); }, "none"});
+  specs.push_back({"cert-renew-before-days", "N",
+                   "renew the worker's certificate (over the cluster link) once fewer days are "
+                   "left",
+                   [](opts& o, std::string_view v) {
+                     return set_number<int64_t>(o.cert_renew_before_days, v, 1, 3650);
+                   },
+                   [](const opts& o) { return std::to_string(o.cert_renew_before_days); }});
+  specs.push_back({"cert-check-interval-s", "N", "how often the certificate's age is checked",
+                   [](opts& o, std::string_view v) {
+                     return set_number<uint32_t>(o.cert_check_interval_s, v, 1, 86400);
+                   },
+                   [](const opts& o) { return std::to_string(o.cert_check_interval_s); }});
   specs.push_back({"control-url", "URL",
                    "the control plane's API (http://HOST:PORT), where a worker with a token joins",
                    [](opts& o, std::string_view v) { return set_http_url(o.control_url, v); },

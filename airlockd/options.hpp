@@ -210,6 +210,11 @@ struct worker_options {
   std::string token;
   /// The control plane's API URL, where the token is redeemed. Default: none.
   std::string control_url;
+  /// Renew the certificate once less than this many days of it are left.
+  /// Default: 30 (of 90).
+  int64_t cert_renew_before_days = 30;
+  /// How often to check. Default: 3600.
+  uint32_t cert_check_interval_s = 3600;
   /// Default: info.
   actors::log_level log_level = actors::log_level::info;
   /// Default: see gateway::http_server_options.

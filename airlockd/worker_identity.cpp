@@ -168,4 +168,100 @@ load_or_join(const std::string& data_dir, const join_request& request, const act
   return std::optional<worker_identity>(std::move(*joined));
 }
 
+result<std::shared_ptr<member_credentials>>
+member_credentials::load(const worker_identity& identity) {
+  auto certificate = read_file(identity.cert_path, false);
+  auto key = read_file(identity.key_path, true);
+  auto worker_ca = read_file(identity.worker_ca_path, false);
+  if (!certificate)
+    return certificate.error();
+  if (!key)
+    return key.error();
+  if (!worker_ca)
+    return worker_ca.error();
+  std::shared_ptr<member_credentials> out(new member_credentials(identity));
+  out->certificate_ = std::move(*certificate);
+  out->key_ = std::move(*key);
+  out->worker_ca_ = std::move(*worker_ca);
+  out->not_after_s_ = identity.not_after_s;
+  return out;
+}
+
+std::string member_credentials::certificate() const {
+  std::lock_guard lock(mutex_);
+  return certificate_;
+}
+
+result<std::string> member_credentials::sign(const std::string& message) const {
+  std::lock_guard lock(mutex_);
+  return crypto::sign_message(key_, message);
+}
+
+int64_t member_credentials::not_after_s() const {
+  std::lock_guard lock(mutex_);
+  return not_after_s_;
+}
+
+status
+member_credentials::renew(const std::function<result<std::string>(const std::string& csr)>& issue) {
+  auto key = crypto::generate_key_pem();
+  if (!key)
+    return key.error();
+  auto csr = crypto::create_csr(*key, requested_name);
+  if (!csr)
+    return csr.error();
+  auto certificate = issue(*csr);
+  if (!certificate)
+    return certificate.error();
+  auto member = crypto::verify_member_certificate(worker_ca_, *certificate, now_s());
+  if (!member || member->name != identity_.worker_id
+      || !crypto::key_matches_certificate(*key, *certificate))
+    return make_status(errc::permission_denied,
+                       "the renewed certificate is not a certificate of this worker for its new "
+                       "key; the old one stays");
+  if (auto saved = write_file_atomically(identity_.key_path, *key, 0600); !saved)
+    return saved;
+  if (auto saved = write_file_atomically(identity_.cert_path, *certificate, 0644); !saved)
+    return saved;
+  std::lock_guard lock(mutex_);
+  key_ = std::move(*key);
+  certificate_ = std::move(*certificate);
+  not_after_s_ = member->not_after_s;
+  return status::ok();
+}
+
+certificate_renewer::certificate_renewer(std::shared_ptr<member_credentials> credentials,
+                                         issuer issue, int64_t renew_before_s,
+                                         std::chrono::milliseconds check_interval,
+                                         const actors::logger& log)
+    : credentials_(std::move(credentials)), issue_(std::move(issue)),
+      renew_before_s_(renew_before_s), check_interval_(check_interval),
+      log_(log.with_component("certificate")), thread_([this] { run(); }) {}
+
+certificate_renewer::~certificate_renewer() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+void certificate_renewer::run() {
+  std::unique_lock lock(mutex_);
+  while (!wake_.wait_for(lock, check_interval_, [this] { return stopping_; })) {
+    if (credentials_->not_after_s() - now_s() > renew_before_s_)
+      continue;
+    lock.unlock();
+    auto renewed = credentials_->renew(issue_);
+    if (renewed)
+      log_.info("renewed this worker's certificate",
+                {{"not_after_s", credentials_->not_after_s()}});
+    else
+      log_.warn("could not renew this worker's certificate; trying again at the next check",
+                {{"error", renewed.message}});
+    lock.lock();
+  }
+}
+
 } // namespace airlock::airlockd

@@ -8,8 +8,13 @@
 // pins.
 
 #include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "actors/log.hpp"
 #include "schema/errc.hpp"
@@ -41,5 +46,66 @@ struct join_request {
 /// together. Blocking: call from set-up code.
 result<std::optional<worker_identity>>
 load_or_join(const std::string& data_dir, const join_request& request, const actors::logger& log);
+
+/// The worker's certificate and key as they are now: read from its files
+/// at start, replaced when they are renewed. Thread-safe.
+class member_credentials {
+public:
+  /// Reads the files of `identity`; errors of reading them.
+  static result<std::shared_ptr<member_credentials>> load(const worker_identity& identity);
+
+  std::string certificate() const;
+  /// A signature of `message` with the current key (crypto::sign_message).
+  result<std::string> sign(const std::string& message) const;
+  /// Seconds since the epoch at which the current certificate expires.
+  int64_t not_after_s() const;
+
+  /// Makes a new key, has `issue` sign a certificate for it (a CSR in, the
+  /// certificate out), checks the answer (it chains to the worker CA, names
+  /// this worker, is for the new key) and replaces the files atomically,
+  /// key first: CAF reads both for each new connection, so open sessions
+  /// are untouched and a connection made between the two renames fails its
+  /// handshake and is retried. Blocking (fsync): call from a thread of its
+  /// own.
+  status renew(const std::function<result<std::string>(const std::string& csr)>& issue);
+
+private:
+  explicit member_credentials(worker_identity identity) : identity_(std::move(identity)) {}
+
+  worker_identity identity_;
+  mutable std::mutex mutex_;
+  std::string certificate_;
+  std::string key_;
+  std::string worker_ca_;
+  int64_t not_after_s_ = 0;
+};
+
+/// Renews a worker's certificate over the cluster link once less than
+/// `renew_before_s` of its life is left, checking every `check_interval`
+/// on a thread of its own; logs each renewal and each failure (retried at
+/// the next check). Stops (and joins) on destruction.
+class certificate_renewer {
+public:
+  using issuer = std::function<result<std::string>(const std::string& csr)>;
+  certificate_renewer(std::shared_ptr<member_credentials> credentials, issuer issue,
+                      int64_t renew_before_s, std::chrono::milliseconds check_interval,
+                      const actors::logger& log);
+  ~certificate_renewer();
+  certificate_renewer(const certificate_renewer&) = delete;
+  certificate_renewer& operator=(const certificate_renewer&) = delete;
+
+private:
+  void run();
+
+  std::shared_ptr<member_credentials> credentials_;
+  issuer issue_;
+  int64_t renew_before_s_;
+  std::chrono::milliseconds check_interval_;
+  actors::logger log_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
 
 } // namespace airlock::airlockd

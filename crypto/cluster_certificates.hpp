@@ -17,6 +17,10 @@
 
 namespace airlock::crypto {
 
+/// How long a member certificate is valid: renewed well before (workers
+/// over the link, the control plane at start).
+inline constexpr int member_valid_days = 90;
+
 /// The largest certificate signing request read (PEM bytes).
 inline constexpr size_t csr_pem_max = 8 * 1024;
 

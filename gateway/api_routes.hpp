@@ -26,6 +26,7 @@
 #include "actors/pool_actor.hpp"
 #include "actors/sandbox_registry.hpp"
 #include "crypto/certificates.hpp"
+#include "crypto/cluster_certificates.hpp"
 #include "gateway/api_json.hpp"
 #include "gateway/attach_token.hpp"
 #include "gateway/e2b_token_book.hpp"
@@ -85,7 +86,7 @@ struct cluster_admission {
   std::string control_ca_pem;         ///< what workers pin
   std::string control_ca_fingerprint; ///< "sha256:" + 64 hex digits
   uint16_t cluster_port = 0;          ///< where an admitted worker connects
-  int member_valid_days = 90;
+  int member_valid_days = crypto::member_valid_days;
   /// Counts and logs a refused join: reason, detail. Optional.
   std::function<void(std::string_view, const std::string&)> on_refused;
 };

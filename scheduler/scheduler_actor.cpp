@@ -545,6 +545,19 @@ scheduler_actor::behavior_type scheduler(self_ptr self, scheduler_options option
       st.workers.erase(i);
       return true;
     },
+    [self](actors::sc_renew_atom, const std::string& csr) -> caf::result<std::string> {
+      const worker_entry* caller = calling_worker(self);
+      if (caller == nullptr)
+        return make_error(errc::permission_denied,
+                          "certificates are renewed only for a registered worker, over its "
+                          "own connection");
+      if (!self->state.deps.issue_member)
+        return make_error(errc::unavailable, "this control plane issues no certificates");
+      auto issued = self->state.deps.issue_member(csr, caller->registration.id);
+      if (!issued)
+        return make_error(issued.error());
+      return std::move(*issued);
+    },
     [self](actors::sc_check_atom) { on_check(self); },
   };
 }

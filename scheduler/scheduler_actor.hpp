@@ -85,6 +85,11 @@ struct scheduler_deps {
   std::function<result<std::string>(const std::string& certificate, const std::string& proof,
                                     const std::string& message)>
     verify_member;
+  /// Signs a renewed certificate for the key of a CSR (PEM), naming
+  /// `worker_id` (sc_renew). Runs on the scheduler's thread (one
+  /// signature). Empty: renewals answer unavailable.
+  std::function<result<std::string>(std::string_view csr_pem, std::string_view worker_id)>
+    issue_member;
   /// Told of every refused registration, on the scheduler's thread: a short
   /// reason for a metric label ("invalid", "fleet_full", "id_in_use",
   /// "egress_ca", "identity", "revoked"), the worker id it claimed (cut to 64 bytes) and the

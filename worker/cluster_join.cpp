@@ -73,6 +73,8 @@ void do_register(self_ptr self) {
   auto& st = self->state;
   st.registering = true;
   auto session = st.session;
+  if (st.deps.certificate)
+    st.deps.registration.certificate = st.deps.certificate();
   if (st.deps.prove) {
     // Bound to this process's node: the proof is worth nothing elsewhere.
     auto proof = st.deps.prove(schema::registration_proof_message(
@@ -280,22 +282,20 @@ void flush_audit(self_ptr self) {
       });
 }
 
-caf::result<std::vector<schema::credential_grant>> fetch_credentials(self_ptr self,
-                                                                     const std::string& id) {
+/// Asks the connected scheduler `atom, x` and delivers its answer of type
+/// Answer; unavailable while not joined.
+template <class Answer, class Atom, class Argument>
+caf::result<Answer> ask_scheduler(self_ptr self, Atom atom, const Argument& x,
+                                  std::string_view what) {
   auto& st = self->state;
   if (!st.joined)
-    return make_error(errc::unavailable,
-                      "this worker is not joined to the control plane; credentials are "
-                      "unavailable until it reconnects");
-  auto promise = self->make_response_promise<std::vector<schema::credential_grant>>();
-  self
-    ->request(st.scheduler, milliseconds(st.options.request_timeout_ms),
-              actors::sc_creds_atom::value, id)
-    .then(
-      [promise](std::vector<schema::credential_grant>& grants) mutable {
-        promise.deliver(std::move(grants));
-      },
-      [promise](caf::error& error) mutable { promise.deliver(std::move(error)); });
+    return make_error(errc::unavailable, "this worker is not joined to the control plane; "
+                                           + std::string(what)
+                                           + " are unavailable until it reconnects");
+  auto promise = self->make_response_promise<Answer>();
+  self->request(st.scheduler, milliseconds(st.options.request_timeout_ms), atom, x)
+    .then([promise](Answer& answer) mutable { promise.deliver(std::move(answer)); },
+          [promise](caf::error& error) mutable { promise.deliver(std::move(error)); });
   return promise;
 }
 
@@ -329,7 +329,14 @@ cluster_join_actor::behavior_type cluster_join(self_ptr self, cluster_join_optio
       return caf::result<bool, registration_ack>(self->state.joined, self->state.ack);
     },
     [self](cj_audit_atom, std::vector<schema::audit_record>& records) { add_audit(self, records); },
-    [self](cj_creds_atom, const std::string& id) { return fetch_credentials(self, id); },
+    [self](cj_creds_atom, const std::string& id) {
+      return ask_scheduler<std::vector<schema::credential_grant>>(
+        self, actors::sc_creds_atom::value, id, "credentials");
+    },
+    [self](cj_renew_atom, const std::string& csr) {
+      return ask_scheduler<std::string>(self, actors::sc_renew_atom::value, csr,
+                                        "certificate renewals");
+    },
     [self](cj_flush_atom) { flush_audit(self); },
     [self](cj_connect_atom, uint64_t session) { on_connect(self, session); },
     [self](cj_beat_atom, uint64_t session) { on_beat_timer(self, session); },

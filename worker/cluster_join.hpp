@@ -27,6 +27,7 @@ using cj_load_atom = caf::atom_constant<caf::atom("cjload")>;
 using cj_status_atom = caf::atom_constant<caf::atom("cjstatus")>;
 using cj_audit_atom = caf::atom_constant<caf::atom("cjaudit")>;
 using cj_creds_atom = caf::atom_constant<caf::atom("cjcreds")>;
+using cj_renew_atom = caf::atom_constant<caf::atom("cjrenew")>;
 // Internal to the join actor.
 using cj_flush_atom = caf::atom_constant<caf::atom("cjflush")>;
 using cj_connect_atom = caf::atom_constant<caf::atom("cjconnect")>;
@@ -73,8 +74,11 @@ struct cluster_join_deps {
   /// TCP) or the TLS module's (caf::openssl, mutual TLS with the files the
   /// system was configured with). Default: null, the plain middleman.
   caf::io::middleman_actor connector;
-  /// Signs a registration's proof (schema::registration_proof_message) with
-  /// the key of registration.certificate; empty: no proof (`serve`).
+  /// The worker's current certificate (PEM) and a signature of a
+  /// registration's proof (schema::registration_proof_message) with its
+  /// key, read at each registration (the certificate is renewed while the
+  /// worker runs). Empty: no certificate and no proof (`serve`).
+  std::function<std::string()> certificate;
   std::function<result<std::string>(const std::string& message)> prove;
   /// Timestamps of heartbeats (sent_at_ms). Outlives the actor.
   const wall_clock* clock = nullptr;
@@ -99,6 +103,9 @@ using cluster_join_actor = caf::typed_actor<
   /// The credentials that apply to a sandbox, from the control plane.
   /// Errors: unavailable (not joined), those of sc_creds.
   caf::replies_to<cj_creds_atom, std::string>::with<std::vector<schema::credential_grant>>,
+  /// A renewed certificate for the key of a CSR (PEM), from the control
+  /// plane. Errors: unavailable (not joined), those of sc_renew.
+  caf::replies_to<cj_renew_atom, std::string>::with<std::string>,
   /// Internal: send a batch of audit records.
   caf::reacts_to<cj_flush_atom>,
   /// Internal: connect (session number; stale sessions are ignored).

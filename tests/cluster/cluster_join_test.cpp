@@ -8,6 +8,9 @@
 
 #include <sys/stat.h>
 
+#include <future>
+#include <set>
+
 #include <string>
 #include <vector>
 
@@ -242,6 +245,62 @@ TEST_F(cluster_e2e, a_removed_worker_s_certificate_is_revoked_and_its_next_conne
     rejoin_bound));
   EXPECT_EQ(call("GET", again.url() + "/readyz", "").status, 503);
   EXPECT_EQ(workers().count("clue2e-0"), 0u);
+}
+
+} // namespace
+} // namespace airlock::test::cluster
+
+namespace airlock::test::cluster {
+namespace {
+
+/// The serial of the certificate in `path`; empty when it does not verify.
+std::string serial_of(const std::string& path, const std::string& ca_path) {
+  auto member =
+    crypto::verify_member_certificate(read_file(ca_path), read_file(path), std::time(nullptr));
+  return member ? member->serial_hex : std::string{};
+}
+
+TEST_F(cluster_e2e, certificates_rotate_under_a_streaming_process_and_nothing_drops) {
+  start_control();
+  // Renewed at every check, once a second: rotation many times over.
+  start_worker(0, 0, {"--cert-renew-before-days", "3650", "--cert-check-interval-s", "1"});
+  ASSERT_TRUE(eventually([&] { return worker_in_state("clue2e-0", "ready"); }, rejoin_bound));
+  const std::string id = create_running();
+  const std::string cert = worker_dir(0) + "/cluster/worker.crt";
+  const std::string ca = worker_dir(0) + "/cluster/worker-ca.crt";
+
+  // A process that streams for a while, read through the control plane's
+  // relay: its chunks cross the cluster link while the certificate turns.
+  auto started =
+    exec(control_->url(), id, key_, "for i in $(seq 1 40); do echo line-$i; sleep 0.2; done");
+  const std::string attach_url = started["attach_url"];
+  const std::string relayed = control_->url() + attach_url.substr(attach_url.find("/v1/"));
+  auto stream =
+    std::async(std::launch::async, [&] { return read_events(relayed + "/output", key_); });
+  std::set<std::string> serials{serial_of(cert, ca)};
+  EXPECT_TRUE(eventually(
+    [&] {
+      serials.insert(serial_of(cert, ca));
+      return serials.size() >= 3;
+    },
+    rejoin_bound))
+    << "the certificate was not renewed twice";
+  auto output = stream.get();
+  EXPECT_TRUE(output.exited);
+  std::string expected;
+  for (int i = 1; i <= 40; ++i)
+    expected += "line-" + std::to_string(i) + "\n";
+  EXPECT_EQ(output_text(output.events), expected);
+  EXPECT_EQ(serials.count(""), 0u) << "a certificate on disk did not verify";
+  EXPECT_EQ(sandbox(id)["state"], "running");
+  EXPECT_TRUE(worker_in_state("clue2e-0", "ready"));
+  // A new connection after the rotation uses the new files: the worker
+  // restarts and rejoins with its renewed certificate.
+  ASSERT_TRUE(stop_process(*workers_.back().process));
+  workers_.pop_back();
+  start_worker(0);
+  EXPECT_TRUE(eventually([&] { return worker_in_state("clue2e-0", "ready"); }, rejoin_bound));
+  EXPECT_EQ(sandbox(id)["state"], "running");
 }
 
 } // namespace
