@@ -11,7 +11,10 @@ class output_pacing_test : public node_actor_test {
 protected:
   void adjust(worker_options& options) override {
     options.sandbox.output_buffer_bytes = size_t{1} << 20;
-    options.sandbox.reader_idle_ms = 1000;
+    // A reader silent this long is gone. Well above the gap between two
+    // reads of this test on a loaded host (at 1 s a busy CI host let a
+    // reader be taken for gone), well below proc_wait's 20 s.
+    options.sandbox.reader_idle_ms = 4000;
     options.sandbox.first_reader_wait_ms = 1000;
   }
 };
