@@ -139,13 +139,21 @@ placement placement_of(const worker_entry& w) {
   return placement{w.registration.id, w.registration.data_url, w.node, {}};
 }
 
-std::optional<caf::error> validate(const scheduler_state& st, const schema::worker_registration& r,
-                                   const node_actor& node) {
+/// The largest certificate (PEM) and proof (hex signature) a registration
+/// may carry: checked before either is parsed.
+constexpr size_t member_certificate_bytes_max = 16 * 1024;
+constexpr size_t registration_proof_bytes_max = 1024;
+
+/// The registration's shape and sizes, before anything in it is parsed.
+std::optional<caf::error> validate_shape(const scheduler_state& st,
+                                         const schema::worker_registration& r,
+                                         const node_actor& node) {
   auto limit = st.options.registration_field_bytes_max;
   if (r.id.empty())
     return make_error(errc::invalid_argument, "a worker registration needs an id");
   if (!node)
-    return make_error(errc::invalid_argument, "worker " + r.id + " registered without a node");
+    return make_error(errc::invalid_argument,
+                      "worker " + r.id.substr(0, 64) + " registered without a node");
   for (const auto* field : {&r.id, &r.name, &r.cluster_address, &r.data_url})
     if (field->size() > limit)
       return make_error(errc::invalid_argument, "worker " + r.id.substr(0, 64)
@@ -155,6 +163,18 @@ std::optional<caf::error> validate(const scheduler_state& st, const schema::work
     return make_error(errc::invalid_argument,
                       "worker " + r.id.substr(0, 64) + " sent an egress CA key over "
                         + std::to_string(st.options.egress_key_bytes_max) + " bytes");
+  if (r.certificate.size() > member_certificate_bytes_max
+      || r.proof.size() > registration_proof_bytes_max)
+    return make_error(errc::invalid_argument,
+                      "worker " + r.id.substr(0, 64) + " sent a certificate over "
+                        + std::to_string(member_certificate_bytes_max) + " bytes or a proof over "
+                        + std::to_string(registration_proof_bytes_max) + " bytes");
+  return std::nullopt;
+}
+
+/// Whether the registration can be taken now (the fleet, a live id).
+std::optional<caf::error> validate(const scheduler_state& st, const schema::worker_registration& r,
+                                   const node_actor& node) {
   // A live worker keeps its id: another node registering it would silently
   // take over its sandboxes (clients' attach URLs, creates, credentials). A
   // restarted worker is a new node and is accepted once its old node is
@@ -211,6 +231,8 @@ caf::result<registration_ack> on_register(self_ptr self, schema::worker_registra
     return refuse("invalid", make_error(errc::permission_denied,
                                         "worker " + r.id.substr(0, 64)
                                           + " registered a node that is not on its own host"));
+  if (auto refused = validate_shape(st, r, node))
+    return refuse("invalid", std::move(*refused));
   // Who the caller is comes from the certificate whose key signed this
   // registration on this connection, never from the id it sends.
   if (st.deps.verify_member && !from_this_process(self)) {

@@ -174,6 +174,17 @@ TEST_F(cluster_e2e, hostile_peers_get_no_connection_no_other_id_and_nothing_of_a
                                           signed_as("wk_flood" + std::to_string(i), a_cert), node)
       == errc::permission_denied;
   EXPECT_EQ(refused, flood);
+  // Oversized: refused on its size, before anything in it is parsed.
+  auto huge = signed_as(a, a_cert);
+  huge.certificate = std::string(1 << 20, 'C');
+  EXPECT_EQ(
+    rogue.ask<actors::registration_ack>(*scheduler, actors::sc_register_atom::value, huge, node),
+    errc::invalid_argument);
+  huge = signed_as(a, a_cert);
+  huge.name = std::string(1 << 20, 'n');
+  EXPECT_EQ(
+    rogue.ask<actors::registration_ack>(*scheduler, actors::sc_register_atom::value, huge, node),
+    errc::invalid_argument);
 
   // Registered as itself, it still gets nothing of B's.
   ASSERT_EQ(rogue.ask<actors::registration_ack>(*scheduler, actors::sc_register_atom::value,
