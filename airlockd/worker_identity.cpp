@@ -38,18 +38,32 @@ worker_identity paths_in(const std::string& data_dir) {
 
 int64_t now_s() { return static_cast<int64_t>(std::time(nullptr)); }
 
-/// The stored identity, checked: the key is the certificate's and the
-/// certificate chains to the worker CA stored beside it.
-result<worker_identity> load(worker_identity id) {
+} // namespace
+
+result<identity_files> read_identity_files(const worker_identity& id) {
   auto key = read_file(id.key_path, true);
   if (!key)
     return key.error();
-  auto cert = read_file(id.cert_path, false);
+  auto certificate = read_file(id.cert_path, false);
+  if (!certificate)
+    return certificate.error();
   auto worker_ca = read_file(id.worker_ca_path, false);
-  if (!cert)
-    return cert.error();
   if (!worker_ca)
     return worker_ca.error();
+  return identity_files{std::move(*certificate), std::move(*key), std::move(*worker_ca)};
+}
+
+namespace {
+
+/// The stored identity, checked: the key is the certificate's and the
+/// certificate chains to the worker CA stored beside it.
+result<worker_identity> load(worker_identity id) {
+  auto files = read_identity_files(id);
+  if (!files)
+    return files.error();
+  const std::string* key = &files->key;
+  const std::string* cert = &files->certificate;
+  const std::string* worker_ca = &files->worker_ca;
   if (!exists(id.control_ca_path))
     return make_status(errc::corrupt_record, id.control_ca_path + " is missing");
   if (!crypto::key_matches_certificate(*key, *cert))
@@ -170,19 +184,13 @@ load_or_join(const std::string& data_dir, const join_request& request, const act
 
 result<std::shared_ptr<member_credentials>>
 member_credentials::load(const worker_identity& identity) {
-  auto certificate = read_file(identity.cert_path, false);
-  auto key = read_file(identity.key_path, true);
-  auto worker_ca = read_file(identity.worker_ca_path, false);
-  if (!certificate)
-    return certificate.error();
-  if (!key)
-    return key.error();
-  if (!worker_ca)
-    return worker_ca.error();
+  auto files = read_identity_files(identity);
+  if (!files)
+    return files.error();
   std::shared_ptr<member_credentials> out(new member_credentials(identity));
-  out->certificate_ = std::move(*certificate);
-  out->key_ = std::move(*key);
-  out->worker_ca_ = std::move(*worker_ca);
+  out->certificate_ = std::move(files->certificate);
+  out->key_ = std::move(files->key);
+  out->worker_ca_ = std::move(files->worker_ca);
   out->not_after_s_ = identity.not_after_s;
   return out;
 }

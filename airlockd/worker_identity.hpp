@@ -30,6 +30,16 @@ struct worker_identity {
   int64_t not_after_s = 0;
 };
 
+/// The PEM texts of an identity's certificate, key and worker CA.
+struct identity_files {
+  std::string certificate;
+  std::string key;
+  std::string worker_ca;
+};
+
+/// Reads them; permission_denied for a key others may read, io_error.
+result<identity_files> read_identity_files(const worker_identity& identity);
+
 /// What a join needs; `token` empty: no join, only a stored identity.
 struct join_request {
   std::string token;
