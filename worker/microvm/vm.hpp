@@ -24,8 +24,10 @@ struct vm_options {
   std::string qemu_binary = "qemu-system-x86_64";
   /// -bios: qboot skips SeaBIOS (Debian's qemu-system-data). Default: /usr/share/qemu/qboot.rom.
   std::string firmware = "/usr/share/qemu/qboot.rom";
-  /// From spawn to QMP's greeting answered. Default: 10000.
-  uint32_t qmp_timeout_ms = 10'000;
+  /// From spawn to QMP's greeting answered. Generous: on a loaded 2-core
+  /// host under TCG, 10 s was seen to pass before QEMU (jailed, sandboxed)
+  /// answered. Default: 30000.
+  uint32_t qmp_timeout_ms = 30'000;
   /// stop(): how long QEMU has to exit after QMP quit before SIGKILL. Default: 5000.
   uint32_t stop_timeout_ms = 5'000;
   // The jail (docs/microvm.md): QEMU always runs with no_new_privs, in a
