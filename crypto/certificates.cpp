@@ -104,6 +104,17 @@ std::string cert_to_pem(X509* cert) {
 
 namespace {
 
+bool set_validity(X509* cert, const cert_request& req) {
+  if (req.window) {
+    time_t not_before = static_cast<time_t>(req.window->first);
+    time_t not_after = static_cast<time_t>(req.window->second);
+    return X509_time_adj_ex(X509_getm_notBefore(cert), 0, 0, &not_before) != nullptr
+           && X509_time_adj_ex(X509_getm_notAfter(cert), 0, 0, &not_after) != nullptr;
+  }
+  return X509_gmtime_adj(X509_getm_notBefore(cert), -backdate_s) != nullptr
+         && X509_time_adj_ex(X509_getm_notAfter(cert), req.valid_days, 0, nullptr) != nullptr;
+}
+
 bool set_random_serial(X509* cert) {
   unsigned char bytes[16];
   if (RAND_bytes(bytes, sizeof bytes) != 1)
@@ -130,16 +141,13 @@ result<std::shared_ptr<X509>> build(const cert_request& req) {
   if (!cert || !subject)
     return ssl_failure(errc::internal, "allocating a certificate failed");
   auto cn = reinterpret_cast<const unsigned char*>(req.common_name.c_str());
-  bool ok =
-    X509_set_version(cert.get(), 2) == 1 && set_random_serial(cert.get())
-    && X509_NAME_add_entry_by_txt(subject.get(), "CN", MBSTRING_UTF8, cn, -1, -1, 0) == 1
-    && X509_set_subject_name(cert.get(), subject.get()) == 1
-    && X509_set_issuer_name(cert.get(),
-                            req.issuer ? X509_get_subject_name(req.issuer) : subject.get())
-         == 1
-    && X509_gmtime_adj(X509_getm_notBefore(cert.get()), -backdate_s) != nullptr
-    && X509_time_adj_ex(X509_getm_notAfter(cert.get()), req.valid_days, 0, nullptr) != nullptr
-    && X509_set_pubkey(cert.get(), req.subject_key) == 1;
+  bool ok = X509_set_version(cert.get(), 2) == 1 && set_random_serial(cert.get())
+            && X509_NAME_add_entry_by_txt(subject.get(), "CN", MBSTRING_UTF8, cn, -1, -1, 0) == 1
+            && X509_set_subject_name(cert.get(), subject.get()) == 1
+            && X509_set_issuer_name(cert.get(),
+                                    req.issuer ? X509_get_subject_name(req.issuer) : subject.get())
+                 == 1
+            && set_validity(cert.get(), req) && X509_set_pubkey(cert.get(), req.subject_key) == 1;
   if (!ok)
     return ssl_failure(errc::internal, "filling in a certificate failed");
   X509V3_CTX ctx;
@@ -170,7 +178,8 @@ cert_request ca_request(std::string_view common_name, EVP_PKEY* subject_key, X50
                       {{NID_basic_constraints, std::move(constraints)},
                        {NID_key_usage, "critical,keyCertSign,cRLSign"},
                        {NID_subject_key_identifier, "hash"},
-                       {NID_authority_key_identifier, "keyid:always"}}};
+                       {NID_authority_key_identifier, "keyid:always"}},
+                      std::nullopt};
 }
 
 status check_request(std::string_view common_name, int valid_days) {
@@ -278,7 +287,8 @@ result<std::shared_ptr<X509>> leaf_minter::mint(const std::string& name) {
                     {NID_ext_key_usage, "serverAuth"},
                     {NID_subject_alt_name, "DNS:" + name},
                     {NID_subject_key_identifier, "hash"},
-                    {NID_authority_key_identifier, "keyid:always"}}};
+                    {NID_authority_key_identifier, "keyid:always"}},
+                   std::nullopt};
   return build(req);
 }
 

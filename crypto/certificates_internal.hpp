@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -61,10 +62,13 @@ struct cert_request {
   EVP_PKEY* issuer_key = nullptr;
   int valid_days = 1;
   std::vector<std::pair<int, std::string>> extensions; ///< NID and config value
+  /// When set, the validity window in Unix seconds (not before, not after)
+  /// instead of backdate_s ago for valid_days.
+  std::optional<std::pair<int64_t, int64_t>> window;
 };
 
 /// A signed certificate (SHA-256) with a random serial, valid from
-/// backdate_s ago for req.valid_days.
+/// backdate_s ago for req.valid_days (or over req.window).
 result<std::shared_ptr<X509>> build(const cert_request& req);
 
 } // namespace airlock::crypto::detail

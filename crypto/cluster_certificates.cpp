@@ -8,6 +8,8 @@
 
 #include <arpa/inet.h>
 
+#include <optional>
+
 #include "crypto/certificates_internal.hpp"
 #include "schema/hex.hpp"
 
@@ -150,13 +152,16 @@ result<csr_subject> read_csr(std::string_view csr_pem) {
   return subject;
 }
 
-result<std::string> issue_member_certificate(const key_and_cert& ca, std::string_view csr_pem,
-                                             std::string_view name, int valid_days,
-                                             const std::vector<std::string>& ip_addresses) {
+namespace {
+
+result<std::string> issue_member(const key_and_cert& ca, std::string_view csr_pem,
+                                 std::string_view name, int valid_days,
+                                 std::optional<std::pair<int64_t, int64_t>> window,
+                                 const std::vector<std::string>& ip_addresses) {
   if (!is_member_name(name))
     return bad_request("a member name has 1 to 63 of a-z, 0-9, '-' and '_'");
-  if (valid_days < 1)
-    return bad_request("a certificate must be valid for at least a day");
+  if (window ? window->second <= window->first : valid_days < 1)
+    return bad_request("a certificate must be valid for some time");
   auto req = parse_csr(csr_pem);
   if (!req)
     return req.error();
@@ -185,11 +190,27 @@ result<std::string> issue_member_certificate(const key_and_cert& ca, std::string
                        {NID_ext_key_usage, "serverAuth,clientAuth"},
                        {NID_subject_alt_name, alt_names},
                        {NID_subject_key_identifier, "hash"},
-                       {NID_authority_key_identifier, "keyid:always"}}};
+                       {NID_authority_key_identifier, "keyid:always"}},
+                      window};
   auto cert = build(member);
   if (!cert)
     return cert.error();
   return cert_to_pem(cert->get());
+}
+
+} // namespace
+
+result<std::string> issue_member_certificate(const key_and_cert& ca, std::string_view csr_pem,
+                                             std::string_view name, int valid_days,
+                                             const std::vector<std::string>& ip_addresses) {
+  return issue_member(ca, csr_pem, name, valid_days, std::nullopt, ip_addresses);
+}
+
+result<std::string> issue_member_certificate_between(const key_and_cert& ca,
+                                                     std::string_view csr_pem,
+                                                     std::string_view name, int64_t not_before_s,
+                                                     int64_t not_after_s) {
+  return issue_member(ca, csr_pem, name, 1, std::pair{not_before_s, not_after_s}, {});
 }
 
 result<std::string> public_key_fingerprint(std::string_view cert_pem) {

@@ -54,6 +54,15 @@ result<std::string> issue_member_certificate(const key_and_cert& ca, std::string
                                              std::string_view name, int valid_days,
                                              const std::vector<std::string>& ip_addresses = {});
 
+/// The same, valid exactly from `not_before_s` to `not_after_s` (Unix
+/// seconds): for certificates that must expire at a given moment (and for
+/// testing what an expired one meets). invalid_argument as above or for an
+/// empty window.
+result<std::string> issue_member_certificate_between(const key_and_cert& ca,
+                                                     std::string_view csr_pem,
+                                                     std::string_view name, int64_t not_before_s,
+                                                     int64_t not_after_s);
+
 /// "sha256:" and 64 hex digits: SHA-256 of the certificate's public key
 /// (DER SubjectPublicKeyInfo), as kubeadm pins a cluster CA.
 /// invalid_argument when `cert_pem` holds no certificate.

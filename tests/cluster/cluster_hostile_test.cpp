@@ -10,6 +10,7 @@
 #include <caf/openssl/all.hpp>
 
 #include <chrono>
+#include <ctime>
 #include <memory>
 #include <optional>
 
@@ -137,6 +138,23 @@ TEST_F(cluster_e2e, hostile_peers_get_no_connection_no_other_id_and_nothing_of_a
                                                  files + "/control-ca.crt"});
     EXPECT_FALSE(foreign.connect(control_->cluster_port))
       << "a certificate of another CA reached the scheduler";
+  }
+
+  // (c) An expired certificate of the fleet's own worker CA (made here with
+  // the CA's key from the control plane's data directory, as only a thief
+  // of that key could): the handshake fails.
+  {
+    crypto::key_and_cert worker_ca{read_file(control_dir() + "/cluster/worker-ca.key"),
+                                   read_file(control_dir() + "/cluster/worker-ca.crt")};
+    const int64_t now = std::time(nullptr);
+    auto expired =
+      crypto::issue_member_certificate_between(worker_ca, csr, a, now - 3000, now - 60);
+    ASSERT_TRUE(expired) << expired.error().message;
+    ASSERT_TRUE(write_file_atomically(files + "/expired.crt", *expired, 0644));
+    rogue_system stale(
+      rogue_system::tls_files{files + "/expired.crt", files + "/a.key", files + "/control-ca.crt"});
+    EXPECT_FALSE(stale.connect(control_->cluster_port))
+      << "an expired certificate reached the scheduler";
   }
 
   // (e) A's genuine certificate: it connects, and is A and nobody else.

@@ -114,6 +114,17 @@ TEST_F(member_fixture, the_fingerprint_is_of_the_public_key_and_tells_cas_apart)
 namespace airlock::crypto {
 namespace {
 
+TEST_F(member_fixture, a_certificate_with_a_window_in_the_past_is_refused_as_expired) {
+  // Inside the CA's own validity (it starts an hour back), ended a minute ago.
+  auto expired = issue_member_certificate_between(ca, csr, "wk_a", now_s() - 3000, now_s() - 60);
+  ASSERT_TRUE(expired) << expired.error().message;
+  auto checked = verify_member_certificate(ca.cert_pem, *expired, now_s());
+  ASSERT_FALSE(checked);
+  EXPECT_NE(checked.error().message.find("expired"), std::string::npos);
+  EXPECT_TRUE(verify_member_certificate(ca.cert_pem, *expired, now_s() - 1000));
+  EXPECT_FALSE(issue_member_certificate_between(ca, csr, "wk_a", now_s(), now_s()));
+}
+
 TEST_F(member_fixture, a_signature_verifies_with_the_certificate_of_its_key_only) {
   auto cert = *issue_member_certificate(ca, csr, "wk_a", 1);
   auto signature = sign_message(key, "register wk_a");
