@@ -64,9 +64,12 @@ TEST_P(killed_start, a_restart_finds_nothing_of_the_killed_run_but_what_it_clean
   ASSERT_EQ(read_said(*parker, "parked", transcript), step)
     << transcript << airlock::test::read_file(parker_log);
 
-  // While parked the start's child (if any) already holds nothing of the
-  // worker's: only the worker itself has the lock file open.
-  EXPECT_EQ(airlock::test::processes_holding_files_under(lock_file).size(), 1U)
+  // While parked the start's child (if any) lets go of everything of the
+  // worker's by itself, as its first step (which it may not have reached
+  // yet when the worker parks: a bounded wait): then only the worker has
+  // the lock file open.
+  EXPECT_TRUE(airlock::test::wait_for(
+    [&] { return airlock::test::processes_holding_files_under(lock_file).size() == 1U; }))
     << "a process other than the worker holds its lock file while parked at " << step;
 
   parker->send_signal(SIGKILL);
