@@ -88,17 +88,45 @@ std::string refusal_of(const http_answer& answer) {
   return "HTTP " + std::to_string(answer.status) + ": " + answer.body.substr(0, 200);
 }
 
-result<worker_identity> join(worker_identity id, const join_request& request,
-                             const actors::logger& log) {
-  auto token = actors::parse_join_token(request.token);
-  if (!token)
-    return token.error();
+/// A new key and a certificate signing request for it: what a join and a
+/// renewal send.
+struct key_request {
+  std::string key;
+  std::string csr;
+};
+
+result<key_request> new_key_request() {
   auto key = crypto::generate_key_pem();
   if (!key)
     return key.error();
   auto csr = crypto::create_csr(*key, requested_name);
   if (!csr)
     return csr.error();
+  return key_request{std::move(*key), std::move(*csr)};
+}
+
+/// The issued certificate's member when it chains to `worker_ca`, names
+/// `worker_id` and is for `key`; nullopt otherwise.
+std::optional<crypto::verified_member> issued_for(const std::string& worker_ca,
+                                                  const std::string& certificate,
+                                                  const std::string& worker_id,
+                                                  const std::string& key) {
+  auto member = crypto::verify_member_certificate(worker_ca, certificate, now_s());
+  if (!member || member->name != worker_id || !crypto::key_matches_certificate(key, certificate))
+    return std::nullopt;
+  return std::move(*member);
+}
+
+result<worker_identity> join(worker_identity id, const join_request& request,
+                             const actors::logger& log) {
+  auto token = actors::parse_join_token(request.token);
+  if (!token)
+    return token.error();
+  auto fresh = new_key_request();
+  if (!fresh)
+    return fresh.error();
+  const std::string* key = &fresh->key;
+  const std::string* csr = &fresh->csr;
   const std::string mac_key = token->mac_key();
   json body{{"token_id", token->token_id},
             {"csr", *csr},
@@ -143,8 +171,8 @@ result<worker_identity> join(worker_identity id, const join_request& request,
                          + (fingerprint ? *fingerprint : std::string("(none)"))
                          + " but the token pins sha256:" + token->ca_sha256
                          + ": the token was made for another control plane");
-  auto member = crypto::verify_member_certificate(worker_ca, certificate, now_s());
-  if (!member || member->name != worker_id || !crypto::key_matches_certificate(*key, certificate))
+  auto member = issued_for(worker_ca, certificate, worker_id, *key);
+  if (!member)
     return make_status(errc::permission_denied,
                        "the certificate from " + request.control_url
                          + " is not a worker certificate for this worker's key");
@@ -212,27 +240,23 @@ int64_t member_credentials::not_after_s() const {
 
 status
 member_credentials::renew(const std::function<result<std::string>(const std::string& csr)>& issue) {
-  auto key = crypto::generate_key_pem();
-  if (!key)
-    return key.error();
-  auto csr = crypto::create_csr(*key, requested_name);
-  if (!csr)
-    return csr.error();
-  auto certificate = issue(*csr);
+  auto fresh = new_key_request();
+  if (!fresh)
+    return fresh.error();
+  auto certificate = issue(fresh->csr);
   if (!certificate)
     return certificate.error();
-  auto member = crypto::verify_member_certificate(worker_ca_, *certificate, now_s());
-  if (!member || member->name != identity_.worker_id
-      || !crypto::key_matches_certificate(*key, *certificate))
+  auto member = issued_for(worker_ca_, *certificate, identity_.worker_id, fresh->key);
+  if (!member)
     return make_status(errc::permission_denied,
                        "the renewed certificate is not a certificate of this worker for its new "
                        "key; the old one stays");
-  if (auto saved = write_file_atomically(identity_.key_path, *key, 0600); !saved)
+  if (auto saved = write_file_atomically(identity_.key_path, fresh->key, 0600); !saved)
     return saved;
   if (auto saved = write_file_atomically(identity_.cert_path, *certificate, 0644); !saved)
     return saved;
   std::lock_guard lock(mutex_);
-  key_ = std::move(*key);
+  key_ = std::move(fresh->key);
   certificate_ = std::move(*certificate);
   not_after_s_ = member->not_after_s;
   return status::ok();
