@@ -7,9 +7,13 @@
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/address.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 
 namespace airlock::cli {
 
@@ -32,6 +36,9 @@ public:
       : url_(url), options_(options) {}
 
   status connect();
+  /// https: the handshake, checking the certificate against options.ca_pem
+  /// (or the system's store) and the URL's host.
+  status start_tls();
   status write(const http_request& request);
   status read_header();
   int status_code() const { return parser_.get().result_int(); }
@@ -40,6 +47,14 @@ public:
   result<std::string> read_some();
 
 private:
+  /// Runs `step` with the stream in use: TLS over TCP, or TCP.
+  template <class Step>
+  auto with_stream(Step step) {
+    if (tls_)
+      return step(*tls_);
+    return step(stream_);
+  }
+
   template <class Start>
   beast::error_code run(Start start) {
     beast::error_code outcome = asio::error::would_block;
@@ -55,11 +70,13 @@ private:
   http_client_options options_;
   asio::io_context io_;
   beast::tcp_stream stream_{io_};
+  std::optional<asio::ssl::context> tls_context_;
+  std::optional<asio::ssl::stream<beast::tcp_stream&>> tls_;
   beast::flat_buffer buffer_;
   http::response_parser<http::buffer_body> parser_;
 };
 
-std::string where(const url_parts& url) { return "http://" + url.host + ":" + url.port; }
+std::string where(const url_parts& url) { return url.scheme + "://" + url.host + ":" + url.port; }
 
 status exchange::failed(std::string_view step, const beast::error_code& ec) const {
   if (ec == beast::error::timeout)
@@ -76,7 +93,53 @@ status exchange::connect() {
     return failed("resolving", ec);
   stream_.expires_after(std::chrono::milliseconds(options_.connect_timeout_ms));
   ec = run([this, &endpoints](auto handler) { stream_.async_connect(endpoints, handler); });
-  return ec ? failed("connecting to", ec) : status::ok();
+  if (ec)
+    return failed("connecting to", ec);
+  return url_.scheme == "https" ? start_tls() : status::ok();
+}
+
+status exchange::start_tls() {
+  auto untrusted = [this](const std::string& why) {
+    return make_status(errc::unavailable, "TLS with " + where(url_) + " failed: " + why);
+  };
+  beast::error_code ec;
+  tls_context_.emplace(asio::ssl::context::tls_client);
+  tls_context_->set_options(asio::ssl::context::no_sslv2 | asio::ssl::context::no_sslv3
+                              | asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1,
+                            ec);
+  if (options_.ca_pem.empty())
+    tls_context_->set_default_verify_paths(ec);
+  else
+    tls_context_->add_certificate_authority(asio::buffer(options_.ca_pem), ec);
+  if (ec)
+    return untrusted("cannot use the trusted certificates: " + ec.message());
+  tls_context_->set_verify_mode(asio::ssl::verify_peer);
+  tls_.emplace(stream_, *tls_context_);
+  SSL* ssl = tls_->native_handle();
+  // The certificate must name the host of the URL: an IP address as an IP
+  // SAN, a name as a DNS SAN (and SNI).
+  beast::error_code not_ip;
+  asio::ip::make_address(url_.host, not_ip);
+  if (!not_ip) {
+    if (X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), url_.host.c_str()) != 1)
+      return untrusted("bad IP address " + url_.host);
+  } else if (SSL_set1_host(ssl, url_.host.c_str()) != 1
+             || SSL_set_tlsext_host_name(ssl, url_.host.c_str()) != 1) {
+    return untrusted("bad host name " + url_.host);
+  }
+  stream_.expires_after(std::chrono::milliseconds(options_.connect_timeout_ms));
+  ec =
+    run([this](auto handler) { tls_->async_handshake(asio::ssl::stream_base::client, handler); });
+  if (!ec)
+    return status::ok();
+  if (ec == beast::error::timeout)
+    return failed("the TLS handshake with", ec);
+  std::string why = ec.message();
+  if (long verified = SSL_get_verify_result(ssl); verified != X509_V_OK)
+    why = std::string("the server's certificate is not trusted: ")
+          + X509_verify_cert_error_string(verified)
+          + " (give the CA that signed it: --ca-file, AIRLOCK_CA_FILE or \"ca_file\")";
+  return untrusted(why);
 }
 
 status exchange::write(const http_request& request) {
@@ -88,7 +151,9 @@ status exchange::write(const http_request& request) {
   message.body() = request.body;
   message.prepare_payload();
   stream_.expires_after(std::chrono::milliseconds(options_.io_timeout_ms));
-  auto ec = run([this, &message](auto handler) { http::async_write(stream_, message, handler); });
+  auto ec = run([this, &message](auto handler) {
+    with_stream([&](auto& stream) { http::async_write(stream, message, handler); });
+  });
   return ec ? failed("sending a request to", ec) : status::ok();
 }
 
@@ -98,8 +163,9 @@ status exchange::read_header() {
   // 1.74 compares a Content-Length against the empty optional and fails.
   parser_.body_limit(std::numeric_limits<std::uint64_t>::max());
   stream_.expires_after(std::chrono::milliseconds(options_.io_timeout_ms));
-  auto ec =
-    run([this](auto handler) { http::async_read_header(stream_, buffer_, parser_, handler); });
+  auto ec = run([this](auto handler) {
+    with_stream([&](auto& stream) { http::async_read_header(stream, buffer_, parser_, handler); });
+  });
   return ec ? failed("reading the response of", ec) : status::ok();
 }
 
@@ -109,8 +175,9 @@ result<std::string> exchange::read_some() {
     parser_.get().body().data = chunk.data();
     parser_.get().body().size = chunk.size();
     stream_.expires_after(std::chrono::milliseconds(options_.io_timeout_ms));
-    auto ec =
-      run([this](auto handler) { http::async_read_some(stream_, buffer_, parser_, handler); });
+    auto ec = run([this](auto handler) {
+      with_stream([&](auto& stream) { http::async_read_some(stream, buffer_, parser_, handler); });
+    });
     if (ec && ec != http::error::need_buffer)
       return failed("reading the response of", ec);
     size_t used = chunk.size() - parser_.get().body().size;
@@ -160,13 +227,11 @@ result<url_parts> parse_url(std::string_view url) {
   auto bad = [url](const std::string& why) {
     return make_status(errc::invalid_argument, "bad URL " + std::string(url) + ": " + why);
   };
-  if (url.starts_with("https://"))
-    return bad("https is not supported by this airlock build; use http:// (for example behind "
-               "an SSH tunnel)");
-  if (!url.starts_with("http://"))
-    return bad("expected http://HOST:PORT");
-  url_parts parts{"http", {}, "80", "/"};
-  std::string_view rest = url.substr(7);
+  const bool tls = url.starts_with("https://");
+  if (!tls && !url.starts_with("http://"))
+    return bad("expected http://HOST:PORT or https://HOST:PORT");
+  url_parts parts{tls ? "https" : "http", {}, tls ? "443" : "80", "/"};
+  std::string_view rest = url.substr(tls ? 8 : 7);
   auto slash = rest.find_first_of("/?");
   std::string_view authority = rest.substr(0, slash);
   if (slash != std::string_view::npos)

@@ -28,18 +28,22 @@ struct http_client_options {
   /// Largest body kept in memory (JSON answers, error answers). Streamed
   /// bodies are not limited. Default: 67108864 (64 MiB).
   uint64_t response_bytes_max = uint64_t{64} << 20;
+  /// Whom an https server's certificate must chain to: PEM certificates
+  /// (a control plane's CA, or the cluster's worker CA from GET
+  /// /v1/cluster/ca for attach URLs). Empty: the system's trust store. The
+  /// name or IP address of the URL must be in the certificate either way.
+  std::string ca_pem;
 };
 
-/// An absolute http:// URL taken apart.
+/// An absolute http:// or https:// URL taken apart.
 struct url_parts {
-  std::string scheme; ///< "http"
+  std::string scheme; ///< "http" or "https"
   std::string host;   ///< without brackets for IPv6
-  std::string port;   ///< "80" when absent
+  std::string port;   ///< "80" (http) or "443" (https) when absent
   std::string target; ///< path and query; "/" when empty
 };
 
-/// invalid_argument for anything but http://HOST[:PORT][/PATH][?QUERY]; https
-/// is refused with a sentence (not supported by this build yet).
+/// invalid_argument for anything but http[s]://HOST[:PORT][/PATH][?QUERY].
 result<url_parts> parse_url(std::string_view url);
 
 /// Percent-encodes everything but RFC 3986 unreserved characters and '/'.
@@ -59,9 +63,9 @@ struct http_response {
 };
 
 /// Sends `request` and returns the whole response. unavailable when no
-/// connection can be made or it breaks (the message names the URL and the
-/// reason), timeout when a step takes longer than its limit, too_large for a
-/// body over response_bytes_max, invalid_argument for a bad URL.
+/// connection can be made or it breaks, or an https server's certificate is
+/// not trusted (the message names the URL and the reason), timeout when a step takes longer than
+/// its limit, too_large for a body over response_bytes_max, invalid_argument for a bad URL.
 result<http_response> http_send(const http_request& request, const http_client_options& options);
 
 /// As http_send, but a 2xx body goes to `on_bytes` chunk by chunk as it

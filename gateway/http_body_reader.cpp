@@ -63,7 +63,7 @@ void connection::on_body_wanted(uint64_t sequence, size_t max_bytes, body_chunk_
   body.more = true;
   if (phase_ == phase::handling)
     arm_handler_timer(); // a long body is bounded per chunk, not whole
-  stream_.expires_after(milliseconds(options().request_timeout_ms));
+  stream_.tcp().expires_after(milliseconds(options().request_timeout_ms));
   http::async_read(
     stream_, buffer_, *body_parser_,
     [self = shared_from_this()](beast::error_code ec, size_t) { self->on_body_read(ec); });
@@ -89,7 +89,7 @@ void connection::on_body_read(beast::error_code ec) {
     start_watch();
   else if (phase_ == phase::ending) {
     // Answered early: what the client still sends is read and dropped.
-    stream_.expires_after(milliseconds(options().linger_timeout_ms));
+    stream_.tcp().expires_after(milliseconds(options().linger_timeout_ms));
     drain();
   }
   then(std::move(out));

@@ -51,21 +51,44 @@ connection::~connection() {
 }
 
 void connection::start() {
-  net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->wait_for_request(); });
+  net::dispatch(stream_.get_executor(), [self = shared_from_this()] {
+    self->handshake_then(&connection::wait_for_request);
+  });
 }
 
 void connection::refuse() {
   net::dispatch(stream_.get_executor(), [self = shared_from_this()] {
     self->record_metrics_ = false;
     self->keep_ = false;
-    self->send_response(json_error(http::status::service_unavailable, "unavailable",
-                                   "the server has too many open connections; retry later"));
+    self->handshake_then(&connection::answer_unavailable);
   });
+}
+
+void connection::answer_unavailable() {
+  send_response(json_error(http::status::service_unavailable, "unavailable",
+                           "the server has too many open connections; retry later"));
+}
+
+void connection::handshake_then(void (connection::*next)()) {
+  if (!stream_.is_tls())
+    return (this->*next)();
+  phase_ = phase::reading;
+  stream_.tcp().expires_after(milliseconds(options().request_timeout_ms));
+  stream_.tls().async_handshake(net::ssl::stream_base::server,
+                                [self = shared_from_this(), next](beast::error_code ec) {
+                                  if (ec) {
+                                    // Scanners and clients that do not trust the certificate end
+                                    // here: counted, not logged one by one.
+                                    self->server_.tls_handshakes_failed.fetch_add(1);
+                                    return self->close_now();
+                                  }
+                                  ((*self).*next)();
+                                });
 }
 
 void connection::on_server_stop() {
   if (idle_)
-    stream_.cancel();
+    stream_.tcp().cancel();
   if (current_)
     current_->mark_client_gone();
   if (phase_ == phase::streaming && sse_) {
@@ -90,7 +113,7 @@ void connection::wait_for_request() {
   if (buffer_.size() > 0)
     return read_request(); // a pipelined request is already here
   idle_ = true;
-  stream_.expires_after(milliseconds(options().idle_timeout_ms));
+  stream_.tcp().expires_after(milliseconds(options().idle_timeout_ms));
   stream_.async_read_some(
     buffer_.prepare(first_read_bytes),
     [self = shared_from_this()](beast::error_code ec, size_t n) { self->on_first_bytes(ec, n); });
@@ -119,7 +142,7 @@ void connection::read_request() {
   // (Not boost::none: Beast 1.74 compares a length with an empty optional
   // as "greater" and refuses every body.)
   parser_->body_limit(std::numeric_limits<uint64_t>::max());
-  stream_.expires_after(milliseconds(options().request_timeout_ms));
+  stream_.tcp().expires_after(milliseconds(options().request_timeout_ms));
   http::async_read_header(
     stream_, buffer_, *parser_,
     [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
@@ -289,7 +312,7 @@ void connection::start_watch() {
   if (!streaming && buffer_.size() >= options().header_bytes_max)
     return;
   watch_pending_ = true;
-  stream_.expires_never(); // only the read: a write in flight keeps its timeout
+  stream_.tcp().expires_never(); // only the read: a write in flight keeps its timeout
   auto done = [self = shared_from_this(), streaming](beast::error_code ec, size_t n) {
     self->on_watch(ec, n, streaming);
   };
@@ -301,6 +324,8 @@ void connection::start_watch() {
 
 void connection::on_watch(const beast::error_code& ec, size_t n, bool into_drain) {
   watch_pending_ = false;
+  if (closing_tls_)
+    return close_tls();
   if (!ec && !into_drain)
     buffer_.commit(n);
   if (watch_cancelled_) {
@@ -347,7 +372,7 @@ void connection::send_response(http_response response) {
   response_.set(http::field::server, "airlock");
   response_.keep_alive(keep);
   response_.prepare_payload();
-  stream_.expires_after(milliseconds(options().request_timeout_ms));
+  stream_.tcp().expires_after(milliseconds(options().request_timeout_ms));
   http::async_write(
     stream_, response_,
     [self = shared_from_this(), keep](beast::error_code ec, size_t) { self->on_sent(ec, keep); });
@@ -394,12 +419,31 @@ void connection::record(unsigned status_code, size_t body_bytes) {
 
 void connection::linger() {
   phase_ = phase::ending;
+  if (stream_.is_tls())
+    return close_tls();
   beast::error_code ignored;
   stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
   if (watch_pending_ || body_read_pending_)
     return arm_linger(); // the pending read sees the client close
-  stream_.expires_after(milliseconds(options().linger_timeout_ms));
+  stream_.tcp().expires_after(milliseconds(options().linger_timeout_ms));
   drain();
+}
+
+void connection::close_tls() {
+  if (phase_ == phase::closed || tls_shutdown_started_)
+    return;
+  closing_tls_ = true;
+  if (watch_pending_ || body_read_pending_) {
+    // Two reads cannot be pending on a TLS stream: the shutdown reads too.
+    beast::error_code ignored;
+    stream_.socket().cancel(ignored);
+    arm_linger();
+    return;
+  }
+  tls_shutdown_started_ = true;
+  stream_.tcp().expires_after(milliseconds(options().linger_timeout_ms));
+  stream_.tls().async_shutdown(
+    [self = shared_from_this()](beast::error_code) { self->close_now(); });
 }
 
 void connection::drain() {
@@ -422,7 +466,7 @@ void connection::close_now() {
   end_sse_with_connection();
   beast::error_code ignored;
   stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
-  stream_.close();
+  stream_.tcp().close();
 }
 
 void connection::release_exchange() {

@@ -78,7 +78,8 @@ void http_server::impl::admit(tcp::socket socket) {
     return; // the socket closes as it goes out of scope
   if (connections.size() < options.connections_max) {
     uint64_t id = ++next_connection_id;
-    auto conn = std::make_shared<connection>(std::move(socket), *this, id);
+    auto conn =
+      std::make_shared<connection>(std::move(socket), tls_for_next_connection(), *this, id);
     connections.emplace(id, conn);
     lock.unlock();
     conn->start();
@@ -92,7 +93,7 @@ void http_server::impl::admit(tcp::socket socket) {
     refusing.fetch_sub(1);
     return;
   }
-  std::make_shared<connection>(std::move(socket), *this, 0)->refuse();
+  std::make_shared<connection>(std::move(socket), tls_for_next_connection(), *this, 0)->refuse();
 }
 
 void http_server::impl::run_io() {
@@ -163,6 +164,8 @@ result<std::unique_ptr<http_server>> http_server::start(const http_server_option
   if (metrics != nullptr)
     describe_http_metrics(*metrics);
   auto state = std::make_unique<impl>(options, std::move(routes), log, metrics);
+  if (auto tls = state->start_tls(); !tls)
+    return tls;
   auto failed = [&listen](const std::string& what, const beast::error_code& ec) {
     return make_status(errc::io_error,
                        "cannot listen on " + to_string(listen) + ": " + what + ec.message());

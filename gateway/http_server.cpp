@@ -34,6 +34,8 @@ http_server_stats http_server::stats() const {
   out.handler_timeouts = impl_->handler_timeouts.load();
   out.sse_streams_opened = impl_->sse_opened.load();
   out.sse_clients_dropped = impl_->sse_dropped.load();
+  out.tls_handshakes_failed = impl_->tls_handshakes_failed.load();
+  out.tls_reloads = impl_->tls_reloads.load();
   std::lock_guard<std::mutex> guard(impl_->mutex);
   out.connections_open = impl_->connections.size();
   return out;

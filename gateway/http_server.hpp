@@ -18,6 +18,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "actors/log.hpp"
 #include "gateway/endpoint.hpp"
@@ -28,6 +30,12 @@
 #include "schema/errc.hpp"
 
 namespace airlock::gateway {
+
+/// A listener's TLS: PEM files (the certificate first, then any chain).
+struct http_tls_files {
+  std::string certificate_file;
+  std::string key_file;
+};
 
 struct http_server_options {
   /// Threads running the server's io_context. Default: 2.
@@ -67,6 +75,11 @@ struct http_server_options {
   /// hosts, such as E2B's `49983-<sandbox>.<domain>` addresses). Runs on
   /// the connection's thread; must not block. Default: none.
   std::function<void(http::request_header<>&)> rewrite_request;
+  /// Serve TLS 1.2 or later with these files instead of plain HTTP. Files
+  /// replaced on disk are used from the next connection on (looked at once a
+  /// second at most; open connections keep theirs); a replacement that does
+  /// not load is logged and the files in use are kept. Default: none (plain).
+  std::optional<http_tls_files> tls;
 };
 
 /// Counters for tests. A snapshot; values only grow except the `_open` ones.
@@ -79,6 +92,8 @@ struct http_server_stats {
   uint64_t handler_timeouts = 0;  ///< answered 504 for a handler
   uint64_t sse_streams_opened = 0;
   uint64_t sse_clients_dropped = 0; ///< slow consumers
+  uint64_t tls_handshakes_failed = 0;
+  uint64_t tls_reloads = 0; ///< certificates re-read after the files changed
 };
 
 /// Metric families the server records into a registry given to start():

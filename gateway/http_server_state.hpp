@@ -23,14 +23,15 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/parser.hpp>
 
 #include "gateway/http_server.hpp"
+#include "gateway/http_stream.hpp"
 
 namespace airlock::gateway {
 
@@ -50,6 +51,10 @@ inline constexpr std::string_view metric_bytes = "airlock_http_response_bytes_to
 inline constexpr std::string_view unmatched_route = "unmatched";
 
 } // namespace detail
+
+/// A server TLS context (TLS 1.2 or later) from `files`; invalid_argument
+/// naming the file that cannot be used.
+result<std::shared_ptr<net::ssl::context>> load_tls_context(const http_tls_files& files);
 
 struct http_server::impl {
   impl(const http_server_options& opts, route_table table, const actors::logger& logger,
@@ -87,6 +92,14 @@ struct http_server::impl {
   std::atomic<uint64_t> sse_opened{0};
   std::atomic<uint64_t> sse_dropped{0};
   std::atomic<uint64_t> refusing{0}; ///< refusal answers being written right now
+  std::atomic<uint64_t> tls_handshakes_failed{0};
+  std::atomic<uint64_t> tls_reloads{0};
+
+  /// The TLS context new connections get (null: plain HTTP), and what the
+  /// files looked like when it was read. Touched on the acceptor's strand only.
+  std::shared_ptr<net::ssl::context> tls_context;
+  std::string tls_files_stamp;
+  steady::time_point tls_checked_at{};
 
   std::unique_ptr<net::io_context> io;
   std::unique_ptr<tcp::acceptor> acceptor;         ///< runs on its own strand
@@ -96,6 +109,12 @@ struct http_server::impl {
   void accept_next();
   void on_accept(const beast::error_code& ec, tcp::socket socket);
   void admit(tcp::socket socket);
+  /// The TLS context for a new connection: re-read when the files changed
+  /// (at most one look a second); a replacement that does not load is logged
+  /// and the one in use kept.
+  std::shared_ptr<net::ssl::context> tls_for_next_connection();
+  /// Reads options.tls, if any, before the first connection.
+  status start_tls();
   void run_io();
   void stop();
   void notify_all_connections(void (detail::connection::*what)());
@@ -113,8 +132,9 @@ public:
   using server_state = http_server::impl;
 
   /// `id` 0 marks a connection that is refused (not registered).
-  connection(tcp::socket socket, server_state& server, uint64_t id)
-      : stream_(std::move(socket)), handler_timer_(stream_.get_executor()),
+  connection(tcp::socket socket, std::shared_ptr<net::ssl::context> tls, server_state& server,
+             uint64_t id)
+      : stream_(std::move(socket), std::move(tls)), handler_timer_(stream_.get_executor()),
         heartbeat_timer_(stream_.get_executor()), linger_timer_(stream_.get_executor()),
         server_(server), id_(id) {}
 
@@ -155,6 +175,12 @@ private:
   enum class phase { waiting, reading, handling, writing, streaming, ending, closed };
 
   const http_server_options& options() const { return server_.options; }
+
+  /// TLS: the handshake (bounded by request_timeout_ms), then `next`; a
+  /// failed handshake closes the connection. Plain: `next` at once.
+  void handshake_then(void (connection::*next)());
+
+  void answer_unavailable();
 
   // --- Reading a request ---
 
@@ -247,6 +273,11 @@ private:
   /// the client to close so that it reads everything before a reset could.
   void end_stream();
 
+  /// TLS: ends the session with close_notify (a TLS client takes a bare TCP
+  /// close for a truncation) once no read is pending, bounded by
+  /// linger_timeout_ms, then closes.
+  void close_tls();
+
   void arm_linger();
 
   // --- Closing ---
@@ -266,7 +297,7 @@ private:
   /// Ends the event stream, if any, because the connection ends (idempotent).
   void end_sse_with_connection();
 
-  beast::tcp_stream stream_;
+  server_stream stream_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   /// A route with route_options::stream_body: the parser after the header.
@@ -306,6 +337,8 @@ private:
   std::string sse_header_;
   std::string sse_batch_; ///< the bytes being written
   bool header_pending_ = false;
+  bool closing_tls_ = false;          ///< close_tls() waits for the pending read to end
+  bool tls_shutdown_started_ = false; ///< close_notify is on its way
 };
 
 } // namespace detail

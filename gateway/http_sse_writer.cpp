@@ -78,7 +78,7 @@ void connection::on_sse_open(uint64_t sequence, const std::shared_ptr<sse_stream
   phase_ = phase::streaming;
   header_pending_ = true;
   sse_header_ = header.empty() ? sse_header(version_) : std::move(header);
-  stream_.expires_after(milliseconds(options().request_timeout_ms));
+  stream_.tcp().expires_after(milliseconds(options().request_timeout_ms));
   net::async_write(stream_, net::buffer(sse_header_),
                    [self = shared_from_this()](beast::error_code ec, size_t) {
                      self->header_pending_ = false;
@@ -104,7 +104,7 @@ void connection::pump_sse() {
   }
   if (!step.bytes.empty()) {
     sse_batch_ = std::move(step.bytes);
-    stream_.expires_after(milliseconds(options().request_timeout_ms));
+    stream_.tcp().expires_after(milliseconds(options().request_timeout_ms));
     net::async_write(
       stream_, net::buffer(sse_batch_),
       [self = shared_from_this()](beast::error_code ec, size_t n) { self->on_sse_written(ec, n); });
@@ -151,6 +151,8 @@ void connection::end_stream() {
     return;
   phase_ = phase::ending;
   heartbeat_timer_.cancel();
+  if (stream_.is_tls())
+    return close_tls();
   beast::error_code ignored;
   stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
   arm_linger();

@@ -64,7 +64,12 @@ TEST(cli_url, takes_apart_http_urls) {
   ASSERT_TRUE(v6);
   EXPECT_EQ(v6->host, "::1");
   EXPECT_EQ(v6->target, "/?q");
-  for (const char* bad : {"https://h", "ftp://h", "http://", "http://h:99999", "http://h:x",
+  auto secure = parse_url("https://10.0.0.2/v1");
+  ASSERT_TRUE(secure);
+  EXPECT_EQ(secure->scheme, "https");
+  EXPECT_EQ(secure->port, "443");
+  EXPECT_EQ(secure->target, "/v1");
+  for (const char* bad : {"ftp://h", "https://", "http://", "http://h:99999", "http://h:x",
                           "http://[::1", "127.0.0.1:7070"})
     EXPECT_EQ(parse_url(bad).code(), errc::invalid_argument) << bad;
   EXPECT_EQ(url_encode("/a b/ü&=?"), "/a%20b/%C3%BC%26%3D%3F");
