@@ -9,6 +9,8 @@
 
 #include <unistd.h>
 
+#include <boost/asio/ip/address.hpp>
+
 #include "actors/errors.hpp"
 #include "airlockd/commands.hpp"
 #include "airlockd/control_plane.hpp"
@@ -74,7 +76,8 @@ int run_control(const control_options& options, stop_signals& signals, std::ostr
     control.add_e2b_routes(routes);
   };
   steps.after_listen = [&](storage::kv_store& store, const gateway::endpoint& bound) {
-    if (auto announced = announce_admin_key(store, url_of(bound), options.cli_config, out, log);
+    if (auto announced = announce_admin_key(store, url_of(bound, options.http.tls.has_value()),
+                                            options.cli_config, out, log);
         !announced)
       return announced;
     out << "cluster listening on " << options.cluster_listen.host << ":" << control.cluster_port()
@@ -95,6 +98,17 @@ std::string worker_name(const worker_options& options) {
   return name;
 }
 
+/// The addresses the data listener's certificate names: the one its URL
+/// gives (the listener's own, or loopback for a wildcard), when it is an IP.
+std::vector<std::string> serving_addresses(const gateway::endpoint& listen) {
+  std::string host = gateway::dialable(listen).host;
+  boost::system::error_code not_ip;
+  boost::asio::ip::make_address(host, not_ip);
+  if (not_ip)
+    return {};
+  return {host};
+}
+
 } // namespace
 
 int run_worker(const worker_options& options, stop_signals& signals, std::ostream& out,
@@ -109,13 +123,18 @@ int run_worker(const worker_options& options, stop_signals& signals, std::ostrea
   // The data listener's own HTTP figures; /metrics adds the node's.
   metrics::metrics_registry listener_metrics;
   daemon_spec spec{"worker", options.data_dir, "worker", options.data_listen, options.http};
+  // The data listener serves TLS with the worker's member certificate (made
+  // by the join in before_listen, renewed in place: the listener re-reads it).
+  const auto identity_files = identity_paths(absolute_path(options.data_dir));
+  const auto addresses = serving_addresses(options.data_listen);
+  spec.http.tls = gateway::http_tls_files{identity_files.cert_path, identity_files.key_path};
   daemon_steps steps;
   steps.metrics = &listener_metrics;
   std::optional<worker_identity> identity;
   std::unique_ptr<certificate_renewer> renewer;
   steps.before_listen = [&](storage::kv_store& store) {
     // The identity comes first: the cluster link is made with it.
-    join_request request{options.token, options.control_url, worker_name(options)};
+    join_request request{options.token, options.control_url, worker_name(options), addresses};
     auto loaded = load_or_join(absolute_path(options.data_dir), request, log);
     if (!loaded)
       return loaded.error();
@@ -161,13 +180,13 @@ int run_worker(const worker_options& options, stop_signals& signals, std::ostrea
     return make_status(errc::unavailable, "this worker has not joined its control plane yet");
   };
   steps.after_listen = [&](storage::kv_store&, const gateway::endpoint& bound) {
-    url.set(url_of(bound));
-    auto registration = worker.registration(worker_name(options), url_of(bound));
+    url.set(url_of(bound, true));
+    auto registration = worker.registration(worker_name(options), url_of(bound, true));
     if (!registration)
       return registration.error();
     // Who this worker is, the control plane learns from its certificate and
     // the signature its key makes for each registration.
-    auto credentials = member_credentials::load(*identity);
+    auto credentials = member_credentials::load(*identity, addresses);
     if (!credentials)
       return credentials.error();
     join = join_cluster(system_host.system(), options.join, std::move(*registration), worker, clock,

@@ -6,8 +6,8 @@
 
 namespace airlock::airlockd {
 
-std::string url_of(const gateway::endpoint& bound) {
-  return "http://" + gateway::to_string(gateway::dialable(bound));
+std::string url_of(const gateway::endpoint& bound, bool tls) {
+  return (tls ? "https://" : "http://") + gateway::to_string(gateway::dialable(bound));
 }
 
 status announce_admin_key(storage::kv_store& store, const std::string& url,

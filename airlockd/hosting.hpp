@@ -44,8 +44,8 @@ private:
 
 using verifier_slot = late_value<std::shared_ptr<const gateway::token_verifier>>;
 
-/// "http://HOST:PORT" a client on this host dials to reach `bound`.
-std::string url_of(const gateway::endpoint& bound);
+/// "http://HOST:PORT" (or https) a client on this host dials to reach `bound`.
+std::string url_of(const gateway::endpoint& bound, bool tls = false);
 
 /// First start only: creates the admin key, writes the CLI config at
 /// `cli_config` and prints "admin key: ..." on a line of its own. Later

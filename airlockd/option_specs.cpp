@@ -76,6 +76,28 @@ void add_common_specs(std::vector<option_spec<O>>& specs) {
                    [](const O& o) { return show_number(o.http.shutdown_timeout_ms); }});
 }
 
+/// TLS on the API listener (serve, control): API keys cross the network.
+template <class O>
+void add_listener_tls_specs(std::vector<option_spec<O>>& specs) {
+  specs.push_back({"tls-cert", "FILE",
+                   "serve the HTTP listener over TLS with this PEM certificate (and chain); "
+                   "a replaced file is used from the next connection on; needs --tls-key",
+                   [](O& o, std::string_view v) {
+                     if (!o.http.tls)
+                       o.http.tls.emplace();
+                     return set_path(o.http.tls->certificate_file, v);
+                   },
+                   [](const O& o) { return o.http.tls ? o.http.tls->certificate_file : ""; },
+                   "none (plain HTTP)"});
+  specs.push_back({"tls-key", "FILE", "the private key (PEM) of --tls-cert",
+                   [](O& o, std::string_view v) {
+                     if (!o.http.tls)
+                       o.http.tls.emplace();
+                     return set_path(o.http.tls->key_file, v);
+                   },
+                   [](const O& o) { return o.http.tls ? o.http.tls->key_file : ""; }, "none"});
+}
+
 template <class O>
 option_spec<O> data_dir_spec(std::string_view help) {
   return {"data-dir",
@@ -306,6 +328,7 @@ std::vector<option_spec<serve_options>> serve_specs() {
                    [](const opts& o) { return gateway::to_string(o.listen); }});
   specs.push_back(cli_config_spec<opts>());
   add_common_specs(specs);
+  add_listener_tls_specs(specs);
   add_sandbox_host_specs(specs);
   add_control_settings_specs(specs);
   return specs;
@@ -324,6 +347,7 @@ std::vector<option_spec<control_options>> control_specs() {
                    [](const opts& o) { return gateway::to_string(o.cluster_listen); }});
   specs.push_back(cli_config_spec<opts>());
   add_common_specs(specs);
+  add_listener_tls_specs(specs);
   add_control_settings_specs(specs);
   return specs;
 }

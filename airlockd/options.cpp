@@ -214,12 +214,28 @@ std::string default_cli_config(const process_env& env) {
   return env.get("HOME").value_or(".") + "/.config/airlock/config.json";
 }
 
+namespace {
+
+/// --tls-cert and --tls-key come together.
+template <class Options>
+result<command_line<Options>> with_whole_tls(result<command_line<Options>> parsed) {
+  if (!parsed || parsed->help || !parsed->options.http.tls)
+    return parsed;
+  const auto& tls = *parsed->options.http.tls;
+  if (tls.certificate_file.empty() || tls.key_file.empty())
+    return invalid("--tls-cert and --tls-key go together: give both (or AIRLOCK_TLS_CERT and "
+                   "AIRLOCK_TLS_KEY), or neither for plain HTTP");
+  return parsed;
+}
+
+} // namespace
+
 result<command_line<serve_options>> parse_serve(std::span<const std::string> args,
                                                 const process_env& env) {
   serve_options defaults;
   defaults.data_dir = default_data_dir(env);
   defaults.cli_config = default_cli_config(env);
-  return parse_with(serve_specs(), args, env, std::move(defaults));
+  return with_whole_tls(parse_with(serve_specs(), args, env, std::move(defaults)));
 }
 
 result<command_line<control_options>> parse_control(std::span<const std::string> args,
@@ -227,7 +243,7 @@ result<command_line<control_options>> parse_control(std::span<const std::string>
   control_options defaults;
   defaults.data_dir = default_data_dir(env);
   defaults.cli_config = default_cli_config(env);
-  return parse_with(control_specs(), args, env, std::move(defaults));
+  return with_whole_tls(parse_with(control_specs(), args, env, std::move(defaults)));
 }
 
 result<command_line<worker_options>> parse_worker(std::span<const std::string> args,

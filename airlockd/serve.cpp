@@ -99,10 +99,9 @@ void add_serve_routes(serve_parts& parts, gateway::route_table& routes) {
 }
 
 /// Registers the local worker with the scheduler and waits for the first join.
-status join_local_worker(serve_parts& parts, const gateway::endpoint& bound,
-                         const actors::logger& log) {
-  parts.url.set(url_of(bound));
-  auto registration = parts.worker.registration(host_name(), url_of(bound));
+status join_local_worker(serve_parts& parts, const std::string& url, const actors::logger& log) {
+  parts.url.set(url);
+  auto registration = parts.worker.registration(host_name(), url);
   if (!registration)
     return make_status(registration.code(),
                        "cannot describe the local worker: " + registration.error().message);
@@ -134,9 +133,10 @@ int run_serve(const serve_options& options, stop_signals& signals, std::ostream&
   steps.metrics = &parts.control.metrics();
   steps.after_listen = [&parts, &options, &out, &log](storage::kv_store& store,
                                                       const gateway::endpoint& bound) {
-    if (auto joined = join_local_worker(parts, bound, log); !joined)
+    const std::string url = url_of(bound, options.http.tls.has_value());
+    if (auto joined = join_local_worker(parts, url, log); !joined)
       return joined;
-    return announce_admin_key(store, url_of(bound), options.cli_config, out, log);
+    return announce_admin_key(store, url, options.cli_config, out, log);
   };
   return run_daemon(spec, steps, signals, out, log);
 }

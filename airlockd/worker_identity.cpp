@@ -1,5 +1,6 @@
 #include "airlockd/worker_identity.hpp"
 
+#include <algorithm>
 #include <ctime>
 #include <sys/stat.h>
 #include <tuple>
@@ -26,7 +27,14 @@ bool exists(const std::string& path) {
   return ::stat(path.c_str(), &info) == 0;
 }
 
-worker_identity paths_in(const std::string& data_dir) {
+int64_t now_s() { return static_cast<int64_t>(std::time(nullptr)); }
+
+/// After a renewal that was needed failed (the link may not be up yet).
+constexpr std::chrono::seconds renew_retry_interval{10};
+
+} // namespace
+
+worker_identity identity_paths(const std::string& data_dir) {
   const std::string dir = data_dir + "/cluster";
   worker_identity id;
   id.key_path = dir + "/worker.key";
@@ -35,10 +43,6 @@ worker_identity paths_in(const std::string& data_dir) {
   id.worker_ca_path = dir + "/worker-ca.crt";
   return id;
 }
-
-int64_t now_s() { return static_cast<int64_t>(std::time(nullptr)); }
-
-} // namespace
 
 result<identity_files> read_identity_files(const worker_identity& id) {
   auto key = read_file(id.key_path, true);
@@ -95,11 +99,11 @@ struct key_request {
   std::string csr;
 };
 
-result<key_request> new_key_request() {
+result<key_request> new_key_request(const std::vector<std::string>& addresses) {
   auto key = crypto::generate_key_pem();
   if (!key)
     return key.error();
-  auto csr = crypto::create_csr(*key, requested_name);
+  auto csr = crypto::create_csr(*key, requested_name, addresses);
   if (!csr)
     return csr.error();
   return key_request{std::move(*key), std::move(*csr)};
@@ -122,7 +126,7 @@ result<worker_identity> join(worker_identity id, const join_request& request,
   auto token = actors::parse_join_token(request.token);
   if (!token)
     return token.error();
-  auto fresh = new_key_request();
+  auto fresh = new_key_request(request.addresses);
   if (!fresh)
     return fresh.error();
   const std::string* key = &fresh->key;
@@ -195,7 +199,7 @@ result<worker_identity> join(worker_identity id, const join_request& request,
 
 result<std::optional<worker_identity>>
 load_or_join(const std::string& data_dir, const join_request& request, const actors::logger& log) {
-  auto id = paths_in(data_dir);
+  auto id = identity_paths(data_dir);
   if (exists(id.cert_path) || exists(id.key_path)) {
     auto loaded = load(std::move(id));
     if (!loaded)
@@ -211,11 +215,12 @@ load_or_join(const std::string& data_dir, const join_request& request, const act
 }
 
 result<std::shared_ptr<member_credentials>>
-member_credentials::load(const worker_identity& identity) {
+member_credentials::load(const worker_identity& identity, std::vector<std::string> addresses) {
   auto files = read_identity_files(identity);
   if (!files)
     return files.error();
   std::shared_ptr<member_credentials> out(new member_credentials(identity));
+  out->addresses_ = std::move(addresses);
   out->certificate_ = std::move(files->certificate);
   out->key_ = std::move(files->key);
   out->worker_ca_ = std::move(files->worker_ca);
@@ -238,9 +243,17 @@ int64_t member_credentials::not_after_s() const {
   return not_after_s_;
 }
 
+bool member_credentials::names_addresses() const {
+  std::lock_guard lock(mutex_);
+  auto named = crypto::certificate_ip_addresses(certificate_);
+  return std::all_of(addresses_.begin(), addresses_.end(), [&named](const std::string& address) {
+    return std::find(named.begin(), named.end(), address) != named.end();
+  });
+}
+
 status
 member_credentials::renew(const std::function<result<std::string>(const std::string& csr)>& issue) {
-  auto fresh = new_key_request();
+  auto fresh = new_key_request(addresses_);
   if (!fresh)
     return fresh.error();
   auto certificate = issue(fresh->csr);
@@ -281,17 +294,23 @@ certificate_renewer::~certificate_renewer() {
 
 void certificate_renewer::run() {
   std::unique_lock lock(mutex_);
-  while (!wake_.wait_for(lock, check_interval_, [this] { return stopping_; })) {
-    if (credentials_->not_after_s() - now_s() > renew_before_s_)
+  auto next_check = std::chrono::milliseconds(0);
+  while (!wake_.wait_for(lock, next_check, [this] { return stopping_; })) {
+    next_check = check_interval_;
+    bool expiring = credentials_->not_after_s() - now_s() <= renew_before_s_;
+    if (!expiring && credentials_->names_addresses())
       continue;
     lock.unlock();
     auto renewed = credentials_->renew(issue_);
-    if (renewed)
+    if (renewed) {
       log_.info("renewed this worker's certificate",
-                {{"not_after_s", credentials_->not_after_s()}});
-    else
-      log_.warn("could not renew this worker's certificate; trying again at the next check",
-                {{"error", renewed.message}});
+                {{"not_after_s", credentials_->not_after_s()},
+                 {"reason", expiring ? "expiring" : "addresses"}});
+    } else {
+      next_check = std::min(check_interval_, std::chrono::milliseconds(renew_retry_interval));
+      log_.warn("could not renew this worker's certificate; trying again",
+                {{"error", renewed.message}, {"retry_ms", next_check.count()}});
+    }
     lock.lock();
   }
 }

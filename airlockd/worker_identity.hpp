@@ -40,11 +40,17 @@ struct identity_files {
 /// Reads them; permission_denied for a key others may read, io_error.
 result<identity_files> read_identity_files(const worker_identity& identity);
 
+/// Where a worker's identity files are in `data_dir` (they may not exist yet).
+worker_identity identity_paths(const std::string& data_dir);
+
 /// What a join needs; `token` empty: no join, only a stored identity.
 struct join_request {
   std::string token;
   std::string control_url; ///< http://HOST:PORT
   std::string name;        ///< the worker's name, shown by GET /v1/workers
+  /// The IP addresses the worker's data listener serves TLS at: named in its
+  /// certificate so that clients can check whom they reach.
+  std::vector<std::string> addresses;
   std::chrono::milliseconds timeout{30'000};
 };
 
@@ -61,14 +67,19 @@ load_or_join(const std::string& data_dir, const join_request& request, const act
 /// at start, replaced when they are renewed. Thread-safe.
 class member_credentials {
 public:
-  /// Reads the files of `identity`; errors of reading them.
-  static result<std::shared_ptr<member_credentials>> load(const worker_identity& identity);
+  /// Reads the files of `identity`; errors of reading them. `addresses`: the
+  /// IP addresses its certificates must name (see join_request).
+  static result<std::shared_ptr<member_credentials>>
+  load(const worker_identity& identity, std::vector<std::string> addresses = {});
 
   std::string certificate() const;
   /// A signature of `message` with the current key (crypto::sign_message).
   result<std::string> sign(const std::string& message) const;
   /// Seconds since the epoch at which the current certificate expires.
   int64_t not_after_s() const;
+  /// Whether the current certificate names every address it must (one from
+  /// before the listener served TLS, or moved, does not: it is renewed).
+  bool names_addresses() const;
 
   /// Makes a new key, has `issue` sign a certificate for it (a CSR in, the
   /// certificate out), checks the answer (it chains to the worker CA, names
@@ -83,6 +94,7 @@ private:
   explicit member_credentials(worker_identity identity) : identity_(std::move(identity)) {}
 
   worker_identity identity_;
+  std::vector<std::string> addresses_;
   mutable std::mutex mutex_;
   std::string certificate_;
   std::string key_;
@@ -91,9 +103,11 @@ private:
 };
 
 /// Renews a worker's certificate over the cluster link once less than
-/// `renew_before_s` of its life is left, checking every `check_interval`
-/// on a thread of its own; logs each renewal and each failure (retried at
-/// the next check). Stops (and joins) on destruction.
+/// `renew_before_s` of its life is left or it does not name the listener's
+/// addresses, checking at once and then every `check_interval` on a thread of
+/// its own; logs each renewal and each failure (retried after
+/// renew_retry_interval, or check_interval if shorter). Stops (and joins) on
+/// destruction.
 class certificate_renewer {
 public:
   using issuer = std::function<result<std::string>(const std::string& csr)>;

@@ -147,6 +147,9 @@ const std::vector<flag_spec>& global_flags() {
     {"api-key", flag_kind::text, "KEY", "API key (else $AIRLOCK_API_KEY, else the config file)"},
     {"config", flag_kind::text, "FILE",
      "config file (else $AIRLOCK_CLI_CONFIG, else ~/.config/airlock/config.json)"},
+    {"ca-file", flag_kind::text, "FILE",
+     "CA certificates (PEM) an https airlockd's certificate must chain to (else $AIRLOCK_CA_FILE, "
+     "else the config file's ca_file, else the system's)"},
     {"json", flag_kind::toggle, "", "print the server's JSON instead of a table"},
     {"help", flag_kind::toggle, "", "show help", 'h'},
   };
@@ -196,6 +199,8 @@ void store(invocation& inv, const flag_spec& flag, std::string value) {
     inv.connection.api_key = value;
   else if (flag.name == "config")
     inv.connection.config_path = value;
+  else if (flag.name == "ca-file")
+    inv.connection.ca_file = value;
   else if (flag.name == "json")
     inv.json = true;
   else if (flag.name == "help")

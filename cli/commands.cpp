@@ -483,7 +483,16 @@ int run_cli(std::span<const std::string> args, const env_map& env, cli_io io,
            << config->config_path << ")\n";
     return exit_usage;
   }
-  api_client api(*config, options.http);
+  http_client_options http = options.http;
+  if (!config->ca_file.empty()) {
+    auto pem = read_ca_file(config->ca_file);
+    if (!pem) {
+      io.err << "airlock: " << pem.error().message << "\n";
+      return exit_usage;
+    }
+    http.ca_pem = std::move(*pem);
+  }
+  api_client api(*config, http);
   context ctx{*inv, api, io, options};
   return dispatch(ctx);
 }

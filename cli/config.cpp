@@ -17,26 +17,39 @@ status bad_file(const std::string& path, const std::string& why) {
   return make_status(errc::invalid_argument, "config file " + path + ": " + why);
 }
 
+/// The text of a small file; `what` names it in errors ("config file X: ...").
+result<std::string> read_small_file(const std::string& path, const std::string& what) {
+  auto bad = [&](const std::string& why) {
+    return make_status(errc::invalid_argument, what + " " + path + ": " + why);
+  };
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    return bad("does not exist");
+  auto size = std::filesystem::file_size(path, ec);
+  if (ec)
+    return bad("cannot be read (is it a directory?)");
+  if (size > config_bytes_max)
+    return bad("is larger than 1 MiB");
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return bad("cannot be read");
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 /// The file's JSON object; an empty object when `optional` and it does not exist.
 result<nlohmann::json> load_file(const std::string& path, bool optional) {
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec))
-    return optional ? result<nlohmann::json>(nlohmann::json::object())
-                    : bad_file(path, "does not exist");
-  auto size = std::filesystem::file_size(path, ec);
-  if (ec)
-    return bad_file(path, "cannot be read (is it a directory?)");
-  if (size > config_bytes_max)
-    return bad_file(path, "is larger than 1 MiB");
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return bad_file(path, "cannot be read");
-  std::stringstream text;
-  text << in.rdbuf();
-  auto doc = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (optional && !std::filesystem::exists(path, ec))
+    return nlohmann::json::object();
+  auto text = read_small_file(path, "config file");
+  if (!text)
+    return text.error();
+  auto doc = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (!doc.is_object())
     return bad_file(path, "must hold a JSON object such as {\"url\": ..., \"api_key\": ...}");
-  for (const char* key : {"url", "api_key"}) {
+  for (const char* key : {"url", "api_key", "ca_file"}) {
     if (doc.contains(key) && !doc[key].is_string())
       return bad_file(path, std::string(key) + " must be a string");
   }
@@ -76,6 +89,12 @@ result<connection_config> resolve_connection(const connection_flags& flags, cons
     config.url = (*file)["url"].get<std::string>();
   if (file->contains("api_key"))
     config.api_key = (*file)["api_key"].get<std::string>();
+  if (file->contains("ca_file"))
+    config.ca_file = (*file)["ca_file"].get<std::string>();
+  if (auto ca_file = env_get(env, "AIRLOCK_CA_FILE"))
+    config.ca_file = *ca_file;
+  if (flags.ca_file)
+    config.ca_file = *flags.ca_file;
   if (auto url = env_get(env, "AIRLOCK_URL"))
     config.url = *url;
   if (auto key = env_get(env, "AIRLOCK_API_KEY"))
@@ -86,6 +105,16 @@ result<connection_config> resolve_connection(const connection_flags& flags, cons
     config.api_key = *flags.api_key;
   config.url = without_trailing_slash(std::move(config.url));
   return config;
+}
+
+result<std::string> read_ca_file(const std::string& path) {
+  auto text = read_small_file(path, "CA file");
+  if (!text)
+    return text.error();
+  if (text->find("-----BEGIN CERTIFICATE-----") == std::string::npos)
+    return make_status(errc::invalid_argument,
+                       "CA file " + path + ": holds no PEM certificate (-----BEGIN CERTIFICATE-----)");
+  return text;
 }
 
 } // namespace airlock::cli

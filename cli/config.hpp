@@ -35,12 +35,16 @@ struct connection_flags {
   std::optional<std::string> url;
   std::optional<std::string> api_key;
   std::optional<std::string> config_path;
+  std::optional<std::string> ca_file;
 };
 
 struct connection_config {
   std::string url = "http://127.0.0.1:7070"; ///< without a trailing '/'
   std::string api_key;                       ///< empty: none found anywhere
   std::string config_path;                   ///< the file consulted (it may not exist)
+  /// PEM certificates an https control plane's certificate must chain to;
+  /// empty: the system's trust store.
+  std::string ca_file;
 };
 
 /// Resolves the settings by the precedence above. A missing default config
@@ -48,5 +52,9 @@ struct connection_config {
 /// file that exists cannot be read or is not a JSON object with string values,
 /// or when --config names a file that does not exist.
 result<connection_config> resolve_connection(const connection_flags& flags, const env_map& env);
+
+/// The PEM certificates of a CA file (at most 1 MiB); invalid_argument naming
+/// the file when it cannot be read or holds no certificate.
+result<std::string> read_ca_file(const std::string& path);
 
 } // namespace airlock::cli

@@ -27,6 +27,7 @@ using nlohmann::json;
 struct attachment {
   std::string url; ///< absolute attach_url
   std::string token;
+  http_client_options http; ///< trusting the worker CA when the URL is a worker's https one
 
   http_request request(std::string method, const std::string& suffix, std::string body = {}) const {
     return {
@@ -148,7 +149,7 @@ private:
 
   /// False once the process no longer takes input (it ended or closed stdin).
   bool send(const std::string& suffix, std::string body) {
-    auto sent = http_send(attach_.request("POST", suffix, std::move(body)), ctx_.api.http());
+    auto sent = http_send(attach_.request("POST", suffix, std::move(body)), attach_.http);
     return sent && sent->status >= 200 && sent->status < 300;
   }
 
@@ -267,7 +268,7 @@ stream_end read_output(context& ctx, const attachment& attach, std::string& last
       server_dropped = true; // e.g. slow_consumer: reconnect and resume
     }
   };
-  auto response = http_stream(request, ctx.api.http(), [&](std::string_view bytes) {
+  auto response = http_stream(request, attach.http, [&](std::string_view bytes) {
     if (auto fed = parser.feed(bytes, on_event); !fed)
       end.failure = fed;
     return !end.exit && !end.failure && !server_dropped;
@@ -278,9 +279,9 @@ stream_end read_output(context& ctx, const attachment& attach, std::string& last
 }
 
 /// After output was lost (410): the exit status from GET {attach_url}?wait=.
-result<process_exit> wait_exit(context& ctx, const attachment& attach) {
+result<process_exit> wait_exit(const attachment& attach) {
   for (;;) {
-    auto response = http_send(attach.request("GET", "?wait=60"), ctx.api.http());
+    auto response = http_send(attach.request("GET", "?wait=60"), attach.http);
     if (!response)
       return connection_failure(response.error(), attach.url);
     if (response->status != 200)
@@ -305,7 +306,7 @@ result<process_exit> follow_output(context& ctx, const attachment& attach) {
     if (answer && answer->status == 410) {
       ctx.io.err << "airlock: the server no longer holds the output after byte " << last_id
                  << "; waiting for the process to exit\n";
-      return wait_exit(ctx, attach);
+      return wait_exit(attach);
     }
     if (answer && (answer->status < 200 || answer->status >= 300))
       return api_failure(answer->status, answer->body);
@@ -335,6 +336,25 @@ json process_body(context& ctx, const terminal& tty, bool want_tty, bool want_st
   return body;
 }
 
+/// How to reach an attach URL: as the control plane, or, for a worker's own
+/// https listener, trusting the cluster's worker CA (GET /v1/cluster/ca):
+/// only for that URL, so a worker's certificate never passes for the
+/// control plane.
+result<http_client_options> attach_options(context& ctx, const std::string& attach_url) {
+  http_client_options options = ctx.api.http();
+  if (!attach_url.starts_with("https://") || attach_url.starts_with(ctx.api.config().url + "/"))
+    return options;
+  http_request request;
+  request.url = ctx.api.absolute("/v1/cluster/ca");
+  auto ca = ctx.api.send(request);
+  if (!ca)
+    return ca.error();
+  if (ca->status != 200)
+    return api_failure(ca->status, ca->body);
+  options.ca_pem = ca->body;
+  return options;
+}
+
 } // namespace
 
 int run_exec(context& ctx) {
@@ -347,9 +367,14 @@ int run_exec(context& ctx) {
   if (!created)
     return report(ctx, created.error());
   attachment attach{ctx.api.absolute(created->value("attach_url", "")),
-                    created->value("attach_token", "")};
+                    created->value("attach_token", ""),
+                    {}};
   if (attach.url.empty() || attach.token.empty())
     return report(ctx, make_status(errc::internal, "the server's answer names no attach_url"));
+  auto reach = attach_options(ctx, attach.url);
+  if (!reach)
+    return report(ctx, reach.error());
+  attach.http = std::move(*reach);
 
   std::optional<input_pump> input;
   if (want_tty)

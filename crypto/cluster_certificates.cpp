@@ -65,6 +65,21 @@ bool is_ip_literal(const std::string& text) {
          || ::inet_pton(AF_INET6, text.c_str(), bytes) == 1;
 }
 
+struct general_names_free {
+  void operator()(GENERAL_NAMES* names) const { GENERAL_NAMES_free(names); }
+};
+using general_names_ptr = std::unique_ptr<GENERAL_NAMES, general_names_free>;
+
+/// An IP SAN's octets as text; empty for a length that is neither v4 nor v6.
+std::string ip_text(const ASN1_OCTET_STRING* octets) {
+  char text[INET6_ADDRSTRLEN] = {};
+  int length = ASN1_STRING_length(octets);
+  int family = length == 4 ? AF_INET : length == 16 ? AF_INET6 : 0;
+  if (family == 0 || ::inet_ntop(family, ASN1_STRING_get0_data(octets), text, sizeof text) == nullptr)
+    return {};
+  return text;
+}
+
 int64_t unix_seconds(const ASN1_TIME* time) {
   struct tm parts {};
   if (ASN1_TIME_to_tm(time, &parts) != 1)
@@ -86,9 +101,26 @@ bool is_member_name(std::string_view name) noexcept {
   return name.front() != '-' && name.front() != '_';
 }
 
-result<std::string> create_csr(std::string_view key_pem, std::string_view common_name) {
+result<std::string> create_csr(std::string_view key_pem, std::string_view common_name,
+                               const std::vector<std::string>& ip_addresses) {
   if (!is_member_name(common_name))
     return bad_request("a member name has 1 to 63 of a-z, 0-9, '-' and '_'");
+  if (ip_addresses.size() > member_addresses_max)
+    return bad_request("a member names at most " + std::to_string(member_addresses_max)
+                       + " IP addresses");
+  general_names_ptr names(GENERAL_NAMES_new());
+  for (const auto& address : ip_addresses) {
+    ASN1_OCTET_STRING* octets = is_ip_literal(address) ? a2i_IPADDRESS(address.c_str()) : nullptr;
+    if (octets == nullptr)
+      return bad_request("'" + address.substr(0, 64) + "' is not an IP address");
+    GENERAL_NAME* name = GENERAL_NAME_new();
+    if (name == nullptr || sk_GENERAL_NAME_push(names.get(), name) == 0) {
+      GENERAL_NAME_free(name);
+      ASN1_OCTET_STRING_free(octets);
+      return ssl_failure(errc::internal, "making a certificate signing request failed");
+    }
+    GENERAL_NAME_set0_value(name, GEN_IPADD, octets);
+  }
   auto key = parse_private_key(key_pem);
   if (!key)
     return key.error();
@@ -102,8 +134,18 @@ result<std::string> create_csr(std::string_view key_pem, std::string_view common
          == 1
     && X509_REQ_set_version(req.get(), 0) == 1
     && X509_REQ_set_subject_name(req.get(), subject.get()) == 1
-    && X509_REQ_set_pubkey(req.get(), key->get()) == 1
-    && X509_REQ_sign(req.get(), key->get(), EVP_sha256()) > 0;
+    && X509_REQ_set_pubkey(req.get(), key->get()) == 1;
+  if (ok && !ip_addresses.empty()) {
+    STACK_OF(X509_EXTENSION)* extensions = sk_X509_EXTENSION_new_null();
+    X509_EXTENSION* alt_names = X509V3_EXT_i2d(NID_subject_alt_name, 0, names.get());
+    ok = extensions != nullptr && alt_names != nullptr
+         && sk_X509_EXTENSION_push(extensions, alt_names) != 0;
+    if (!ok)
+      X509_EXTENSION_free(alt_names);
+    ok = ok && X509_REQ_add_extensions(req.get(), extensions) == 1;
+    sk_X509_EXTENSION_pop_free(extensions, X509_EXTENSION_free);
+  }
+  ok = ok && X509_REQ_sign(req.get(), key->get(), EVP_sha256()) > 0;
   if (!ok)
     return ssl_failure(errc::internal, "making a certificate signing request failed");
   bio_ptr out(BIO_new(BIO_s_mem()));
@@ -134,6 +176,41 @@ result<req_ptr> parse_csr(std::string_view csr_pem) {
   return req;
 }
 
+/// The IP addresses a request asks for; invalid_argument for other kinds of
+/// alternative names or too many.
+result<std::vector<std::string>> requested_addresses(X509_REQ* req) {
+  std::vector<std::string> out;
+  STACK_OF(X509_EXTENSION)* extensions = X509_REQ_get_extensions(req);
+  if (extensions == nullptr) {
+    ERR_clear_error();
+    return out;
+  }
+  std::unique_ptr<STACK_OF(X509_EXTENSION), void (*)(STACK_OF(X509_EXTENSION)*)> owned(
+    extensions, [](STACK_OF(X509_EXTENSION)* list) {
+      sk_X509_EXTENSION_pop_free(list, X509_EXTENSION_free);
+    });
+  for (int i = 0; i < sk_X509_EXTENSION_num(extensions); ++i) {
+    X509_EXTENSION* extension = sk_X509_EXTENSION_value(extensions, i);
+    if (OBJ_obj2nid(X509_EXTENSION_get_object(extension)) != NID_subject_alt_name)
+      continue;
+    general_names_ptr names(static_cast<GENERAL_NAMES*>(X509V3_EXT_d2i(extension)));
+    if (!names)
+      return bad_request("the certificate signing request's alternative names do not parse");
+    for (int n = 0; n < sk_GENERAL_NAME_num(names.get()); ++n) {
+      const GENERAL_NAME* name = sk_GENERAL_NAME_value(names.get(), n);
+      std::string text = name->type == GEN_IPADD ? ip_text(name->d.iPAddress) : "";
+      if (text.empty())
+        return bad_request("a certificate signing request may ask only for IP addresses as "
+                           "alternative names");
+      out.push_back(std::move(text));
+    }
+  }
+  if (out.size() > member_addresses_max)
+    return bad_request("a member names at most " + std::to_string(member_addresses_max)
+                       + " IP addresses");
+  return out;
+}
+
 } // namespace
 
 result<csr_subject> read_csr(std::string_view csr_pem) {
@@ -145,6 +222,10 @@ result<csr_subject> read_csr(std::string_view csr_pem) {
   if (!is_member_name(subject.common_name))
     return bad_request("the certificate signing request must name a member (1 to 63 of a-z, "
                        "0-9, '-' and '_')");
+  auto addresses = requested_addresses(req->get());
+  if (!addresses)
+    return addresses.error();
+  subject.ip_addresses = std::move(*addresses);
   bio_ptr out(BIO_new(BIO_s_mem()));
   if (!out || PEM_write_bio_PUBKEY(out.get(), X509_REQ_get0_pubkey(req->get())) != 1)
     return ssl_failure(errc::internal, "writing a public key failed");
@@ -162,11 +243,16 @@ result<std::string> issue_member(const key_and_cert& ca, std::string_view csr_pe
     return bad_request("a member name has 1 to 63 of a-z, 0-9, '-' and '_'");
   if (window ? window->second <= window->first : valid_days < 1)
     return bad_request("a certificate must be valid for some time");
+  auto subject = read_csr(csr_pem);
+  if (!subject)
+    return subject.error();
   auto req = parse_csr(csr_pem);
   if (!req)
     return req.error();
   std::string alt_names = "DNS:" + std::string(name);
-  for (const auto& address : ip_addresses) {
+  std::vector<std::string> addresses = subject->ip_addresses;
+  addresses.insert(addresses.end(), ip_addresses.begin(), ip_addresses.end());
+  for (const auto& address : addresses) {
     if (!is_ip_literal(address))
       return bad_request("'" + address.substr(0, 64) + "' is not an IP address");
     alt_names += ",IP:" + address;
@@ -350,6 +436,23 @@ result<int64_t> certificate_not_after(std::string_view cert_pem) {
   if (!certs)
     return certs.error();
   return unix_seconds(X509_get0_notAfter(certs->front().get()));
+}
+
+std::vector<std::string> certificate_ip_addresses(std::string_view cert_pem) {
+  std::vector<std::string> out;
+  auto certs = parse_certs(cert_pem);
+  if (!certs)
+    return out;
+  general_names_ptr names(static_cast<GENERAL_NAMES*>(
+    X509_get_ext_d2i(certs->front().get(), NID_subject_alt_name, nullptr, nullptr)));
+  for (int n = 0; names && n < sk_GENERAL_NAME_num(names.get()); ++n) {
+    const GENERAL_NAME* name = sk_GENERAL_NAME_value(names.get(), n);
+    if (name->type == GEN_IPADD)
+      if (auto text = ip_text(name->d.iPAddress); !text.empty())
+        out.push_back(std::move(text));
+  }
+  ERR_clear_error();
+  return out;
 }
 
 } // namespace airlock::crypto

@@ -24,21 +24,29 @@ inline constexpr int member_valid_days = 90;
 /// The largest certificate signing request read (PEM bytes).
 inline constexpr size_t csr_pem_max = 8 * 1024;
 
+/// IP addresses a member may ask to be named in its certificate (the
+/// addresses its TLS listener serves).
+inline constexpr size_t member_addresses_max = 8;
+
 /// A certificate signing request (PEM) for the public key of `key_pem`,
-/// naming `common_name` and signed with that key.
-/// invalid_argument for a key that does not parse or a name that is not a
-/// member name (see is_member_name).
-result<std::string> create_csr(std::string_view key_pem, std::string_view common_name);
+/// naming `common_name`, asking for `ip_addresses` as subject alternative
+/// names, signed with that key. invalid_argument for a key that does not
+/// parse, a name that is not a member name (see is_member_name), an address
+/// that is not an IP literal or more than member_addresses_max of them.
+result<std::string> create_csr(std::string_view key_pem, std::string_view common_name,
+                               const std::vector<std::string>& ip_addresses = {});
 
 /// What a checked request asks for.
 struct csr_subject {
   std::string common_name;
   std::string public_key_pem;
+  std::vector<std::string> ip_addresses; ///< requested IP SANs, as text
 };
 
 /// Reads and checks a request: exactly one PEM request of at most
-/// csr_pem_max bytes, signed by its own key, an EC P-256 key, a member name.
-/// invalid_argument with a sentence naming what is wrong otherwise.
+/// csr_pem_max bytes, signed by its own key, an EC P-256 key, a member name,
+/// alternative names (if any) that are IP addresses, member_addresses_max at
+/// most. invalid_argument with a sentence naming what is wrong otherwise.
 result<csr_subject> read_csr(std::string_view csr_pem);
 
 /// A member name (worker id, control-plane name): 1 to 63 of [a-z0-9_-],
@@ -46,10 +54,11 @@ result<csr_subject> read_csr(std::string_view csr_pem);
 bool is_member_name(std::string_view name) noexcept;
 
 /// Signs the key of `csr_pem` as member `name` (CN and SAN DNS name, plus
-/// `ip_addresses` as SAN IPs), for TLS clients and servers, valid from an
-/// hour ago for `valid_days`. The issuer decides who the member is: the
-/// request's own name is not used. invalid_argument for a bad request, name
-/// or address.
+/// the request's IP addresses and `ip_addresses` as SAN IPs), for TLS clients
+/// and servers, valid from an hour ago for `valid_days`. The issuer decides
+/// who the member is: the request's own name is not used; the addresses are
+/// the member's to claim (they only let it serve TLS at them). invalid_argument
+/// for a bad request, name or address.
 result<std::string> issue_member_certificate(const key_and_cert& ca, std::string_view csr_pem,
                                              std::string_view name, int valid_days,
                                              const std::vector<std::string>& ip_addresses = {});
@@ -98,5 +107,9 @@ bool key_matches_certificate(std::string_view key_pem, std::string_view cert_pem
 /// The seconds since the Unix epoch at which the first certificate of
 /// `cert_pem` expires. invalid_argument when it does not parse.
 result<int64_t> certificate_not_after(std::string_view cert_pem);
+
+/// The IP addresses the first certificate of `cert_pem` names (SAN IPs, as
+/// text); empty when it names none or does not parse.
+std::vector<std::string> certificate_ip_addresses(std::string_view cert_pem);
 
 } // namespace airlock::crypto

@@ -16,10 +16,15 @@
 #include <filesystem>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "cli/cli.hpp"
+#include "cli/http.hpp"
+#include "crypto/certificates.hpp"
+#include "crypto/cluster_certificates.hpp"
 #include "storage/kv_store.hpp"
 #include "storage/operation_store.hpp"
 #include "tests/support/child_process.hpp"
@@ -374,16 +379,97 @@ std::optional<address> read_until_listening(child_process& process,
 }
 
 /// GET /readyz until it answers `status` (bounded by wait_max); the last status.
-int poll_readyz(const address& at, int status) {
+/// GET `path` over TLS from a listener whose certificate chains to `ca_pem`
+/// and names its address (a worker's data listener); nullopt when nothing
+/// trusted answers.
+std::optional<cli::http_response> https_get(const address& at, const std::string& path,
+                                            const std::string& ca_pem,
+                                            const std::string& bearer = {}) {
+  cli::http_client_options options;
+  options.ca_pem = ca_pem;
+  options.connect_timeout_ms = 5'000;
+  options.io_timeout_ms = 10'000;
+  cli::http_request request;
+  request.url = "https://" + at.host + ":" + std::to_string(at.port) + path;
+  if (!bearer.empty())
+    request.headers.emplace_back("Authorization", "Bearer " + bearer);
+  auto answer = cli::http_send(request, options);
+  if (!answer)
+    return std::nullopt;
+  return std::move(*answer);
+}
+
+/// Polls /readyz until it answers `status`; over TLS with `ca_pem` when given.
+int poll_readyz(const address& at, int status, const std::string& ca_pem = {}) {
   int last = 0;
   wait_for(
-    [&at, &last, status] {
-      auto ready = http_get(at.host, at.port, "/readyz");
-      last = ready ? ready->status : 0;
+    [&] {
+      if (!ca_pem.empty()) {
+        auto ready = https_get(at, "/readyz", ca_pem);
+        last = ready ? ready->status : 0;
+      } else {
+        auto ready = http_get(at.host, at.port, "/readyz");
+        last = ready ? ready->status : 0;
+      }
       return last == status;
     },
     wait_max, milliseconds(50));
   return last;
+}
+
+TEST_F(airlockd_e2e, control_serves_its_api_over_tls_and_the_cli_needs_the_ca_to_trust_it) {
+  // An operator's CA and a certificate for the listener's address.
+  auto ca = crypto::create_root_ca("operator CA", 2);
+  ASSERT_TRUE(ca) << ca.error().message;
+  auto key = crypto::generate_key_pem();
+  auto csr = crypto::create_csr(*key, "control");
+  auto cert = crypto::issue_member_certificate(*ca, *csr, "control", 1, {"127.0.0.1"});
+  ASSERT_TRUE(cert) << cert.error().message;
+  const std::string tls_dir = dir_.path() + "/tls";
+  std::filesystem::create_directories(tls_dir);
+  write_file(tls_dir + "/api.crt", *cert);
+  write_file(tls_dir + "/api.key", *key);
+  write_file(tls_dir + "/ca.crt", ca->cert_pem);
+
+  // Half of the pair is a usage error that says what goes with it.
+  auto half = spawn({"control", "--tls-cert", tls_dir + "/api.crt"}, environment());
+  ASSERT_TRUE(half);
+  EXPECT_EQ(half->wait_exit(), exit_usage);
+  EXPECT_NE(read_file(half->stderr_path()).find("--tls-key"), std::string::npos);
+
+  auto control = spawn({"control", "--data-dir", dir_.path() + "/control", "--listen",
+                        "127.0.0.1:0", "--cluster-listen", "127.0.0.1:0", "--tls-cert",
+                        tls_dir + "/api.crt", "--tls-key", tls_dir + "/api.key", "--cli-config",
+                        cli_config()},
+                       environment());
+  ASSERT_TRUE(control);
+  auto http = read_until_listening(*control);
+  ASSERT_TRUE(http) << read_file(control->stderr_path());
+  auto health = https_get(*http, "/healthz", ca->cert_pem);
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  EXPECT_FALSE(http_get(http->host, http->port, "/healthz")) << "plain HTTP was answered";
+
+  // The CLI config the first start wrote names the https URL; the CLI
+  // trusts the listener with the CA file, and without it says what to give.
+  auto written = nlohmann::json::parse(read_file(cli_config()));
+  EXPECT_EQ(written["url"], "https://127.0.0.1:" + std::to_string(http->port));
+  auto run = [&](std::vector<std::string> args) {
+    std::istringstream in;
+    std::ostringstream out, err;
+    cli::env_map env{{"AIRLOCK_CLI_CONFIG", cli_config()}, {"HOME", dir_.path() + "/home"}};
+    int code = cli::run_cli(args, env, cli::cli_io{in, out, err}, cli::cli_options{});
+    return std::tuple{code, out.str(), err.str()};
+  };
+  auto [trusted, listed, trusted_err] = run({"--ca-file", tls_dir + "/ca.crt", "ls", "--json"});
+  EXPECT_EQ(trusted, 0) << trusted_err;
+  EXPECT_NE(listed.find("items"), std::string::npos) << listed;
+  auto [untrusted, nothing, why] = run({"ls"});
+  EXPECT_NE(untrusted, 0);
+  EXPECT_NE(why.find("not trusted"), std::string::npos) << why;
+  EXPECT_NE(why.find("--ca-file"), std::string::npos) << why;
+  control->send_signal(SIGTERM);
+  EXPECT_EQ(control->wait_exit(), 0);
 }
 
 TEST_F(airlockd_e2e, worker_without_join_exits_2) {
@@ -443,7 +529,15 @@ TEST_F(airlockd_host_e2e, a_worker_joins_control_and_is_ready_only_while_control
   ASSERT_TRUE(worker);
   auto data = read_until_listening(*worker);
   ASSERT_TRUE(data) << read_file(worker->stderr_path());
-  EXPECT_EQ(poll_readyz(*data, 200), 200) << "the worker did not join";
+  // The data listener serves TLS with the certificate the join got, from the
+  // worker CA that GET /v1/cluster/ca gives clients.
+  http_request ca_request{"GET", "/v1/cluster/ca", {{"Authorization", "Bearer " + key}}, ""};
+  auto ca = http_call(http->host, http->port, ca_request);
+  ASSERT_TRUE(ca);
+  ASSERT_EQ(ca->status, 200) << ca->body;
+  const std::string worker_ca = ca->body;
+  EXPECT_EQ(poll_readyz(*data, 200, worker_ca), 200) << "the worker did not join";
+  EXPECT_FALSE(http_get(data->host, data->port, "/healthz")) << "plain HTTP was answered";
 
   // The control plane lists it; its data plane takes tokens, not API keys.
   http_request list{"GET", "/v1/workers", {{"Authorization", "Bearer " + key}}, ""};
@@ -454,10 +548,8 @@ TEST_F(airlockd_host_e2e, a_worker_joins_control_and_is_ready_only_while_control
   ASSERT_EQ(items.size(), 1u) << workers->body;
   EXPECT_EQ(items[0]["name"], "e2e-worker");
   EXPECT_EQ(items[0]["state"], "ready");
-  EXPECT_EQ(items[0]["data_url"], "http://" + data->host + ":" + std::to_string(data->port));
-  http_request files{
-    "GET", "/v1/sandboxes/sb_x/files?path=/", {{"Authorization", "Bearer " + key}}, ""};
-  auto refused = http_call(data->host, data->port, files);
+  EXPECT_EQ(items[0]["data_url"], "https://" + data->host + ":" + std::to_string(data->port));
+  auto refused = https_get(*data, "/v1/sandboxes/sb_x/files?path=/", worker_ca, key);
   ASSERT_TRUE(refused);
   EXPECT_EQ(refused->status, 401);
 
@@ -471,10 +563,10 @@ TEST_F(airlockd_host_e2e, a_worker_joins_control_and_is_ready_only_while_control
   ASSERT_TRUE(orphan);
   auto orphan_data = read_until_listening(*orphan);
   ASSERT_TRUE(orphan_data) << read_file(orphan->stderr_path());
-  auto ready = http_get(orphan_data->host, orphan_data->port, "/readyz");
+  auto ready = https_get(*orphan_data, "/readyz", worker_ca);
   ASSERT_TRUE(ready);
   EXPECT_EQ(ready->status, 503) << ready->body;
-  EXPECT_EQ(http_get(orphan_data->host, orphan_data->port, "/healthz")->status, 200);
+  EXPECT_EQ(https_get(*orphan_data, "/healthz", worker_ca)->status, 200);
   orphan->send_signal(SIGTERM);
   EXPECT_EQ(orphan->wait_exit(), 0);
 }

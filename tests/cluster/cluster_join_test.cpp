@@ -10,13 +10,15 @@
 
 #include <future>
 #include <set>
-
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "actors/join_tokens.hpp"
+#include "cli/cli.hpp"
 #include "crypto/cluster_certificates.hpp"
 #include "tests/cluster/cluster_fixture.hpp"
+#include "tests/support/http_client.hpp"
 
 namespace airlock::test::cluster {
 namespace {
@@ -277,6 +279,11 @@ TEST_F(cluster_e2e, certificates_rotate_under_a_streaming_process_and_nothing_dr
   const std::string relayed = control_->url() + attach_url.substr(attach_url.find("/v1/"));
   auto stream =
     std::async(std::launch::async, [&] { return read_events(relayed + "/output", key_); });
+  // And straight from the worker's TLS data listener, whose certificate is
+  // the one that turns.
+  const std::string attach_token = started["attach_token"];
+  auto direct = std::async(std::launch::async,
+                           [&] { return read_events(attach_url + "/output", attach_token); });
   std::set<std::string> serials{serial_of(cert, ca)};
   EXPECT_TRUE(eventually(
     [&] {
@@ -291,6 +298,12 @@ TEST_F(cluster_e2e, certificates_rotate_under_a_streaming_process_and_nothing_dr
   for (int i = 1; i <= 40; ++i)
     expected += "line-" + std::to_string(i) + "\n";
   EXPECT_EQ(output_text(output.events), expected);
+  auto direct_output = direct.get();
+  EXPECT_TRUE(direct_output.exited);
+  EXPECT_EQ(output_text(direct_output.events), expected);
+  // A new TLS connection to the data listener gets a renewed certificate
+  // that still verifies and names the listener's address.
+  EXPECT_EQ(call("GET", attach_url, attach_token).status, 200);
   EXPECT_EQ(serials.count(""), 0u) << "a certificate on disk did not verify";
   EXPECT_EQ(sandbox(id)["state"], "running");
   EXPECT_TRUE(worker_in_state("clue2e-0", "ready"));
@@ -301,6 +314,45 @@ TEST_F(cluster_e2e, certificates_rotate_under_a_streaming_process_and_nothing_dr
   start_worker(0);
   EXPECT_TRUE(eventually([&] { return worker_in_state("clue2e-0", "ready"); }, rejoin_bound));
   EXPECT_EQ(sandbox(id)["state"], "running");
+}
+
+TEST_F(cluster_e2e, the_data_plane_speaks_only_tls_and_the_cli_trusts_the_cluster_ca_for_it) {
+  start_control();
+  auto& worker = start_worker(0);
+  ASSERT_TRUE(eventually([&] { return worker_in_state("clue2e-0", "ready"); }, rejoin_bound));
+  const std::string id = create_running();
+
+  // The worker's URL is https, and plain HTTP gets no answer from it.
+  auto listed = call("GET", control_->url() + "/v1/workers", key_);
+  ASSERT_EQ(listed.status, 200) << listed.raw;
+  EXPECT_EQ(listed.body["items"][0]["data_url"], worker.url());
+  EXPECT_EQ(worker.url().rfind("https://", 0), 0u) << worker.url();
+  EXPECT_FALSE(test::http_get("127.0.0.1", worker.port, "/healthz"));
+
+  // A client that trusts another CA (the control plane's own) is refused by
+  // its TLS check: the worker's certificate is from the worker CA only.
+  cli::http_client_options wrong_trust;
+  wrong_trust.ca_pem = read_file(worker_dir(0) + "/cluster/control-ca.crt");
+  cli::http_request health{"GET", worker.url() + "/healthz", {}, {}};
+  auto untrusted = cli::http_send(health, wrong_trust);
+  ASSERT_FALSE(untrusted);
+  EXPECT_NE(untrusted.error().message.find("not trusted"), std::string::npos)
+    << untrusted.error().message;
+
+  // The CLI is given only the control plane's URL and key: it follows the
+  // https attach URL to the worker, trusting the CA from GET /v1/cluster/ca.
+  std::istringstream in;
+  std::ostringstream out, err;
+  cli::env_map env{{"AIRLOCK_URL", control_->url()},
+                   {"AIRLOCK_API_KEY", key_},
+                   {"HOME", dir_.path() + "/cli-home"}};
+  cli::cli_options options;
+  options.http.connect_timeout_ms = 5'000;
+  options.http.io_timeout_ms = 30'000;
+  const std::vector<std::string> args{"exec", id, "--", "sh", "-c", "echo through-tls; exit 3"};
+  int code = cli::run_cli(args, env, cli::cli_io{in, out, err}, options);
+  EXPECT_EQ(code, 3) << err.str();
+  EXPECT_EQ(out.str(), "through-tls\n") << err.str();
 }
 
 } // namespace

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
+#include <mutex>
 #include <thread>
 
 #include "cli/http.hpp"
@@ -18,11 +19,25 @@ namespace airlock::test::cluster {
 
 namespace {
 
+/// The worker CAs of the clusters this process started: what an https
+/// data URL's certificate must chain to (a client gets the same from
+/// GET /v1/cluster/ca).
+std::mutex trusted_mutex;
+std::string trusted_worker_cas;
+
+void trust_worker_ca(const std::string& pem) {
+  std::lock_guard<std::mutex> guard(trusted_mutex);
+  if (!pem.empty() && trusted_worker_cas.find(pem) == std::string::npos)
+    trusted_worker_cas += pem;
+}
+
 /// Long enough for ?wait=10 and a slow create.
 cli::http_client_options client_options() {
   cli::http_client_options options;
   options.connect_timeout_ms = 5'000;
   options.io_timeout_ms = 60'000;
+  std::lock_guard<std::mutex> guard(trusted_mutex);
+  options.ca_pem = trusted_worker_cas;
   return options;
 }
 
@@ -188,6 +203,7 @@ std::optional<worker_daemon> start_worker(const cluster_paths& paths, const std:
   while (auto line = out.process->read_line()) {
     if (auto bound = parse_listening(*line)) {
       out.port = bound->second;
+      trust_worker_ca(read_file(data_dir + "/cluster/worker-ca.crt"));
       return out;
     }
   }

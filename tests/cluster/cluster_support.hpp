@@ -72,9 +72,9 @@ struct control_daemon {
 /// A running `airlockd worker`.
 struct worker_daemon {
   std::unique_ptr<child_process> process;
-  uint16_t port = 0; ///< data-plane listener
+  uint16_t port = 0; ///< data-plane listener (TLS with the worker's member certificate)
   std::string data_dir;
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port); }
+  std::string url() const { return "https://127.0.0.1:" + std::to_string(port); }
 };
 
 /// Where the daemons keep their files, and the sandbox host settings the

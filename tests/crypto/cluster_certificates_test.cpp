@@ -37,6 +37,24 @@ TEST_F(member_fixture, the_issued_certificate_names_the_member_the_issuer_chose_
   EXPECT_FALSE(key_matches_certificate("garbage", *cert));
 }
 
+TEST_F(member_fixture, the_addresses_a_request_asks_for_are_named_in_the_certificate) {
+  auto asked = create_csr(key, "wk_0123456789abcdef", {"10.0.0.9", "fd00::2"});
+  ASSERT_TRUE(asked) << asked.error().message;
+  auto subject = read_csr(*asked);
+  ASSERT_TRUE(subject) << subject.error().message;
+  EXPECT_EQ(subject->ip_addresses, (std::vector<std::string>{"10.0.0.9", "fd00::2"}));
+  auto cert = issue_member_certificate(ca, *asked, "wk_a", 1, {"127.0.0.1"});
+  ASSERT_TRUE(cert) << cert.error().message;
+  EXPECT_EQ(certificate_ip_addresses(*cert),
+            (std::vector<std::string>{"10.0.0.9", "fd00::2", "127.0.0.1"}));
+  EXPECT_TRUE(certificate_ip_addresses(*issue_member_certificate(ca, csr, "wk_a", 1)).empty());
+  EXPECT_TRUE(certificate_ip_addresses("garbage").empty());
+
+  EXPECT_EQ(create_csr(key, "wk_a", {"example.com"}).code(), errc::invalid_argument);
+  std::vector<std::string> many(member_addresses_max + 1, "10.0.0.1");
+  EXPECT_EQ(create_csr(key, "wk_a", many).code(), errc::invalid_argument);
+}
+
 TEST_F(member_fixture, another_ca_an_expired_certificate_and_a_ca_are_refused_with_a_reason) {
   auto cert = *issue_member_certificate(ca, csr, "wk_a", 1);
   auto other = *create_root_ca("another CA", 365);
