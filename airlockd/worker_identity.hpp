@@ -69,8 +69,8 @@ class member_credentials {
 public:
   /// Reads the files of `identity`; errors of reading them. `addresses`: the
   /// IP addresses its certificates must name (see join_request).
-  static result<std::shared_ptr<member_credentials>>
-  load(const worker_identity& identity, std::vector<std::string> addresses = {});
+  static result<std::shared_ptr<member_credentials>> load(const worker_identity& identity,
+                                                          std::vector<std::string> addresses = {});
 
   std::string certificate() const;
   /// A signature of `message` with the current key (crypto::sign_message).

@@ -6,6 +6,7 @@ import json
 import os
 import re
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -14,12 +15,25 @@ import urllib.parse
 STARTUP_S = 120
 OPERATION_S = 300
 
+# What https URLs (a worker's data listener) must chain to: set by trust().
+_tls_context = None
+
+
+def trust(ca_pem):
+    """Trusts `ca_pem` (the cluster's worker CA, from GET /v1/cluster/ca) for https URLs."""
+    global _tls_context
+    _tls_context = ssl.create_default_context(cadata=ca_pem)
+
 
 def request(url, method="GET", key="", body=None, headers=None, sink=None):
     """One HTTP request; returns (status, body bytes). With `sink`, the body is fed to it in
     pieces instead of being kept."""
     parts = urllib.parse.urlsplit(url)
-    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=OPERATION_S)
+    if parts.scheme == "https":
+        conn = http.client.HTTPSConnection(parts.hostname, parts.port, timeout=OPERATION_S,
+                                           context=_tls_context)
+    else:
+        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=OPERATION_S)
     all_headers = dict(headers or {})
     if key:
         all_headers["Authorization"] = "Bearer " + key

@@ -165,6 +165,11 @@ def main():
                    STARTUP_S)
         print("worker joined (token, CSR, certificate, mutual TLS, registration) in %.0f ms "
               "from its start" % ((time.monotonic() - join_started) * 1000))
+        # The direct path is the worker's TLS data listener: trust the cluster's worker CA.
+        status, ca_pem = request(control_url + "/v1/cluster/ca", key=key)
+        if status != 200:
+            sys.exit("GET /v1/cluster/ca answered %d" % status)
+        benchlib.trust(ca_pem.decode())
 
         status, created = call_json(control_url + "/v1/sandboxes", "POST", key,
                                     {"template": "minimal", "cpu_millis": 100, "memory_mb": 256,

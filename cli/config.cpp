@@ -113,7 +113,8 @@ result<std::string> read_ca_file(const std::string& path) {
     return text.error();
   if (text->find("-----BEGIN CERTIFICATE-----") == std::string::npos)
     return make_status(errc::invalid_argument,
-                       "CA file " + path + ": holds no PEM certificate (-----BEGIN CERTIFICATE-----)");
+                       "CA file " + path
+                         + ": holds no PEM certificate (-----BEGIN CERTIFICATE-----)");
   return text;
 }
 

@@ -366,9 +366,8 @@ int run_exec(context& ctx) {
     "POST", "/v1/sandboxes/" + url_encode(ctx.inv.positionals[0]) + "/processes", &body);
   if (!created)
     return report(ctx, created.error());
-  attachment attach{ctx.api.absolute(created->value("attach_url", "")),
-                    created->value("attach_token", ""),
-                    {}};
+  attachment attach{
+    ctx.api.absolute(created->value("attach_url", "")), created->value("attach_token", ""), {}};
   if (attach.url.empty() || attach.token.empty())
     return report(ctx, make_status(errc::internal, "the server's answer names no attach_url"));
   auto reach = attach_options(ctx, attach.url);

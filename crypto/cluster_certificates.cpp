@@ -75,7 +75,8 @@ std::string ip_text(const ASN1_OCTET_STRING* octets) {
   char text[INET6_ADDRSTRLEN] = {};
   int length = ASN1_STRING_length(octets);
   int family = length == 4 ? AF_INET : length == 16 ? AF_INET6 : 0;
-  if (family == 0 || ::inet_ntop(family, ASN1_STRING_get0_data(octets), text, sizeof text) == nullptr)
+  if (family == 0
+      || ::inet_ntop(family, ASN1_STRING_get0_data(octets), text, sizeof text) == nullptr)
     return {};
   return text;
 }
@@ -186,9 +187,8 @@ result<std::vector<std::string>> requested_addresses(X509_REQ* req) {
     return out;
   }
   std::unique_ptr<STACK_OF(X509_EXTENSION), void (*)(STACK_OF(X509_EXTENSION)*)> owned(
-    extensions, [](STACK_OF(X509_EXTENSION)* list) {
-      sk_X509_EXTENSION_pop_free(list, X509_EXTENSION_free);
-    });
+    extensions,
+    [](STACK_OF(X509_EXTENSION) * list) { sk_X509_EXTENSION_pop_free(list, X509_EXTENSION_free); });
   for (int i = 0; i < sk_X509_EXTENSION_num(extensions); ++i) {
     X509_EXTENSION* extension = sk_X509_EXTENSION_value(extensions, i);
     if (OBJ_obj2nid(X509_EXTENSION_get_object(extension)) != NID_subject_alt_name)

@@ -437,11 +437,11 @@ TEST_F(airlockd_e2e, control_serves_its_api_over_tls_and_the_cli_needs_the_ca_to
   EXPECT_EQ(half->wait_exit(), exit_usage);
   EXPECT_NE(read_file(half->stderr_path()).find("--tls-key"), std::string::npos);
 
-  auto control = spawn({"control", "--data-dir", dir_.path() + "/control", "--listen",
-                        "127.0.0.1:0", "--cluster-listen", "127.0.0.1:0", "--tls-cert",
-                        tls_dir + "/api.crt", "--tls-key", tls_dir + "/api.key", "--cli-config",
-                        cli_config()},
-                       environment());
+  auto control =
+    spawn({"control", "--data-dir", dir_.path() + "/control", "--listen", "127.0.0.1:0",
+           "--cluster-listen", "127.0.0.1:0", "--tls-cert", tls_dir + "/api.crt", "--tls-key",
+           tls_dir + "/api.key", "--cli-config", cli_config()},
+          environment());
   ASSERT_TRUE(control);
   auto http = read_until_listening(*control);
   ASSERT_TRUE(http) << read_file(control->stderr_path());
