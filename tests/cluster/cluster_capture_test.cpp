@@ -1,9 +1,10 @@
-// What crosses the wire between the control plane and a worker, captured
-// the way an attacker on the path would (a raw packet socket on the
-// loopback interface both use): a 5 MiB file relayed through the control
-// plane and a process's relayed output must not appear in clear on the
-// cluster link. The same capture sees the test's own plain HTTP calls to
-// the control plane, so a capture that misses everything cannot pass.
+// What crosses the wire between the hosts of a cluster, captured the way an
+// attacker on the path would (a raw packet socket on the bridge ports of the
+// control plane's and the worker's hosts): a 5 MiB file relayed through the
+// control plane and a process's relayed output must not appear in clear on
+// the cluster link, nor a file sent straight to the worker's data listener.
+// The same capture sees the test's own plain HTTP calls to the control
+// plane, so a capture that misses everything cannot pass.
 
 #include <arpa/inet.h>
 #include <linux/if_packet.h>
@@ -25,10 +26,11 @@
 namespace airlock::test::cluster {
 namespace {
 
-/// TCP payload bytes on the loopback interface, by the port on either side.
-class loopback_capture {
+/// TCP payload bytes on one network device, by the port on either side.
+class packet_capture {
 public:
-  explicit loopback_capture(std::vector<uint16_t> ports) : ports_(std::move(ports)) {
+  packet_capture(const std::string& device, std::vector<uint16_t> ports)
+      : ports_(std::move(ports)) {
     fd_ = ::socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, htons(ETH_P_ALL));
     if (fd_ < 0)
       return;
@@ -37,7 +39,12 @@ public:
     sockaddr_ll where{};
     where.sll_family = AF_PACKET;
     where.sll_protocol = htons(ETH_P_ALL);
-    where.sll_ifindex = static_cast<int>(::if_nametoindex("lo"));
+    where.sll_ifindex = static_cast<int>(::if_nametoindex(device.c_str()));
+    if (where.sll_ifindex == 0) {
+      ::close(fd_);
+      fd_ = -1;
+      return;
+    }
     if (::bind(fd_, reinterpret_cast<sockaddr*>(&where), sizeof where) != 0) {
       ::close(fd_);
       fd_ = -1;
@@ -46,7 +53,7 @@ public:
     reader_ = std::thread([this] { read(); });
   }
 
-  ~loopback_capture() { stop(); }
+  ~packet_capture() { stop(); }
 
   bool ok() const { return fd_ >= 0; }
 
@@ -113,13 +120,16 @@ private:
 
 TEST_F(cluster_e2e, relayed_files_and_output_cross_the_cluster_link_only_encrypted) {
   start_control();
-  start_worker(0);
+  auto& worker = start_worker(0);
   ASSERT_TRUE(eventually([&] { return worker_in_state("clue2e-0", "ready"); }, rejoin_bound));
   const std::string id = create_running();
   ASSERT_FALSE(id.empty());
 
-  loopback_capture capture({control_->cluster_port, control_->port});
-  ASSERT_TRUE(capture.ok()) << "a raw packet socket on lo needs CAP_NET_RAW";
+  // The control plane's bridge port carries the cluster link and the API;
+  // the worker's carries the link and its data listener.
+  packet_capture capture(control_host().port_device, {control_->cluster_port, control_->port});
+  packet_capture worker_side(place_of(0).host.port_device, {worker.port});
+  ASSERT_TRUE(capture.ok() && worker_side.ok()) << "raw packet sockets need CAP_NET_RAW";
 
   // A file of 5 MiB through the control plane: marker lines between bytes
   // that do not compress.
@@ -148,7 +158,23 @@ TEST_F(cluster_e2e, relayed_files_and_output_cross_the_cluster_link_only_encrypt
   ASSERT_TRUE(output.exited);
   EXPECT_NE(output_text(output.events).find(output_marker + "-50"), std::string::npos);
 
+  // The same file straight to the worker's data listener, with a token.
+  auto token = call("POST", control_->url() + "/v1/sandboxes/" + id + "/token", key_,
+                    json{{"scope", "all"}, {"ttl_s", 600}}.dump());
+  ASSERT_EQ(token.status, 201) << token.raw;
+  const std::string direct = token.body["data_url"].get<std::string>() + "/v1/sandboxes/" + id
+                             + "/files?path=/tmp/direct.bin";
+  auto direct_put = call("PUT", direct, token.body["token"], content,
+                         {{"Content-Type", "application/octet-stream"}});
+  ASSERT_EQ(direct_put.status, 201) << direct_put.raw;
+
   EXPECT_EQ(capture.stop(), 0u) << "the capture dropped packets: it proves nothing";
+  EXPECT_EQ(worker_side.stop(), 0u) << "the capture dropped packets: it proves nothing";
+  const std::string data_plane = worker_side.bytes_of(worker.port);
+  EXPECT_GT(data_plane.size(), content.size()) << "the capture missed the direct upload";
+  EXPECT_EQ(data_plane.find(file_marker), std::string::npos) << "file bytes in clear to the worker";
+  EXPECT_EQ(data_plane.find(token.body["token"].get<std::string>()), std::string::npos)
+    << "the data-plane token in clear";
   const std::string link = capture.bytes_of(control_->cluster_port);
   const std::string api = capture.bytes_of(control_->port);
   // The capture saw both transfers: the file crossed the link twice.

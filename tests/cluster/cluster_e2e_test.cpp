@@ -197,7 +197,7 @@ TEST_F(cluster_e2e, a_worker_serves_its_own_metrics_and_the_control_plane_stream
   // The same bytes with chunked transfer encoding (no length announced): the
   // control plane streams them to the worker a chunk at a time.
   const std::string sandbox_files = "/v1/sandboxes/" + id + "/files";
-  auto chunked = test::http_connection::open("127.0.0.1", control_->port);
+  auto chunked = test::http_connection::open(control_->host, control_->port);
   ASSERT_TRUE(chunked);
   ASSERT_TRUE(chunked->send("PUT " + sandbox_files
                             + "?path=/tmp/chunked.bin HTTP/1.1\r\n"
@@ -247,7 +247,7 @@ TEST_F(cluster_e2e, a_worker_serves_its_own_metrics_and_the_control_plane_stream
 
   // A client that goes away half way: the old file stays, and the worker's
   // temporary file goes with the session the control plane aborts.
-  auto abandoned = test::http_connection::open("127.0.0.1", control_->port);
+  auto abandoned = test::http_connection::open(control_->host, control_->port);
   ASSERT_TRUE(abandoned);
   ASSERT_TRUE(abandoned->send("PUT " + sandbox_files
                               + "?path=/tmp/big.bin HTTP/1.1\r\n"

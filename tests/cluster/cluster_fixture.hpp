@@ -1,6 +1,8 @@
 #pragma once
 // The split-mode fixture: `airlockd control` and `airlockd worker` as child
-// processes on loopback, one cluster test at a time on this host.
+// processes, each on a "host" of its own (a network namespace with its own
+// address on a bridge: host_network.hpp), one cluster test at a time on this
+// machine. The test itself is a client on the bridge.
 
 #include <gtest/gtest.h>
 
@@ -11,6 +13,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -31,6 +34,10 @@ constexpr milliseconds lost_within = 20s;
 constexpr milliseconds operation_bound = 120s;
 /// Reconnect backoff doubles up to 30 s; a rejoin may wait for one of those.
 constexpr milliseconds rejoin_bound = 60s;
+/// The control plane's host and up to three workers' hosts.
+constexpr int cluster_hosts = 4;
+/// Names of the hosts' namespaces and devices (alct-h0, alctp0, alctbr).
+constexpr const char* network_prefix = "alct";
 
 class cluster_e2e : public ::testing::Test {
 protected:
@@ -43,6 +50,8 @@ protected:
     ASSERT_EQ(::flock(lock_fd_, LOCK_EX), 0);
     paths_.airlockd = airlockd_path;
     paths_.scratch = dir_.path();
+    network_ = std::make_unique<host_network>(network_prefix, cluster_hosts);
+    ASSERT_EQ(network_->error(), "") << "cannot make the test's hosts";
   }
 
   void TearDown() override {
@@ -56,6 +65,9 @@ protected:
     // Every worker of this test has exited: its table and cgroups can go.
     for (const auto& failure : remove_instance_leftovers("clue2e"))
       ADD_FAILURE() << "cleanup: " << failure;
+    network_.reset();
+    for (const auto& left : host_network::leftovers(network_prefix, cluster_hosts))
+      ADD_FAILURE() << "cleanup: " << left << " is left";
     if (lock_fd_ >= 0)
       ::close(lock_fd_); // drops the flock
   }
@@ -65,7 +77,7 @@ protected:
 
   /// Starts the control plane; remembers the admin key of the first start.
   void start_control(uint16_t cluster_port = 0) {
-    control_ = cluster::start_control(paths_, control_dir(), cluster_port);
+    control_ = cluster::start_control(paths_, control_dir(), cluster_port, network_->host(0));
     ASSERT_TRUE(control_);
     if (!control_->admin_key.empty())
       key_ = control_->admin_key;
@@ -85,13 +97,18 @@ protected:
       extra.insert(extra.end(),
                    {"--token", token.body.value("token", ""), "--control-url", control_->url()});
     }
-    auto started =
-      cluster::start_worker(paths_, worker_dir(n), port, "clue2e-" + std::to_string(n), extra);
+    auto started = cluster::start_worker(paths_, worker_dir(n), port, "clue2e-" + std::to_string(n),
+                                         extra, place_of(n));
     EXPECT_TRUE(started);
     workers_.push_back(started ? std::move(*started) : worker_daemon{});
     workers_.back().data_dir = worker_dir(n);
     return workers_.back();
   }
+
+  host_address control_host() const { return network_->host(0); }
+
+  /// Worker `n`'s host, joining the control plane's.
+  worker_place place_of(int n) const { return {network_->host(1 + n), network_->host(0).ip}; }
 
   /// Workers as GET /v1/workers lists them, by name.
   std::map<std::string, json> workers() {
@@ -160,6 +177,7 @@ protected:
   temp_dir dir_;
   cluster_paths paths_;
   int lock_fd_ = -1;
+  std::unique_ptr<host_network> network_; ///< made in SetUp, under the lock
   std::optional<control_daemon> control_;
   std::vector<worker_daemon> workers_;
   std::string key_;

@@ -41,14 +41,14 @@ struct rogue_system {
     system = std::make_unique<caf::actor_system>(config);
   }
 
-  /// Connects to the scheduler at `port` through `connector` (bounded);
+  /// Connects to the scheduler at `host`:`port` through `connector` (bounded);
   /// the scheduler, or the error that kept it out.
-  result<actors::scheduler_actor> connect(uint16_t port) {
+  result<actors::scheduler_actor> connect(const std::string& host, uint16_t port) {
     auto connector = system->has_openssl_manager() ? system->openssl_manager().actor_handle()
                                                    : system->middleman().actor_handle();
     result<actors::scheduler_actor> out = make_status(errc::timeout, "no answer");
     caf::scoped_actor self(*system);
-    self->request(connector, seconds(15), caf::connect_atom::value, std::string("127.0.0.1"), port)
+    self->request(connector, seconds(15), caf::connect_atom::value, host, port)
       .receive(
         [&](const caf::node_id&, caf::strong_actor_ptr& remote, std::set<std::string>&) {
           if (remote)
@@ -102,7 +102,7 @@ TEST_F(cluster_e2e, hostile_peers_get_no_connection_no_other_id_and_nothing_of_a
   // (a) No certificate: plain CAF gets no connection.
   {
     rogue_system plain;
-    auto scheduler = plain.connect(control_->cluster_port);
+    auto scheduler = plain.connect(control_->host, control_->cluster_port);
     EXPECT_FALSE(scheduler) << "a peer without TLS reached the scheduler";
   }
 
@@ -136,7 +136,7 @@ TEST_F(cluster_e2e, hostile_peers_get_no_connection_no_other_id_and_nothing_of_a
     ASSERT_TRUE(write_file_atomically(files + "/other.crt", cert, 0644));
     rogue_system foreign(rogue_system::tls_files{files + "/other.crt", files + "/other.key",
                                                  files + "/control-ca.crt"});
-    EXPECT_FALSE(foreign.connect(control_->cluster_port))
+    EXPECT_FALSE(foreign.connect(control_->host, control_->cluster_port))
       << "a certificate of another CA reached the scheduler";
   }
 
@@ -153,14 +153,14 @@ TEST_F(cluster_e2e, hostile_peers_get_no_connection_no_other_id_and_nothing_of_a
     ASSERT_TRUE(write_file_atomically(files + "/expired.crt", *expired, 0644));
     rogue_system stale(
       rogue_system::tls_files{files + "/expired.crt", files + "/a.key", files + "/control-ca.crt"});
-    EXPECT_FALSE(stale.connect(control_->cluster_port))
+    EXPECT_FALSE(stale.connect(control_->host, control_->cluster_port))
       << "an expired certificate reached the scheduler";
   }
 
   // (e) A's genuine certificate: it connects, and is A and nobody else.
   rogue_system rogue(
     rogue_system::tls_files{files + "/a.crt", files + "/a.key", files + "/control-ca.crt"});
-  auto scheduler = rogue.connect(control_->cluster_port);
+  auto scheduler = rogue.connect(control_->host, control_->cluster_port);
   ASSERT_TRUE(scheduler) << scheduler.error().message;
   auto node =
     testing::spawn_stub_node(*rogue.system, std::make_shared<testing::stub_node_script>());

@@ -99,9 +99,11 @@ TEST_F(cluster_e2e, a_spent_token_and_a_token_pinning_another_ca_keep_a_worker_o
   // Same secret, another CA pinned: the answer's MAC checks, the CA does not.
   auto parsed = *actors::parse_join_token(token);
   parsed.ca_sha256 = std::string(64, parsed.ca_sha256[0] == 'a' ? 'b' : 'a');
-  auto pinned =
-    run_airlockd(paths_, worker_args(worker_dir(0), control_->cluster_port, "clue2e-0",
-                                     {"--token", parsed.text(), "--control-url", control_->url()}));
+  auto pinned = run_airlockd(
+    paths_,
+    worker_args(worker_dir(0), control_->cluster_port, "clue2e-0",
+                {"--token", parsed.text(), "--control-url", control_->url()}, place_of(0)),
+    milliseconds(60'000), place_of(0).host.netns);
   ASSERT_TRUE(pinned.exit_code.has_value());
   EXPECT_NE(*pinned.exit_code, 0);
   EXPECT_NE(pinned.err.find("the token was made for another control plane"), std::string::npos)
@@ -110,8 +112,10 @@ TEST_F(cluster_e2e, a_spent_token_and_a_token_pinning_another_ca_keep_a_worker_o
   // That join spent the token on the control plane's side: a second worker
   // with the genuine token is refused and told why.
   auto spent =
-    run_airlockd(paths_, worker_args(worker_dir(1), control_->cluster_port, "clue2e-1",
-                                     {"--token", token, "--control-url", control_->url()}));
+    run_airlockd(paths_,
+                 worker_args(worker_dir(1), control_->cluster_port, "clue2e-1",
+                             {"--token", token, "--control-url", control_->url()}, place_of(1)),
+                 milliseconds(60'000), place_of(1).host.netns);
   ASSERT_TRUE(spent.exit_code.has_value());
   EXPECT_NE(*spent.exit_code, 0);
   EXPECT_NE(spent.err.find("used already"), std::string::npos) << spent.err;
@@ -327,7 +331,7 @@ TEST_F(cluster_e2e, the_data_plane_speaks_only_tls_and_the_cli_trusts_the_cluste
   ASSERT_EQ(listed.status, 200) << listed.raw;
   EXPECT_EQ(listed.body["items"][0]["data_url"], worker.url());
   EXPECT_EQ(worker.url().rfind("https://", 0), 0u) << worker.url();
-  EXPECT_FALSE(test::http_get("127.0.0.1", worker.port, "/healthz"));
+  EXPECT_FALSE(test::http_get(worker.host, worker.port, "/healthz"));
 
   // A client that trusts another CA (the control plane's own) is refused by
   // its TLS check: the worker's certificate is from the worker CA only.

@@ -64,11 +64,17 @@ std::vector<std::string> environment(const std::string& home) {
           "XDG_CONFIG_HOME=" + home + "/cfg", "AIRLOCK_CLI_CONFIG=" + home + "/cfg/cli.json"};
 }
 
+/// Spawns airlockd, in network namespace `netns` when it is not empty (only
+/// the network: files and mounts stay the test's).
 std::unique_ptr<child_process> spawn_airlockd(const cluster_paths& paths,
                                               const std::vector<std::string>& args,
-                                              const std::string& label) {
+                                              const std::string& label,
+                                              const std::string& netns = {}) {
   static int spawned = 0;
-  std::vector<std::string> argv{paths.airlockd};
+  std::vector<std::string> argv;
+  if (!netns.empty())
+    argv = {"/usr/bin/nsenter", "--net=/run/netns/" + netns};
+  argv.push_back(paths.airlockd);
   argv.insert(argv.end(), args.begin(), args.end());
   std::string stderr_path = paths.scratch + "/" + label + "." + std::to_string(++spawned) + ".err";
   auto process = child_process::spawn(argv, environment(paths.scratch + "/home"), stderr_path);
@@ -138,16 +144,17 @@ std::string output_text(const std::vector<sse_event>& events) {
 }
 
 std::optional<control_daemon> start_control(const cluster_paths& paths, const std::string& data_dir,
-                                            uint16_t cluster_port) {
+                                            uint16_t cluster_port, const host_address& host) {
   control_daemon out;
+  out.host = host.ip;
   out.process = spawn_airlockd(paths,
-                               {"control", "--data-dir", data_dir, "--listen", "127.0.0.1:0",
-                                "--cluster-listen", "127.0.0.1:" + std::to_string(cluster_port)},
-                               "control");
+                               {"control", "--data-dir", data_dir, "--listen", host.ip + ":0",
+                                "--cluster-listen", host.ip + ":" + std::to_string(cluster_port)},
+                               "control", host.netns);
   if (!out.process)
     return std::nullopt;
   constexpr std::string_view key_prefix = "admin key: ";
-  constexpr std::string_view cluster_prefix = "cluster listening on 127.0.0.1:";
+  const std::string cluster_prefix = "cluster listening on " + host.ip + ":";
   while (auto line = out.process->read_line()) {
     if (line->starts_with(key_prefix))
       out.admin_key = line->substr(key_prefix.size());
@@ -165,24 +172,35 @@ std::optional<control_daemon> start_control(const cluster_paths& paths, const st
 }
 
 std::vector<std::string> worker_args(const std::string& data_dir, uint16_t join_port,
-                                     const std::string& name,
-                                     const std::vector<std::string>& extra) {
-  std::vector<std::string> args{
-    "worker",      "--join",         "127.0.0.1:" + std::to_string(join_port),
-    "--data-dir",  data_dir,         "--data-listen",
-    "127.0.0.1:0", "--name",         name,
-    "--instance",  "clue2e",         "--veth-prefix",
-    "ce",          "--address-pool", "10.205.0.0/16",
-    "--uid-base",  "800000000",      "--image-size-mb",
-    "4096"};
+                                     const std::string& name, const std::vector<std::string>& extra,
+                                     const worker_place& place) {
+  std::vector<std::string> args{"worker",
+                                "--join",
+                                place.control_ip + ":" + std::to_string(join_port),
+                                "--data-dir",
+                                data_dir,
+                                "--data-listen",
+                                place.host.ip + ":0",
+                                "--name",
+                                name,
+                                "--instance",
+                                "clue2e",
+                                "--veth-prefix",
+                                "ce",
+                                "--address-pool",
+                                "10.205.0.0/16",
+                                "--uid-base",
+                                "800000000",
+                                "--image-size-mb",
+                                "4096"};
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
 }
 
 command_result run_airlockd(const cluster_paths& paths, const std::vector<std::string>& args,
-                            milliseconds bound) {
+                            milliseconds bound, const std::string& netns) {
   command_result out;
-  auto process = spawn_airlockd(paths, args, "run");
+  auto process = spawn_airlockd(paths, args, "run", netns);
   if (!process)
     return out;
   while (auto line = process->read_line(bound))
@@ -194,10 +212,13 @@ command_result run_airlockd(const cluster_paths& paths, const std::vector<std::s
 
 std::optional<worker_daemon> start_worker(const cluster_paths& paths, const std::string& data_dir,
                                           uint16_t join_port, const std::string& name,
-                                          const std::vector<std::string>& extra) {
+                                          const std::vector<std::string>& extra,
+                                          const worker_place& place) {
   worker_daemon out;
   out.data_dir = data_dir;
-  out.process = spawn_airlockd(paths, worker_args(data_dir, join_port, name, extra), "worker");
+  out.host = place.host.ip;
+  out.process = spawn_airlockd(paths, worker_args(data_dir, join_port, name, extra, place),
+                               "worker", place.host.netns);
   if (!out.process)
     return std::nullopt;
   while (auto line = out.process->read_line()) {

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/cluster/host_network.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/host.hpp"
 #include "tests/support/http_client.hpp"
@@ -63,18 +64,20 @@ std::string output_text(const std::vector<sse_event>& events);
 /// A running `airlockd control`.
 struct control_daemon {
   std::unique_ptr<child_process> process;
-  uint16_t port = 0;         ///< HTTP listener
-  uint16_t cluster_port = 0; ///< where workers join
-  std::string admin_key;     ///< printed on the first start only
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port); }
+  std::string host = "127.0.0.1"; ///< the address of its host
+  uint16_t port = 0;              ///< HTTP listener
+  uint16_t cluster_port = 0;      ///< where workers join
+  std::string admin_key;          ///< printed on the first start only
+  std::string url() const { return "http://" + host + ":" + std::to_string(port); }
 };
 
 /// A running `airlockd worker`.
 struct worker_daemon {
   std::unique_ptr<child_process> process;
+  std::string host = "127.0.0.1"; ///< the address of its host
   uint16_t port = 0; ///< data-plane listener (TLS with the worker's member certificate)
   std::string data_dir;
-  std::string url() const { return "https://127.0.0.1:" + std::to_string(port); }
+  std::string url() const { return "https://" + host + ":" + std::to_string(port); }
 };
 
 /// Where the daemons keep their files, and the sandbox host settings the
@@ -84,22 +87,31 @@ struct cluster_paths {
   std::string scratch; ///< stderr files and config homes go here
 };
 
-/// Starts `airlockd control` on `data_dir` with the cluster listener on
-/// `cluster_port` (0: any). nullopt (after a test failure with its stderr)
-/// when it does not report both listeners.
+/// Starts `airlockd control` on `data_dir` on `host` (its listeners at its
+/// address), the cluster listener on `cluster_port` (0: any). nullopt (after
+/// a test failure with its stderr) when it does not report both listeners.
 std::optional<control_daemon> start_control(const cluster_paths& paths, const std::string& data_dir,
-                                            uint16_t cluster_port);
+                                            uint16_t cluster_port, const host_address& host = {});
 
-/// The command line of `airlockd worker --join 127.0.0.1:<join_port>` named
-/// `name` with the e2e tests' sandbox host settings, then `extra`.
+/// Where a worker runs and whom it joins.
+struct worker_place {
+  host_address host;                    ///< its own host
+  std::string control_ip = "127.0.0.1"; ///< the control plane's address
+};
+
+/// The command line of `airlockd worker --join CONTROL:<join_port>` named
+/// `name` with the e2e tests' sandbox host settings and its data listener
+/// on its host's address, then `extra`.
 std::vector<std::string> worker_args(const std::string& data_dir, uint16_t join_port,
                                      const std::string& name,
-                                     const std::vector<std::string>& extra = {});
+                                     const std::vector<std::string>& extra = {},
+                                     const worker_place& place = {});
 
-/// Starts `airlockd worker` (worker_args).
+/// Starts `airlockd worker` (worker_args) in its host's network namespace.
 std::optional<worker_daemon> start_worker(const cluster_paths& paths, const std::string& data_dir,
                                           uint16_t join_port, const std::string& name,
-                                          const std::vector<std::string>& extra = {});
+                                          const std::vector<std::string>& extra = {},
+                                          const worker_place& place = {});
 
 /// How a command that runs to its end ended.
 struct command_result {
@@ -109,9 +121,11 @@ struct command_result {
 };
 
 /// Runs `airlockd args...` (in the daemons' environment, so with their CLI
-/// config) to its end, bounded by `bound`.
+/// config; in network namespace `netns` unless empty) to its end, bounded by
+/// `bound`.
 command_result run_airlockd(const cluster_paths& paths, const std::vector<std::string>& args,
-                            milliseconds bound = milliseconds(60'000));
+                            milliseconds bound = milliseconds(60'000),
+                            const std::string& netns = {});
 
 /// SIGTERM (or SIGKILL when `kill`) and reap; true when it exited in time.
 bool stop_process(child_process& process, bool kill = false);
