@@ -442,5 +442,66 @@ TEST_F(cluster_e2e, every_operation_in_flight_when_the_control_plane_is_killed_e
   }
 }
 
+TEST_F(cluster_e2e,
+       two_workers_on_their_own_hosts_serve_their_sandboxes_and_refuse_each_other_s_tokens) {
+  start_control();
+  start_worker(0);
+  start_worker(1);
+  ASSERT_EQ(workers_.size(), 2u);
+  const worker_daemon& first = workers_[0]; // start_worker's references move with the vector
+  const worker_daemon& second = workers_[1];
+  ASSERT_TRUE(eventually(
+    [&] { return worker_in_state("clue2e-0", "ready") && worker_in_state("clue2e-1", "ready"); },
+    rejoin_bound));
+  const std::string first_id = workers()["clue2e-0"].value("id", "");
+  ASSERT_NE(first.host, second.host) << "the workers share a host";
+
+  // Creates until each worker holds a sandbox (placement spreads by free
+  // capacity; bounded).
+  std::map<std::string, std::string> sandbox_of; // worker id -> sandbox id
+  for (int i = 0; i < 6 && sandbox_of.size() < 2; ++i) {
+    const std::string id = create_running();
+    ASSERT_FALSE(id.empty());
+    sandbox_of.emplace(sandbox(id).value("worker_id", ""), id);
+  }
+  ASSERT_EQ(sandbox_of.size(), 2u) << "placement put every sandbox on one worker";
+  const std::string on_first = sandbox_of[first_id];
+  ASSERT_FALSE(on_first.empty());
+
+  // Each sandbox answers through the control plane and straight from its own
+  // worker's host.
+  for (const auto& [worker_id, id] : sandbox_of) {
+    auto token = call("POST", control_->url() + "/v1/sandboxes/" + id + "/token", key_,
+                      json{{"scope", "all"}, {"ttl_s", 600}}.dump());
+    ASSERT_EQ(token.status, 201) << token.raw;
+    const std::string data_url = token.body["data_url"];
+    EXPECT_EQ(data_url, worker_id == first_id ? first.url() : second.url());
+    auto started = exec(data_url, id, token.body["token"], "hostname; echo on-$0");
+    EXPECT_NE(
+      output_text(
+        read_events(std::string(started["attach_url"]) + "/output", started["attach_token"]).events)
+        .find("on-"),
+      std::string::npos);
+  }
+
+  // A token for the first worker's sandbox, taken to the second worker's
+  // host: refused there (its audience is the first worker), for every route.
+  auto token = call("POST", control_->url() + "/v1/sandboxes/" + on_first + "/token", key_,
+                    json{{"scope", "all"}, {"ttl_s", 600}}.dump());
+  ASSERT_EQ(token.status, 201) << token.raw;
+  const std::string bearer = token.body["token"];
+  auto stolen =
+    call("GET", second.url() + "/v1/sandboxes/" + on_first + "/files?path=/etc/hostname", bearer);
+  EXPECT_TRUE(stolen.status == 401 || stolen.status == 403) << stolen.status << " " << stolen.raw;
+  auto run = call("POST", second.url() + "/v1/sandboxes/" + on_first + "/processes", bearer,
+                  json{{"cmd", "true"}}.dump());
+  EXPECT_TRUE(run.status == 401 || run.status == 403) << run.status << " " << run.raw;
+  // On its own worker it works.
+  EXPECT_EQ(
+    call("GET", first.url() + "/v1/sandboxes/" + on_first + "/files?path=/etc/hostname", bearer)
+      .status,
+    200);
+}
+
 } // namespace
 } // namespace airlock::test::cluster

@@ -63,8 +63,9 @@ protected:
     if (control_ && control_->process)
       stop_process(*control_->process);
     // Every worker of this test has exited: its table and cgroups can go.
-    for (const auto& failure : remove_instance_leftovers("clue2e"))
-      ADD_FAILURE() << "cleanup: " << failure;
+    for (int n = 0; n + 1 < cluster_hosts; ++n)
+      for (const auto& failure : remove_instance_leftovers(worker_instance(n)))
+        ADD_FAILURE() << "cleanup: " << failure;
     network_.reset();
     for (const auto& left : host_network::leftovers(network_prefix, cluster_hosts))
       ADD_FAILURE() << "cleanup: " << left << " is left";

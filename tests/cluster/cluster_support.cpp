@@ -197,6 +197,10 @@ std::vector<std::string> worker_args(const std::string& data_dir, uint16_t join_
   return args;
 }
 
+std::string worker_instance(int index) {
+  return index == 0 ? "clue2e" : "clue2e" + std::to_string(index);
+}
+
 command_result run_airlockd(const cluster_paths& paths, const std::vector<std::string>& args,
                             milliseconds bound, const std::string& netns) {
   command_result out;

@@ -97,7 +97,11 @@ std::optional<control_daemon> start_control(const cluster_paths& paths, const st
 struct worker_place {
   host_address host;                    ///< its own host
   std::string control_ip = "127.0.0.1"; ///< the control plane's address
+  int index = 0; ///< workers past the first get an instance and uids of their own
 };
+
+/// The sandbox host instance of worker `index`: clue2e, clue2e1, clue2e2...
+std::string worker_instance(int index);
 
 /// The command line of `airlockd worker --join CONTROL:<join_port>` named
 /// `name` with the e2e tests' sandbox host settings and its data listener
