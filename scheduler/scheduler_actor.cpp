@@ -1,6 +1,7 @@
 #include "scheduler/scheduler_actor.hpp"
 
 #include <caf/actor_cast.hpp>
+#include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "actors/errors.hpp"
+#include "actors/session_gate.hpp"
 #include "schema/assert.hpp"
 
 namespace airlock::scheduler {
@@ -31,8 +33,12 @@ struct reservation {
 
 /// One worker as the scheduler knows it.
 struct worker_entry {
-  schema::worker_registration registration;
-  node_actor node;
+  schema::worker_registration registration; ///< its session secret cleared once used
+  node_actor node;                          ///< what it registered: its node gate over the network
+  /// What callers are given: a local relay that adds the session secret to
+  /// every call to the gate (actors/session_gate.hpp); the node itself in
+  /// `serve`.
+  node_actor relay;
   bool lost = false;
   bool node_down = false;      ///< lost because its node actor went down
   schema::resources allocated; ///< requested, as its last heartbeat said
@@ -136,7 +142,14 @@ actors::worker_view view_of(const worker_entry& w) {
 }
 
 placement placement_of(const worker_entry& w) {
-  return placement{w.registration.id, w.registration.data_url, w.node, {}};
+  return placement{w.registration.id, w.registration.data_url, w.relay ? w.relay : w.node, {}};
+}
+
+/// Ends the relay of a registration that is replaced or forgotten.
+void retire_relay(worker_entry& w) {
+  if (w.relay && w.relay != w.node)
+    caf::anon_send_exit(w.relay, caf::exit_reason::user_shutdown);
+  w.relay = nullptr;
 }
 
 /// The largest certificate (PEM) and proof (hex signature) a registration
@@ -169,6 +182,10 @@ std::optional<caf::error> validate_shape(const scheduler_state& st,
                       "worker " + r.id.substr(0, 64) + " sent a certificate over "
                         + std::to_string(member_certificate_bytes_max) + " bytes or a proof over "
                         + std::to_string(registration_proof_bytes_max) + " bytes");
+  if (!r.session_secret.empty() && !actors::is_session_secret(r.session_secret))
+    return make_error(errc::invalid_argument,
+                      "worker " + r.id.substr(0, 64) + " sent a session secret that is not "
+                        + std::to_string(2 * actors::session_secret_bytes) + " hex digits");
   return std::nullopt;
 }
 
@@ -249,6 +266,11 @@ caf::result<registration_ack> on_register(self_ptr self, schema::worker_registra
                     make_error(errc::permission_denied, "a certificate for " + member->substr(0, 64)
                                                           + " registers as " + member->substr(0, 64)
                                                           + " only, not as " + r.id.substr(0, 64)));
+    // Over the network a node is called only through its gate.
+    if (r.session_secret.empty())
+      return refuse("invalid", make_error(errc::invalid_argument,
+                                          "worker " + r.id.substr(0, 64)
+                                            + " registered without a session secret: upgrade it"));
   }
   if (auto refused = validate(st, r, node)) {
     const auto reason = refusal_reason(to_status(*refused).code);
@@ -270,6 +292,11 @@ caf::result<registration_ack> on_register(self_ptr self, schema::worker_registra
     w.node = node;
     st.worker_of_node[node.node()] = r.id;
   }
+  retire_relay(w);
+  w.relay = r.session_secret.empty()
+              ? node
+              : actors::spawn_session_relay(self->system(), node, std::move(r.session_secret));
+  r.session_secret.clear(); // kept by the relay only: views and logs never see it
   w.registration = std::move(r);
   w.lost = false;
   w.node_down = false;
@@ -562,6 +589,7 @@ scheduler_actor::behavior_type scheduler(self_ptr self, scheduler_options option
         self->demonitor(i->second.node.address());
         st.worker_of_node.erase(i->second.node.node());
       }
+      retire_relay(i->second);
       for (auto p = st.placed.begin(); p != st.placed.end();)
         p = p->second == worker_id ? st.placed.erase(p) : std::next(p);
       st.workers.erase(i);

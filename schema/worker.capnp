@@ -19,6 +19,7 @@ struct WorkerRegistration {
   memoryLimitPercent @11 :UInt32;        # sum of memory limits allowed, % of capacity
   certificate @12 :Text;       # PEM: its cluster certificate, naming `id`
   proof @13 :Text;             # hex signature by that certificate's key (docs/cluster.md)
+  sessionSecret @14 :Text;     # hex: what the control plane's calls to its node gate carry
 }
 
 struct WorkerHeartbeat {

@@ -25,6 +25,7 @@ std::string encode(const worker_registration& r) {
     b.setEgressCaPublicKey(r.egress_ca_public_key);
     b.setCertificate(r.certificate);
     b.setProof(r.proof);
+    b.setSessionSecret(r.session_secret);
     detail::fill_resources(b.initDefaultRequest(), r.default_request);
     b.setMemoryLimitPercent(r.memory_limit_percent);
   });
@@ -46,6 +47,7 @@ result<worker_registration> decode_worker_registration(std::string_view bytes) {
       r.egress_ca_public_key = detail::text(b.getEgressCaPublicKey());
       r.certificate = detail::text(b.getCertificate());
       r.proof = detail::text(b.getProof());
+      r.session_secret = detail::text(b.getSessionSecret());
       r.default_request = detail::read_resources(b.getDefaultRequest());
       r.memory_limit_percent = b.getMemoryLimitPercent();
       return r;

@@ -50,6 +50,10 @@ struct worker_registration {
   /// Empty in `serve` (in-process, nothing to prove).
   std::string certificate;
   std::string proof;
+  /// What the control plane's calls to this worker's node gate must carry
+  /// (actors/session_gate.hpp): random per process, sent only over the
+  /// worker's own connection. Empty in `serve` (in-process: no gate).
+  std::string session_secret;
   bool operator==(const worker_registration&) const = default;
 };
 

@@ -1,8 +1,10 @@
 #include "worker/cluster_join.hpp"
 
 #include <caf/actor_cast.hpp>
+#include <caf/event_based_actor.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/io/middleman_actor.hpp>
+#include <caf/message_view.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
@@ -11,7 +13,9 @@
 #include <deque>
 #include <set>
 
+#include "actors/api_keys.hpp"
 #include "actors/errors.hpp"
+#include "actors/session_gate.hpp"
 #include "schema/assert.hpp"
 
 namespace airlock::worker {
@@ -41,9 +45,58 @@ struct join_state {
   bool flush_scheduled = false;
   bool audit_in_flight = false;
   uint64_t audit_dropped = 0; ///< since start, oldest first when the buffer is full
+  /// Over the network only (not `serve`): what the control plane is given
+  /// to call instead of the node (actors/session_gate.hpp), and the actor
+  /// that sends this actor's calls to the scheduler, so that this actor never
+  /// talks to another node itself and no peer can address it.
+  actors::node_actor gate;
+  caf::actor uplink;
+  std::string uplink_secret; ///< never leaves this process
 };
 
 using self_ptr = cluster_join_actor::stateful_pointer<join_state>;
+
+using uplink_call_atom = caf::atom_constant<caf::atom("uplinkcall")>;
+
+/// Sends a call to the scheduler and answers with its reply: the join
+/// actor's voice on the network. It takes calls only with the secret of its
+/// process, as CAF lets any peer that learns its id address it.
+caf::behavior uplink(caf::event_based_actor* self, std::string secret) {
+  self->set_default_handler(
+    [](caf::scheduled_actor*, caf::message_view&) -> caf::result<caf::message> {
+      return make_error(errc::permission_denied, "this worker's uplink takes only its own calls");
+    });
+  return {
+    [self, secret = std::move(secret)](uplink_call_atom, const std::string& presented,
+                                       const caf::actor& scheduler, caf::message& call,
+                                       uint32_t timeout_ms) -> caf::result<caf::message> {
+      if (!actors::same_session_secret(presented, secret))
+        return make_error(errc::permission_denied, "this worker's uplink takes only its own calls");
+      return actors::ask_for_caller<actors::scheduler_actor>(
+        self, scheduler, std::move(call), caf::duration(milliseconds(timeout_ms)));
+    },
+  };
+}
+
+/// Asks the scheduler `xs...` and runs `on_answer` or `on_error` with the
+/// reply: through the uplink over the network, directly in `serve`.
+template <class OnAnswer, class OnError, class... Ts>
+void ask(self_ptr self, OnAnswer on_answer, OnError on_error, Ts&&... xs) {
+  auto& st = self->state;
+  const auto timeout = milliseconds(st.options.request_timeout_ms);
+  if (!st.uplink) {
+    self->request(st.scheduler, timeout, std::forward<Ts>(xs)...)
+      .then(std::move(on_answer), std::move(on_error));
+    return;
+  }
+  // The uplink's own request has the same bound; this one waits a little
+  // longer so that the uplink's timeout is what the caller sees.
+  self
+    ->request(st.uplink, timeout + milliseconds(1000), uplink_call_atom::value, st.uplink_secret,
+              caf::actor_cast<caf::actor>(st.scheduler), caf::make_message(std::forward<Ts>(xs)...),
+              st.options.request_timeout_ms)
+    .then(std::move(on_answer), std::move(on_error));
+}
 
 /// Forgets the current connection and schedules the next attempt after the
 /// backoff, which doubles up to backoff_max_ms.
@@ -85,27 +138,26 @@ void do_register(self_ptr self) {
     }
     st.deps.registration.proof = std::move(*proof);
   }
-  self
-    ->request(st.scheduler, milliseconds(st.options.request_timeout_ms),
-              actors::sc_register_atom::value, st.deps.registration, st.deps.node)
-    .then(
-      [self, session](registration_ack& ack) {
-        auto& now = self->state;
-        if (session != now.session)
-          return;
-        now.registering = false;
-        now.joined = true;
-        now.backoff_ms = 0;
-        now.beat_failures = 0;
-        now.ack = std::move(ack);
-        if (now.deps.on_joined)
-          now.deps.on_joined(now.ack);
-        schedule_beat(self);
-      },
-      [self, session](caf::error&) {
-        if (session == self->state.session)
-          reconnect_later(self);
-      });
+  ask(
+    self,
+    [self, session](registration_ack& ack) {
+      auto& now = self->state;
+      if (session != now.session)
+        return;
+      now.registering = false;
+      now.joined = true;
+      now.backoff_ms = 0;
+      now.beat_failures = 0;
+      now.ack = std::move(ack);
+      if (now.deps.on_joined)
+        now.deps.on_joined(now.ack);
+      schedule_beat(self);
+    },
+    [self, session](caf::error&) {
+      if (session == self->state.session)
+        reconnect_later(self);
+    },
+    actors::sc_register_atom::value, st.deps.registration, st.gate ? st.gate : st.deps.node);
 }
 
 /// Watches `scheduler` (a connection or process that goes away is a down
@@ -179,22 +231,21 @@ void on_beat_failed(self_ptr self, const caf::error& error) {
 
 void send_beat(self_ptr self, uint64_t session) {
   auto& st = self->state;
-  self
-    ->request(st.scheduler, milliseconds(st.options.request_timeout_ms),
-              actors::sc_beat_atom::value, next_beat(st))
-    .then(
-      [self, session](bool) {
-        if (session != self->state.session)
-          return;
-        self->state.beat_in_flight = false;
-        self->state.beat_failures = 0;
-      },
-      [self, session](caf::error& error) {
-        if (session != self->state.session)
-          return;
-        self->state.beat_in_flight = false;
-        on_beat_failed(self, error);
-      });
+  ask(
+    self,
+    [self, session](bool) {
+      if (session != self->state.session)
+        return;
+      self->state.beat_in_flight = false;
+      self->state.beat_failures = 0;
+    },
+    [self, session](caf::error& error) {
+      if (session != self->state.session)
+        return;
+      self->state.beat_in_flight = false;
+      on_beat_failed(self, error);
+    },
+    actors::sc_beat_atom::value, next_beat(st));
 }
 
 /// Each beat carries the node's load as of now; a node that does not answer
@@ -260,26 +311,25 @@ void flush_audit(self_ptr self) {
                                           std::make_move_iterator(st.audit.begin() + count));
   st.audit.erase(st.audit.begin(), st.audit.begin() + count);
   st.audit_in_flight = true;
-  self
-    ->request(st.scheduler, milliseconds(st.options.request_timeout_ms),
-              actors::sc_audit_atom::value, batch)
-    .then(
-      [self](bool) {
-        self->state.audit_in_flight = false;
-        schedule_flush(self);
-      },
-      [self, batch](caf::error&) mutable {
-        self->state.audit_in_flight = false;
-        std::vector<schema::audit_record> again = std::move(batch);
-        auto& queue = self->state.audit;
-        queue.insert(queue.begin(), std::make_move_iterator(again.begin()),
-                     std::make_move_iterator(again.end()));
-        while (queue.size() > self->state.options.audit_buffer_max) {
-          queue.pop_front();
-          ++self->state.audit_dropped;
-        }
-        schedule_flush(self);
-      });
+  ask(
+    self,
+    [self](bool) {
+      self->state.audit_in_flight = false;
+      schedule_flush(self);
+    },
+    [self, batch](caf::error&) mutable {
+      self->state.audit_in_flight = false;
+      std::vector<schema::audit_record> again = std::move(batch);
+      auto& queue = self->state.audit;
+      queue.insert(queue.begin(), std::make_move_iterator(again.begin()),
+                   std::make_move_iterator(again.end()));
+      while (queue.size() > self->state.options.audit_buffer_max) {
+        queue.pop_front();
+        ++self->state.audit_dropped;
+      }
+      schedule_flush(self);
+    },
+    actors::sc_audit_atom::value, batch);
 }
 
 /// Asks the connected scheduler `atom, x` and delivers its answer of type
@@ -293,9 +343,9 @@ caf::result<Answer> ask_scheduler(self_ptr self, Atom atom, const Argument& x,
                                            + std::string(what)
                                            + " are unavailable until it reconnects");
   auto promise = self->make_response_promise<Answer>();
-  self->request(st.scheduler, milliseconds(st.options.request_timeout_ms), atom, x)
-    .then([promise](Answer& answer) mutable { promise.deliver(std::move(answer)); },
-          [promise](caf::error& error) mutable { promise.deliver(std::move(error)); });
+  ask(
+    self, [promise](Answer& answer) mutable { promise.deliver(std::move(answer)); },
+    [promise](caf::error& error) mutable { promise.deliver(std::move(error)); }, atom, x);
   return promise;
 }
 
@@ -312,6 +362,19 @@ cluster_join_actor::behavior_type cluster_join(self_ptr self, cluster_join_optio
   st.options.backoff_max_ms = std::max(st.options.backoff_max_ms, st.options.backoff_initial_ms);
   st.options.beat_failures_max = std::max<uint32_t>(st.options.beat_failures_max, 1);
   st.deps = std::move(deps);
+  if (!st.deps.local_scheduler) {
+    // Over the network the node hides behind a gate that only the control
+    // plane's calls pass (they carry the secret of this registration), and
+    // this actor's calls go out through the uplink.
+    auto session_secret = actors::random_hex(actors::session_secret_bytes);
+    auto uplink_secret = actors::random_hex(actors::session_secret_bytes);
+    AIRLOCK_ASSERT(session_secret && uplink_secret, "no randomness for the session secrets");
+    st.deps.registration.session_secret = *session_secret;
+    st.gate = actors::spawn_node_gate(self->system(), st.deps.node, std::move(*session_secret));
+    st.uplink_secret = std::move(*uplink_secret);
+    st.uplink = self->system().spawn(uplink, st.uplink_secret);
+    self->link_to(st.uplink);
+  }
   // Without its node this worker has nothing to offer: stop, so the owner
   // sees it and the scheduler's monitor has already marked the worker lost.
   self->monitor(st.deps.node);

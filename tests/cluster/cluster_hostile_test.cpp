@@ -168,6 +168,7 @@ TEST_F(cluster_e2e, hostile_peers_get_no_connection_no_other_id_and_nothing_of_a
   auto signed_as = [&](const std::string& id, const std::string& certificate) {
     auto r = registration_for(id);
     r.certificate = certificate;
+    r.session_secret = std::string(64, 'e');
     r.proof = *crypto::sign_message(a_key, schema::registration_proof_message(id, here));
     return r;
   };
@@ -202,6 +203,18 @@ TEST_F(cluster_e2e, hostile_peers_get_no_connection_no_other_id_and_nothing_of_a
   huge.name = std::string(1 << 20, 'n');
   EXPECT_EQ(
     rogue.ask<actors::registration_ack>(*scheduler, actors::sc_register_atom::value, huge, node),
+    errc::invalid_argument);
+
+  // A node that the control plane would call without a session secret (so
+  // past any gate), or with one of the wrong shape: refused.
+  auto ungated = signed_as(a, a_cert);
+  ungated.session_secret.clear();
+  EXPECT_EQ(
+    rogue.ask<actors::registration_ack>(*scheduler, actors::sc_register_atom::value, ungated, node),
+    errc::invalid_argument);
+  ungated.session_secret = "not hex";
+  EXPECT_EQ(
+    rogue.ask<actors::registration_ack>(*scheduler, actors::sc_register_atom::value, ungated, node),
     errc::invalid_argument);
 
   // Registered as itself, it still gets nothing of B's.

@@ -207,8 +207,10 @@ bool mountinfo_mentions(const std::string& text) {
   return info && info->find(text) != std::string::npos;
 }
 
-int host_run(const std::vector<std::string>& argv) {
-  auto out = run_command(argv);
+int host_run(const std::vector<std::string>& argv, uint32_t timeout_ms) {
+  command_options options;
+  options.timeout_ms = timeout_ms;
+  auto out = run_command(argv, options);
   return out ? out->exit_code : -1;
 }
 

@@ -101,7 +101,8 @@ protected:
 /// True when some line of /proc/self/mountinfo contains `text`.
 bool mountinfo_mentions(const std::string& text);
 
-/// Runs `argv` on the host and returns its exit code.
-int host_run(const std::vector<std::string>& argv);
+/// Runs a tool on the host to its end within `timeout_ms`; its exit code,
+/// -1 when it could not run or did not end in time.
+int host_run(const std::vector<std::string>& argv, uint32_t timeout_ms = 60'000);
 
 } // namespace airlock::worker::testing

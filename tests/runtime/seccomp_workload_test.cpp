@@ -43,7 +43,10 @@ protected:
     auto cached = base.root.string();
     copy_ = std::make_unique<temp_dir>("airlock-base");
     // A private copy: the runtime id-maps the rootfs and the sandbox writes.
-    ASSERT_EQ(host_run({"/bin/cp", "-a", "--reflink=auto", cached + "/.", copy_->path()}), 0);
+    // A whole Debian tree copied byte by byte where /tmp cannot reflink: a
+    // loaded 2-core CI host has taken over a minute.
+    ASSERT_EQ(host_run({"/bin/cp", "-a", "--reflink=auto", cached + "/.", copy_->path()}, 600'000),
+              0);
   }
 
   std::unique_ptr<temp_dir> copy_;

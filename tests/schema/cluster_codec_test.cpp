@@ -68,6 +68,7 @@ worker_view sample_worker_view() {
                     {2, 16, 8, 0},
                     3200,
                     "",
+                    "",
                     ""};
   x.state = "lost";
   x.allocated = {1000, 2048, 4096, 2};

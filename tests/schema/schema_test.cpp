@@ -181,7 +181,8 @@ TEST(worker_codec, round_trips_registration_and_heartbeat) {
                           resources{2, 16, 8, 0},
                           3200,
                           "-----BEGIN CERTIFICATE-----\n...",
-                          "3045abcd"};
+                          "3045abcd",
+                          std::string(64, '5')};
   auto decoded = decode_worker_registration(encode(reg));
   ASSERT_TRUE(decoded);
   EXPECT_EQ(*decoded, reg);
