@@ -2,7 +2,8 @@
 // attacker on the path would (a raw packet socket on the bridge ports of the
 // control plane's and the worker's hosts): a 5 MiB file relayed through the
 // control plane and a process's relayed output must not appear in clear on
-// the cluster link, nor a file sent straight to the worker's data listener.
+// the cluster link, nor a credential's secret fetched by the worker's egress
+// proxy, nor a file sent straight to the worker's data listener.
 // The same capture sees the test's own plain HTTP calls to the control
 // plane, so a capture that misses everything cannot pass.
 
@@ -168,6 +169,38 @@ TEST_F(cluster_e2e, relayed_files_and_output_cross_the_cluster_link_only_encrypt
                          {{"Content-Type", "application/octet-stream"}});
   ASSERT_EQ(direct_put.status, 201) << direct_put.raw;
 
+  // A credential fetched over the link: a sandbox whose egress allows
+  // api.test sends a plain HTTP request for it; the worker's egress proxy
+  // asks the control plane for the sandbox's credentials (their secret
+  // rendered into the header value) before it tries the upstream, which does
+  // not exist here. The injection is audited.
+  const std::string secret = "CRED-SECRET-4f1e9a-never-in-clear";
+  const std::string with_egress =
+    create_running({{"egress", {{"profile", "allowlist"}, {"allow", {"api.test"}}}}});
+  ASSERT_FALSE(with_egress.empty());
+  auto credential =
+    call("POST", control_->url() + "/v1/credentials", key_,
+         json{{"name", "capture-token"},
+              {"scope", {{"sandbox", with_egress}}},
+              {"hosts", {"api.test"}},
+              {"inject", {{"header", "Authorization"}, {"value_template", "Bearer {secret}"}}},
+              {"secret", secret}}
+           .dump());
+  ASSERT_EQ(credential.status, 201) << credential.raw;
+  exec(control_->url(), with_egress, key_,
+       "printf 'GET / HTTP/1.1\\r\\nHost: api.test\\r\\nConnection: close\\r\\n\\r\\n' "
+       "| nc -w 5 192.0.2.1 80");
+  EXPECT_TRUE(eventually(
+    [&] {
+      auto audit =
+        call("GET",
+             control_->url() + "/v1/audit?sandbox_id=" + with_egress + "&kind=credential&limit=100",
+             key_);
+      return audit.status == 200 && audit.raw.find("capture-token") != std::string::npos;
+    },
+    operation_bound))
+    << "the egress proxy did not use the credential: no fetch to look for";
+
   EXPECT_EQ(capture.stop(), 0u) << "the capture dropped packets: it proves nothing";
   EXPECT_EQ(worker_side.stop(), 0u) << "the capture dropped packets: it proves nothing";
   const std::string data_plane = worker_side.bytes_of(worker.port);
@@ -184,6 +217,7 @@ TEST_F(cluster_e2e, relayed_files_and_output_cross_the_cluster_link_only_encrypt
   EXPECT_EQ(link.find(file_marker), std::string::npos) << "file bytes in clear on the link";
   EXPECT_EQ(link.find(output_marker), std::string::npos) << "output in clear on the link";
   EXPECT_EQ(link.find(key_), std::string::npos) << "the API key in clear on the link";
+  EXPECT_EQ(link.find(secret), std::string::npos) << "a credential's secret in clear on the link";
 }
 
 } // namespace
