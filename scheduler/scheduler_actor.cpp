@@ -71,15 +71,25 @@ using self_ptr = scheduler_actor::stateful_pointer<scheduler_state>;
 //
 // The caller of a message is the CAF node its sender lives on, which CAF takes
 // from the connection, not a field the caller fills in. A peer can still name
-// another node as the source of a routed message, but the reply then goes to
-// the node it named, never back to it (docs/cluster.md: what this does and
-// does not stop).
+// another node (this process's included) as the source of a routed message,
+// but the reply then goes to the node it named, never back to it; and a
+// control plane that checks identities gives worker calls no trust for
+// coming from this process (docs/cluster.md: what this does and does not
+// stop).
 
 /// True for a message sent from inside this process (the control plane's own
 /// actors, serve's worker).
 bool from_this_process(self_ptr self) {
   const auto& sender = self->current_sender();
   return sender && sender->node() == self->node();
+}
+
+/// True for a worker's call from inside this process that needs no proof:
+/// `serve`'s own worker. A control plane that checks identities (it listens
+/// for workers) trusts no such call, because a peer can name this process's
+/// node as the source of a routed message (docs/cluster.md).
+bool trusted_local_worker(self_ptr self) {
+  return !self->state.deps.verify_member && from_this_process(self);
 }
 
 /// True when the message comes from the CAF node of `w`'s live node actor.
@@ -244,7 +254,7 @@ caf::result<registration_ack> on_register(self_ptr self, schema::worker_registra
   // A worker registers its own node: a handle it learned of another's would
   // let it stand in for that worker.
   const auto& sender = self->current_sender();
-  if (node && sender && sender->node() != node.node() && !from_this_process(self))
+  if (node && sender && sender->node() != node.node() && !trusted_local_worker(self))
     return refuse("invalid", make_error(errc::permission_denied,
                                         "worker " + r.id.substr(0, 64)
                                           + " registered a node that is not on its own host"));
@@ -252,7 +262,7 @@ caf::result<registration_ack> on_register(self_ptr self, schema::worker_registra
     return refuse("invalid", std::move(*refused));
   // Who the caller is comes from the certificate whose key signed this
   // registration on this connection, never from the id it sends.
-  if (st.deps.verify_member && !from_this_process(self)) {
+  if (st.deps.verify_member) {
     const std::string caller = sender ? caf::to_string(sender->node()) : std::string{};
     auto member = st.deps.verify_member(r.certificate, r.proof,
                                         schema::registration_proof_message(r.id, caller));
@@ -312,7 +322,7 @@ caf::result<bool> on_beat(self_ptr self, schema::worker_heartbeat& beat) {
   if (i == st.workers.end() || i->second.node_down)
     return make_error(errc::not_found,
                       "worker " + beat.worker_id + " is not registered: register again");
-  if (!from_this_process(self) && !sent_by(self, i->second))
+  if (!trusted_local_worker(self) && !sent_by(self, i->second))
     return make_error(errc::permission_denied, "a heartbeat for worker "
                                                  + beat.worker_id.substr(0, 64)
                                                  + " comes only from that worker's node");
@@ -541,7 +551,7 @@ scheduler_actor::behavior_type scheduler(self_ptr self, scheduler_options option
       // A worker reads the credentials of its own sandboxes only (as a
       // kubelet reads only its own pods' secrets).
       // Heartbeats add the sandboxes a worker runs to `placed` too.
-      if (!from_this_process(self)) {
+      if (!trusted_local_worker(self)) {
         auto& st = self->state;
         auto placed = st.placed.find(sandbox_id);
         auto worker =
@@ -556,7 +566,7 @@ scheduler_actor::behavior_type scheduler(self_ptr self, scheduler_options option
         sandbox_id);
     },
     [self](actors::sc_audit_atom, std::vector<schema::audit_record>& records) -> caf::result<bool> {
-      if (!from_this_process(self)) {
+      if (!trusted_local_worker(self)) {
         const worker_entry* caller = calling_worker(self);
         if (caller == nullptr)
           return make_error(errc::permission_denied, "audit records come only from workers");

@@ -412,5 +412,77 @@ TEST_F(scheduler_test, lists_workers_in_id_order) {
   EXPECT_EQ(fleet[2].registration.id, "wk_c");
 }
 
+/// A control plane that checks identities: every registration proves its
+/// certificate, even one that seems to come from this process (a peer can
+/// name this process's node as the source of a routed message).
+class checked_scheduler_test : public ::testing::Test {
+protected:
+  checked_scheduler_test()
+      : system(prepared(config)),
+        sched(dynamic_cast<caf::scheduler::test_coordinator&>(system.scheduler())) {
+    scheduler_deps deps;
+    deps.token_public_key = std::string(32, '\x2a');
+    deps.clock = &clock;
+    deps.entropy = &entropy;
+    // The certificate's text is the member it names; "forged" proves nothing.
+    deps.verify_member = [](const std::string& certificate, const std::string& proof,
+                            const std::string&) -> result<std::string> {
+      if (proof == "forged")
+        return make_status(errc::permission_denied, "the proof is not the key's signature");
+      return certificate;
+    };
+    scheduler = spawn_scheduler(system, options, std::move(deps));
+    sched.run();
+  }
+
+  ~checked_scheduler_test() override {
+    caf::anon_send_exit(scheduler, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
+    sched.run();
+    while (sched.trigger_timeouts() > 0)
+      sched.run();
+  }
+
+  caf::expected<registration_ack> register_as(schema::worker_registration r) {
+    caf::scoped_actor asker{system};
+    auto handle =
+      asker->request(scheduler, caf::infinite, sc_register_atom::value, std::move(r), node);
+    sched.run();
+    caf::expected<registration_ack> out{caf::make_error(caf::sec::request_timeout)};
+    if (!asker->mailbox().empty())
+      handle.receive([&out](registration_ack& ack) { out = std::move(ack); },
+                     [&out](caf::error& err) { out = std::move(err); });
+    return out;
+  }
+
+  manual_wall_clock clock;
+  seeded_entropy entropy{12};
+  system_config config;
+  caf::actor_system system;
+  caf::scheduler::test_coordinator& sched;
+  scheduler_options options;
+  std::shared_ptr<testing::stub_node_script> script = std::make_shared<testing::stub_node_script>();
+  node_actor node = spawn_stub_node(system, script);
+  scheduler_actor scheduler;
+};
+
+TEST_F(checked_scheduler_test, a_registration_from_this_process_still_proves_its_certificate) {
+  auto r = registration("wk_local");
+  r.certificate = "wk_local";
+  r.proof = "forged";
+  r.session_secret = std::string(64, 'c');
+  auto forged = register_as(r);
+  ASSERT_FALSE(forged);
+  EXPECT_EQ(to_status(forged.error()).code, errc::permission_denied);
+  // The same with a proof, but no session secret: refused too.
+  r.proof = "signed";
+  r.session_secret.clear();
+  auto ungated = register_as(r);
+  ASSERT_FALSE(ungated);
+  EXPECT_EQ(to_status(ungated.error()).code, errc::invalid_argument);
+  r.session_secret = std::string(64, 'c');
+  EXPECT_TRUE(register_as(r));
+}
+
 } // namespace
 } // namespace airlock::actors
