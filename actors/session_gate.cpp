@@ -2,6 +2,8 @@
 
 #include <openssl/crypto.h>
 
+#include <chrono>
+#include <cstdint>
 #include <utility>
 
 #include <caf/event_based_actor.hpp>
@@ -40,6 +42,20 @@ caf::behavior node_gate(caf::event_based_actor* self, caf::actor node, std::stri
   };
 }
 
+caf::behavior scheduler_uplink(caf::event_based_actor* self, std::string secret) {
+  self->set_default_handler(refuse_unexpected);
+  return {
+    [self, secret = std::move(secret)](uplink_call_atom, const std::string& presented,
+                                       const caf::actor& scheduler, caf::message& call,
+                                       uint32_t timeout_ms) -> caf::result<caf::message> {
+      if (!same_secret(presented, secret))
+        return refused();
+      return ask_for_caller<scheduler_actor>(self, scheduler, std::move(call),
+                                             caf::duration(std::chrono::milliseconds(timeout_ms)));
+    },
+  };
+}
+
 caf::behavior session_relay(caf::event_based_actor* self, caf::actor gate, std::string secret) {
   // delegate keeps the caller as the sender: the relay itself never sends
   // over the network, so no other node can address it.
@@ -64,6 +80,10 @@ node_actor spawn_session_relay(caf::actor_system& system, node_actor gate,
                                std::string session_secret) {
   return caf::actor_cast<node_actor>(system.spawn(
     session_relay, caf::actor_cast<caf::actor>(std::move(gate)), std::move(session_secret)));
+}
+
+caf::actor spawn_scheduler_uplink(caf::actor_system& system, std::string uplink_secret) {
+  return system.spawn(scheduler_uplink, std::move(uplink_secret));
 }
 
 bool is_session_secret(std::string_view text) {

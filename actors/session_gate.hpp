@@ -37,6 +37,7 @@
 namespace airlock::actors {
 
 using gate_call_atom = caf::atom_constant<caf::atom("gatecall")>;
+using uplink_call_atom = caf::atom_constant<caf::atom("uplinkcall")>;
 
 /// Bytes of entropy in a session secret (as hex: twice as many characters).
 inline constexpr size_t session_secret_bytes = 32;
@@ -51,6 +52,14 @@ node_actor spawn_node_gate(caf::actor_system& system, node_actor node, std::stri
 /// sender. A local actor; kill it when the registration it serves is replaced.
 node_actor spawn_session_relay(caf::actor_system& system, node_actor gate,
                                std::string session_secret);
+
+/// The worker's side of its own calls to the scheduler (the join actor's
+/// voice on the network, so that the join actor never talks to another node
+/// and cannot be addressed): passes `(uplink_call, secret, scheduler, call,
+/// timeout_ms)` to `scheduler` as `call` when `secret` is `uplink_secret`
+/// (which never leaves the process), answers with the reply itself, and
+/// refuses anything else with permission_denied.
+caf::actor spawn_scheduler_uplink(caf::actor_system& system, std::string uplink_secret);
 
 /// A fresh secret's shape: 64 lower-case hex digits.
 bool is_session_secret(std::string_view text);

@@ -1,10 +1,8 @@
 #include "worker/cluster_join.hpp"
 
 #include <caf/actor_cast.hpp>
-#include <caf/event_based_actor.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/io/middleman_actor.hpp>
-#include <caf/message_view.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
@@ -56,28 +54,6 @@ struct join_state {
 
 using self_ptr = cluster_join_actor::stateful_pointer<join_state>;
 
-using uplink_call_atom = caf::atom_constant<caf::atom("uplinkcall")>;
-
-/// Sends a call to the scheduler and answers with its reply: the join
-/// actor's voice on the network. It takes calls only with the secret of its
-/// process, as CAF lets any peer that learns its id address it.
-caf::behavior uplink(caf::event_based_actor* self, std::string secret) {
-  self->set_default_handler(
-    [](caf::scheduled_actor*, caf::message_view&) -> caf::result<caf::message> {
-      return make_error(errc::permission_denied, "this worker's uplink takes only its own calls");
-    });
-  return {
-    [self, secret = std::move(secret)](uplink_call_atom, const std::string& presented,
-                                       const caf::actor& scheduler, caf::message& call,
-                                       uint32_t timeout_ms) -> caf::result<caf::message> {
-      if (!actors::same_session_secret(presented, secret))
-        return make_error(errc::permission_denied, "this worker's uplink takes only its own calls");
-      return actors::ask_for_caller<actors::scheduler_actor>(
-        self, scheduler, std::move(call), caf::duration(milliseconds(timeout_ms)));
-    },
-  };
-}
-
 /// Asks the scheduler `xs...` and runs `on_answer` or `on_error` with the
 /// reply: through the uplink over the network, directly in `serve`.
 template <class OnAnswer, class OnError, class... Ts>
@@ -92,9 +68,9 @@ void ask(self_ptr self, OnAnswer on_answer, OnError on_error, Ts&&... xs) {
   // The uplink's own request has the same bound; this one waits a little
   // longer so that the uplink's timeout is what the caller sees.
   self
-    ->request(st.uplink, timeout + milliseconds(1000), uplink_call_atom::value, st.uplink_secret,
-              caf::actor_cast<caf::actor>(st.scheduler), caf::make_message(std::forward<Ts>(xs)...),
-              st.options.request_timeout_ms)
+    ->request(st.uplink, timeout + milliseconds(1000), actors::uplink_call_atom::value,
+              st.uplink_secret, caf::actor_cast<caf::actor>(st.scheduler),
+              caf::make_message(std::forward<Ts>(xs)...), st.options.request_timeout_ms)
     .then(std::move(on_answer), std::move(on_error));
 }
 
@@ -372,7 +348,7 @@ cluster_join_actor::behavior_type cluster_join(self_ptr self, cluster_join_optio
     st.deps.registration.session_secret = *session_secret;
     st.gate = actors::spawn_node_gate(self->system(), st.deps.node, std::move(*session_secret));
     st.uplink_secret = std::move(*uplink_secret);
-    st.uplink = self->system().spawn(uplink, st.uplink_secret);
+    st.uplink = actors::spawn_scheduler_uplink(self->system(), st.uplink_secret);
     self->link_to(st.uplink);
   }
   // Without its node this worker has nothing to offer: stop, so the owner

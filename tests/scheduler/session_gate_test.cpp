@@ -89,6 +89,35 @@ TEST_F(session_gate, the_gate_goes_with_its_node) {
   EXPECT_TRUE(down);
 }
 
+TEST_F(session_gate, the_uplink_passes_its_own_calls_to_the_scheduler_and_refuses_others) {
+  const std::string uplink_secret(64, 'd');
+  int beats = 0;
+  auto scheduler = system_.spawn([&beats]() -> caf::behavior {
+    return {[&beats](sc_beat_atom, const schema::worker_heartbeat&) {
+      ++beats;
+      return true;
+    }};
+  });
+  auto uplink = spawn_scheduler_uplink(system_, uplink_secret);
+  caf::scoped_actor self(system_);
+  auto beat = caf::make_message(sc_beat_atom::value, schema::worker_heartbeat{});
+  auto passed = test::ask<bool>(self, uplink, seconds(10), uplink_call_atom::value, uplink_secret,
+                                scheduler, beat, uint32_t{5000});
+  ASSERT_TRUE(passed) << passed.error().message;
+  EXPECT_TRUE(*passed);
+  EXPECT_EQ(test::ask<bool>(self, uplink, seconds(10), uplink_call_atom::value,
+                            std::string(64, 'e'), scheduler, beat, uint32_t{5000})
+              .code(),
+            errc::permission_denied);
+  EXPECT_EQ(
+    test::ask<bool>(self, uplink, seconds(10), sc_beat_atom::value, schema::worker_heartbeat{})
+      .code(),
+    errc::permission_denied);
+  EXPECT_EQ(beats, 1) << "a refused call reached the scheduler";
+  caf::anon_send_exit(uplink, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(scheduler, caf::exit_reason::user_shutdown);
+}
+
 TEST(session_secret, has_one_shape_and_compares_whole) {
   EXPECT_TRUE(is_session_secret(secret));
   EXPECT_FALSE(is_session_secret(std::string(63, 'a')));
